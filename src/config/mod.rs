@@ -1,0 +1,145 @@
+//! The configuration: TOML text → raw serde structs (`raw.rs`) → checked, immutable [`Config`].
+//!
+//! Everything downstream reads only the types in this file: once a `Config` exists, every address
+//! parsed, every duration positive, every name unique and every reference resolved.
+
+mod duration;
+mod load;
+mod raw;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+pub use duration::parse_duration;
+pub use load::{ConfigError, ConfigProblem};
+
+/// A whole, validated configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Config {
+    /// Worker threads; "auto" resolves to the number of CPUs the process may run on. At least 1.
+    pub workers: usize,
+    /// How new connections reach workers. Only `reuseport` exists so far.
+    pub intake: IntakeMode,
+    /// How long a graceful stop waits for requests in flight before closing them. Default 10s.
+    pub shutdown_grace: Duration,
+    /// At least one; names unique.
+    pub listeners: Vec<ListenerConfig>,
+    pub timeouts: Timeouts,
+    pub limits: Limits,
+    /// At least one; names unique; every listener's `pool` names one of them.
+    pub pools: Vec<PoolConfig>,
+}
+
+/// How a listener's connections are spread over workers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IntakeMode {
+    /// One SO_REUSEPORT socket per worker; the kernel spreads connections by hash.
+    ReusePort,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ListenerConfig {
+    pub name: String,
+    pub bind: SocketAddr,
+    /// listen(2) backlog. Default 4096 (the kernel caps it at net.core.somaxconn).
+    pub backlog: u32,
+    /// Index into `Config::pools` of the pool used when no route matches.
+    pub pool: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timeouts {
+    /// Connecting to a server. Default 2s. On expiry: 504.
+    pub connect: Duration,
+    /// From the first byte of a request head to its last. Default 10s. On expiry: 408, closed.
+    pub client_header: Duration,
+    /// A keep-alive client may stay silent this long between requests, and may stall a body or
+    /// stop reading a response this long. Default 60s.
+    pub client_idle: Duration,
+    /// From the request being sent to the response head, and between reads of a response body.
+    /// Default 30s. On expiry before the head: 504.
+    pub backend_response: Duration,
+    /// An idle pooled connection to a server is closed after this long. Default 4s: shorter than
+    /// the 5s keep-alive of Node.js and Apache, the shortest common server defaults, so herdsman
+    /// closes first and never sends a request into a connection the server is closing.
+    pub backend_idle: Duration,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Largest request head (request line + headers) accepted; larger: 431. Default 65536.
+    pub max_header_bytes: usize,
+    /// Largest request body accepted; larger: 413. 0 means no limit (the default).
+    pub max_body_bytes: u64,
+    /// Idle connections kept per server per worker. Default 64.
+    pub max_idle_per_server: usize,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct PoolConfig {
+    pub name: String,
+    pub balance: Balance,
+    /// At least one; names unique within the pool.
+    pub servers: Vec<ServerConfig>,
+}
+
+/// How a pool picks a server for a request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Balance {
+    /// Smooth weighted round-robin (nginx's), one sequence shared by all workers.
+    RoundRobin,
+    /// Fewest active requests relative to weight, counted across all workers.
+    LeastConn,
+    /// Power of two choices: the less loaded (active ÷ weight) of two random servers.
+    P2c,
+    /// Weighted random.
+    Random,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ServerConfig {
+    /// Stable identity of the server; unique within its pool.
+    pub name: String,
+    pub addr: SocketAddr,
+    /// 0–256, default 1. Weight 0 takes no new requests.
+    pub weight: u32,
+}
+
+impl Default for Timeouts {
+    fn default() -> Self {
+        Timeouts {
+            connect: Duration::from_secs(2),
+            client_header: Duration::from_secs(10),
+            client_idle: Duration::from_secs(60),
+            backend_response: Duration::from_secs(30),
+            backend_idle: Duration::from_secs(4),
+        }
+    }
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_header_bytes: 65536,
+            max_body_bytes: 0,
+            max_idle_per_server: 64,
+        }
+    }
+}
+
+impl Config {
+    /// Parses and validates TOML text. `origin` names the text in errors (a path, or "<demo>").
+    pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
+        load::from_toml(text, origin)
+    }
+
+    /// Reads and validates a config file.
+    pub fn load(path: &std::path::Path) -> Result<Config, ConfigError> {
+        load::from_file(path)
+    }
+
+    /// A short human summary: listeners, pools and servers, one line each. Printed by `check`.
+    pub fn summary(&self) -> String {
+        load::summary(self)
+    }
+}

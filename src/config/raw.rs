@@ -1,0 +1,282 @@
+//! Raw serde structs mirroring the TOML file, before validation, and the map from a byte offset
+//! back to the dotted key path (for the toml crate's errors, which carry a span but no path).
+//!
+//! Every value that `load.rs` checks is `Spanned`, so a problem found after parsing still points
+//! at its line. Integers are read as `i64` (TOML's own integer) so that a negative or oversized
+//! number reaches the range check and its message, instead of a bare "expected u32".
+
+use std::ops::Range;
+
+use serde::de::{self, Deserializer, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde::Deserialize;
+use toml::Spanned;
+
+/// The whole file. Every top-level key is optional here; "at least one listener and one pool" is
+/// checked in `load.rs`, where it can be reported alongside everything else.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawConfig {
+    /// "auto" or an integer; any other TOML value is reported by `load.rs`.
+    pub workers: Option<Spanned<toml::Value>>,
+    pub intake: Option<Spanned<String>>,
+    pub shutdown_grace: Option<Spanned<String>>,
+    #[serde(default)]
+    pub listener: Vec<Spanned<RawListener>>,
+    #[serde(default)]
+    pub timeouts: RawTimeouts,
+    #[serde(default)]
+    pub limits: RawLimits,
+    #[serde(default)]
+    pub pool: Vec<Spanned<RawPool>>,
+}
+
+/// One `[[listener]]`. Required keys are `Option` so that every missing one is reported at once.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListener {
+    pub name: Option<Spanned<String>>,
+    pub bind: Option<Spanned<String>>,
+    pub backlog: Option<Spanned<i64>>,
+    pub pool: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTimeouts {
+    pub connect: Option<Spanned<String>>,
+    pub client_header: Option<Spanned<String>>,
+    pub client_idle: Option<Spanned<String>>,
+    pub backend_response: Option<Spanned<String>>,
+    pub backend_idle: Option<Spanned<String>>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLimits {
+    pub max_header_bytes: Option<Spanned<i64>>,
+    pub max_body_bytes: Option<Spanned<i64>>,
+    pub max_idle_per_server: Option<Spanned<i64>>,
+}
+
+/// One `[[pool]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPool {
+    pub name: Option<Spanned<String>>,
+    pub balance: Option<Spanned<String>>,
+    pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
+}
+
+/// One entry of a pool's `servers` array (an inline table).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawServer {
+    pub name: Option<Spanned<String>>,
+    pub addr: Option<Spanned<String>>,
+    pub weight: Option<Spanned<i64>>,
+}
+
+/// The dotted key path at `span` in `text` — `pool[0].servers[1].wieght` — or `None` when the text
+/// does not parse as TOML at all (a syntax error has no key to name).
+///
+/// The toml crate points an unknown-key error at the key, a wrong-type error at the value and a
+/// missing-key error at the table, so all three are found here by span alone.
+pub fn key_path_at(text: &str, span: Range<usize>) -> Option<String> {
+    let root: Shape = toml::from_str(text).ok()?;
+    let root = Spanned::new(0..text.len(), root);
+    let finder = KeyFinder { text, target: span };
+    let (_, path) = finder.deepest(&root, String::new(), 0)?;
+    Some(path).filter(|path| !path.is_empty())
+}
+
+/// The shape of any TOML document, with the span of every value; keys are plain strings because
+/// the toml crate cannot give spans for the parts of a dotted key.
+enum Shape {
+    Table(Vec<(String, Spanned<Shape>)>),
+    Array(Vec<Spanned<Shape>>),
+    Scalar,
+}
+
+struct KeyFinder<'t> {
+    text: &'t str,
+    target: Range<usize>,
+}
+
+impl KeyFinder<'_> {
+    /// The deepest value under `node` (itself at `path`, `depth` deep) that contains the target,
+    /// with its depth. Every child is searched, not only those whose span contains the target: the
+    /// span of a `[[pool]]` table stops before a later `[pool.sticky]` that belongs to it.
+    fn deepest(
+        &self,
+        node: &Spanned<Shape>,
+        path: String,
+        depth: usize,
+    ) -> Option<(usize, String)> {
+        let below = match node.get_ref() {
+            Shape::Scalar => None,
+            Shape::Array(items) => items
+                .iter()
+                .enumerate()
+                .filter_map(|(i, item)| self.deepest(item, format!("{path}[{i}]"), depth + 1))
+                .max_by_key(|(depth, _)| *depth),
+            Shape::Table(entries) => entries
+                .iter()
+                .filter_map(|(key, value)| self.deepest(value, join(&path, key), depth + 1))
+                .max_by_key(|(depth, _)| *depth),
+        };
+        if below.is_some() {
+            return below;
+        }
+        let span = node.span();
+        if !(span.start <= self.target.start && self.target.end <= span.end) {
+            return None;
+        }
+        // In this value but in none of its values: one of its keys, or the value itself.
+        if let Shape::Table(entries) = node.get_ref() {
+            if let Some(key) = self.key_at_target(entries) {
+                return Some((depth + 1, join(&path, key)));
+            }
+        }
+        Some((depth, path))
+    }
+
+    /// The key of `entries` at the target: the one whose value follows it after only `=` and
+    /// blanks. (A header such as `[pool.sticky]` is followed by a newline: it names the table.)
+    fn key_at_target<'e>(&self, entries: &'e [(String, Spanned<Shape>)]) -> Option<&'e str> {
+        let (key, value) = entries
+            .iter()
+            .filter(|(_, value)| value.span().start >= self.target.end)
+            .min_by_key(|(_, value)| value.span().start)?;
+        let between = self.text.get(self.target.end..value.span().start)?;
+        let only_equals = between.trim_matches([' ', '\t']) == "=";
+        only_equals.then_some(key.as_str())
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() {
+        key.to_string()
+    } else {
+        format!("{path}.{key}")
+    }
+}
+
+impl<'de> Deserialize<'de> for Shape {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        deserializer.deserialize_any(ShapeVisitor)
+    }
+}
+
+struct ShapeVisitor;
+
+/// The toml crate hands a datetime over as a one-entry map under this key.
+const TOML_DATETIME_KEY: &str = "$__toml_private_datetime";
+
+impl<'de> Visitor<'de> for ShapeVisitor {
+    type Value = Shape;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any TOML value")
+    }
+
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<Shape, E> {
+        Ok(Shape::Scalar)
+    }
+
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<Shape, E> {
+        Ok(Shape::Scalar)
+    }
+
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<Shape, E> {
+        Ok(Shape::Scalar)
+    }
+
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<Shape, E> {
+        Ok(Shape::Scalar)
+    }
+
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<Shape, E> {
+        Ok(Shape::Scalar)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Shape, A::Error> {
+        let mut items = Vec::new();
+        while let Some(item) = seq.next_element()? {
+            items.push(item);
+        }
+        Ok(Shape::Array(items))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Shape, A::Error> {
+        let mut entries = Vec::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if key == TOML_DATETIME_KEY {
+                map.next_value::<IgnoredAny>()?;
+                return Ok(Shape::Scalar);
+            }
+            entries.push((key, map.next_value()?));
+        }
+        Ok(Shape::Table(entries))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The path at the first occurrence of `needle` in `text`.
+    fn path_at(text: &str, needle: &str) -> Option<String> {
+        let start = text.find(needle).expect(needle);
+        key_path_at(text, start..start + needle.len())
+    }
+
+    #[test]
+    fn a_key_in_a_table_is_named_with_its_table() {
+        let text = "workers = 2\n[timeouts]\nconect = \"2s\"\n";
+        assert_eq!(path_at(text, "conect").as_deref(), Some("timeouts.conect"));
+        assert_eq!(path_at(text, "\"2s\"").as_deref(), Some("timeouts.conect"));
+        assert_eq!(path_at(text, "workers").as_deref(), Some("workers"));
+    }
+
+    #[test]
+    fn arrays_of_tables_and_inline_tables_are_indexed() {
+        let text = "[[listener]]\nname = \"a\"\n[timeouts]\nconnect = \"1s\"\n\
+                    [[listener]]\nname = \"b\"\n\
+                    [[pool]]\nname = \"p\"\nservers = [\n  { name = \"x\" },\n  { name = \"y\", wieght = 2 },\n]\n";
+        assert_eq!(path_at(text, "\"b\"").as_deref(), Some("listener[1].name"));
+        assert_eq!(
+            path_at(text, "connect").as_deref(),
+            Some("timeouts.connect")
+        );
+        assert_eq!(
+            path_at(text, "wieght").as_deref(),
+            Some("pool[0].servers[1].wieght")
+        );
+        assert_eq!(
+            path_at(text, "{ name = \"x\" }").as_deref(),
+            Some("pool[0].servers[0]")
+        );
+    }
+
+    #[test]
+    fn a_sub_table_header_after_an_array_of_tables_is_indexed() {
+        let text =
+            "[[pool]]\nname = \"a\"\n[[pool]]\nname = \"b\"\n\n[pool.sticky]\ncookie = \"H\"\n";
+        assert_eq!(path_at(text, "sticky").as_deref(), Some("pool[1].sticky"));
+        assert_eq!(
+            path_at(text, "cookie").as_deref(),
+            Some("pool[1].sticky.cookie")
+        );
+    }
+
+    #[test]
+    fn a_syntax_error_has_no_path() {
+        assert_eq!(key_path_at("[[listener]\n", 10..11), None);
+    }
+
+    #[test]
+    fn datetimes_do_not_hide_the_path() {
+        let text = "when = 1979-05-27T07:32:00Z\n[limits]\nmax = 1\n";
+        assert_eq!(path_at(text, "max").as_deref(), Some("limits.max"));
+    }
+}

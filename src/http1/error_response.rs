@@ -1,0 +1,48 @@
+//! The short plain-text responses herdsman sends when it answers a request itself.
+
+use std::io::Write;
+
+/// The reason phrase for the statuses herdsman produces.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        400 => "Bad Request",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Error",
+    }
+}
+
+/// Appends a complete response: `<status> <reason>: <detail>` as the body, then the connection
+/// is closed (every error herdsman answers itself ends the connection, so a client that sent
+/// something unexpected cannot have the rest of its bytes read as a new request).
+pub fn write_error_response(status: u16, detail: &str, out: &mut Vec<u8>) {
+    let reason = reason(status);
+    let body_len = 3 + 1 + reason.len() + 2 + detail.len() + 1;
+    let _ = write!(
+        out,
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n{status} {reason}: {detail}\n"
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn error_response_is_complete_and_closes() {
+        let mut out = Vec::new();
+        write_error_response(502, "server reset the connection", &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 502 Bad Gateway\r\n"));
+        assert!(head.contains("Connection: close"));
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+        assert_eq!(body, "502 Bad Gateway: server reset the connection\n");
+    }
+}

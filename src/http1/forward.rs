@@ -1,0 +1,197 @@
+//! The heads herdsman writes: the request as forwarded to a server, and the response as
+//! forwarded to the client, with hop-by-hop fields removed and X-Forwarded-* added.
+
+use std::io::Write;
+use std::net::IpAddr;
+
+use super::head::{ConnectionTokens, Request, Response};
+
+/// Fields that describe one connection, not the message (RFC 9110 §7.6.1), plus the
+/// X-Forwarded-* fields herdsman writes itself. `upgrade` is handled by the caller.
+fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
+    const FIXED: [&str; 5] = ["connection", "keep-alive", "te", "trailer", "upgrade"];
+    FIXED.iter().any(|h| name.eq_ignore_ascii_case(h))
+        || name.len() > 6 && name[..6].eq_ignore_ascii_case("proxy-")
+        || connection.names(name)
+}
+
+fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
+    out.extend_from_slice(name.as_bytes());
+    out.extend_from_slice(b": ");
+    out.extend_from_slice(value);
+    out.extend_from_slice(b"\r\n");
+}
+
+/// Appends the request head to send to a server. Always HTTP/1.1; the body framing fields are
+/// kept as received (the body is forwarded as framed, after the framing was checked).
+pub fn write_request_head(request: &Request<'_, '_>, client_ip: IpAddr, out: &mut Vec<u8>) {
+    out.extend_from_slice(request.method_text.as_bytes());
+    out.push(b' ');
+    out.extend_from_slice(request.target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\n");
+    let mut forwarded_for: Option<&[u8]> = None;
+    let mut more_forwarded_for = false;
+    for field in request.headers {
+        let name = field.name;
+        if name.eq_ignore_ascii_case("x-forwarded-for") {
+            // Earlier proxies' entries are kept, in order, with the client's address last.
+            match forwarded_for {
+                None => forwarded_for = Some(field.value),
+                Some(_) => more_forwarded_for = true,
+            }
+            continue;
+        }
+        if name.eq_ignore_ascii_case("x-forwarded-proto")
+            || name.eq_ignore_ascii_case("x-forwarded-host")
+        {
+            continue;
+        }
+        if request.upgrade && name.eq_ignore_ascii_case("upgrade") {
+            write_field(out, name, field.value);
+            continue;
+        }
+        if is_hop_by_hop(name, &request.connection) {
+            continue;
+        }
+        write_field(out, name, field.value);
+    }
+    if request.upgrade {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    }
+    out.extend_from_slice(b"X-Forwarded-For: ");
+    if more_forwarded_for {
+        for field in request.headers {
+            if field.name.eq_ignore_ascii_case("x-forwarded-for") {
+                out.extend_from_slice(field.value);
+                out.extend_from_slice(b", ");
+            }
+        }
+    } else if let Some(earlier) = forwarded_for {
+        out.extend_from_slice(earlier);
+        out.extend_from_slice(b", ");
+    }
+    let _ = write!(out, "{client_ip}");
+    out.extend_from_slice(b"\r\nX-Forwarded-Proto: http\r\n");
+    if let Some(host) = request.host {
+        write_field(out, "X-Forwarded-Host", host);
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+/// What the response head tells the client about the connection and the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientFraming {
+    /// herdsman will close the client connection after this response.
+    pub close: bool,
+    /// The client spoke HTTP/1.0 and asked for keep-alive (it must be told it got it).
+    pub http10_keep_alive: bool,
+    /// The chunked body is decoded and sent close-delimited (an HTTP/1.0 client cannot read
+    /// chunked), so Transfer-Encoding is dropped.
+    pub dechunk: bool,
+}
+
+/// Appends the response head to send to the client.
+pub fn write_response_head(response: &Response<'_, '_>, framing: ClientFraming, out: &mut Vec<u8>) {
+    let _ = write!(out, "HTTP/1.1 {} ", response.code);
+    out.extend_from_slice(response.reason.as_bytes());
+    out.extend_from_slice(b"\r\n");
+    let switching = response.code == 101;
+    for field in response.headers {
+        let name = field.name;
+        if switching && name.eq_ignore_ascii_case("upgrade") {
+            write_field(out, name, field.value);
+            continue;
+        }
+        if is_hop_by_hop(name, &response.connection)
+            || framing.dechunk && name.eq_ignore_ascii_case("transfer-encoding")
+        {
+            continue;
+        }
+        write_field(out, name, field.value);
+    }
+    if switching {
+        out.extend_from_slice(b"Connection: upgrade\r\n");
+    } else if framing.close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    } else if framing.http10_keep_alive {
+        out.extend_from_slice(b"Connection: keep-alive\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::head::{parse_request, parse_response, Method};
+
+    fn forwarded(text: &str) -> String {
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let request = parse_request(text.as_bytes(), &mut headers, 8192)
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        write_request_head(&request, "10.1.2.3".parse().unwrap(), &mut out);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn request_loses_hop_by_hop_and_gains_forwarded_fields() {
+        let got = forwarded(
+            "GET /x?y HTTP/1.0\r\nHost: example.com\r\nConnection: keep-alive, X-Private\r\nKeep-Alive: 5\r\nX-Private: 1\r\nTE: trailers\r\nProxy-Authorization: a\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-Proto: https\r\nAccept: */*\r\n\r\n",
+        );
+        assert_eq!(
+            got,
+            "GET /x?y HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nX-Forwarded-For: 1.1.1.1, 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: example.com\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn several_forwarded_for_fields_are_joined_in_order() {
+        let got = forwarded("GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 1.1.1.1\r\nX-Forwarded-For: 2.2.2.2, 3.3.3.3\r\n\r\n");
+        assert!(
+            got.contains("X-Forwarded-For: 1.1.1.1, 2.2.2.2, 3.3.3.3, 10.1.2.3\r\n"),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn upgrade_request_keeps_upgrade() {
+        let got = forwarded(
+            "GET /ws HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n",
+        );
+        assert!(
+            got.contains("Upgrade: websocket\r\n") && got.contains("Connection: upgrade\r\n"),
+            "{got}"
+        );
+    }
+
+    #[test]
+    fn response_head_for_http10_keep_alive_and_close() {
+        let text = "HTTP/1.1 200 Fine\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\nContent-Length: 2\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\n\r\n";
+        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let response = parse_response(text.as_bytes(), &mut headers, Method::Get, 8192)
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        let framing = ClientFraming {
+            close: false,
+            http10_keep_alive: true,
+            dechunk: false,
+        };
+        write_response_head(&response, framing, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nConnection: keep-alive\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        let framing = ClientFraming {
+            close: true,
+            http10_keep_alive: false,
+            dechunk: false,
+        };
+        write_response_head(&response, framing, &mut out);
+        assert!(String::from_utf8(out)
+            .unwrap()
+            .ends_with("Connection: close\r\n\r\n"));
+    }
+}

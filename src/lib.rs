@@ -1,0 +1,29 @@
+//! herdsman: a load-balancing HTTP/1.1 reverse proxy.
+//!
+//! # Layout
+//!
+//! - [`config`]: TOML → raw serde structs → validated, immutable [`Config`].
+//! - [`server`]: the running proxy: binds listeners, starts workers, stops them gracefully.
+//! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections.
+//! - [`intake`]: listening sockets and the socket options they need (`sys.rs`: Linux-only calls).
+//! - [`http1`]: request/response heads (httparse), body framing, header rewriting (RFC 9112).
+//! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
+//! - [`upstream`]: pools of servers, the published snapshot, balancing, idle connections.
+//! - [`control`]: signals (later: admin API, reload).
+//! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
+//!
+//! Request path rule: nothing a worker does per request takes a lock shared with other workers.
+//! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
+
+pub mod config;
+pub mod control;
+pub mod demo;
+pub mod http1;
+pub mod intake;
+pub mod proxy;
+pub mod server;
+pub mod upstream;
+pub mod worker;
+
+pub use config::Config;
+pub use server::{Server, StartError};

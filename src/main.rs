@@ -1,0 +1,108 @@
+//! The herdsman binary: parses the command line, loads the config, and calls the library.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+use herdsman::{Config, Server};
+
+#[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+#[cfg(feature = "alloc-jemalloc")]
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// A load-balancing HTTP/1.1 reverse proxy.
+#[derive(Parser)]
+#[command(name = "herdsman", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run three demo backends in-process with the proxy in front (the embedded default).
+    Demo {
+        /// Where the proxy listens.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+    },
+    /// Run the proxy with a config file.
+    Run {
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+    /// Check a config file and print a summary, or its problems (exit status 1).
+    Check {
+        #[arg(short, long)]
+        config: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let result = match cli.command {
+        Command::Check { config } => return check(&config),
+        Command::Run { config } => Config::load(&config)
+            .map_err(anyhow::Error::from)
+            .and_then(|config| serve(config, None)),
+        Command::Demo { listen } => demo(listen),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("herdsman: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check(path: &std::path::Path) -> ExitCode {
+    match Config::load(path) {
+        Ok(config) => {
+            println!("{}: ok\n{}", path.display(), config.summary());
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("{error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn demo(listen: SocketAddr) -> anyhow::Result<()> {
+    let backends = herdsman::demo::start_backends().context("starting the demo backends")?;
+    let config = herdsman::demo::config(listen, &backends);
+    serve(config, Some(herdsman::demo::banner))
+}
+
+/// Starts the proxy, optionally prints a banner with its first listener's address, and runs
+/// until SIGTERM or SIGINT, then stops gracefully.
+fn serve(config: Config, banner: Option<fn(SocketAddr) -> String>) -> anyhow::Result<()> {
+    let first_listener = config.listeners[0].name.clone();
+    let server = Server::start(config)?;
+    if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
+        print!("{}", banner(addr));
+    }
+    let signal =
+        herdsman::control::signals::wait_for_stop().context("installing signal handlers")?;
+    tracing::info!(signal, "stopping gracefully");
+    server.stop();
+    server.wait();
+    tracing::info!("stopped");
+    Ok(())
+}

@@ -1,0 +1,368 @@
+//! One request/response exchange: read and check the request head, pick a server, send the
+//! request (retrying once where that is safe), then hand over to `respond` for the response.
+
+use std::rc::Rc;
+use std::sync::Arc;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::time::{timeout, timeout_at, Instant};
+
+use super::failure::Failure;
+use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
+use super::{respond, Client, Next};
+use crate::http1::error_response::write_error_response;
+use crate::http1::forward::write_request_head;
+use crate::http1::{parse_request, Body, Method, MAX_HEADERS};
+use crate::upstream::snapshot::ActiveGuard;
+use crate::upstream::{Server, Snapshot};
+use crate::worker::{client_ip, WorkerContext};
+
+/// What is kept of a request once its head has been consumed.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts {
+    pub method: Method,
+    pub minor_version: u8,
+    pub body: Body,
+    pub keep_alive: bool,
+    pub upgrade: bool,
+}
+
+/// Serves one request on `client`; returns whether the connection stays open.
+pub async fn serve_one(
+    context: &Rc<WorkerContext>,
+    client: &mut Client,
+    snapshot: &Arc<Snapshot>,
+    listener: usize,
+) -> Next {
+    let facts = match read_request(context, client, snapshot).await {
+        Ok(Some(facts)) => facts,
+        Ok(None) => return Next::Close,
+        Err(failure) => {
+            report(client, failure, None);
+            answer_error(client, failure, snapshot).await;
+            return Next::Close;
+        }
+    };
+    let pool = &snapshot.pools[snapshot.listener_pools[listener]];
+    let picked = pool
+        .balancer
+        .pick(&pool.servers, &mut context.rng.borrow_mut());
+    let Some(server) = picked.map(|index| &pool.servers[index]) else {
+        report(client, Failure::NoServer, None);
+        answer_error(client, Failure::NoServer, snapshot).await;
+        return Next::Close;
+    };
+    let _active = ActiveGuard::new(&server.active);
+    let mut response_started = false;
+    match forward(
+        context,
+        client,
+        snapshot,
+        server,
+        facts,
+        &mut response_started,
+    )
+    .await
+    {
+        Ok(next) => next,
+        Err(failure) => {
+            report(client, failure, Some(server));
+            if !response_started {
+                answer_error(client, failure, snapshot).await;
+            }
+            Next::Close
+        }
+    }
+}
+
+/// Reads the next request head. `Ok(None)`: the connection should close quietly (the client
+/// closed or stayed idle too long, or a stop began between requests). On success the head to
+/// forward is in `client.out` and the head's bytes are consumed from `client.buffer`.
+async fn read_request(
+    context: &WorkerContext,
+    client: &mut Client,
+    snapshot: &Snapshot,
+) -> Result<Option<RequestFacts>, Failure> {
+    let limits = snapshot.limits;
+    let timeouts = snapshot.timeouts;
+    let mut deadline = None;
+    loop {
+        if !client.buffer.is_empty() {
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes)
+                .map_err(Failure::from_request_head)?;
+            if let Some(request) = parsed {
+                #[cfg(feature = "fault-injection")]
+                if request.target == "/__herdsman/panic" {
+                    panic!("fault injection: a panic inside a connection task");
+                }
+                if request.method == Method::Connect {
+                    return Err(Failure::NotImplemented("CONNECT is not supported"));
+                }
+                if let Body::Length(length) = request.body {
+                    if limits.max_body_bytes > 0 && length > limits.max_body_bytes {
+                        return Err(Failure::BodyTooLarge);
+                    }
+                }
+                let facts = RequestFacts {
+                    method: request.method,
+                    minor_version: request.minor_version,
+                    body: request.body,
+                    keep_alive: request.keep_alive,
+                    upgrade: request.upgrade,
+                };
+                client.out.clear();
+                write_request_head(&request, client_ip(client.peer), &mut client.out);
+                let head_len = request.head_len;
+                client.buffer.consume(head_len);
+                return Ok(Some(facts));
+            }
+            // The clock for a head starts once part of it is here.
+            deadline.get_or_insert_with(|| Instant::now() + timeouts.client_header);
+        }
+        let read = match deadline {
+            None => {
+                // Between requests: hold no buffer, and let a graceful stop close us.
+                client.buffer.release_if_empty();
+                client.server_buffer.release_if_empty();
+                let read = timeout(
+                    timeouts.client_idle,
+                    client.buffer.read_from(
+                        &mut client.stream,
+                        BUFFER_INITIAL,
+                        limits.max_header_bytes,
+                    ),
+                );
+                tokio::select! {
+                    read = read => read,
+                    () = context.stopped() => return Ok(None),
+                }
+            }
+            Some(deadline) => {
+                timeout_at(
+                    deadline,
+                    client.buffer.read_from(
+                        &mut client.stream,
+                        BUFFER_INITIAL,
+                        limits.max_header_bytes,
+                    ),
+                )
+                .await
+            }
+        };
+        match read {
+            Err(_elapsed) if deadline.is_some() => return Err(Failure::HeadTimeout),
+            Ok(Ok(n)) if n > 0 => {}
+            // idle timeout, end of stream or a reset: nothing to answer
+            _ => return Ok(None),
+        }
+    }
+}
+
+/// Sends the request to `server` and relays the response.
+async fn forward(
+    context: &Rc<WorkerContext>,
+    client: &mut Client,
+    snapshot: &Snapshot,
+    server: &Server,
+    facts: RequestFacts,
+    response_started: &mut bool,
+) -> Result<Next, Failure> {
+    let timeouts = snapshot.timeouts;
+    let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
+    upload
+        .take_buffered(&mut client.buffer, &mut client.out)
+        .map_err(upload_failure)?;
+
+    let (upstream, upload_finished) = if upload.is_done() {
+        send_whole(context, client, snapshot, server, facts).await?
+    } else {
+        send_streaming(context, client, snapshot, server, facts, &mut upload).await?
+    };
+    let _ = timeouts;
+    respond::respond(
+        context,
+        client,
+        snapshot,
+        server,
+        facts,
+        upstream,
+        upload_finished,
+        response_started,
+    )
+    .await
+}
+
+/// Sends a request whose head and body are all in `client.out`, and reads the response head.
+/// A reused connection that fails before any response byte is replaced by a fresh one, once,
+/// for an idempotent request (its bytes can do no harm twice).
+async fn send_whole(
+    context: &WorkerContext,
+    client: &mut Client,
+    snapshot: &Snapshot,
+    server: &Server,
+    facts: RequestFacts,
+) -> Result<(TcpStream, bool), Failure> {
+    let timeouts = snapshot.timeouts;
+    let retry_allowed = facts.method.is_idempotent() && facts.body == Body::None;
+    let mut fresh_only = false;
+    loop {
+        let (mut upstream, reused) =
+            server_connection(context, snapshot, server, fresh_only).await?;
+        let sent = match timeout(timeouts.backend_response, upstream.write_all(&client.out)).await {
+            Err(_) => Err(Failure::ResponseTimeout),
+            Ok(Err(e)) => Err(Failure::server_io(&e)),
+            Ok(Ok(())) => {
+                let (mut server_read, _) = upstream.split();
+                let head = respond::read_response_head(
+                    &mut server_read,
+                    &mut client.server_buffer,
+                    &mut client.stream,
+                    facts,
+                );
+                match timeout(timeouts.backend_response, head).await {
+                    Err(_) => Err(Failure::ResponseTimeout),
+                    Ok(result) => result,
+                }
+            }
+        };
+        match sent {
+            Ok(()) => return Ok((upstream, true)),
+            Err(Failure::ServerClosed | Failure::ServerIo(_))
+                if reused && retry_allowed && client.server_buffer.is_empty() =>
+            {
+                tracing::debug!(server = %server.name, "reused connection was closed; retrying on a fresh one");
+                fresh_only = true;
+            }
+            Err(failure) => return Err(failure),
+        }
+    }
+}
+
+/// Sends a request whose body is still arriving: the body streams to the server while the
+/// response head is awaited, so a server that answers early (or asks for the body with
+/// 100 Continue) is heard. Returns whether the whole body was sent.
+async fn send_streaming(
+    context: &WorkerContext,
+    client: &mut Client,
+    snapshot: &Snapshot,
+    server: &Server,
+    facts: RequestFacts,
+    upload: &mut BodyRelay,
+) -> Result<(TcpStream, bool), Failure> {
+    let timeouts = snapshot.timeouts;
+    let (mut upstream, _) = server_connection(context, snapshot, server, false).await?;
+    match timeout(timeouts.backend_response, upstream.write_all(&client.out)).await {
+        Err(_) => return Err(Failure::ResponseTimeout),
+        Ok(Err(e)) => return Err(Failure::server_io(&e)),
+        Ok(Ok(())) => {}
+    }
+    let (head, upload_finished) = {
+        let (mut client_read, mut client_write) = client.stream.split();
+        let (mut server_read, mut server_write) = upstream.split();
+        let upload_future = upload.relay(
+            &mut client_read,
+            &mut client.buffer,
+            &mut server_write,
+            timeouts.client_idle,
+            timeouts.backend_response,
+        );
+        let head_future = respond::read_response_head(
+            &mut server_read,
+            &mut client.server_buffer,
+            &mut client_write,
+            facts,
+        );
+        tokio::pin!(upload_future, head_future);
+        tokio::select! {
+            head = &mut head_future => (head, false),
+            sent = &mut upload_future => {
+                match sent {
+                    // The server stopped reading; it may still have answered (e.g. 413).
+                    Err(RelayError::SinkIo(_) | RelayError::SinkTimeout) => {}
+                    Err(error) => return Err(upload_failure(error)),
+                    Ok(()) => {}
+                }
+                // From here the server owes a response within backend_response.
+                let head = match timeout(timeouts.backend_response, &mut head_future).await {
+                    Err(_) => Err(Failure::ResponseTimeout),
+                    Ok(head) => head,
+                };
+                (head, sent.is_ok())
+            }
+        }
+    };
+    head?;
+    Ok((upstream, upload_finished))
+}
+
+/// An idle connection to `server` from this worker, or a new one.
+async fn server_connection(
+    context: &WorkerContext,
+    snapshot: &Snapshot,
+    server: &Server,
+    fresh_only: bool,
+) -> Result<(TcpStream, bool), Failure> {
+    if !fresh_only {
+        let idle = context
+            .idle
+            .borrow_mut()
+            .take(server.id, snapshot.timeouts.backend_idle);
+        if let Some(stream) = idle {
+            return Ok((stream, true));
+        }
+    }
+    match timeout(snapshot.timeouts.connect, TcpStream::connect(server.addr)).await {
+        Err(_) => Err(Failure::ConnectTimeout),
+        Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
+        Ok(Ok(stream)) => {
+            let _ = stream.set_nodelay(true);
+            Ok((stream, false))
+        }
+    }
+}
+
+/// A request body that could not be relayed, as the client's or the server's failure.
+fn upload_failure(error: RelayError) -> Failure {
+    match error {
+        RelayError::SourceEnded | RelayError::SourceIo(_) => Failure::ClientGone,
+        RelayError::SourceTimeout => Failure::ClientStalled,
+        RelayError::SinkIo(kind) => Failure::ServerIo(kind),
+        RelayError::SinkTimeout => Failure::ResponseTimeout,
+        RelayError::Framing(why) => Failure::BadRequest(why),
+        RelayError::TooLarge => Failure::BodyTooLarge,
+    }
+}
+
+/// Logs a failure once, with its cause: server-side ones as warnings (the operator's concern),
+/// client-side ones at info, vanished clients at debug.
+fn report(client: &Client, failure: Failure, server: Option<&Server>) {
+    let server = server.map(|s| s.name.as_str()).unwrap_or("-");
+    let status = failure.status().unwrap_or(0);
+    match failure {
+        Failure::ClientGone => {
+            tracing::debug!(client = %client.peer, server, cause = ?failure, "client went away")
+        }
+        _ if failure.is_client_side() => {
+            tracing::info!(client = %client.peer, server, status, cause = ?failure, "{}", failure.detail())
+        }
+        _ => {
+            tracing::warn!(client = %client.peer, server, status, cause = ?failure, "{}", failure.detail())
+        }
+    }
+}
+
+/// Answers the client with the failure's status, if it has one.
+async fn answer_error(client: &mut Client, failure: Failure, snapshot: &Snapshot) {
+    let Some(status) = failure.status() else {
+        return;
+    };
+    client.out.clear();
+    write_error_response(status, failure.detail(), &mut client.out);
+    let _ = timeout(
+        snapshot.timeouts.client_idle,
+        client.stream.write_all(&client.out),
+    )
+    .await;
+}

@@ -1,0 +1,119 @@
+//! Why an exchange failed, which side caused it, and what the client is told.
+//!
+//! These happen in normal operation (clients vanish, servers restart), so they are plain values:
+//! no allocation, no formatting until one is logged.
+
+use std::io;
+
+use crate::http1::HeadError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Failure {
+    /// The request head is malformed or ambiguous.
+    BadRequest(&'static str),
+    /// The request head is larger than `max_header_bytes`.
+    HeadTooLarge,
+    /// The request body is larger than `max_body_bytes`.
+    BodyTooLarge,
+    /// The client started a head and did not finish it within `client_header`.
+    HeadTimeout,
+    /// A request herdsman does not proxy (CONNECT).
+    NotImplemented(&'static str),
+    /// The client stopped sending its body or reading the response for `client_idle`.
+    ClientStalled,
+    /// The client closed or reset its connection.
+    ClientGone,
+    /// The pool has no server that may take the request.
+    NoServer,
+    /// Connecting to the server failed (refused, unreachable).
+    ConnectFailed(io::ErrorKind),
+    ConnectTimeout,
+    /// The server closed the connection before any response byte.
+    ServerClosed,
+    /// Reading from or writing to the server failed.
+    ServerIo(io::ErrorKind),
+    /// The server's response is malformed, or not one the request allows.
+    BadResponse(&'static str),
+    /// No response head within `backend_response`, or a body stalled that long.
+    ResponseTimeout,
+    /// The server stopped in the middle of a response body.
+    ServerTruncated,
+}
+
+impl Failure {
+    /// The status to answer with, if the client may still be answered.
+    pub fn status(self) -> Option<u16> {
+        Some(match self {
+            Failure::BadRequest(_) => 400,
+            Failure::HeadTimeout => 408,
+            Failure::BodyTooLarge => 413,
+            Failure::HeadTooLarge => 431,
+            Failure::NotImplemented(_) => 501,
+            Failure::NoServer => 503,
+            Failure::ConnectFailed(_)
+            | Failure::ServerClosed
+            | Failure::ServerIo(_)
+            | Failure::BadResponse(_)
+            | Failure::ServerTruncated => 502,
+            Failure::ConnectTimeout | Failure::ResponseTimeout => 504,
+            Failure::ClientStalled | Failure::ClientGone => return None,
+        })
+    }
+
+    /// A short description, safe to show the client.
+    pub fn detail(self) -> &'static str {
+        match self {
+            Failure::BadRequest(why) | Failure::NotImplemented(why) | Failure::BadResponse(why) => {
+                why
+            }
+            Failure::HeadTooLarge => "request header section too large",
+            Failure::BodyTooLarge => "request body too large",
+            Failure::HeadTimeout => "request head not received in time",
+            Failure::ClientStalled => "client stalled",
+            Failure::ClientGone => "client closed the connection",
+            Failure::NoServer => "no server available",
+            Failure::ConnectFailed(_) => "cannot connect to the server",
+            Failure::ConnectTimeout => "timed out connecting to the server",
+            Failure::ServerClosed => "server closed the connection without responding",
+            Failure::ServerIo(_) => "server connection failed",
+            Failure::ResponseTimeout => "server did not respond in time",
+            Failure::ServerTruncated => "server closed the connection mid-response",
+        }
+    }
+
+    /// True when the client caused it (logged at a lower level: it is not the operator's fault).
+    pub fn is_client_side(self) -> bool {
+        matches!(
+            self,
+            Failure::BadRequest(_)
+                | Failure::HeadTooLarge
+                | Failure::BodyTooLarge
+                | Failure::HeadTimeout
+                | Failure::NotImplemented(_)
+                | Failure::ClientStalled
+                | Failure::ClientGone
+        )
+    }
+
+    pub fn from_request_head(error: HeadError) -> Failure {
+        match error {
+            HeadError::TooLarge => Failure::HeadTooLarge,
+            HeadError::Invalid(why) => Failure::BadRequest(why),
+        }
+    }
+
+    pub fn from_response_head(error: HeadError) -> Failure {
+        match error {
+            HeadError::TooLarge => Failure::BadResponse("response head too large"),
+            HeadError::Invalid(why) => Failure::BadResponse(why),
+        }
+    }
+
+    /// The server side failed while reading or writing.
+    pub fn server_io(error: &io::Error) -> Failure {
+        match error.kind() {
+            io::ErrorKind::UnexpectedEof => Failure::ServerClosed,
+            kind => Failure::ServerIo(kind),
+        }
+    }
+}

@@ -1,0 +1,316 @@
+//! Streaming one message body from one socket to another, as framed or re-framed, with bounded
+//! memory: at most one buffer of bytes is held, whatever the body's size.
+
+use std::io;
+use std::time::Duration;
+
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::time::timeout;
+
+use super::buffer::Buffer;
+use crate::http1::chunked::{ChunkedDecoder, Step};
+use crate::http1::Body;
+
+/// First size of a buffer, and the most a body relay reads at once.
+pub const BUFFER_INITIAL: usize = 16 * 1024;
+pub const BODY_READ_LIMIT: usize = 64 * 1024;
+
+/// Why a body could not be relayed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RelayError {
+    /// The source ended before the body did.
+    SourceEnded,
+    SourceIo(io::ErrorKind),
+    SourceTimeout,
+    SinkIo(io::ErrorKind),
+    SinkTimeout,
+    /// The body's framing is malformed (a bad chunk).
+    Framing(&'static str),
+    /// More body data than the limit allows.
+    TooLarge,
+}
+
+#[derive(Debug, Clone)]
+enum Remaining {
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    UntilClose,
+    Done,
+}
+
+/// Where one body stands: what is left of it, and how it is passed on.
+#[derive(Debug, Clone)]
+pub struct BodyRelay {
+    remaining: Remaining,
+    /// Forward only the data of a chunked body (for clients that cannot read chunked).
+    dechunk: bool,
+    /// Body data bytes seen so far, and the most allowed (0: no limit).
+    data_seen: u64,
+    limit: u64,
+}
+
+/// A span at the front of the available bytes: `consumed` of them belong to the body, and the
+/// first `forward` of those are to be written on.
+struct Piece {
+    consumed: usize,
+    forward: usize,
+}
+
+impl BodyRelay {
+    pub fn new(body: Body, dechunk: bool, limit: u64) -> BodyRelay {
+        let remaining = match body {
+            Body::None | Body::Length(0) => Remaining::Done,
+            Body::Length(n) => Remaining::Length(n),
+            Body::Chunked => Remaining::Chunked(ChunkedDecoder::new()),
+            Body::UntilClose => Remaining::UntilClose,
+        };
+        BodyRelay {
+            remaining,
+            dechunk,
+            data_seen: 0,
+            limit,
+        }
+    }
+
+    pub fn is_done(&self) -> bool {
+        matches!(self.remaining, Remaining::Done)
+    }
+
+    fn count_data(&mut self, n: usize) -> Result<(), RelayError> {
+        self.data_seen += n as u64;
+        if self.limit > 0 && self.data_seen > self.limit {
+            return Err(RelayError::TooLarge);
+        }
+        Ok(())
+    }
+
+    /// Takes the body's bytes from the front of `available`.
+    fn advance(&mut self, available: &[u8]) -> Result<Piece, RelayError> {
+        match &mut self.remaining {
+            Remaining::Done => Ok(Piece {
+                consumed: 0,
+                forward: 0,
+            }),
+            Remaining::UntilClose => {
+                self.count_data(available.len())?;
+                Ok(Piece {
+                    consumed: available.len(),
+                    forward: available.len(),
+                })
+            }
+            Remaining::Length(left) => {
+                let n = (available.len() as u64).min(*left) as usize;
+                *left -= n as u64;
+                if *left == 0 {
+                    self.remaining = Remaining::Done;
+                }
+                Ok(Piece {
+                    consumed: n,
+                    forward: n,
+                })
+            }
+            Remaining::Chunked(decoder) => {
+                if self.dechunk {
+                    // One step at a time: only data is forwarded.
+                    return match decoder
+                        .step(available)
+                        .map_err(|e| RelayError::Framing(chunk_error(e)))?
+                    {
+                        Step::Data(n) => {
+                            self.count_data(n)?;
+                            Ok(Piece {
+                                consumed: n,
+                                forward: n,
+                            })
+                        }
+                        Step::Framing(n) => Ok(Piece {
+                            consumed: n,
+                            forward: 0,
+                        }),
+                        Step::Done(n) => {
+                            self.remaining = Remaining::Done;
+                            Ok(Piece {
+                                consumed: n,
+                                forward: 0,
+                            })
+                        }
+                    };
+                }
+                // As framed: check every byte, forward all that belong to the body in one write.
+                let mut at = 0;
+                let mut data = 0;
+                let mut done = false;
+                while at < available.len() {
+                    match decoder
+                        .step(&available[at..])
+                        .map_err(|e| RelayError::Framing(chunk_error(e)))?
+                    {
+                        Step::Framing(0) | Step::Data(0) => break,
+                        Step::Framing(n) => at += n,
+                        Step::Data(n) => {
+                            at += n;
+                            data += n;
+                        }
+                        Step::Done(n) => {
+                            at += n;
+                            done = true;
+                            break;
+                        }
+                    }
+                }
+                if done {
+                    self.remaining = Remaining::Done;
+                }
+                self.count_data(data)?;
+                Ok(Piece {
+                    consumed: at,
+                    forward: at,
+                })
+            }
+        }
+    }
+
+    /// Takes what is already in `buffer` (bytes read with the head) into `out`, without I/O.
+    pub fn take_buffered(
+        &mut self,
+        buffer: &mut Buffer,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RelayError> {
+        while !self.is_done() && !buffer.is_empty() {
+            let piece = self.advance(buffer.data())?;
+            if piece.consumed == 0 {
+                break;
+            }
+            out.extend_from_slice(&buffer.data()[..piece.forward]);
+            buffer.consume(piece.consumed);
+        }
+        Ok(())
+    }
+
+    /// Relays the rest of the body: from `buffer` first, then from `source`, to `sink`. Each read
+    /// may wait `read_wait` and each write `write_wait`.
+    pub async fn relay<R, W>(
+        &mut self,
+        source: &mut R,
+        buffer: &mut Buffer,
+        sink: &mut W,
+        read_wait: Duration,
+        write_wait: Duration,
+    ) -> Result<(), RelayError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        while !self.is_done() {
+            if buffer.is_empty() {
+                let read = timeout(
+                    read_wait,
+                    buffer.read_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
+                )
+                .await;
+                match read {
+                    Err(_) => return Err(RelayError::SourceTimeout),
+                    Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
+                    Ok(Ok(0)) if matches!(self.remaining, Remaining::UntilClose) => {
+                        self.remaining = Remaining::Done;
+                        return Ok(());
+                    }
+                    Ok(Ok(0)) => return Err(RelayError::SourceEnded),
+                    Ok(Ok(_)) => {}
+                }
+            }
+            let piece = self.advance(buffer.data())?;
+            if piece.forward > 0 {
+                match timeout(write_wait, sink.write_all(&buffer.data()[..piece.forward])).await {
+                    Err(_) => return Err(RelayError::SinkTimeout),
+                    Ok(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
+                    Ok(Ok(())) => {}
+                }
+            }
+            buffer.consume(piece.consumed);
+        }
+        Ok(())
+    }
+}
+
+fn chunk_error(error: crate::http1::chunked::ChunkedError) -> &'static str {
+    use crate::http1::chunked::ChunkedError;
+    match error {
+        ChunkedError::Size => "invalid chunk size",
+        ChunkedError::SizeOverflow => "chunk size too large",
+        ChunkedError::Extension => "invalid chunk extension",
+        ChunkedError::DataEnd => "chunk not followed by CRLF",
+        ChunkedError::Trailer => "invalid trailer section",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn relay_all(
+        body: Body,
+        dechunk: bool,
+        input: &[u8],
+    ) -> (Result<(), RelayError>, Vec<u8>, usize) {
+        let mut relay = BodyRelay::new(body, dechunk, 0);
+        let mut source = input;
+        let mut buffer = Buffer::new();
+        let mut sink = Vec::new();
+        let result = relay
+            .relay(
+                &mut source,
+                &mut buffer,
+                &mut sink,
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            )
+            .await;
+        (result, sink, buffer.len() + source.len())
+    }
+
+    #[tokio::test]
+    async fn length_body_stops_at_its_end() {
+        let (result, out, left) = relay_all(Body::Length(5), false, b"helloGET /").await;
+        assert_eq!(result, Ok(()));
+        assert_eq!(out, b"hello");
+        assert_eq!(left, 5);
+        let (result, _, _) = relay_all(Body::Length(9), false, b"hello").await;
+        assert_eq!(result, Err(RelayError::SourceEnded));
+    }
+
+    #[tokio::test]
+    async fn chunked_as_framed_or_decoded() {
+        let body = b"3\r\nabc\r\n2;x=y\r\nde\r\n0\r\nT: 1\r\n\r\nNEXT";
+        let (result, out, left) = relay_all(Body::Chunked, false, body).await;
+        assert_eq!(result, Ok(()));
+        assert_eq!(out, &body[..body.len() - 4]);
+        assert_eq!(left, 4);
+        let (result, out, _) = relay_all(Body::Chunked, true, body).await;
+        assert_eq!(result, Ok(()));
+        assert_eq!(out, b"abcde");
+        let (result, _, _) = relay_all(Body::Chunked, false, b"3\r\nabc\r\n0\r\n").await;
+        assert_eq!(result, Err(RelayError::SourceEnded));
+        let (result, _, _) = relay_all(Body::Chunked, false, b"zz\r\n").await;
+        assert_eq!(result, Err(RelayError::Framing("invalid chunk size")));
+    }
+
+    #[tokio::test]
+    async fn until_close_ends_with_the_source_and_limits_count_data() {
+        let (result, out, _) = relay_all(Body::UntilClose, false, b"all of it").await;
+        assert_eq!((result, out), (Ok(()), b"all of it".to_vec()));
+        let mut relay = BodyRelay::new(Body::Chunked, false, 4);
+        let mut buffer = Buffer::new();
+        let mut source: &[u8] = b"5\r\nhello\r\n0\r\n\r\n";
+        let result = relay
+            .relay(
+                &mut source,
+                &mut buffer,
+                &mut Vec::new(),
+                Duration::from_secs(1),
+                Duration::from_secs(1),
+            )
+            .await;
+        assert_eq!(result, Err(RelayError::TooLarge));
+    }
+}

@@ -1,0 +1,112 @@
+//! The running proxy: binds every listener, starts the workers, and stops them gracefully.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+
+use arc_swap::ArcSwap;
+use tokio::sync::watch;
+
+use crate::config::Config;
+use crate::intake;
+use crate::upstream::{Snapshot, SnapshotHandle};
+use crate::worker::{self, WorkerSetup};
+
+/// Why the proxy could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("listener {listener}: cannot bind {addr}: {source}")]
+    Bind {
+        listener: String,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("cannot start worker thread: {0}")]
+    Thread(std::io::Error),
+}
+
+/// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
+/// gracefully and waits.
+pub struct Server {
+    listener_addrs: Vec<(String, SocketAddr)>,
+    snapshot: SnapshotHandle,
+    stop: watch::Sender<bool>,
+    workers: Vec<JoinHandle<()>>,
+}
+
+impl Server {
+    /// Binds every listener (all workers' sockets), starts the workers and returns. Connections
+    /// are accepted from then on: the sockets listen before any worker runs, so the kernel queues
+    /// early connections in the backlog.
+    pub fn start(config: Config) -> Result<Server, StartError> {
+        let mut sockets_by_worker: Vec<Vec<(usize, std::net::TcpListener)>> =
+            (0..config.workers).map(|_| Vec::new()).collect();
+        let mut listener_addrs = Vec::with_capacity(config.listeners.len());
+        for (index, listener) in config.listeners.iter().enumerate() {
+            let bind_error = |source| StartError::Bind {
+                listener: listener.name.clone(),
+                addr: listener.bind,
+                source,
+            };
+            let group =
+                intake::bind_reuseport_group(listener.bind, listener.backlog, config.workers)
+                    .map_err(bind_error)?;
+            let bound = group[0].local_addr().map_err(bind_error)?;
+            listener_addrs.push((listener.name.clone(), bound));
+            for (worker, socket) in group.into_iter().enumerate() {
+                sockets_by_worker[worker].push((index, socket));
+            }
+        }
+        let snapshot: SnapshotHandle =
+            Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, 1, 0)));
+        let (stop, stop_receiver) = watch::channel(false);
+        let mut workers = Vec::with_capacity(config.workers);
+        for (index, listeners) in sockets_by_worker.into_iter().enumerate() {
+            let setup = WorkerSetup {
+                index,
+                listeners,
+                snapshot: Arc::clone(&snapshot),
+                stop: stop_receiver.clone(),
+                shutdown_grace: config.shutdown_grace,
+            };
+            workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
+        }
+        for (name, addr) in &listener_addrs {
+            tracing::info!(listener = %name, %addr, workers = config.workers, "listening");
+        }
+        Ok(Server {
+            listener_addrs,
+            snapshot,
+            stop,
+            workers,
+        })
+    }
+
+    /// The address a listener is bound to (its real port when the config said port 0).
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.listener_addrs
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, a)| *a)
+    }
+
+    /// The snapshot the workers read (for inspection; publishing a new one is the reload's job).
+    pub fn snapshot(&self) -> Arc<Snapshot> {
+        self.snapshot.load_full()
+    }
+
+    /// Begins a graceful stop: stop accepting, close idle connections, let requests in flight
+    /// finish up to `shutdown_grace`. Returns at once; [`Server::wait`] blocks until done.
+    pub fn stop(&self) {
+        self.stop.send_replace(true);
+    }
+
+    /// Blocks until every worker has exited.
+    pub fn wait(mut self) {
+        for worker in self.workers.drain(..) {
+            if worker.join().is_err() {
+                tracing::error!("a worker thread panicked");
+            }
+        }
+    }
+}

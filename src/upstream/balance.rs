@@ -1,0 +1,242 @@
+//! Choosing a server for a request: smooth weighted round-robin, least-conn, power of two
+//! choices, weighted random.
+//!
+//! All state a pick reads is in the snapshot: the precomputed round-robin sequence with one
+//! shared cursor, and the per-server active counts. Both are single atomics: workers never take a
+//! lock to pick, and round-robin is one sequence for the whole process (so consecutive requests
+//! rotate through the servers even when the kernel hands them to different workers).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use super::snapshot::Server;
+use crate::config::Balance;
+
+/// Longest round-robin sequence precomputed; weights are scaled down past it (only reachable
+/// with hundreds of heavily weighted servers, where the rounding is below a percent).
+const MAX_SEQUENCE: u64 = 1 << 16;
+
+#[derive(Debug)]
+pub struct Balancer {
+    kind: Balance,
+    /// Indices of servers with weight > 0; empty when no server may take requests.
+    eligible: Vec<u32>,
+    /// Round-robin: one cycle of nginx's smooth weighted order.
+    sequence: Vec<u32>,
+    /// Random: running sums of the eligible servers' weights.
+    cumulative: Vec<u64>,
+    cursor: PaddedCursor,
+}
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct PaddedCursor(AtomicUsize);
+
+impl Balancer {
+    pub fn new(kind: Balance, weights: &[u32]) -> Balancer {
+        let eligible: Vec<u32> = (0..weights.len() as u32)
+            .filter(|&i| weights[i as usize] > 0)
+            .collect();
+        let sequence = if kind == Balance::RoundRobin {
+            smooth_weighted_sequence(weights)
+        } else {
+            Vec::new()
+        };
+        let mut total = 0u64;
+        let cumulative = eligible
+            .iter()
+            .map(|&i| {
+                total += u64::from(weights[i as usize]);
+                total
+            })
+            .collect();
+        Balancer {
+            kind,
+            eligible,
+            sequence,
+            cumulative,
+            cursor: PaddedCursor::default(),
+        }
+    }
+
+    pub fn kind(&self) -> Balance {
+        self.kind
+    }
+
+    /// The index of the server to use, or `None` when no server may take requests (503).
+    pub fn pick(&self, servers: &[Server], rng: &mut fastrand::Rng) -> Option<usize> {
+        if self.eligible.is_empty() {
+            return None;
+        }
+        let index = match self.kind {
+            Balance::RoundRobin => {
+                let turn = self.cursor.0.fetch_add(1, Ordering::Relaxed);
+                self.sequence[turn % self.sequence.len()]
+            }
+            Balance::LeastConn => {
+                // Scan from a random start so that ties (common at low load) spread evenly
+                // instead of always landing on the first server.
+                let start = rng.usize(..self.eligible.len());
+                let mut best = self.eligible[start];
+                for offset in 1..self.eligible.len() {
+                    let candidate = self.eligible[(start + offset) % self.eligible.len()];
+                    if lighter(&servers[candidate as usize], &servers[best as usize]) {
+                        best = candidate;
+                    }
+                }
+                best
+            }
+            Balance::P2c => {
+                let n = self.eligible.len();
+                if n == 1 {
+                    self.eligible[0]
+                } else {
+                    let first = rng.usize(..n);
+                    let second = (first + 1 + rng.usize(..n - 1)) % n;
+                    let (a, b) = (self.eligible[first], self.eligible[second]);
+                    if lighter(&servers[b as usize], &servers[a as usize]) {
+                        b
+                    } else {
+                        a
+                    }
+                }
+            }
+            Balance::Random => {
+                let total = *self.cumulative.last().expect("eligible is not empty");
+                let point = rng.u64(..total);
+                let slot = self.cumulative.partition_point(|&sum| sum <= point);
+                self.eligible[slot]
+            }
+        };
+        Some(index as usize)
+    }
+}
+
+/// `a` carries fewer active requests per unit of weight than `b`.
+fn lighter(a: &Server, b: &Server) -> bool {
+    u64::from(a.active.get()) * u64::from(b.weight)
+        < u64::from(b.active.get()) * u64::from(a.weight)
+}
+
+/// One cycle of smooth weighted round-robin (nginx's): each step every server gains its weight,
+/// the one with the most is picked and loses the total. Weights 5,1,1 give a a b a c a a —
+/// heavy servers interleaved, not in bursts.
+fn smooth_weighted_sequence(weights: &[u32]) -> Vec<u32> {
+    let divisor = weights.iter().fold(0u32, |g, &w| gcd(g, w)).max(1);
+    let mut scaled: Vec<u64> = weights.iter().map(|&w| u64::from(w / divisor)).collect();
+    let mut total: u64 = scaled.iter().sum();
+    if total > MAX_SEQUENCE {
+        for w in scaled.iter_mut().filter(|w| **w > 0) {
+            *w = (*w * MAX_SEQUENCE / total).max(1);
+        }
+        total = scaled.iter().sum();
+    }
+    let mut current = vec![0i64; weights.len()];
+    let mut sequence = Vec::with_capacity(total as usize);
+    for _ in 0..total {
+        let mut best = 0;
+        for i in 0..weights.len() {
+            current[i] += scaled[i] as i64;
+            if current[i] > current[best] {
+                best = i;
+            }
+        }
+        current[best] -= total as i64;
+        sequence.push(best as u32);
+    }
+    sequence
+}
+
+fn gcd(a: u32, b: u32) -> u32 {
+    if b == 0 {
+        a
+    } else {
+        gcd(b, a % b)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::snapshot::ActiveCount;
+
+    fn servers(weights: &[u32]) -> Vec<Server> {
+        weights
+            .iter()
+            .enumerate()
+            .map(|(i, &weight)| Server {
+                id: i as u64,
+                name: format!("s{i}"),
+                addr: "127.0.0.1:1".parse().unwrap(),
+                weight,
+                active: ActiveCount::default(),
+            })
+            .collect()
+    }
+
+    fn shares(kind: Balance, weights: &[u32], picks: usize) -> Vec<usize> {
+        let servers = servers(weights);
+        let balancer = Balancer::new(kind, weights);
+        let mut rng = fastrand::Rng::with_seed(7);
+        let mut counts = vec![0; weights.len()];
+        for _ in 0..picks {
+            counts[balancer.pick(&servers, &mut rng).unwrap()] += 1;
+        }
+        counts
+    }
+
+    #[test]
+    fn smooth_round_robin_interleaves() {
+        assert_eq!(
+            smooth_weighted_sequence(&[5, 1, 1]),
+            vec![0, 0, 1, 0, 2, 0, 0]
+        );
+        assert_eq!(smooth_weighted_sequence(&[2, 2, 2]), vec![0, 1, 2]);
+        assert_eq!(smooth_weighted_sequence(&[0, 1]), vec![1]);
+        assert_eq!(
+            shares(Balance::RoundRobin, &[2, 1, 0], 300),
+            vec![200, 100, 0]
+        );
+    }
+
+    #[test]
+    fn random_and_p2c_follow_weights_and_skip_zero() {
+        let random = shares(Balance::Random, &[3, 1, 0], 40_000);
+        assert_eq!(random[2], 0);
+        assert!((29_000..31_000).contains(&random[0]), "{random:?}");
+        let p2c = shares(Balance::P2c, &[1, 1, 0], 1000);
+        assert_eq!(p2c[2], 0);
+        assert!(p2c[0] > 300 && p2c[1] > 300, "{p2c:?}");
+    }
+
+    #[test]
+    fn least_conn_avoids_the_busy_server() {
+        let servers = servers(&[1, 1, 2]);
+        let balancer = Balancer::new(Balance::LeastConn, &[1, 1, 2]);
+        let mut rng = fastrand::Rng::with_seed(1);
+        let _busy: Vec<_> = (0..3)
+            .map(|_| crate::upstream::snapshot::ActiveGuard::new(&servers[0].active))
+            .collect();
+        let _one = crate::upstream::snapshot::ActiveGuard::new(&servers[1].active);
+        let _two: Vec<_> = (0..2)
+            .map(|_| crate::upstream::snapshot::ActiveGuard::new(&servers[2].active))
+            .collect();
+        // loads: s0 3/1, s1 1/1, s2 2/2 — s1 and s2 tie at 1 per weight, s0 is never chosen
+        for _ in 0..50 {
+            assert_ne!(balancer.pick(&servers, &mut rng), Some(0));
+        }
+    }
+
+    #[test]
+    fn no_eligible_server_is_none() {
+        let servers = servers(&[0, 0]);
+        for kind in [
+            Balance::RoundRobin,
+            Balance::LeastConn,
+            Balance::P2c,
+            Balance::Random,
+        ] {
+            let balancer = Balancer::new(kind, &[0, 0]);
+            assert_eq!(balancer.pick(&servers, &mut fastrand::Rng::new()), None);
+        }
+    }
+}

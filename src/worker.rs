@@ -1,0 +1,256 @@
+//! A worker: one OS thread running a current-thread tokio runtime, owning every connection it
+//! accepts from accept to close.
+//!
+//! Everything a worker touches per request is its own (`WorkerContext`, reached through an `Rc`)
+//! or an immutable snapshot; tasks never move between workers, so nothing here needs a lock.
+//! A panic inside a connection task is caught by the runtime and closes that connection only.
+
+use std::cell::{Cell, RefCell};
+use std::io;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, Notify};
+use tokio::task::LocalSet;
+
+use crate::upstream::idle::IdleConnections;
+use crate::upstream::{Snapshot, SnapshotHandle};
+
+/// What a worker is given when it starts.
+pub struct WorkerSetup {
+    pub index: usize,
+    /// (listener index in the config, this worker's socket for it)
+    pub listeners: Vec<(usize, std::net::TcpListener)>,
+    pub snapshot: SnapshotHandle,
+    /// Becomes true when the proxy is to stop gracefully.
+    pub stop: watch::Receiver<bool>,
+    pub shutdown_grace: Duration,
+}
+
+/// Starts a worker thread.
+pub fn spawn(setup: WorkerSetup) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("herdsman-w{}", setup.index))
+        .spawn(move || {
+            let runtime = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(runtime) => runtime,
+                Err(error) => {
+                    tracing::error!(worker = setup.index, %error, "cannot start the worker's runtime");
+                    return;
+                }
+            };
+            LocalSet::new().block_on(&runtime, run(setup));
+        })
+}
+
+/// The worker's state, shared by its tasks through an `Rc`.
+pub struct WorkerContext {
+    pub index: usize,
+    snapshot_cache: RefCell<arc_swap::Cache<SnapshotHandle, Arc<Snapshot>>>,
+    /// The current snapshot wrapped in an `Rc`, so that tasks clone a thread-local count rather
+    /// than the `Arc`'s shared one on every request (that count's cache line would otherwise
+    /// bounce between cores once per request per worker).
+    #[allow(clippy::redundant_allocation)]
+    snapshot_local: RefCell<Rc<Arc<Snapshot>>>,
+    pub idle: RefCell<IdleConnections>,
+    idle_added: Notify,
+    pub rng: RefCell<fastrand::Rng>,
+    stopping: Cell<bool>,
+    stop_notify: Notify,
+    connections: Cell<usize>,
+    connections_done: Notify,
+}
+
+impl WorkerContext {
+    fn new(index: usize, snapshot: SnapshotHandle) -> WorkerContext {
+        let current = snapshot.load_full();
+        WorkerContext {
+            index,
+            snapshot_cache: RefCell::new(arc_swap::Cache::new(snapshot)),
+            snapshot_local: RefCell::new(Rc::new(current)),
+            idle: RefCell::new(IdleConnections::new()),
+            idle_added: Notify::new(),
+            rng: RefCell::new(fastrand::Rng::new()),
+            stopping: Cell::new(false),
+            stop_notify: Notify::new(),
+            connections: Cell::new(0),
+            connections_done: Notify::new(),
+        }
+    }
+
+    /// The snapshot to use for the next request.
+    #[allow(clippy::redundant_allocation)]
+    pub fn snapshot(&self) -> Rc<Arc<Snapshot>> {
+        let mut cache = self.snapshot_cache.borrow_mut();
+        let current = cache.load();
+        let mut local = self.snapshot_local.borrow_mut();
+        if !Arc::ptr_eq(&local, current) {
+            *local = Rc::new(Arc::clone(current));
+        }
+        Rc::clone(&local)
+    }
+
+    /// True once a graceful stop has begun: finish what is in flight, start nothing new.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Completes when a graceful stop begins.
+    pub async fn stopped(&self) {
+        // Single-threaded: the flag cannot be set between this check and the registration of
+        // the `notified()` future, which happens in the same poll.
+        if self.stopping.get() {
+            return;
+        }
+        self.stop_notify.notified().await;
+    }
+
+    /// Keeps a server connection for reuse by this worker's later requests.
+    pub fn keep_idle(&self, server: u64, stream: TcpStream, max_per_server: usize) {
+        if self.stopping.get() {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        let was_empty = idle.is_empty();
+        idle.put(server, stream, max_per_server);
+        if was_empty {
+            self.idle_added.notify_one();
+        }
+    }
+
+    /// Counts a client connection as open until the guard drops (also when its task panics).
+    pub fn connection_guard(self: &Rc<Self>) -> ConnectionGuard {
+        self.connections.set(self.connections.get() + 1);
+        ConnectionGuard(Rc::clone(self))
+    }
+
+    fn begin_stop(&self) {
+        self.stopping.set(true);
+        self.stop_notify.notify_waiters();
+        self.idle.borrow_mut().clear();
+    }
+
+    async fn all_connections_closed(&self) {
+        while self.connections.get() > 0 {
+            self.connections_done.notified().await;
+        }
+    }
+}
+
+pub struct ConnectionGuard(Rc<WorkerContext>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let left = self.0.connections.get() - 1;
+        self.0.connections.set(left);
+        if left == 0 {
+            self.0.connections_done.notify_waiters();
+        }
+    }
+}
+
+async fn run(setup: WorkerSetup) {
+    let WorkerSetup {
+        index,
+        listeners,
+        snapshot,
+        mut stop,
+        shutdown_grace,
+    } = setup;
+    let context = Rc::new(WorkerContext::new(index, snapshot));
+    for (listener_index, socket) in listeners {
+        match TcpListener::from_std(socket) {
+            Ok(listener) => {
+                tokio::task::spawn_local(accept_loop(
+                    Rc::clone(&context),
+                    listener_index,
+                    listener,
+                ));
+            }
+            Err(error) => {
+                tracing::error!(worker = index, %error, "cannot register a listening socket")
+            }
+        }
+    }
+    tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
+
+    // A dropped sender means the server handle is gone: stop as well.
+    let _ = stop.wait_for(|stop| *stop).await;
+    context.begin_stop();
+    if tokio::time::timeout(shutdown_grace, context.all_connections_closed())
+        .await
+        .is_err()
+    {
+        tracing::warn!(
+            worker = index,
+            open = context.connections.get(),
+            "shutdown grace ended; closing connections still open"
+        );
+    }
+}
+
+async fn accept_loop(context: Rc<WorkerContext>, listener_index: usize, listener: TcpListener) {
+    loop {
+        let accepted = tokio::select! {
+            accepted = listener.accept() => accepted,
+            () = context.stopped() => return,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                // Responses are written whole; Nagle would only delay the last segment.
+                let _ = stream.set_nodelay(true);
+                let guard = context.connection_guard();
+                let context = Rc::clone(&context);
+                tokio::task::spawn_local(async move {
+                    crate::proxy::serve_client(&context, stream, peer, listener_index).await;
+                    drop(guard);
+                });
+            }
+            Err(error) => accept_failed(&error, context.index).await,
+        }
+    }
+}
+
+/// Out of descriptors or memory: say so and pause, rather than spin on a queue that cannot be
+/// served. Connections keep waiting in the kernel's backlog meanwhile.
+async fn accept_failed(error: &io::Error, worker: usize) {
+    tracing::warn!(worker, %error, "accept failed");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+}
+
+/// Closes idle server connections that outlived `backend_idle`. Sleeps without a timer while
+/// there are none, so an idle proxy does not wake up.
+async fn close_expired_idle(context: Rc<WorkerContext>) {
+    loop {
+        if context.idle.borrow().is_empty() {
+            tokio::select! {
+                () = context.idle_added.notified() => {}
+                () = context.stopped() => return,
+            }
+        }
+        let max_idle = context.snapshot().timeouts.backend_idle;
+        tokio::select! {
+            () = tokio::time::sleep(max_idle / 2) => {}
+            () = context.stopped() => return,
+        }
+        context.idle.borrow_mut().close_expired(max_idle);
+    }
+}
+
+/// The address a client connected from, for X-Forwarded-For.
+pub fn client_ip(peer: SocketAddr) -> std::net::IpAddr {
+    match peer.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(std::net::IpAddr::V4)
+            .unwrap_or(std::net::IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}

@@ -492,4 +492,61 @@ mod tests {
         assert!(!r.connection.names("Content-Length"));
         assert!(r.connection.names("X-Secret"));
     }
+
+    mod properties {
+        use super::super::*;
+        use proptest::prelude::*;
+
+        fn token() -> impl Strategy<Value = String> {
+            "[A-Za-z][A-Za-z0-9-]{0,15}"
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(256))]
+
+            /// Arbitrary bytes never panic the parser, and a complete head never claims more
+            /// bytes than it was given.
+            #[test]
+            fn arbitrary_bytes_are_safe(input in proptest::collection::vec(any::<u8>(), 0..600)) {
+                let mut headers = [httparse::EMPTY_HEADER; 32];
+                if let Ok(Some(request)) = parse_request(&input, &mut headers, 4096) {
+                    prop_assert!(request.head_len <= input.len());
+                }
+            }
+
+            /// A well-formed request parses with the framing it declares, and any prefix of it
+            /// is incomplete rather than wrong.
+            #[test]
+            fn generated_requests_parse_and_prefixes_wait(
+                method in prop::sample::select(vec!["GET", "POST", "PUT", "DELETE", "PATCH"]),
+                path in "/[a-z0-9/._~-]{0,40}",
+                fields in proptest::collection::vec((token(), "[ -~]{0,30}"), 0..10),
+                length in proptest::option::of(0u64..1_000_000),
+            ) {
+                let mut text = format!("{method} {path} HTTP/1.1\r\nHost: example.test\r\n");
+                for (name, value) in &fields {
+                    let lower = name.to_ascii_lowercase();
+                    if ["host", "content-length", "transfer-encoding", "connection", "upgrade", "expect"].contains(&lower.as_str()) {
+                        continue;
+                    }
+                    text.push_str(&format!("{name}: {}\r\n", value.trim()));
+                }
+                if let Some(length) = length {
+                    text.push_str(&format!("Content-Length: {length}\r\n"));
+                }
+                text.push_str("\r\n");
+                let bytes = text.as_bytes();
+                let mut headers = [httparse::EMPTY_HEADER; 32];
+                let request = parse_request(bytes, &mut headers, 8192).unwrap().unwrap();
+                prop_assert_eq!(request.head_len, bytes.len());
+                let expected = match length { None | Some(0) => Body::None, Some(n) => Body::Length(n) };
+                prop_assert_eq!(request.body, expected);
+                prop_assert!(request.keep_alive);
+                for cut in [1, bytes.len() / 2, bytes.len() - 1] {
+                    let mut headers = [httparse::EMPTY_HEADER; 32];
+                    prop_assert!(parse_request(&bytes[..cut], &mut headers, 8192).unwrap().is_none());
+                }
+            }
+        }
+    }
 }

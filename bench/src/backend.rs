@@ -1,0 +1,255 @@
+//! The benchmark backend: a lean HTTP/1.1 keep-alive server that answers every request with the same
+//! 19-byte body. It must cost far less per request than the proxies put in front of it, so it runs
+//! one current-thread runtime, writes precomputed response bytes, and answers a whole batch of
+//! pipelined requests with one write.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
+pub const BODY: &[u8] = b"hello from bench!!\n";
+
+const OK_KEEP_ALIVE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nhello from bench!!\n";
+/// For HTTP/1.0 clients that asked for keep-alive: they need to be told it is granted.
+const OK_KEEP_ALIVE_10: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: keep-alive\r\n\r\nhello from bench!!\n";
+const OK_CLOSE: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\nhello from bench!!\n";
+const BAD_REQUEST: &[u8] =
+    b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+const NOT_IMPLEMENTED: &[u8] =
+    b"HTTP/1.1 501 Not Implemented\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+
+/// Read buffer per connection; also the largest request head accepted.
+const READ_BUFFER: usize = 16 * 1024;
+const MAX_HEADERS: usize = 64;
+
+/// Serves until the process is killed; the compare command owns the process and stops it.
+pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_io()
+        .enable_time()
+        .build()
+        .context("building the backend's runtime")?;
+    runtime.block_on(async move {
+        let listener = TcpListener::bind(listen)
+            .await
+            .with_context(|| format!("binding {listen}"))?;
+        eprintln!("herdsman-bench backend listening on {listen}");
+        loop {
+            match listener.accept().await {
+                Ok((stream, _)) => {
+                    tokio::spawn(serve(stream));
+                }
+                // Out of file descriptors or a connection reset before accept: not fatal; pause so
+                // a full descriptor table does not turn into a busy loop.
+                Err(e) => {
+                    eprintln!("accept: {e}");
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+            }
+        }
+    })
+}
+
+async fn serve(mut stream: TcpStream) {
+    let _ = stream.set_nodelay(true);
+    let mut input = vec![0u8; READ_BUFFER];
+    let mut filled = 0;
+    let mut output = Vec::with_capacity(4096);
+    let mut scanner = RequestScanner::default();
+    loop {
+        let n = match stream.read(&mut input[filled..]).await {
+            Ok(0) | Err(_) => return,
+            Ok(n) => n,
+        };
+        filled += n;
+        let consumed = scanner.answer(&input[..filled], &mut output);
+        if !output.is_empty() {
+            if stream.write_all(&output).await.is_err() {
+                return;
+            }
+            output.clear();
+        }
+        if scanner.closing {
+            return;
+        }
+        input.copy_within(consumed..filled, 0);
+        filled -= consumed;
+        if filled == input.len() {
+            // A head larger than the whole buffer: nothing a benchmark client sends.
+            let _ = stream.write_all(BAD_REQUEST).await;
+            return;
+        }
+    }
+}
+
+/// Finds the complete requests in a byte stream and queues one response per request, in order.
+/// Survives requests split across reads at any byte, and skips Content-Length request bodies.
+#[derive(Debug, Default)]
+pub struct RequestScanner {
+    /// Body bytes of the current request not yet received; skipped before the next head.
+    body_remaining: u64,
+    /// Set once a response asked for the connection to close; nothing after it is answered.
+    pub closing: bool,
+}
+
+impl RequestScanner {
+    /// Appends responses for every complete request in `input` to `output` and returns how many
+    /// bytes of `input` were consumed; the rest is an incomplete head to keep for the next read.
+    pub fn answer(&mut self, input: &[u8], output: &mut Vec<u8>) -> usize {
+        let mut at = 0;
+        while at < input.len() && !self.closing {
+            if self.body_remaining > 0 {
+                let skip = self.body_remaining.min((input.len() - at) as u64);
+                self.body_remaining -= skip;
+                at += skip as usize;
+                continue;
+            }
+            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut request = httparse::Request::new(&mut headers);
+            match request.parse(&input[at..]) {
+                Ok(httparse::Status::Complete(head_len)) => {
+                    at += head_len;
+                    let response = self.response_for(&request);
+                    output.extend_from_slice(response);
+                }
+                Ok(httparse::Status::Partial) => break,
+                Err(_) => {
+                    output.extend_from_slice(BAD_REQUEST);
+                    self.closing = true;
+                }
+            }
+        }
+        at
+    }
+
+    fn response_for(&mut self, request: &httparse::Request) -> &'static [u8] {
+        let http10 = request.version == Some(0);
+        let mut keep_alive = !http10;
+        for header in request.headers.iter() {
+            if header.name.eq_ignore_ascii_case("content-length") {
+                let parsed = std::str::from_utf8(header.value)
+                    .ok()
+                    .and_then(|v| v.trim().parse::<u64>().ok());
+                match parsed {
+                    Some(length) => self.body_remaining = length,
+                    None => {
+                        self.closing = true;
+                        return BAD_REQUEST;
+                    }
+                }
+            } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
+                // Chunked uploads are not part of any benchmark here.
+                self.closing = true;
+                return NOT_IMPLEMENTED;
+            } else if header.name.eq_ignore_ascii_case("connection") {
+                let value = header.value;
+                if contains_token(value, b"close") {
+                    keep_alive = false;
+                } else if contains_token(value, b"keep-alive") {
+                    keep_alive = true;
+                }
+            }
+        }
+        let head_only = request.method == Some("HEAD");
+        match (keep_alive, http10, head_only) {
+            (false, _, _) => {
+                self.closing = true;
+                without_body(OK_CLOSE, head_only)
+            }
+            (true, true, _) => without_body(OK_KEEP_ALIVE_10, head_only),
+            (true, false, _) => without_body(OK_KEEP_ALIVE, head_only),
+        }
+    }
+}
+
+/// A HEAD response is the GET response's head alone.
+fn without_body(response: &'static [u8], head_only: bool) -> &'static [u8] {
+    if head_only {
+        &response[..response.len() - BODY.len()]
+    } else {
+        response
+    }
+}
+
+fn contains_token(value: &[u8], token: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|part| part.trim_ascii().eq_ignore_ascii_case(token))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GET: &[u8] = b"GET / HTTP/1.1\r\nHost: x\r\n\r\n";
+
+    #[test]
+    fn body_is_19_bytes_and_matches_content_length() {
+        assert_eq!(BODY.len(), 19);
+        assert!(OK_KEEP_ALIVE.ends_with(BODY));
+    }
+
+    #[test]
+    fn pipelined_requests_get_one_response_each() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        let input = [GET, GET, GET].concat();
+        assert_eq!(scanner.answer(&input, &mut out), input.len());
+        assert_eq!(out, [OK_KEEP_ALIVE, OK_KEEP_ALIVE, OK_KEEP_ALIVE].concat());
+    }
+
+    #[test]
+    fn a_request_split_at_every_byte_is_answered_once() {
+        for split in 1..GET.len() {
+            let mut scanner = RequestScanner::default();
+            let mut out = Vec::new();
+            assert_eq!(scanner.answer(&GET[..split], &mut out), 0);
+            assert!(out.is_empty());
+            assert_eq!(scanner.answer(GET, &mut out), GET.len());
+            assert_eq!(out, OK_KEEP_ALIVE);
+        }
+    }
+
+    #[test]
+    fn bodies_are_skipped_even_across_reads() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        let post = b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nab";
+        assert_eq!(scanner.answer(post, &mut out), post.len());
+        let rest = [&b"cde"[..], GET].concat();
+        assert_eq!(scanner.answer(&rest, &mut out), rest.len());
+        assert_eq!(out, [OK_KEEP_ALIVE, OK_KEEP_ALIVE].concat());
+    }
+
+    #[test]
+    fn connection_close_and_http10_are_honoured() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        scanner.answer(b"GET / HTTP/1.1\r\nConnection: close\r\n\r\n", &mut out);
+        assert_eq!(out, OK_CLOSE);
+        assert!(scanner.closing);
+
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        scanner.answer(
+            b"GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n",
+            &mut out,
+        );
+        assert_eq!(out, OK_KEEP_ALIVE_10);
+        assert!(!scanner.closing);
+    }
+
+    #[test]
+    fn head_gets_no_body() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        scanner.answer(b"HEAD / HTTP/1.1\r\n\r\n", &mut out);
+        assert_eq!(out, b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\n");
+    }
+}

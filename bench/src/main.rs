@@ -1,0 +1,55 @@
+//! herdsman-bench: programs that print figures about herdsman (never timed tests).
+//!
+//! Layout:
+//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
+//! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, into bench/results/
+//! - `targets`     — which rows to measure: installing peers, building herdsman
+//! - `proxies`     — the proxies' equivalent configurations and command lines
+//! - `wrk`         — running wrk and parsing its report
+//! - `procstat`    — CPU time and peak RSS of a process tree, from /proc
+//! - `process`     — child processes that never outlive the benchmark; ports; readiness
+//! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
+//! - `report`      — medians, spreads, ratios and the Markdown results file
+//! - `environment` — versions, machine, load, and the command that reproduces a run
+//! - `scratch`     — the temporary directory for configs and logs
+
+mod backend;
+mod compare;
+mod environment;
+mod process;
+mod procstat;
+mod proxies;
+mod report;
+mod scratch;
+mod targets;
+mod tools;
+mod wrk;
+
+use std::net::SocketAddr;
+
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(name = "herdsman-bench", version, about = "Benchmarks for herdsman")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a fixed 19-byte response to every request (HTTP/1.1 keep-alive, one thread).
+    Backend {
+        #[arg(long, default_value = "127.0.0.1:9000")]
+        listen: SocketAddr,
+    },
+    /// Measure herdsman, HAProxy and nginx side by side and write bench/results/compare.md.
+    Compare(compare::CompareArgs),
+}
+
+fn main() -> anyhow::Result<()> {
+    match Cli::parse().command {
+        Command::Backend { listen } => backend::run(listen),
+        Command::Compare(args) => compare::run(args),
+    }
+}

@@ -1,0 +1,262 @@
+//! The proxies under test and their equivalent configurations: the same worker count, keep-alive
+//! to the one backend, no access logs, X-Forwarded-For/-Proto/-Host added (herdsman always adds
+//! them, so its peers do the same work), and the command line that starts each in the foreground.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// Which program a benchmark target runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum ProxyKind {
+    Herdsman,
+    Haproxy,
+    Nginx,
+}
+
+impl fmt::Display for ProxyKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ProxyKind::Herdsman => "herdsman",
+            ProxyKind::Haproxy => "haproxy",
+            ProxyKind::Nginx => "nginx",
+        })
+    }
+}
+
+/// A proxy to measure: one row of the results.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// The row's name: "haproxy", "nginx", "herdsman", or a label given with --herdsman-bin.
+    pub label: String,
+    pub kind: ProxyKind,
+    pub program: PathBuf,
+}
+
+/// Where a proxy listens and what it forwards to.
+#[derive(Debug, Clone, Copy)]
+pub struct Plan {
+    pub workers: u32,
+    pub port: u16,
+    pub backend_port: u16,
+    /// Idle backend connections a proxy may keep per worker (nginx's `keepalive`, herdsman's
+    /// `max_idle_per_server`): at least 64 and at least the largest client connection count, so
+    /// that, like HAProxy with `http-reuse always`, none closes a backend connection only to open
+    /// another.
+    pub backend_idle: u32,
+}
+
+impl Target {
+    /// The configuration file's name and text. `dir` is this target's private scratch directory.
+    pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
+        match self.kind {
+            ProxyKind::Herdsman => ("herdsman.toml", herdsman_config(plan)),
+            ProxyKind::Haproxy => ("haproxy.cfg", haproxy_config(plan)),
+            ProxyKind::Nginx => ("nginx.conf", nginx_config(plan, dir)),
+        }
+    }
+
+    /// The command that runs the proxy in the foreground with `config`.
+    pub fn command(&self, config: &Path, dir: &Path) -> Command {
+        let mut command = Command::new(&self.program);
+        match self.kind {
+            ProxyKind::Herdsman => {
+                command.arg("run").arg("-c").arg(config);
+            }
+            ProxyKind::Haproxy => {
+                command.arg("-f").arg(config).arg("-db");
+            }
+            ProxyKind::Nginx => {
+                // -p and -e keep nginx away from /var and /run even before it reads the config.
+                command
+                    .arg("-p")
+                    .arg(dir)
+                    .arg("-e")
+                    .arg(dir.join("error.log"))
+                    .arg("-c")
+                    .arg(config);
+            }
+        }
+        command.current_dir(dir);
+        command
+    }
+}
+
+pub fn herdsman_config(plan: Plan) -> String {
+    let Plan {
+        workers,
+        port,
+        backend_port,
+        backend_idle,
+    } = plan;
+    // herdsman's own default idle set is 64 per server; only a larger need is written out.
+    let limits = if backend_idle > 64 {
+        format!(
+            "\n[limits]\nmax_idle_per_server = {}\n",
+            backend_idle.min(4096)
+        )
+    } else {
+        String::new()
+    };
+    format!(
+        r#"workers = {workers}
+{limits}
+[[listener]]
+name = "bench"
+bind = "127.0.0.1:{port}"
+pool = "backend"
+
+[[pool]]
+name = "backend"
+servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
+"#
+    )
+}
+
+pub fn haproxy_config(plan: Plan) -> String {
+    let Plan {
+        workers,
+        port,
+        backend_port,
+        ..
+    } = plan;
+    // maxconn bounds the descriptors HAProxy asks for (two per proxied connection) below the
+    // machine's 20,000-file limit.
+    format!(
+        r#"global
+    nbthread {workers}
+    maxconn 8000
+
+defaults
+    mode http
+    option http-keep-alive
+    http-reuse always
+    timeout connect 5s
+    timeout client 30s
+    timeout server 30s
+    timeout http-request 10s
+    timeout http-keep-alive 30s
+
+frontend bench
+    bind 127.0.0.1:{port}
+    option forwardfor
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    default_backend backend
+
+backend backend
+    server b1 127.0.0.1:{backend_port}
+"#
+    )
+}
+
+pub fn nginx_config(plan: Plan, dir: &Path) -> String {
+    let Plan {
+        workers,
+        port,
+        backend_port,
+        backend_idle,
+    } = plan;
+    let dir = dir.display();
+    // One worker runs without a master, as one process like the others; more need the master.
+    let master = if workers == 1 { "off" } else { "on" };
+    // keepalive_requests defaults to 1000 on both sides; raised so that nginx, like the others,
+    // never closes a busy keep-alive connection during a run.
+    format!(
+        r#"worker_processes {workers};
+master_process {master};
+daemon off;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+
+events {{
+    worker_connections 8192;
+}}
+
+http {{
+    access_log off;
+    keepalive_requests 1000000;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+
+    upstream backend {{
+        server 127.0.0.1:{backend_port};
+        keepalive {backend_idle};
+        keepalive_requests 1000000;
+    }}
+
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+        }}
+    }}
+}}
+"#
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: Plan = Plan {
+        workers: 2,
+        port: 4100,
+        backend_port: 4200,
+        backend_idle: 64,
+    };
+
+    #[test]
+    fn every_config_listens_and_forwards_where_planned() {
+        let dir = Path::new("/tmp/x");
+        for text in [
+            herdsman_config(PLAN),
+            haproxy_config(PLAN),
+            nginx_config(PLAN, dir),
+        ] {
+            assert!(text.contains("127.0.0.1:4100"), "{text}");
+            assert!(text.contains("127.0.0.1:4200"), "{text}");
+        }
+    }
+
+    #[test]
+    fn idle_backend_connections_cover_the_client_connections() {
+        let many = Plan {
+            backend_idle: 200,
+            ..PLAN
+        };
+        assert!(herdsman_config(many).contains("[limits]\nmax_idle_per_server = 200\n"));
+        assert!(nginx_config(many, Path::new("/tmp/x")).contains("keepalive 200;"));
+        assert!(!herdsman_config(PLAN).contains("[limits]"));
+    }
+
+    #[test]
+    fn worker_counts_are_equal() {
+        assert!(herdsman_config(PLAN).starts_with("workers = 2\n"));
+        assert!(haproxy_config(PLAN).contains("nbthread 2\n"));
+        let nginx = nginx_config(PLAN, Path::new("/tmp/x"));
+        assert!(nginx.contains("worker_processes 2;") && nginx.contains("master_process on;"));
+        let single = Plan { workers: 1, ..PLAN };
+        assert!(nginx_config(single, Path::new("/tmp/x")).contains("master_process off;"));
+    }
+
+    #[test]
+    fn nginx_keeps_its_files_in_the_scratch_directory() {
+        let nginx = nginx_config(PLAN, Path::new("/tmp/x"));
+        for line in nginx
+            .lines()
+            .filter(|l| l.contains("_path") || l.contains("pid"))
+        {
+            assert!(line.contains("/tmp/x/"), "{line}");
+        }
+    }
+}

@@ -1,0 +1,433 @@
+//! The results file: every figure as a Markdown table of median and min–max over rounds, the
+//! herdsman ÷ peer ratios, what was run and on what, the configurations, and every single run.
+
+use std::fmt::Write as _;
+
+use crate::wrk::WrkReport;
+
+/// The reference row: wrk straight at the backend, no proxy. Its CPU figure is the backend's own.
+pub const BACKEND_LABEL: &str = "backend alone";
+
+/// One wrk run against one target.
+#[derive(Debug, Clone)]
+pub struct Run {
+    pub round: u32,
+    pub label: String,
+    pub connections: u32,
+    pub wrk: WrkReport,
+    /// CPU time of the target's process tree during the run ÷ requests completed.
+    pub cpu_us_per_request: f64,
+    /// VmHWM of the target's process tree after the run (it only grows), in KiB.
+    pub peak_rss_kib: u64,
+}
+
+/// Everything the results file says.
+#[derive(Debug, Default)]
+pub struct Session {
+    /// The command that reproduces this file.
+    pub command: String,
+    pub date: String,
+    /// (what, its version line), e.g. ("haproxy", "HAProxy version 2.6.12 …").
+    pub versions: Vec<(String, String)>,
+    pub machine: Vec<(String, String)>,
+    pub workers: u32,
+    pub seconds: u32,
+    pub rounds: u32,
+    pub warmup_seconds: u32,
+    pub connections: Vec<u32>,
+    /// Row order: the backend reference first, then the targets in the order they ran.
+    pub labels: Vec<String>,
+    /// Rows built from herdsman (the numerators of the ratios).
+    pub herdsman_labels: Vec<String>,
+    /// Peer rows that were measured ("haproxy", "nginx").
+    pub peer_labels: Vec<String>,
+    pub runs: Vec<Run>,
+    /// (label, why it was not run or stopped being run).
+    pub not_run: Vec<(String, String)>,
+    /// (label, file name, text).
+    pub configs: Vec<(String, String, String)>,
+}
+
+/// Median and range of one figure over the rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Spread {
+    pub median: f64,
+    pub min: f64,
+    pub max: f64,
+    pub count: usize,
+}
+
+pub fn spread(values: &[f64]) -> Option<Spread> {
+    if values.is_empty() {
+        return None;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let median = if n % 2 == 1 {
+        sorted[n / 2]
+    } else {
+        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+    };
+    Some(Spread {
+        median,
+        min: sorted[0],
+        max: sorted[n - 1],
+        count: n,
+    })
+}
+
+/// Reads one figure out of a run.
+type Extract = fn(&Run) -> f64;
+
+/// One figure: its heading, how to read it out of a run, and how to print it.
+struct Figure {
+    title: &'static str,
+    value: Extract,
+    format: fn(f64) -> String,
+}
+
+const FIGURES: &[Figure] = &[
+    Figure {
+        title: "CPU-µs per request (the process tree's utime+stime ÷ requests; lower is better)",
+        value: |r| r.cpu_us_per_request,
+        format: |v| format!("{v:.2}"),
+    },
+    Figure {
+        title: "Requests/s (wrk)",
+        value: |r| r.wrk.requests_per_sec,
+        format: thousands,
+    },
+    Figure {
+        title: "p50 latency, µs (wrk --latency)",
+        value: |r| r.wrk.p50_us,
+        format: |v| format!("{v:.0}"),
+    },
+    Figure {
+        title: "p99 latency, µs (wrk --latency)",
+        value: |r| r.wrk.p99_us,
+        format: |v| format!("{v:.0}"),
+    },
+    Figure {
+        title: "Peak RSS, MiB (VmHWM summed over the process tree)",
+        value: |r| r.peak_rss_kib as f64 / 1024.0,
+        format: |v| format!("{v:.1}"),
+    },
+    Figure {
+        title: "Errors per run (wrk socket errors + responses with status ≥ 400)",
+        value: |r| (r.wrk.socket_errors + r.wrk.bad_status) as f64,
+        format: |v| format!("{v:.0}"),
+    },
+];
+
+/// Ratios printed for each herdsman row against each peer.
+const RATIOS: &[(&str, Extract)] = &[
+    ("CPU-µs per request", |r| r.cpu_us_per_request),
+    ("Requests/s", |r| r.wrk.requests_per_sec),
+];
+
+impl Session {
+    fn values(&self, label: &str, connections: u32, value: Extract) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter(|r| r.label == label && r.connections == connections)
+            .map(value)
+            .collect()
+    }
+
+    /// `numerator ÷ denominator` in each round where both ran.
+    fn per_round_ratios(
+        &self,
+        numerator: &str,
+        denominator: &str,
+        connections: u32,
+        value: Extract,
+    ) -> Vec<f64> {
+        let pick = |label: &str, round: u32| {
+            self.runs
+                .iter()
+                .find(|r| r.label == label && r.round == round && r.connections == connections)
+                .map(value)
+        };
+        (1..=self.rounds)
+            .filter_map(|round| Some(pick(numerator, round)? / pick(denominator, round)?))
+            .collect()
+    }
+}
+
+/// The whole results file.
+pub fn render(session: &Session) -> String {
+    let mut md = String::new();
+    let s = session;
+    let _ = writeln!(md, "# herdsman vs HAProxy vs nginx: proxy cost and speed\n");
+    let _ = writeln!(
+        md,
+        "Generated by `herdsman-bench compare` on {}. Run it again with:\n\n```sh\n{}\n```\n",
+        s.date, s.command
+    );
+    let _ = writeln!(
+        md,
+        "Each proxy ran {} worker(s) as its own process, in front of the same `herdsman-bench backend` \
+         (a separate process answering every request with a 19-byte body). In each of {} round(s) the \
+         targets took turns: `wrk -t1 -cC -d{}s --latency` for each connection count C, the backend \
+         alone first as a reference, after a {} s warm-up per target. Figures are the median over \
+         rounds with the min–max spread; `n` is the number of runs behind each. CPU is read from \
+         /proc/PID/stat just before and after each wrk run, summed over the proxy and its child \
+         processes; in the `{BACKEND_LABEL}` row it is the backend's own CPU. Every proxy keeps \
+         connections to the backend alive and adds X-Forwarded-For, -Proto and -Host (herdsman \
+         always does, so HAProxy and nginx are configured to do the same work); access logs are \
+         off.\n",
+        s.workers, s.rounds, s.seconds, s.warmup_seconds
+    );
+
+    if !s.not_run.is_empty() {
+        let _ = writeln!(md, "## Not run\n");
+        for (label, reason) in &s.not_run {
+            let _ = writeln!(md, "- **{label}**: {}", one_line(reason));
+        }
+        let _ = writeln!(md);
+    }
+
+    for figure in FIGURES {
+        let _ = writeln!(md, "## {}\n", figure.title);
+        write_figure_table(&mut md, s, figure);
+    }
+
+    write_ratios(&mut md, s);
+
+    let _ = writeln!(md, "## Versions and machine\n");
+    let _ = writeln!(md, "| what | value |\n|---|---|");
+    for (what, value) in s.versions.iter().chain(&s.machine) {
+        let _ = writeln!(md, "| {what} | `{}` |", value.replace('|', "\\|"));
+    }
+    let _ = writeln!(md);
+
+    write_configs(&mut md, s);
+    write_runs(&mut md, s);
+    md
+}
+
+fn write_figure_table(md: &mut String, s: &Session, figure: &Figure) {
+    let _ = write!(md, "| target |");
+    for c in &s.connections {
+        let _ = write!(md, " c={c} median | c={c} min–max | n |");
+    }
+    let _ = write!(md, "\n|---|");
+    for _ in &s.connections {
+        let _ = write!(md, "---:|---:|---:|");
+    }
+    let _ = writeln!(md);
+    for label in &s.labels {
+        let _ = write!(md, "| {label} |");
+        for &c in &s.connections {
+            match spread(&s.values(label, c, figure.value)) {
+                Some(v) => {
+                    let _ = write!(
+                        md,
+                        " {} | {}–{} | {} |",
+                        (figure.format)(v.median),
+                        (figure.format)(v.min),
+                        (figure.format)(v.max),
+                        v.count
+                    );
+                }
+                None => {
+                    let _ = write!(md, " not run | | 0 |");
+                }
+            }
+        }
+        let _ = writeln!(md);
+    }
+    let _ = writeln!(md);
+}
+
+fn write_ratios(md: &mut String, s: &Session) {
+    let _ = writeln!(md, "## Ratios: herdsman ÷ peer\n");
+    if s.herdsman_labels.is_empty() || s.peer_labels.is_empty() {
+        let _ = writeln!(
+            md,
+            "No ratio: herdsman and at least one peer must both have been measured.\n"
+        );
+        return;
+    }
+    let _ = writeln!(
+        md,
+        "The ratio of the medians, and in brackets the range of the ratio taken round by round \
+         (each round runs both side by side). Below 1.00 means herdsman uses less CPU per request \
+         or serves fewer requests/s.\n"
+    );
+    let _ = write!(md, "| figure | ratio |");
+    for c in &s.connections {
+        let _ = write!(md, " c={c} |");
+    }
+    let _ = write!(md, "\n|---|---|");
+    for _ in &s.connections {
+        let _ = write!(md, "---:|");
+    }
+    let _ = writeln!(md);
+    for (name, value) in RATIOS {
+        for herdsman in &s.herdsman_labels {
+            for peer in &s.peer_labels {
+                let _ = write!(md, "| {name} | {herdsman} ÷ {peer} |");
+                for &c in &s.connections {
+                    let medians = (
+                        spread(&s.values(herdsman, c, *value)),
+                        spread(&s.values(peer, c, *value)),
+                    );
+                    let rounds = spread(&s.per_round_ratios(herdsman, peer, c, *value));
+                    match (medians, rounds) {
+                        ((Some(h), Some(p)), Some(r)) => {
+                            let _ = write!(
+                                md,
+                                " **{:.2}** ({:.2}–{:.2}) |",
+                                h.median / p.median,
+                                r.min,
+                                r.max
+                            );
+                        }
+                        _ => {
+                            let _ = write!(md, " — |");
+                        }
+                    }
+                }
+                let _ = writeln!(md);
+            }
+        }
+    }
+    let _ = writeln!(md);
+}
+
+fn write_configs(md: &mut String, s: &Session) {
+    let _ = writeln!(md, "## Configurations\n");
+    for (label, file, text) in &s.configs {
+        let _ = writeln!(
+            md,
+            "<details><summary>{label}: {file}</summary>\n\n```\n{}\n```\n\n</details>\n",
+            text.trim_end()
+        );
+    }
+}
+
+fn write_runs(md: &mut String, s: &Session) {
+    let _ = writeln!(md, "## Every run\n");
+    let _ = writeln!(md, "<details><summary>{} runs</summary>\n", s.runs.len());
+    let _ = writeln!(
+        md,
+        "| round | c | target | requests | req/s | p50 µs | p99 µs | CPU-µs/req | peak RSS MiB | socket errors | status ≥ 400 |"
+    );
+    let _ = writeln!(
+        md,
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+    );
+    for r in &s.runs {
+        let _ = writeln!(
+            md,
+            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} |",
+            r.round,
+            r.connections,
+            r.label,
+            r.wrk.requests,
+            thousands(r.wrk.requests_per_sec),
+            r.wrk.p50_us,
+            r.wrk.p99_us,
+            r.cpu_us_per_request,
+            r.peak_rss_kib as f64 / 1024.0,
+            r.wrk.socket_errors,
+            r.wrk.bad_status
+        );
+    }
+    let _ = writeln!(md, "\n</details>");
+}
+
+/// A whole number with thin groups of three: 57,123.
+pub fn thousands(value: f64) -> String {
+    let digits = format!("{:.0}", value.max(0.0));
+    let mut out = String::new();
+    for (i, ch) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(ch);
+    }
+    out
+}
+
+fn one_line(text: &str) -> String {
+    text.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(round: u32, label: &str, cpu: f64, rps: f64) -> Run {
+        Run {
+            round,
+            label: label.to_string(),
+            connections: 50,
+            wrk: WrkReport {
+                requests: 1000,
+                seconds: 1.0,
+                requests_per_sec: rps,
+                p50_us: 800.0,
+                p99_us: 1900.0,
+                socket_errors: 0,
+                bad_status: 0,
+            },
+            cpu_us_per_request: cpu,
+            peak_rss_kib: 10240,
+        }
+    }
+
+    #[test]
+    fn spread_takes_the_middle_and_the_ends() {
+        let s = spread(&[3.0, 1.0, 2.0]).unwrap();
+        assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
+        assert_eq!(spread(&[1.0, 4.0]).unwrap().median, 2.5);
+        assert!(spread(&[]).is_none());
+    }
+
+    #[test]
+    fn thousands_groups_digits() {
+        assert_eq!(thousands(57123.4), "57,123");
+        assert_eq!(thousands(999.0), "999");
+        assert_eq!(thousands(1234567.0), "1,234,567");
+    }
+
+    #[test]
+    fn ratios_pair_runs_of_the_same_round() {
+        let session = Session {
+            rounds: 2,
+            connections: vec![50],
+            labels: vec!["herdsman".into(), "haproxy".into()],
+            herdsman_labels: vec!["herdsman".into()],
+            peer_labels: vec!["haproxy".into()],
+            runs: vec![
+                run(1, "herdsman", 18.0, 50_000.0),
+                run(1, "haproxy", 15.0, 55_000.0),
+                run(2, "herdsman", 16.0, 52_000.0),
+                run(2, "haproxy", 16.0, 54_000.0),
+            ],
+            ..Session::default()
+        };
+        let ratios = session.per_round_ratios("herdsman", "haproxy", 50, |r| r.cpu_us_per_request);
+        assert_eq!(ratios, vec![1.2, 1.0]);
+        let md = render(&session);
+        assert!(md.contains("| CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |"));
+        assert!(md.contains("| herdsman | 17.00 | 16.00–18.00 | 2 |"));
+    }
+
+    #[test]
+    fn a_target_without_runs_says_not_run() {
+        let session = Session {
+            rounds: 1,
+            connections: vec![50],
+            labels: vec!["herdsman".into()],
+            not_run: vec![("herdsman".into(), "cargo build failed".into())],
+            ..Session::default()
+        };
+        let md = render(&session);
+        assert!(md.contains("- **herdsman**: cargo build failed"));
+        assert!(md.contains("| herdsman | not run | | 0 |"));
+    }
+}

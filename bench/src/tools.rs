@@ -1,0 +1,222 @@
+//! The outside programs a comparison needs: finding haproxy, nginx and wrk (installing the Debian
+//! packages when one is missing), building herdsman in this workspace, and asking each its version.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::process::run_with_timeout;
+
+/// A tool this benchmark runs and the Debian package that provides it.
+pub struct Tool {
+    pub name: &'static str,
+    pub package: &'static str,
+}
+
+pub const WRK: Tool = Tool {
+    name: "wrk",
+    package: "wrk",
+};
+pub const HAPROXY: Tool = Tool {
+    name: "haproxy",
+    package: "haproxy",
+};
+pub const NGINX: Tool = Tool {
+    name: "nginx",
+    package: "nginx-light",
+};
+
+/// Bounds on the slow outside steps, so a stuck mirror or build cannot hang the benchmark forever.
+const APT_LOCK_WAIT: Duration = Duration::from_secs(600);
+const APT_STEP_LIMIT: Duration = Duration::from_secs(1200);
+const BUILD_LIMIT: Duration = Duration::from_secs(1800);
+
+/// Where `name` is: on PATH, or in the sbin directories a non-root PATH often lacks.
+pub fn find_program(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .chain(["/usr/sbin", "/sbin", "/usr/local/sbin"].map(PathBuf::from))
+        .map(|dir| dir.join(name))
+        .find(|candidate| is_executable(candidate))
+}
+
+fn is_executable(path: &Path) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    path.metadata()
+        .map(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
+        .unwrap_or(false)
+}
+
+/// The path of every tool in `tools`, installing the missing ones with apt-get (one update, one
+/// install) after any apt or dpkg already running has finished.
+pub fn ensure_installed(tools: &[&Tool]) -> anyhow::Result<Vec<PathBuf>> {
+    let missing: Vec<&&Tool> = tools
+        .iter()
+        .filter(|t| find_program(t.name).is_none())
+        .collect();
+    if !missing.is_empty() {
+        wait_for_package_manager();
+        let still_missing: Vec<&str> = missing
+            .iter()
+            .filter(|t| find_program(t.name).is_none())
+            .map(|t| t.package)
+            .collect();
+        if !still_missing.is_empty() {
+            install(&still_missing)?;
+        }
+    }
+    tools
+        .iter()
+        .map(|t| {
+            find_program(t.name).with_context(|| {
+                format!("{} is still missing after installing {}", t.name, t.package)
+            })
+        })
+        .collect()
+}
+
+/// Waits (bounded) while another apt-get or dpkg runs; it may be installing these very packages.
+fn wait_for_package_manager() {
+    let deadline = Instant::now() + APT_LOCK_WAIT;
+    let mut announced = false;
+    while Instant::now() < deadline && ["apt-get", "apt", "dpkg"].iter().any(|p| is_running(p)) {
+        if !announced {
+            eprintln!("waiting for a running apt/dpkg to finish…");
+            announced = true;
+        }
+        thread::sleep(Duration::from_secs(2));
+    }
+}
+
+fn is_running(name: &str) -> bool {
+    Command::new("pgrep")
+        .arg("-x")
+        .arg(name)
+        .output()
+        .map(|o| o.status.success())
+        .unwrap_or(false)
+}
+
+fn install(packages: &[&str]) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!(
+            "missing {}; install with: sudo apt-get install -y {}",
+            packages.join(", "),
+            packages.join(" ")
+        );
+    }
+    eprintln!("installing {} with apt-get…", packages.join(" "));
+    let lock_wait = format!("DPkg::Lock::Timeout={}", APT_LOCK_WAIT.as_secs());
+    let mut update = Command::new("apt-get");
+    update.args(["-o", &lock_wait, "update"]);
+    apt(update)?;
+    let mut command = Command::new("apt-get");
+    command
+        .args(["-o", &lock_wait, "install", "-y", "--no-install-recommends"])
+        .args(packages);
+    apt(command)
+}
+
+fn apt(mut command: Command) -> anyhow::Result<()> {
+    command.env("DEBIAN_FRONTEND", "noninteractive");
+    let shown = format!("{command:?}");
+    let output = run_with_timeout(command, APT_STEP_LIMIT)?;
+    if !output.status.success() {
+        bail!(
+            "{shown} failed: {}",
+            tail(&String::from_utf8_lossy(&output.stderr), 10)
+        );
+    }
+    Ok(())
+}
+
+/// The workspace root: the parent of this package's manifest directory when it still exists
+/// (the usual `cargo run`), else the nearest directory above the current one whose Cargo.toml
+/// declares a `[workspace]`.
+pub fn workspace_root() -> anyhow::Result<PathBuf> {
+    let compiled_in = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    if is_workspace(&compiled_in) {
+        return Ok(compiled_in.canonicalize()?);
+    }
+    let mut dir = std::env::current_dir()?;
+    loop {
+        if is_workspace(&dir) {
+            return Ok(dir);
+        }
+        if !dir.pop() {
+            bail!("no Cargo workspace found above the current directory");
+        }
+    }
+}
+
+fn is_workspace(dir: &Path) -> bool {
+    std::fs::read_to_string(dir.join("Cargo.toml"))
+        .map(|text| text.lines().any(|l| l.trim() == "[workspace]"))
+        .unwrap_or(false)
+}
+
+/// The herdsman binary `cargo build --release -p herdsman` makes in this workspace.
+pub fn default_herdsman(workspace: &Path) -> PathBuf {
+    workspace.join("target/release/herdsman")
+}
+
+/// Builds (or confirms up to date) herdsman's release binary. The error says why it failed.
+pub fn build_herdsman(workspace: &Path) -> anyhow::Result<PathBuf> {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let mut command = Command::new(cargo);
+    // --target-dir pins the output to the workspace's target/, whatever CARGO_TARGET_DIR says.
+    command
+        .current_dir(workspace)
+        .args(["build", "--release", "-p", "herdsman", "--target-dir"])
+        .arg(workspace.join("target"));
+    eprintln!("building herdsman: cargo build --release -p herdsman …");
+    let output = run_with_timeout(command, BUILD_LIMIT)?;
+    if !output.status.success() {
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        let errors: Vec<&str> = stderr
+            .lines()
+            .filter(|l| l.starts_with("error"))
+            .take(5)
+            .collect();
+        bail!(
+            "cargo build --release -p herdsman failed: {}",
+            if errors.is_empty() {
+                tail(&stderr, 5)
+            } else {
+                errors.join(" | ")
+            }
+        );
+    }
+    let binary = default_herdsman(workspace);
+    if !binary.exists() {
+        bail!("cargo build succeeded but {} is missing", binary.display());
+    }
+    Ok(binary)
+}
+
+/// The first line a program prints for `args` (stdout or, like `nginx -v`, stderr).
+pub fn version_line(program: &Path, args: &[&str]) -> String {
+    let mut command = Command::new(program);
+    command.args(args);
+    match run_with_timeout(command, Duration::from_secs(10)) {
+        Ok(output) => {
+            let text = [output.stdout, output.stderr].concat();
+            String::from_utf8_lossy(&text)
+                .lines()
+                .map(str::trim)
+                .find(|l| !l.is_empty())
+                .unwrap_or("(printed nothing)")
+                .to_string()
+        }
+        Err(e) => format!("(unknown: {e:#})"),
+    }
+}
+
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    all[all.len().saturating_sub(lines)..].join(" | ")
+}

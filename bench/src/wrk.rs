@@ -1,0 +1,210 @@
+//! Driving wrk and reading its report: requests completed, requests/s, the latency distribution
+//! (`--latency`) and every kind of error it counts.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+
+use crate::process::run_with_timeout;
+
+/// One wrk run, as wrk reported it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct WrkReport {
+    /// Responses completed ("N requests in"), the divisor of CPU per request.
+    pub requests: u64,
+    pub seconds: f64,
+    pub requests_per_sec: f64,
+    pub p50_us: f64,
+    pub p99_us: f64,
+    /// Connect, read, write and timeout errors ("Socket errors:"), summed; 0 when wrk printed none.
+    pub socket_errors: u64,
+    /// Responses with a status of 400 or more (wrk's "Non-2xx or 3xx responses").
+    pub bad_status: u64,
+}
+
+/// What one wrk invocation is asked to do.
+#[derive(Debug, Clone, Copy)]
+pub struct Load {
+    pub connections: u32,
+    pub seconds: u32,
+}
+
+impl Load {
+    /// The arguments after `wrk`, as they are run and as they are printed in the results.
+    pub fn args(&self, port: u16) -> Vec<String> {
+        vec![
+            "-t1".to_string(),
+            format!("-c{}", self.connections),
+            format!("-d{}s", self.seconds),
+            "--latency".to_string(),
+            format!("http://127.0.0.1:{port}/"),
+        ]
+    }
+}
+
+/// Runs wrk against 127.0.0.1:`port` and parses its report.
+pub fn run(wrk: &Path, port: u16, load: Load) -> anyhow::Result<WrkReport> {
+    let mut command = Command::new(wrk);
+    command.args(load.args(port));
+    // wrk stops itself after -d; the margin covers start-up and a slow final drain.
+    let limit = Duration::from_secs(u64::from(load.seconds) + 30);
+    let output = run_with_timeout(command, limit)?;
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    if !output.status.success() {
+        bail!(
+            "wrk failed ({}): {}{}",
+            output.status,
+            stdout.trim(),
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    parse(&stdout).with_context(|| format!("reading wrk's report:\n{stdout}"))
+}
+
+/// Parses the text wrk prints with `--latency`.
+pub fn parse(text: &str) -> anyhow::Result<WrkReport> {
+    let mut requests = None;
+    let mut seconds = None;
+    let mut requests_per_sec = None;
+    let mut p50_us = None;
+    let mut p99_us = None;
+    let mut socket_errors = 0;
+    let mut bad_status = 0;
+    for line in text.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("50%") {
+            p50_us = Some(parse_time_us(rest.trim())?);
+        } else if let Some(rest) = line.strip_prefix("99%") {
+            p99_us = Some(parse_time_us(rest.trim())?);
+        } else if let Some((count, rest)) = line.split_once(" requests in ") {
+            requests = Some(count.trim().parse::<u64>().context("request count")?);
+            let elapsed = rest.split(',').next().unwrap_or_default().trim();
+            seconds = Some(parse_time_us(elapsed)? / 1e6);
+        } else if let Some(rest) = line.strip_prefix("Requests/sec:") {
+            requests_per_sec = Some(rest.trim().parse::<f64>().context("Requests/sec")?);
+        } else if let Some(rest) = line.strip_prefix("Socket errors:") {
+            // "connect 0, read 0, write 0, timeout 0"
+            for part in rest.split(',') {
+                let count = part.split_whitespace().nth(1).unwrap_or("0");
+                socket_errors += count.parse::<u64>().context("socket error count")?;
+            }
+        } else if let Some(rest) = line.strip_prefix("Non-2xx or 3xx responses:") {
+            bad_status = rest.trim().parse::<u64>().context("non-2xx count")?;
+        }
+    }
+    let (Some(requests), Some(seconds), Some(requests_per_sec), Some(p50_us), Some(p99_us)) =
+        (requests, seconds, requests_per_sec, p50_us, p99_us)
+    else {
+        bail!("missing one of: requests, Requests/sec, 50% or 99% latency (was --latency given?)");
+    };
+    Ok(WrkReport {
+        requests,
+        seconds,
+        requests_per_sec,
+        p50_us,
+        p99_us,
+        socket_errors,
+        bad_status,
+    })
+}
+
+/// wrk prints times as a number and a unit: `350.00us`, `1.23ms`, `5.00s`, `1.00m`, `1.00h`.
+fn parse_time_us(text: &str) -> anyhow::Result<f64> {
+    let split = text
+        .find(|c: char| c.is_ascii_alphabetic())
+        .with_context(|| format!("no unit in time {text:?}"))?;
+    let (number, unit) = text.split_at(split);
+    let value: f64 = number
+        .trim()
+        .parse()
+        .with_context(|| format!("time {text:?}"))?;
+    let scale = match unit {
+        "us" => 1.0,
+        "ms" => 1e3,
+        "s" => 1e6,
+        "m" => 60e6,
+        "h" => 3600e6,
+        _ => bail!("unknown time unit in {text:?}"),
+    };
+    Ok(value * scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Captured from `wrk -t1 -c50 -d5s --latency` (Debian's wrk 4.1.0) against the bench backend.
+    const CLEAN: &str = include_str!("wrk_sample_clean.txt");
+
+    /// wrk's report when a proxy failed some requests: the two error lines appear.
+    const WITH_ERRORS: &str = "\
+Running 2s test @ http://127.0.0.1:41000/
+  1 threads and 50 connections
+  Thread Stats   Avg      Stdev     Max   +/- Stdev
+    Latency     1.20ms    3.10ms   1.01s    99.10%
+    Req/Sec    40.12k     2.01k   44.00k    70.00%
+  Latency Distribution
+     50%  812.00us
+     75%    1.10ms
+     90%    1.50ms
+     99%    1.02s
+  80240 requests in 2.00s, 9.10MB read
+  Socket errors: connect 3, read 7, write 0, timeout 12
+  Non-2xx or 3xx responses: 41
+Requests/sec:  40110.52
+Transfer/sec:      4.55MB
+";
+
+    #[test]
+    fn a_clean_report_is_read() {
+        let report = parse(CLEAN).unwrap();
+        assert_eq!(report.requests, CLEAN_REQUESTS);
+        assert!((report.seconds - 5.0).abs() < 0.1);
+        assert!(report.requests_per_sec > 1000.0);
+        assert!(report.p50_us > 0.0 && report.p50_us <= report.p99_us);
+        assert_eq!(report.socket_errors, 0);
+        assert_eq!(report.bad_status, 0);
+    }
+
+    /// The request count in the captured sample.
+    const CLEAN_REQUESTS: u64 = 731_024;
+
+    #[test]
+    fn errors_and_units_are_read() {
+        let report = parse(WITH_ERRORS).unwrap();
+        assert_eq!(report.requests, 80240);
+        assert_eq!(report.seconds, 2.0);
+        assert_eq!(report.requests_per_sec, 40110.52);
+        assert_eq!(report.p50_us, 812.0);
+        assert_eq!(report.p99_us, 1.02e6);
+        assert_eq!(report.socket_errors, 22);
+        assert_eq!(report.bad_status, 41);
+    }
+
+    #[test]
+    fn a_report_without_latency_distribution_is_refused() {
+        let text = "  100 requests in 1.00s, 1.00KB read\nRequests/sec: 100.00\n";
+        assert!(parse(text).is_err());
+    }
+
+    #[test]
+    fn times_convert_to_microseconds() {
+        assert_eq!(parse_time_us("350.00us").unwrap(), 350.0);
+        assert_eq!(parse_time_us("1.50ms").unwrap(), 1500.0);
+        assert_eq!(parse_time_us("1.00m").unwrap(), 60e6);
+        assert!(parse_time_us("12").is_err());
+    }
+
+    #[test]
+    fn the_command_line_matches_the_documented_one() {
+        let load = Load {
+            connections: 50,
+            seconds: 10,
+        };
+        assert_eq!(
+            load.args(8080).join(" "),
+            "-t1 -c50 -d10s --latency http://127.0.0.1:8080/"
+        );
+    }
+}

@@ -20,14 +20,18 @@ pub fn reason(status: u16) -> &'static str {
 
 /// Appends a complete response: `<status> <reason>: <detail>` as the body, then the connection
 /// is closed (every error herdsman answers itself ends the connection, so a client that sent
-/// something unexpected cannot have the rest of its bytes read as a new request).
-pub fn write_error_response(status: u16, detail: &str, out: &mut Vec<u8>) {
+/// something unexpected cannot have the rest of its bytes read as a new request). The answer to
+/// a HEAD request has the same head and no body (RFC 9110 §9.3.2).
+pub fn write_error_response(status: u16, detail: &str, head_only: bool, out: &mut Vec<u8>) {
     let reason = reason(status);
     let body_len = 3 + 1 + reason.len() + 2 + detail.len() + 1;
     let _ = write!(
         out,
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n{status} {reason}: {detail}\n"
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n"
     );
+    if !head_only {
+        let _ = writeln!(out, "{status} {reason}: {detail}");
+    }
 }
 
 #[cfg(test)]
@@ -37,12 +41,15 @@ mod tests {
     #[test]
     fn error_response_is_complete_and_closes() {
         let mut out = Vec::new();
-        write_error_response(502, "server reset the connection", &mut out);
+        write_error_response(502, "server reset the connection", false, &mut out);
         let text = String::from_utf8(out).unwrap();
         let (head, body) = text.split_once("\r\n\r\n").unwrap();
         assert!(head.starts_with("HTTP/1.1 502 Bad Gateway\r\n"));
         assert!(head.contains("Connection: close"));
         assert!(head.contains(&format!("Content-Length: {}", body.len())));
         assert_eq!(body, "502 Bad Gateway: server reset the connection\n");
+        let mut head_only = Vec::new();
+        write_error_response(502, "server reset the connection", true, &mut head_only);
+        assert_eq!(head_only, format!("{head}\r\n\r\n").into_bytes());
     }
 }

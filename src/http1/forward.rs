@@ -104,6 +104,7 @@ pub fn write_response_head(response: &Response<'_, '_>, framing: ClientFraming, 
         }
         if is_hop_by_hop(name, &response.connection)
             || framing.dechunk && name.eq_ignore_ascii_case("transfer-encoding")
+            || response.transfer_encoding && name.eq_ignore_ascii_case("content-length")
         {
             continue;
         }

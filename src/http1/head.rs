@@ -101,6 +101,9 @@ pub struct Response<'h, 'b> {
     pub body: Body,
     /// The server will keep the connection open after this response.
     pub keep_alive: bool,
+    /// The response has Transfer-Encoding, which overrides any Content-Length: that field must
+    /// not be passed on, or a client trusting it would lose its place in the connection.
+    pub transfer_encoding: bool,
     pub connection: ConnectionTokens<'b>,
 }
 
@@ -346,6 +349,7 @@ pub fn parse_response<'h, 'b>(
         head_len,
         body,
         keep_alive: persistent && body != Body::UntilClose,
+        transfer_encoding: facts.transfer_encoding_seen,
         connection: facts.connection,
     }))
 }

@@ -40,7 +40,7 @@ pub async fn serve_one(
         Ok(None) => return Next::Close,
         Err(failure) => {
             report(client, failure, None);
-            answer_error(client, failure, snapshot).await;
+            answer_error(client, failure, None, snapshot).await;
             return Next::Close;
         }
     };
@@ -50,7 +50,7 @@ pub async fn serve_one(
         .pick(&pool.servers, &mut context.rng.borrow_mut());
     let Some(server) = picked.map(|index| &pool.servers[index]) else {
         report(client, Failure::NoServer, None);
-        answer_error(client, Failure::NoServer, snapshot).await;
+        answer_error(client, Failure::NoServer, Some(facts.method), snapshot).await;
         return Next::Close;
     };
     let _active = ActiveGuard::new(&server.active);
@@ -69,7 +69,7 @@ pub async fn serve_one(
         Err(failure) => {
             report(client, failure, Some(server));
             if !response_started {
-                answer_error(client, failure, snapshot).await;
+                answer_error(client, failure, Some(facts.method), snapshot).await;
             }
             Next::Close
         }
@@ -353,13 +353,20 @@ fn report(client: &Client, failure: Failure, server: Option<&Server>) {
     }
 }
 
-/// Answers the client with the failure's status, if it has one.
-async fn answer_error(client: &mut Client, failure: Failure, snapshot: &Snapshot) {
+/// Answers the client with the failure's status, if it has one. `method` is the request's, when
+/// its head was understood.
+async fn answer_error(
+    client: &mut Client,
+    failure: Failure,
+    method: Option<Method>,
+    snapshot: &Snapshot,
+) {
     let Some(status) = failure.status() else {
         return;
     };
     client.out.clear();
-    write_error_response(status, failure.detail(), &mut client.out);
+    let head_only = method == Some(Method::Head);
+    write_error_response(status, failure.detail(), head_only, &mut client.out);
     let _ = timeout(
         snapshot.timeouts.client_idle,
         client.stream.write_all(&client.out),

@@ -1,0 +1,255 @@
+//! The command line: `--version`, `help`, `check` on good and bad configs (errors name the key,
+//! the value and the line), and `demo` serving its three backends in turn.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+
+const VALID: &str = r#"# A small but complete config.
+workers = 2
+shutdown_grace = "3s"
+
+[[listener]]
+name = "frontdoor"
+bind = "127.0.0.1:8089"
+backlog = 128
+pool = "shop"
+
+[timeouts]
+connect = "1s"
+client_header = "5s"
+backend_response = "150ms"
+
+[limits]
+max_header_bytes = 8192
+max_body_bytes = 0
+
+[[pool]]
+name = "shop"
+balance = "least-conn"
+servers = [
+  { name = "alpha", addr = "127.0.0.1:9001" },
+  { name = "beta", addr = "127.0.0.1:9002", weight = 2 },
+]
+"#;
+
+/// 1-based line number of the first line of `text` containing `needle`.
+fn line_of(text: &str, needle: &str) -> usize {
+    text.lines()
+        .position(|l| l.contains(needle))
+        .unwrap_or_else(|| panic!("{needle:?} not in the config"))
+        + 1
+}
+
+/// Runs `check` on `text`; asserts it fails and returns its output.
+fn check_fails(text: &str) -> String {
+    let path = write_temp("bad.toml", text);
+    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    assert!(
+        code.is_some_and(|c| c != 0),
+        "check accepted a bad config (exit {code:?}); output:\n{out}\nconfig:\n{text}"
+    );
+    out
+}
+
+/// Asserts one output line reports a problem at `line` mentioning every one of `words`.
+fn assert_problem(out: &str, line: usize, words: &[&str]) {
+    let marker = format!("line {line}:");
+    let found = out
+        .lines()
+        .any(|l| l.contains(&marker) && words.iter().all(|w| l.contains(w)));
+    assert!(
+        found,
+        "expected a line with {marker:?} naming {words:?}; output was:\n{out}"
+    );
+}
+
+#[test]
+fn version_prints_name_and_version() {
+    let (code, out) = run_binary(&["--version"]);
+    assert_eq!(code, Some(0), "{out}");
+    assert!(out.contains("herdsman 0.1.0"), "{out}");
+}
+
+#[test]
+fn help_lists_the_commands() {
+    let (code, out) = run_binary(&["help"]);
+    assert_eq!(code, Some(0), "{out}");
+    for command in ["run", "check", "demo"] {
+        assert!(
+            out.contains(command),
+            "help does not mention {command}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn unknown_command_fails() {
+    let (code, out) = run_binary(&["frobnicate"]);
+    assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {out}");
+}
+
+#[test]
+fn check_accepts_a_valid_config_and_summarises_it() {
+    let path = write_temp("valid.toml", VALID);
+    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "a valid config was refused:\n{out}");
+    for name in ["frontdoor", "shop", "alpha", "beta"] {
+        assert!(
+            out.contains(name),
+            "the summary does not name {name}:\n{out}"
+        );
+    }
+}
+
+#[test]
+fn check_does_not_bind_the_listeners() {
+    // The listener address is busy; check only validates, so it still succeeds.
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let text = VALID.replace("127.0.0.1:8089", &format!("127.0.0.1:{port}"));
+    let path = write_temp("busy.toml", &text);
+    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{out}");
+}
+
+#[test]
+fn check_names_an_unknown_key_and_its_line() {
+    let text = VALID.replace("[timeouts]\n", "[timeouts]\ncolour = \"blue\"\n");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "colour"), &["colour"]);
+}
+
+#[test]
+fn check_names_an_unknown_top_level_key_and_its_line() {
+    let text = VALID.replace("workers = 2\n", "workers = 2\nwrokers = 3\n");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "wrokers"), &["wrokers"]);
+}
+
+#[test]
+fn check_names_a_bad_listener_address() {
+    let text = VALID.replace("127.0.0.1:8089", "127.0.0.1:99999");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "99999"), &["bind", "127.0.0.1:99999"]);
+}
+
+#[test]
+fn check_names_a_bad_server_address() {
+    let text = VALID.replace("127.0.0.1:9002", "no-port-here");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "no-port-here"), &["no-port-here"]);
+}
+
+#[test]
+fn check_names_a_listener_pool_that_does_not_exist() {
+    let text = VALID.replace("pool = \"shop\"", "pool = \"nope\"");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "\"nope\""), &["pool", "nope"]);
+}
+
+#[test]
+fn check_names_a_bad_duration() {
+    let text = VALID.replace("connect = \"1s\"", "connect = \"2 parsecs\"");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "parsecs"), &["connect", "2 parsecs"]);
+}
+
+#[test]
+fn check_names_an_unknown_balance_algorithm() {
+    let text = VALID.replace("\"least-conn\"", "\"fastest\"");
+    let out = check_fails(&text);
+    assert_problem(&out, line_of(&text, "fastest"), &["balance", "fastest"]);
+}
+
+#[test]
+fn check_refuses_duplicate_server_names() {
+    let text = VALID.replace("name = \"beta\"", "name = \"alpha\"");
+    let out = check_fails(&text);
+    let first = line_of(&text, "name = \"alpha\"");
+    let second = first + 1;
+    let reported = [first, second].iter().any(|n| {
+        out.lines()
+            .any(|l| l.contains(&format!("line {n}:")) && l.contains("alpha"))
+    });
+    assert!(
+        reported,
+        "expected the duplicate \"alpha\" reported at line {first} or {second}:\n{out}"
+    );
+}
+
+#[test]
+fn check_reports_a_missing_file() {
+    let (code, out) = run_binary(&["check", "-c", "/nonexistent/herdsman.toml"]);
+    assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {out}");
+    assert!(out.contains("/nonexistent/herdsman.toml"), "{out}");
+}
+
+/// The `http://IP:PORT` address in a line of text.
+fn url_addr(line: &str) -> Option<std::net::SocketAddr> {
+    let start = line.find("http://")? + "http://".len();
+    let rest = &line[start..];
+    let end = rest
+        .find(|c: char| c == '/' || c.is_whitespace())
+        .unwrap_or(rest.len());
+    rest[..end].parse().ok()
+}
+
+#[test]
+fn demo_serves_three_backends_in_turn() {
+    let child = Command::new(binary())
+        .args(["demo", "--listen", "127.0.0.1:0"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn herdsman demo");
+    let mut child = ChildGuard(child);
+    let stdout = child.0.stdout.take().unwrap();
+    let (tx, rx) = mpsc::channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let first = rx
+        .recv_timeout(Duration::from_secs(10))
+        .expect("demo printed nothing within 10 s");
+    let addr =
+        url_addr(&first).unwrap_or_else(|| panic!("first line has no http://IP:PORT: {first:?}"));
+    assert_ne!(
+        addr.port(),
+        0,
+        "the printed address must be the real one: {first:?}"
+    );
+
+    let bodies: Vec<String> = (0..6)
+        .map(|_| {
+            let mut conn = Conn::connect(addr);
+            let response = conn.roundtrip(&get_request("/", "Connection: close\r\n"));
+            assert_eq!(response.status(), 200);
+            response.body_text()
+        })
+        .collect();
+    let mut firsts = bodies[..3].to_vec();
+    firsts.sort();
+    assert_eq!(
+        firsts,
+        ["hello from a\n", "hello from b\n", "hello from c\n"],
+        "{bodies:?}"
+    );
+    assert_eq!(
+        bodies[..3],
+        bodies[3..],
+        "backends do not take turns: {bodies:?}"
+    );
+}

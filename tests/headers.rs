@@ -1,0 +1,280 @@
+//! Header rewriting: what reaches the server (request line, client headers in order,
+//! hop-by-hop headers removed, X-Forwarded-*), and what reaches the client (status line with the
+//! server's reason, response headers minus hop-by-hop ones, server errors passed through).
+
+mod common;
+
+use common::*;
+
+/// Name (lowercased) and value of every header the server received, except the ones herdsman
+/// owns (X-Forwarded-*, and its own Connection header to the server).
+fn end_to_end(head: &Head) -> Vec<(String, String)> {
+    head.headers
+        .iter()
+        .map(|(n, v)| (n.to_ascii_lowercase(), v.clone()))
+        .filter(|(n, _)| !n.starts_with("x-forwarded-") && n != "connection")
+        .collect()
+}
+
+fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(n, v)| (n.to_string(), v.to_string()))
+        .collect()
+}
+
+/// herdsman may send its own `Connection: keep-alive` or `close` to the server, but nothing the
+/// client put there.
+fn assert_own_connection_header(head: &Head) {
+    for value in head.header_all("connection") {
+        for token in value.split(',') {
+            let token = token.trim().to_ascii_lowercase();
+            assert!(
+                token == "keep-alive" || token == "close",
+                "client's Connection option {token:?} was forwarded: {:?}",
+                head.headers
+            );
+        }
+    }
+}
+
+#[test]
+fn request_is_forwarded_with_client_headers_in_order_minus_hop_by_hop() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(
+        b"GET /path/x?q=1&r=%20 HTTP/1.1\r\n\
+          Host: example.test\r\n\
+          X-First: one\r\n\
+          Connection: keep-alive, X-Secret\r\n\
+          X-Secret: s\r\n\
+          Keep-Alive: timeout=5\r\n\
+          TE: trailers\r\n\
+          Trailer: X-T\r\n\
+          Proxy-Authorization: Basic abc\r\n\
+          Proxy-Connection: keep-alive\r\n\
+          Accept: */*\r\n\
+          x-Mixed-case: Value With  Spaces\r\n\
+          X-Repeated: 1\r\n\
+          X-Repeated: 2\r\n\
+          \r\n",
+    );
+    assert_eq!(response.status(), 200);
+    let heads = server.heads();
+    assert_eq!(heads.len(), 1);
+    let head = &heads[0];
+    assert_eq!(head.first_line, "GET /path/x?q=1&r=%20 HTTP/1.1");
+    assert_eq!(
+        end_to_end(head),
+        pairs(&[
+            ("host", "example.test"),
+            ("x-first", "one"),
+            ("accept", "*/*"),
+            ("x-mixed-case", "Value With  Spaces"),
+            ("x-repeated", "1"),
+            ("x-repeated", "2"),
+        ]),
+        "raw head received: {:?}",
+        String::from_utf8_lossy(&head.raw)
+    );
+    assert_own_connection_header(head);
+    assert_eq!(head.header_all("x-forwarded-for"), ["127.0.0.1"]);
+    assert_eq!(head.header_all("x-forwarded-proto"), ["http"]);
+    assert_eq!(head.header_all("x-forwarded-host"), ["example.test"]);
+}
+
+#[test]
+fn hop_by_hop_header_names_match_case_insensitively() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(
+        b"GET / HTTP/1.1\r\n\
+          HOST: Example.TEST\r\n\
+          CONNECTION: X-Hop-Lower\r\n\
+          x-hop-LOWER: v\r\n\
+          KEEP-ALIVE: 5\r\n\
+          te: trailers\r\n\
+          proxy-AUTHORIZATION: x\r\n\
+          X-Kept: yes\r\n\
+          \r\n",
+    );
+    assert_eq!(response.status(), 200);
+    let head = &server.heads()[0];
+    assert_eq!(
+        end_to_end(head),
+        pairs(&[("host", "Example.TEST"), ("x-kept", "yes")]),
+        "raw head received: {:?}",
+        String::from_utf8_lossy(&head.raw)
+    );
+    assert_own_connection_header(head);
+    assert_eq!(head.header_all("x-forwarded-host"), ["Example.TEST"]);
+}
+
+#[test]
+fn x_forwarded_for_is_appended_and_proto_and_host_are_replaced() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(
+        b"GET / HTTP/1.1\r\nHost: site.test\r\n\
+          X-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n\
+          Accept: */*\r\n\
+          X-Forwarded-For: 10.0.0.3\r\n\
+          X-Forwarded-Proto: https\r\n\
+          X-Forwarded-Host: evil.test\r\n\r\n",
+    );
+    assert_eq!(response.status(), 200);
+    let head = &server.heads()[0];
+    assert_eq!(
+        head.header_all("x-forwarded-for"),
+        ["10.0.0.1, 10.0.0.2, 10.0.0.3, 127.0.0.1"]
+    );
+    assert_eq!(head.header_all("x-forwarded-proto"), ["http"]);
+    assert_eq!(head.header_all("x-forwarded-host"), ["site.test"]);
+}
+
+#[test]
+fn methods_and_targets_pass_through_unchanged() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let cases = [
+        ("GET", "/"),
+        ("PUT", "/items/42"),
+        ("DELETE", "/items/42?force=true"),
+        ("PATCH", "/a/b/../c"),
+        ("OPTIONS", "/any"),
+        ("PURGE", "/cache/%7Euser"),
+    ];
+    for (method, target) in cases {
+        let request = format!("{method} {target} HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n");
+        let response = client.roundtrip(request.as_bytes());
+        assert_eq!(response.status(), 200, "{method} {target}");
+        assert_eq!(response.header("x-method"), Some(method));
+        assert_eq!(response.header("x-target"), Some(target));
+    }
+    let lines: Vec<String> = server
+        .heads()
+        .iter()
+        .map(|h| h.first_line.clone())
+        .collect();
+    let expected: Vec<String> = cases
+        .iter()
+        .map(|(m, t)| format!("{m} {t} HTTP/1.1"))
+        .collect();
+    assert_eq!(lines, expected);
+}
+
+#[test]
+fn response_keeps_status_reason_and_end_to_end_headers() {
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        ex.write(
+            b"HTTP/1.1 299 Custom Reason Phrase\r\n\
+              X-Resp: 1\r\n\
+              Connection: X-Hop\r\n\
+              X-Hop: h\r\n\
+              Keep-Alive: timeout=5\r\n\
+              Proxy-Connection: keep-alive\r\n\
+              Set-Cookie: a=1\r\n\
+              Set-Cookie: b=2\r\n\
+              Content-Length: 2\r\n\
+              \r\nok",
+        )?;
+        Ok(Flow::KeepAlive)
+    });
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(&get_request("/", ""));
+    assert_eq!(
+        response.head.first_line,
+        "HTTP/1.1 299 Custom Reason Phrase"
+    );
+    assert_eq!(response.body_text(), "ok");
+    assert_eq!(response.header("x-resp"), Some("1"));
+    assert_eq!(response.head.header_all("set-cookie"), ["a=1", "b=2"]);
+    for hop in ["x-hop", "keep-alive", "proxy-connection"] {
+        assert!(
+            !response.head.has(hop),
+            "hop-by-hop {hop} reached the client: {:?}",
+            response.head.headers
+        );
+    }
+    assert!(!response.head.has_token("connection", "x-hop"));
+}
+
+#[test]
+fn server_error_responses_pass_through_unchanged() {
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        ex.write(
+            b"HTTP/1.1 503 Busy Right Now\r\nContent-Length: 4\r\nRetry-After: 7\r\n\r\nbusy",
+        )?;
+        Ok(Flow::KeepAlive)
+    });
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(&get_request("/", ""));
+    assert_eq!(response.head.first_line, "HTTP/1.1 503 Busy Right Now");
+    assert_eq!(response.header("retry-after"), Some("7"));
+    assert_eq!(response.body_text(), "busy");
+    // A server's own error does not cost the client its connection.
+    let again = client.roundtrip(&get_request("/", ""));
+    assert_eq!(again.status(), 503);
+}
+
+#[test]
+fn large_response_heads_pass_through() {
+    // max_header_bytes limits requests only; a server may send big heads (cookies, CSP).
+    let cookie = "c".repeat(30_000);
+    let server = Mock::start(move |ex| {
+        ex.read_body()?;
+        ex.respond(200, &[("Set-Cookie", &cookie)], b"ok")?;
+        Ok(Flow::KeepAlive)
+    });
+    let proxy = Setup::new()
+        .limit("max_header_bytes", 4096)
+        .server("a", server.addr)
+        .start();
+    let response = proxy.connect().roundtrip(&get_request("/", ""));
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.header("set-cookie").map(str::len), Some(30_000));
+    assert_eq!(response.body_text(), "ok");
+}
+
+#[test]
+fn connection_header_cannot_strip_the_body_framing() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(
+        b"POST /x HTTP/1.1\r\nHost: t\r\nConnection: Content-Length, Host\r\n\
+          Content-Length: 5\r\n\r\nhello",
+    );
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body_text(), "hello");
+    let received = &server.requests()[0];
+    assert_eq!(received.head.header("content-length"), Some("5"));
+    assert_eq!(received.head.header("host"), Some("t"));
+    // The connection is still in step: the next request is parsed as a request.
+    let next = client.roundtrip(&get_request("/y", ""));
+    assert_eq!(next.header("x-target"), Some("/y"));
+}
+
+#[test]
+fn upgrade_header_is_dropped_from_requests_that_do_not_ask_to_upgrade() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(
+        b"GET / HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\nUpgrade: websocket\r\n\r\n",
+    );
+    assert_eq!(response.status(), 200);
+    let head = &server.heads()[0];
+    assert!(
+        !head.has("upgrade"),
+        "Upgrade forwarded without Connection: upgrade: {:?}",
+        head.headers
+    );
+}

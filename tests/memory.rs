@@ -1,0 +1,119 @@
+//! Bounded memory: large bodies streamed through the herdsman binary (a separate process, so its
+//! peak RSS is herdsman's alone) do not grow its memory by more than a few buffers.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+const MIB: u64 = 1024 * 1024;
+const LEN: u64 = 1024 * MIB;
+/// Allowed growth of peak RSS while moving LEN bytes each way. Buffering a body whole would need
+/// at least LEN; a few relay buffers (64 KiB each) and allocator slack stay far under this.
+const ALLOWED_GROWTH_KIB: u64 = 8 * 1024;
+
+fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}
+
+#[test]
+fn large_bodies_pass_through_the_binary_in_bounded_memory() {
+    let server = Mock::start(|ex| {
+        match ex.head.target() {
+            "/upload" => {
+                let mut check = PatternCheck::new(21);
+                ex.conn
+                    .read_body_with(ex.head.request_framing(), &mut |p| check.feed(p))?;
+                let report = format!("{} {:?}", check.received, check.mismatch);
+                ex.respond(200, &[], report.as_bytes())?;
+            }
+            "/download" => {
+                ex.read_body()?;
+                ex.write(format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())?;
+                let mut pattern = Pattern::new(22);
+                let mut piece = vec![0u8; 256 * 1024];
+                let mut left = LEN;
+                while left > 0 {
+                    let n = left.min(piece.len() as u64) as usize;
+                    pattern.fill(&mut piece[..n]);
+                    ex.write(&piece[..n])?;
+                    left -= n as u64;
+                }
+            }
+            _ => {
+                ex.read_body()?;
+                ex.respond(200, &[], b"small")?;
+            }
+        }
+        Ok(Flow::KeepAlive)
+    });
+    let port = free_port();
+    let toml = Setup::new()
+        .server("a", server.addr)
+        .toml(&format!("127.0.0.1:{port}"));
+    let path = write_temp("memory.toml", &toml);
+    let child = Command::new(binary())
+        .args(["run", "-c", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn herdsman run");
+    let child = ChildGuard(child);
+    let pid = child.0.id();
+    let addr = format!("127.0.0.1:{port}").parse().unwrap();
+    assert!(
+        wait_listening(addr, Duration::from_secs(10)),
+        "herdsman run is not listening on {addr}"
+    );
+
+    let mut client = Conn::connect(addr);
+    assert_eq!(client.roundtrip(&get_request("/", "")).body_text(), "small");
+    let baseline = peak_rss_kib(pid);
+
+    client.send(
+        format!("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: {LEN}\r\n\r\n").as_bytes(),
+    );
+    let mut pattern = Pattern::new(21);
+    let mut piece = vec![0u8; 256 * 1024];
+    let mut left = LEN;
+    while left > 0 {
+        let n = left.min(piece.len() as u64) as usize;
+        pattern.fill(&mut piece[..n]);
+        client.send(&piece[..n]);
+        left -= n as u64;
+    }
+    let response = client.response();
+    assert_eq!(
+        response.body_text(),
+        format!("{LEN} None"),
+        "upload damaged"
+    );
+
+    client.send(&get_request("/download", ""));
+    let head = client.read_head().expect("head").expect("a response");
+    assert_eq!(head.status(), 200);
+    let mut check = PatternCheck::new(22);
+    client
+        .read_body_with(head.response_framing(false), &mut |p| check.feed(p))
+        .unwrap_or_else(|e| panic!("download after {} bytes: {}", check.received, describe(&e)));
+    assert_eq!(
+        (check.received, check.mismatch),
+        (LEN, None),
+        "download damaged"
+    );
+
+    let peak = peak_rss_kib(pid);
+    assert!(
+        peak.saturating_sub(baseline) < ALLOWED_GROWTH_KIB,
+        "peak RSS grew from {baseline} KiB to {peak} KiB while streaming {} MiB each way",
+        LEN / MIB
+    );
+}

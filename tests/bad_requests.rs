@@ -8,8 +8,11 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
-fn proxy_with(server: &Mock) -> Proxy {
-    Setup::new().server("a", server.addr).start()
+/// An echo server behind herdsman configured by `setup`.
+fn echo_behind(setup: Setup) -> (Mock, Proxy) {
+    let server = Mock::echo();
+    let proxy = setup.server("a", server.addr).start();
+    (server, proxy)
 }
 
 /// Sends `request` on a new connection and asserts an error response with `code`, then close.
@@ -52,8 +55,7 @@ fn assert_nothing_forwarded(server: &Mock) {
 }
 
 fn check_all(cases: &[(&str, &[u8])], code: u16) {
-    let server = Mock::echo();
-    let proxy = proxy_with(&server);
+    let (server, proxy) = echo_behind(Setup::new());
     for (case, request) in cases {
         assert_rejected(&proxy, request, code, case);
     }
@@ -243,8 +245,7 @@ fn bad_chunk_framing_never_completes_a_request_at_the_server() {
             b"fffffffffffffffffffff\r\nab\r\n0\r\n\r\n",
         ),
     ];
-    let server = Mock::echo();
-    let proxy = proxy_with(&server);
+    let (server, proxy) = echo_behind(Setup::new());
     for (case, body) in cases {
         let mut client = proxy.connect();
         let mut request =
@@ -274,11 +275,7 @@ fn bad_chunk_framing_never_completes_a_request_at_the_server() {
 
 #[test]
 fn header_section_over_max_header_bytes_is_431() {
-    let server = Mock::echo();
-    let proxy = Setup::new()
-        .limit("max_header_bytes", 4096)
-        .server("a", server.addr)
-        .start();
+    let (server, proxy) = echo_behind(Setup::new().limit("max_header_bytes", 4096));
 
     // Under the limit: fine.
     let small = format!(
@@ -323,11 +320,7 @@ fn header_section_over_max_header_bytes_is_431() {
 
 #[test]
 fn body_over_max_body_bytes_is_413() {
-    let server = Mock::echo();
-    let proxy = Setup::new()
-        .limit("max_body_bytes", 1000)
-        .server("a", server.addr)
-        .start();
+    let (server, proxy) = echo_behind(Setup::new().limit("max_body_bytes", 1000));
 
     let mut exact = b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n".to_vec();
     exact.extend_from_slice(&[b'x'; 1000]);
@@ -355,11 +348,7 @@ fn body_over_max_body_bytes_is_413() {
 
 #[test]
 fn slow_request_head_gets_408_then_close() {
-    let server = Mock::echo();
-    let proxy = Setup::new()
-        .timeout("client_header", "300ms")
-        .server("a", server.addr)
-        .start();
+    let (server, proxy) = echo_behind(Setup::new().timeout("client_header", "300ms"));
     let mut client = proxy.connect();
     let started = Instant::now();
     client.send(b"GET / HTTP/1.1\r\nHost: t\r\n");
@@ -379,11 +368,7 @@ fn slow_request_head_gets_408_then_close() {
 
 #[test]
 fn head_dripped_byte_by_byte_still_times_out() {
-    let server = Mock::echo();
-    let proxy = Setup::new()
-        .timeout("client_header", "300ms")
-        .server("a", server.addr)
-        .start();
+    let (server, proxy) = echo_behind(Setup::new().timeout("client_header", "300ms"));
     let mut client = proxy.connect();
     let mut writer = client.stream.try_clone().unwrap();
     let started = Instant::now();
@@ -418,11 +403,7 @@ fn head_dripped_byte_by_byte_still_times_out() {
 
 #[test]
 fn client_stalling_its_body_is_cut_after_client_idle() {
-    let server = Mock::echo();
-    let proxy = Setup::new()
-        .timeout("client_idle", "300ms")
-        .server("a", server.addr)
-        .start();
+    let (server, proxy) = echo_behind(Setup::new().timeout("client_idle", "300ms"));
     let mut client = proxy.connect();
     client.send(b"POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100\r\n\r\n0123456789");
     let started = Instant::now();

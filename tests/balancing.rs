@@ -37,24 +37,35 @@ fn count(counts: &HashMap<String, usize>, name: &str) -> usize {
     counts.get(name).copied().unwrap_or(0)
 }
 
-#[test]
-fn round_robin_gives_equal_servers_equal_turns_in_rotation() {
-    let (a, b, c) = (Mock::named("a"), Mock::named("b"), Mock::named("c"));
-    let proxy = Setup::new()
+/// herdsman balancing with `balance` over the servers "a", "b" and "c", in that order.
+fn proxy_over_abc(balance: &str, [a, b, c]: &[Mock; 3]) -> Proxy {
+    Setup::new()
+        .balance(balance)
         .server("a", a.addr)
         .server("b", b.addr)
         .server("c", c.addr)
-        .start();
+        .start()
+}
 
-    let got = answers(&proxy, 30);
-    let counts = tally(&got);
+/// Asserts each of "a", "b" and "c" answered exactly `share` of the requests in `got`.
+fn assert_abc_each_got(got: &[String], share: usize) {
+    let counts = tally(got);
     for name in ["a", "b", "c"] {
         assert_eq!(
             count(&counts, name),
-            10,
+            share,
             "share of {name}; sequence {got:?}"
         );
     }
+}
+
+#[test]
+fn round_robin_gives_equal_servers_equal_turns_in_rotation() {
+    let servers = ["a", "b", "c"].map(Mock::named);
+    let proxy = proxy_over_abc("round-robin", &servers);
+
+    let got = answers(&proxy, 30);
+    assert_abc_each_got(&got, 10);
     // One rotation shared by all workers: every run of three consecutive requests visits
     // each server once, in the same order every time.
     for i in 3..got.len() {
@@ -103,15 +114,8 @@ fn round_robin_gives_a_weight_zero_server_nothing() {
         .start();
 
     let got = answers(&proxy, 30);
-    let counts = tally(&got);
-    for name in ["a", "b", "c"] {
-        assert_eq!(
-            count(&counts, name),
-            10,
-            "share of {name}; sequence {got:?}"
-        );
-    }
-    assert_eq!(count(&counts, "idle"), 0);
+    assert_abc_each_got(&got, 10);
+    assert_eq!(count(&tally(&got), "idle"), 0);
     assert_eq!(
         idle.connections(),
         0,
@@ -132,9 +136,19 @@ fn holding_mock(name: &'static str, release: Gate) -> Mock {
     })
 }
 
+/// The servers "a", "b" and "c" as holding mocks: `a` answers its held requests when
+/// `release_a` opens, `b` and `c` theirs when `release_others` does.
+fn holding_abc(release_a: &Gate, release_others: &Gate) -> [Mock; 3] {
+    [
+        holding_mock("a", release_a.clone()),
+        holding_mock("b", release_others.clone()),
+        holding_mock("c", release_others.clone()),
+    ]
+}
+
 /// Puts one `/hold` request in flight on each of the three servers (sent one after another, so
 /// least-conn must spread them one per server). Returns the connections waiting on them.
-fn hold_one_request_per_server(proxy: &Proxy, mocks: [&Mock; 3]) -> Vec<Conn> {
+fn hold_one_request_per_server(proxy: &Proxy, mocks: &[Mock; 3]) -> Vec<Conn> {
     let mut held = Vec::new();
     for i in 1..=3 {
         let mut conn = proxy.connect();
@@ -169,17 +183,10 @@ fn release_and_collect(held: &mut [Conn]) -> Vec<String> {
 #[test]
 fn least_conn_avoids_the_server_with_requests_in_flight() {
     let (release_a, release_others) = (Gate::new(), Gate::new());
-    let a = holding_mock("a", release_a.clone());
-    let b = holding_mock("b", release_others.clone());
-    let c = holding_mock("c", release_others.clone());
-    let proxy = Setup::new()
-        .balance("least-conn")
-        .server("a", a.addr)
-        .server("b", b.addr)
-        .server("c", c.addr)
-        .start();
+    let servers = holding_abc(&release_a, &release_others);
+    let proxy = proxy_over_abc("least-conn", &servers);
 
-    let mut held = hold_one_request_per_server(&proxy, [&a, &b, &c]);
+    let mut held = hold_one_request_per_server(&proxy, &servers);
     release_others.open();
     thread::sleep(Duration::from_millis(100));
 
@@ -203,13 +210,8 @@ fn least_conn_avoids_the_server_with_requests_in_flight() {
 
 #[test]
 fn least_conn_spreads_equal_servers_evenly_when_idle() {
-    let (a, b, c) = (Mock::named("a"), Mock::named("b"), Mock::named("c"));
-    let proxy = Setup::new()
-        .balance("least-conn")
-        .server("a", a.addr)
-        .server("b", b.addr)
-        .server("c", c.addr)
-        .start();
+    let servers = ["a", "b", "c"].map(Mock::named);
+    let proxy = proxy_over_abc("least-conn", &servers);
     let got = answers(&proxy, 30);
     let counts = tally(&got);
     // With nothing in flight every server ties; ties must not all go to one server.
@@ -221,15 +223,9 @@ fn least_conn_spreads_equal_servers_evenly_when_idle() {
 #[test]
 fn p2c_mostly_avoids_the_loaded_server() {
     let (release_a, release_others) = (Gate::new(), Gate::new());
-    let a = holding_mock("a", release_a.clone());
-    let b = holding_mock("b", release_others.clone());
-    let c = holding_mock("c", release_others.clone());
-    let proxy = Setup::new()
-        .balance("p2c")
-        .server("a", a.addr)
-        .server("b", b.addr)
-        .server("c", c.addr)
-        .start();
+    let servers = holding_abc(&release_a, &release_others);
+    let proxy = proxy_over_abc("p2c", &servers);
+    let [a, b, c] = &servers;
 
     // Load a with three in-flight requests: send /hold until a holds three.
     let mut held = Vec::new();

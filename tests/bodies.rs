@@ -10,6 +10,14 @@ use common::*;
 
 const MIB: u64 = 1024 * 1024;
 
+/// Reads the answer of a server that checked an upload against its pattern
+/// (`PatternCheck::report`) and asserts all `len` bytes arrived intact.
+fn assert_upload_intact(client: &mut Conn, len: u64) {
+    let response = client.response();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body_text(), format!("{len} None"));
+}
+
 #[test]
 fn content_length_request_body_reaches_the_server_intact() {
     let server = Mock::echo();
@@ -74,14 +82,11 @@ fn transfer_coding_names_are_case_insensitive() {
 
 #[test]
 fn response_with_both_length_and_chunked_is_read_as_chunked() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(
-            b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n\
-              3\r\nabc\r\n0\r\n\r\n",
-        )?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\nTransfer-Encoding: chunked\r\n\r\n\
+          3\r\nabc\r\n0\r\n\r\n",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     let response = client.roundtrip(&get_request("/", ""));
@@ -248,8 +253,7 @@ fn large_upload_is_streamed_through_intact() {
             check.feed(piece);
             saw.open();
         })?;
-        let report = format!("{} {:?}", check.received, check.mismatch);
-        ex.respond(200, &[], report.as_bytes())?;
+        ex.respond(200, &[], check.report().as_bytes())?;
         Ok(Flow::KeepAlive)
     });
     let proxy = Setup::new().server("a", server.addr).start();
@@ -266,17 +270,10 @@ fn large_upload_is_streamed_through_intact() {
         "the server saw no body byte while the client held back all but the first MiB: \
          the body is not streamed"
     );
-    let mut piece = vec![0u8; 64 * 1024];
-    let mut left = LEN - FIRST;
-    while left > 0 {
-        let n = left.min(piece.len() as u64) as usize;
-        pattern.fill(&mut piece[..n]);
-        client.send(&piece[..n]);
-        left -= n as u64;
-    }
-    let response = client.response();
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.body_text(), format!("{LEN} None"));
+    pattern
+        .write_in_pieces(LEN - FIRST, 64 * 1024, &mut |piece| client.try_send(piece))
+        .unwrap_or_else(|e| panic!("sending the rest of the body: {e}"));
+    assert_upload_intact(&mut client, LEN);
 }
 
 #[test]
@@ -296,23 +293,13 @@ fn large_download_is_streamed_through_intact() {
             // Not streamed: give up, which truncates the response and fails the test.
             return Ok(Flow::Reset);
         }
-        let mut piece = vec![0u8; 64 * 1024];
-        let mut left = LEN - FIRST;
-        while left > 0 {
-            let n = left.min(piece.len() as u64) as usize;
-            pattern.fill(&mut piece[..n]);
-            ex.write(&piece[..n])?;
-            left -= n as u64;
-        }
+        pattern.write_in_pieces(LEN - FIRST, 64 * 1024, &mut |piece| ex.write(piece))?;
         Ok(Flow::KeepAlive)
     });
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     client.send(&get_request("/big", ""));
-    let head = client
-        .read_head()
-        .expect("response head")
-        .expect("a response");
+    let head = client.response_head();
     assert_eq!(head.status(), 200);
     assert_eq!(head.response_framing(false), Framing::Length(LEN));
     let mut check = PatternCheck::new(5);
@@ -338,8 +325,7 @@ fn large_chunked_upload_arrives_intact() {
         assert_eq!(ex.head.request_framing(), Framing::Chunked);
         let mut check = PatternCheck::new(6);
         ex.conn.read_chunked_with(&mut |piece| check.feed(piece))?;
-        let report = format!("{} {:?}", check.received, check.mismatch);
-        ex.respond(200, &[], report.as_bytes())?;
+        ex.respond(200, &[], check.report().as_bytes())?;
         Ok(Flow::KeepAlive)
     });
     let proxy = Setup::new().server("a", server.addr).start();
@@ -362,9 +348,7 @@ fn large_chunked_upload_arrives_intact() {
         size = (size * 7 + 13) % 100_003 + 1;
     }
     client.send(b"0\r\n\r\n");
-    let response = client.response();
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.body_text(), format!("{LEN} None"));
+    assert_upload_intact(&mut client, LEN);
 }
 
 #[test]
@@ -373,28 +357,19 @@ fn large_chunked_download_arrives_intact() {
     let server = Mock::start(|ex| {
         ex.read_body()?;
         ex.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")?;
-        let mut pattern = Pattern::new(7);
-        let mut left = LEN;
-        let mut piece = vec![0u8; 32 * 1024 + 13];
-        while left > 0 {
-            let n = left.min(piece.len() as u64) as usize;
-            pattern.fill(&mut piece[..n]);
-            let mut out = format!("{n:X}\r\n").into_bytes();
-            out.extend_from_slice(&piece[..n]);
+        Pattern::new(7).write_in_pieces(LEN, 32 * 1024 + 13, &mut |piece| {
+            let mut out = format!("{:X}\r\n", piece.len()).into_bytes();
+            out.extend_from_slice(piece);
             out.extend_from_slice(b"\r\n");
-            ex.write(&out)?;
-            left -= n as u64;
-        }
+            ex.write(&out)
+        })?;
         ex.write(b"0\r\n\r\n")?;
         Ok(Flow::KeepAlive)
     });
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     client.send(&get_request("/big", ""));
-    let head = client
-        .read_head()
-        .expect("response head")
-        .expect("a response");
+    let head = client.response_head();
     assert_eq!(head.status(), 200);
     let mut check = PatternCheck::new(7);
     let framing = head.response_framing(false);

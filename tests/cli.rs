@@ -47,10 +47,15 @@ fn line_of(text: &str, needle: &str) -> usize {
         + 1
 }
 
+/// Runs `herdsman check` on a config file holding `text`; returns (exit code, output).
+fn run_check(text: &str) -> (Option<i32>, String) {
+    let path = write_temp("check.toml", text);
+    run_binary(&["check", "-c", path.to_str().unwrap()])
+}
+
 /// Runs `check` on `text`; asserts it fails and returns its output.
 fn check_fails(text: &str) -> String {
-    let path = write_temp("bad.toml", text);
-    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    let (code, out) = run_check(text);
     assert!(
         code.is_some_and(|c| c != 0),
         "check accepted a bad config (exit {code:?}); output:\n{out}\nconfig:\n{text}"
@@ -97,8 +102,7 @@ fn unknown_command_fails() {
 
 #[test]
 fn check_accepts_a_valid_config_and_summarises_it() {
-    let path = write_temp("valid.toml", VALID);
-    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    let (code, out) = run_check(VALID);
     assert_eq!(code, Some(0), "a valid config was refused:\n{out}");
     for name in ["frontdoor", "shop", "alpha", "beta"] {
         assert!(
@@ -114,8 +118,7 @@ fn check_does_not_bind_the_listeners() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let port = busy.local_addr().unwrap().port();
     let text = VALID.replace("127.0.0.1:8089", &format!("127.0.0.1:{port}"));
-    let path = write_temp("busy.toml", &text);
-    let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+    let (code, out) = run_check(&text);
     assert_eq!(code, Some(0), "{out}");
 }
 

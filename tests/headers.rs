@@ -22,6 +22,16 @@ fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// Sends `request` through herdsman to an echo server on a new connection, asserts a 200, and
+/// returns the request heads the server received.
+fn heads_forwarded(request: &[u8]) -> Vec<Head> {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let response = proxy.connect().roundtrip(request);
+    assert_eq!(response.status(), 200);
+    server.heads()
+}
+
 /// herdsman may send its own `Connection: keep-alive` or `close` to the server, but nothing the
 /// client put there.
 fn assert_own_connection_header(head: &Head) {
@@ -39,10 +49,7 @@ fn assert_own_connection_header(head: &Head) {
 
 #[test]
 fn request_is_forwarded_with_client_headers_in_order_minus_hop_by_hop() {
-    let server = Mock::echo();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    let response = client.roundtrip(
+    let heads = heads_forwarded(
         b"GET /path/x?q=1&r=%20 HTTP/1.1\r\n\
           Host: example.test\r\n\
           X-First: one\r\n\
@@ -59,8 +66,6 @@ fn request_is_forwarded_with_client_headers_in_order_minus_hop_by_hop() {
           X-Repeated: 2\r\n\
           \r\n",
     );
-    assert_eq!(response.status(), 200);
-    let heads = server.heads();
     assert_eq!(heads.len(), 1);
     let head = &heads[0];
     assert_eq!(head.first_line, "GET /path/x?q=1&r=%20 HTTP/1.1");
@@ -85,10 +90,7 @@ fn request_is_forwarded_with_client_headers_in_order_minus_hop_by_hop() {
 
 #[test]
 fn hop_by_hop_header_names_match_case_insensitively() {
-    let server = Mock::echo();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    let response = client.roundtrip(
+    let heads = heads_forwarded(
         b"GET / HTTP/1.1\r\n\
           HOST: Example.TEST\r\n\
           CONNECTION: X-Hop-Lower\r\n\
@@ -99,8 +101,7 @@ fn hop_by_hop_header_names_match_case_insensitively() {
           X-Kept: yes\r\n\
           \r\n",
     );
-    assert_eq!(response.status(), 200);
-    let head = &server.heads()[0];
+    let head = &heads[0];
     assert_eq!(
         end_to_end(head),
         pairs(&[("host", "Example.TEST"), ("x-kept", "yes")]),
@@ -113,10 +114,7 @@ fn hop_by_hop_header_names_match_case_insensitively() {
 
 #[test]
 fn x_forwarded_for_is_appended_and_proto_and_host_are_replaced() {
-    let server = Mock::echo();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    let response = client.roundtrip(
+    let heads = heads_forwarded(
         b"GET / HTTP/1.1\r\nHost: site.test\r\n\
           X-Forwarded-For: 10.0.0.1, 10.0.0.2\r\n\
           Accept: */*\r\n\
@@ -124,8 +122,7 @@ fn x_forwarded_for_is_appended_and_proto_and_host_are_replaced() {
           X-Forwarded-Proto: https\r\n\
           X-Forwarded-Host: evil.test\r\n\r\n",
     );
-    assert_eq!(response.status(), 200);
-    let head = &server.heads()[0];
+    let head = &heads[0];
     assert_eq!(
         head.header_all("x-forwarded-for"),
         ["10.0.0.1, 10.0.0.2, 10.0.0.3, 127.0.0.1"]
@@ -168,22 +165,19 @@ fn methods_and_targets_pass_through_unchanged() {
 
 #[test]
 fn response_keeps_status_reason_and_end_to_end_headers() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(
-            b"HTTP/1.1 299 Custom Reason Phrase\r\n\
-              X-Resp: 1\r\n\
-              Connection: X-Hop\r\n\
-              X-Hop: h\r\n\
-              Keep-Alive: timeout=5\r\n\
-              Proxy-Connection: keep-alive\r\n\
-              Set-Cookie: a=1\r\n\
-              Set-Cookie: b=2\r\n\
-              Content-Length: 2\r\n\
-              \r\nok",
-        )?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 299 Custom Reason Phrase\r\n\
+          X-Resp: 1\r\n\
+          Connection: X-Hop\r\n\
+          X-Hop: h\r\n\
+          Keep-Alive: timeout=5\r\n\
+          Proxy-Connection: keep-alive\r\n\
+          Set-Cookie: a=1\r\n\
+          Set-Cookie: b=2\r\n\
+          Content-Length: 2\r\n\
+          \r\nok",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     let response = client.roundtrip(&get_request("/", ""));
@@ -206,13 +200,10 @@ fn response_keeps_status_reason_and_end_to_end_headers() {
 
 #[test]
 fn server_error_responses_pass_through_unchanged() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(
-            b"HTTP/1.1 503 Busy Right Now\r\nContent-Length: 4\r\nRetry-After: 7\r\n\r\nbusy",
-        )?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 503 Busy Right Now\r\nContent-Length: 4\r\nRetry-After: 7\r\n\r\nbusy",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     let response = client.roundtrip(&get_request("/", ""));
@@ -264,14 +255,10 @@ fn connection_header_cannot_strip_the_body_framing() {
 
 #[test]
 fn upgrade_header_is_dropped_from_requests_that_do_not_ask_to_upgrade() {
-    let server = Mock::echo();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    let response = client.roundtrip(
+    let heads = heads_forwarded(
         b"GET / HTTP/1.1\r\nHost: t\r\nConnection: keep-alive\r\nUpgrade: websocket\r\n\r\n",
     );
-    assert_eq!(response.status(), 200);
-    let head = &server.heads()[0];
+    let head = &heads[0];
     assert!(
         !head.has("upgrade"),
         "Upgrade forwarded without Connection: upgrade: {:?}",

@@ -145,14 +145,11 @@ fn http10_client_with_keep_alive_stays_open() {
 
 #[test]
 fn http10_client_without_keep_alive_gets_an_unchunked_body_then_close() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(
-            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
-              6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n",
-        )?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n\
+          6\r\nhello \r\n5\r\nworld\r\n0\r\n\r\n",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     let response = client.roundtrip(b"GET / HTTP/1.0\r\nHost: test.local\r\n\r\n");
@@ -168,11 +165,10 @@ fn http10_client_without_keep_alive_gets_an_unchunked_body_then_close() {
 
 #[test]
 fn http10_keep_alive_client_gets_close_when_the_body_has_no_length() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n")?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     let response =
@@ -205,13 +201,8 @@ fn pipelined_request_after_connection_close_is_not_served() {
     assert!(response.says_close());
     client.expect_closed();
     std::thread::sleep(Duration::from_millis(200));
-    let targets: Vec<String> = server
-        .heads()
-        .iter()
-        .map(|h| h.target().to_string())
-        .collect();
     assert_eq!(
-        targets,
+        server.targets(),
         ["/last"],
         "a request after Connection: close was forwarded"
     );
@@ -272,12 +263,7 @@ fn idempotent_request_on_a_stale_server_connection_is_retried_on_a_fresh_one() {
     );
     assert_eq!(second.body_text(), "conn 1");
     assert_eq!(server.connections(), 2);
-    let targets: Vec<String> = server
-        .heads()
-        .iter()
-        .map(|h| h.target().to_string())
-        .collect();
-    assert_eq!(targets, ["/one", "/two", "/two"]);
+    assert_eq!(server.targets(), ["/one", "/two", "/two"]);
 }
 
 #[test]
@@ -356,14 +342,11 @@ fn server_rejecting_an_expect_100_request_is_heard_before_the_body_is_sent() {
 
 #[test]
 fn informational_responses_are_relayed_before_the_final_one() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(
-            b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
-              HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
-        )?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 103 Early Hints\r\nLink: </style.css>; rel=preload\r\n\r\n\
+          HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        Flow::KeepAlive,
+    );
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     client.send(&get_request("/", ""));

@@ -3,9 +3,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
-use std::time::Duration;
-
 use common::*;
 
 const MIB: u64 = 1024 * 1024;
@@ -31,21 +28,12 @@ fn large_bodies_pass_through_the_binary_in_bounded_memory() {
                 let mut check = PatternCheck::new(21);
                 ex.conn
                     .read_body_with(ex.head.request_framing(), &mut |p| check.feed(p))?;
-                let report = format!("{} {:?}", check.received, check.mismatch);
-                ex.respond(200, &[], report.as_bytes())?;
+                ex.respond(200, &[], check.report().as_bytes())?;
             }
             "/download" => {
                 ex.read_body()?;
                 ex.write(format!("HTTP/1.1 200 OK\r\nContent-Length: {LEN}\r\n\r\n").as_bytes())?;
-                let mut pattern = Pattern::new(22);
-                let mut piece = vec![0u8; 256 * 1024];
-                let mut left = LEN;
-                while left > 0 {
-                    let n = left.min(piece.len() as u64) as usize;
-                    pattern.fill(&mut piece[..n]);
-                    ex.write(&piece[..n])?;
-                    left -= n as u64;
-                }
+                Pattern::new(22).write_in_pieces(LEN, 256 * 1024, &mut |p| ex.write(p))?;
             }
             _ => {
                 ex.read_body()?;
@@ -54,25 +42,8 @@ fn large_bodies_pass_through_the_binary_in_bounded_memory() {
         }
         Ok(Flow::KeepAlive)
     });
-    let port = free_port();
-    let toml = Setup::new()
-        .server("a", server.addr)
-        .toml(&format!("127.0.0.1:{port}"));
-    let path = write_temp("memory.toml", &toml);
-    let child = Command::new(binary())
-        .args(["run", "-c", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn herdsman run");
-    let child = ChildGuard(child);
+    let (child, addr) = Setup::new().server("a", server.addr).start_binary();
     let pid = child.0.id();
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(
-        wait_listening(addr, Duration::from_secs(10)),
-        "herdsman run is not listening on {addr}"
-    );
 
     let mut client = Conn::connect(addr);
     assert_eq!(client.roundtrip(&get_request("/", "")).body_text(), "small");
@@ -81,15 +52,9 @@ fn large_bodies_pass_through_the_binary_in_bounded_memory() {
     client.send(
         format!("POST /upload HTTP/1.1\r\nHost: t\r\nContent-Length: {LEN}\r\n\r\n").as_bytes(),
     );
-    let mut pattern = Pattern::new(21);
-    let mut piece = vec![0u8; 256 * 1024];
-    let mut left = LEN;
-    while left > 0 {
-        let n = left.min(piece.len() as u64) as usize;
-        pattern.fill(&mut piece[..n]);
-        client.send(&piece[..n]);
-        left -= n as u64;
-    }
+    Pattern::new(21)
+        .write_in_pieces(LEN, 256 * 1024, &mut |p| client.try_send(p))
+        .unwrap_or_else(|e| panic!("uploading: {e}"));
     let response = client.response();
     assert_eq!(
         response.body_text(),
@@ -98,7 +63,7 @@ fn large_bodies_pass_through_the_binary_in_bounded_memory() {
     );
 
     client.send(&get_request("/download", ""));
-    let head = client.read_head().expect("head").expect("a response");
+    let head = client.response_head();
     assert_eq!(head.status(), 200);
     let mut check = PatternCheck::new(22);
     client

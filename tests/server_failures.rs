@@ -8,6 +8,12 @@ use std::time::{Duration, Instant};
 
 use common::*;
 
+/// GET / on a new connection through herdsman in front of `server` alone.
+fn get_via(server: &Mock) -> Response {
+    let proxy = Setup::new().server("a", server.addr).start();
+    proxy.get("/")
+}
+
 #[test]
 fn refused_connection_is_502() {
     let proxy = Setup::new().server("gone", refusing_addr()).start();
@@ -45,9 +51,7 @@ fn error_response_to_head_has_no_body() {
 #[test]
 fn server_reset_before_answering_is_502() {
     let server = Mock::start(|_| Ok(Flow::Reset));
-    let proxy = Setup::new().server("a", server.addr).start();
-    let response = proxy.get("/");
-    assert_error_response(&response, 502);
+    assert_error_response(&get_via(&server), 502);
     assert!(
         server.heads().len() <= 2,
         "at most one retry on a fresh connection"
@@ -57,31 +61,22 @@ fn server_reset_before_answering_is_502() {
 #[test]
 fn server_closing_without_answering_is_502() {
     let server = Mock::start(|_| Ok(Flow::Close));
-    let proxy = Setup::new().server("a", server.addr).start();
-    let response = proxy.get("/");
-    assert_error_response(&response, 502);
+    assert_error_response(&get_via(&server), 502);
 }
 
 #[test]
 fn server_sending_garbage_is_502() {
-    let server = Mock::start(|ex| {
-        ex.write(b"this is not http at all\r\n\r\n")?;
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let response = proxy.get("/");
-    assert_error_response(&response, 502);
+    let server = Mock::raw_reply(b"this is not http at all\r\n\r\n", Flow::Close);
+    assert_error_response(&get_via(&server), 502);
 }
 
 #[test]
 fn server_sending_an_invalid_content_length_is_502() {
-    let server = Mock::start(|ex| {
-        ex.write(b"HTTP/1.1 200 OK\r\nContent-Length: 12abc\r\n\r\nhello")?;
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let response = proxy.get("/");
-    assert_error_response(&response, 502);
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 12abc\r\n\r\nhello",
+        Flow::Close,
+    );
+    assert_error_response(&get_via(&server), 502);
 }
 
 #[test]
@@ -105,13 +100,25 @@ fn server_that_never_answers_is_504_after_backend_response() {
     assert!(waited < Duration::from_secs(5), "504 only after {waited:?}");
 }
 
-/// Reads the response to a request whose server broke off mid-response. Right outcomes: a 502
-/// (nothing had reached the client yet), or the 200 whose body never completes, then a close.
-fn assert_broken_off(client: &mut Conn) {
-    let head = client
-        .read_head()
-        .unwrap_or_else(|e| panic!("{}", describe(&e)))
-        .expect("a response head");
+/// Answers every request with `response`, then sends nothing more, holding the connection open
+/// until herdsman closes it.
+fn stalling_after(response: &'static [u8]) -> Mock {
+    Mock::start(move |ex| {
+        ex.read_body()?;
+        ex.write(response)?;
+        ex.wait_for_close(Duration::from_secs(20));
+        Ok(Flow::Close)
+    })
+}
+
+/// Sends GET / through herdsman to `server`, which breaks off mid-response, and checks what the
+/// client gets. Right outcomes: a 502 (nothing had reached the client yet), or the 200 whose body
+/// never completes, then a close.
+fn assert_get_broken_off(server: &Mock) {
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    client.send(&get_request("/", ""));
+    let head = client.response_head();
     let framing = head.response_framing(false);
     let mut body = Vec::new();
     let result = client.read_body_with(framing, &mut |b| body.extend_from_slice(b));
@@ -148,63 +155,41 @@ fn assert_broken_off(client: &mut Conn) {
 
 #[test]
 fn server_dying_mid_body_closes_the_client_connection_incomplete() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")?;
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    client.send(&get_request("/", ""));
-    assert_broken_off(&mut client);
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789",
+        Flow::Close,
+    );
+    assert_get_broken_off(&server);
 }
 
 #[test]
 fn server_dying_mid_chunked_body_never_sends_the_last_chunk() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n")?;
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    client.send(&get_request("/", ""));
-    assert_broken_off(&mut client);
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n",
+        Flow::Close,
+    );
+    assert_get_broken_off(&server);
 }
 
 #[test]
 fn server_sending_a_bad_chunk_mid_body_closes_the_client_connection_incomplete() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")?;
-        // Keep the connection open: only the bad framing can end the exchange.
-        ex.wait_for_close(Duration::from_secs(20));
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    client.send(&get_request("/", ""));
-    assert_broken_off(&mut client);
+    // The connection stays open: only the bad framing can end the exchange.
+    let server = stalling_after(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n",
+    );
+    assert_get_broken_off(&server);
 }
 
 #[test]
 fn server_stalling_mid_body_is_cut_after_backend_response() {
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789")?;
-        ex.wait_for_close(Duration::from_secs(20));
-        Ok(Flow::Close)
-    });
+    let server = stalling_after(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789");
     let proxy = Setup::new()
         .timeout("backend_response", "300ms")
         .server("a", server.addr)
         .start();
     let mut client = proxy.connect();
     client.send(&get_request("/", ""));
-    let head = client
-        .read_head()
-        .unwrap_or_else(|e| panic!("{}", describe(&e)))
-        .expect("a response head");
+    let head = client.response_head();
     assert_eq!(head.status(), 200);
     let started = Instant::now();
     let body = client.read_until_closed();

@@ -5,7 +5,6 @@
 mod common;
 
 use std::net::TcpStream;
-use std::process::{Command, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -25,6 +24,17 @@ fn slow_server(delay: Duration) -> Mock {
     })
 }
 
+/// Sends GET /slow on `busy` and waits until it has reached `server`.
+fn send_slow_request(busy: &mut Conn, server: &Mock) {
+    busy.send(&get_request("/slow", ""));
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            server.heads().iter().any(|h| h.target() == "/slow")
+        }),
+        "the slow request never reached the server"
+    );
+}
+
 fn refuses_connections(addr: std::net::SocketAddr) -> bool {
     TcpStream::connect_timeout(&addr, Duration::from_millis(500)).is_err()
 }
@@ -39,13 +49,7 @@ fn stop_finishes_the_request_in_flight_and_closes_the_rest() {
     assert_eq!(idle.roundtrip(&get_request("/", "")).status(), 200);
 
     let mut busy = proxy.connect();
-    busy.send(&get_request("/slow", ""));
-    assert!(
-        eventually(Duration::from_secs(5), || {
-            server.heads().iter().any(|h| h.target() == "/slow")
-        }),
-        "the slow request never reached the server"
-    );
+    send_slow_request(&mut busy, &server);
 
     proxy.stop();
 
@@ -132,32 +136,12 @@ fn stop_cuts_requests_still_running_after_the_grace_period() {
 
 fn run_binary_then_signal(signal: libc::c_int) {
     let server = slow_server(Duration::from_millis(500));
-    let port = free_port();
-    let toml = Setup::new()
-        .server("a", server.addr)
-        .toml(&format!("127.0.0.1:{port}"));
-    let path = write_temp("run.toml", &toml);
-    let child = Command::new(binary())
-        .args(["run", "-c", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn herdsman run");
-    let mut child = ChildGuard(child);
-    let addr = format!("127.0.0.1:{port}").parse().unwrap();
-    assert!(
-        wait_listening(addr, Duration::from_secs(10)),
-        "herdsman run is not listening on {addr}"
-    );
+    let (mut child, addr) = Setup::new().server("a", server.addr).start_binary();
     let mut client = Conn::connect(addr);
     assert_eq!(client.roundtrip(&get_request("/", "")).status(), 200);
 
     let mut busy = Conn::connect(addr);
-    busy.send(&get_request("/slow", ""));
-    assert!(eventually(Duration::from_secs(5), || {
-        server.heads().iter().any(|h| h.target() == "/slow")
-    }));
+    send_slow_request(&mut busy, &server);
     child.signal(signal);
 
     let response = busy.response();

@@ -497,6 +497,13 @@ impl Conn {
             .unwrap_or_else(|e| panic!("reading a response: {}", describe(&e)))
     }
 
+    /// Reads one response head (leaving its body unread), or panics saying why not.
+    pub fn response_head(&mut self) -> Head {
+        self.read_head()
+            .unwrap_or_else(|e| panic!("reading a response head: {}", describe(&e)))
+            .expect("connection closed before a response head")
+    }
+
     /// Sends a request and reads its response.
     pub fn roundtrip(&mut self, request: &[u8]) -> Response {
         self.send(request);
@@ -669,6 +676,7 @@ pub struct MockStats {
 }
 
 /// What a mock does with the connection after handling one request.
+#[derive(Debug, Clone, Copy)]
 pub enum Flow {
     /// Read the next request.
     KeepAlive,
@@ -814,6 +822,16 @@ impl Mock {
         })
     }
 
+    /// Answers every request, once its body is read, with exactly the bytes `response` (which
+    /// need not be valid HTTP), then does with the connection what `then` says.
+    pub fn raw_reply(response: &'static [u8], then: Flow) -> Mock {
+        Mock::start(move |ex| {
+            ex.read_body()?;
+            ex.write(response)?;
+            Ok(then)
+        })
+    }
+
     /// Connections accepted so far.
     pub fn connections(&self) -> usize {
         self.stats.connections.load(Ordering::SeqCst)
@@ -837,6 +855,14 @@ impl Mock {
             .unwrap()
             .iter()
             .map(|(_, h)| h.clone())
+            .collect()
+    }
+
+    /// The target of every request head read so far, in order.
+    pub fn targets(&self) -> Vec<String> {
+        self.heads()
+            .iter()
+            .map(|h| h.target().to_string())
             .collect()
     }
 
@@ -957,6 +983,25 @@ impl Pattern {
         Ok(())
     }
 
+    /// Produces the next `len` bytes of the stream in pieces of at most `piece_len` bytes, handing
+    /// each to `write`; stops at the first error.
+    pub fn write_in_pieces(
+        &mut self,
+        len: u64,
+        piece_len: usize,
+        write: &mut dyn FnMut(&[u8]) -> io::Result<()>,
+    ) -> io::Result<()> {
+        let mut piece = vec![0u8; piece_len];
+        let mut left = len;
+        while left > 0 {
+            let n = left.min(piece_len as u64) as usize;
+            self.fill(&mut piece[..n]);
+            write(&piece[..n])?;
+            left -= n as u64;
+        }
+        Ok(())
+    }
+
     /// The first `n` bytes of the stream for `seed`.
     pub fn bytes(seed: u64, n: usize) -> Vec<u8> {
         let mut out = vec![0; n];
@@ -988,6 +1033,12 @@ impl PatternCheck {
                 self.mismatch = Some(at);
             }
         }
+    }
+
+    /// "<bytes received> <first mismatch>", what a mock answers after checking an upload: an
+    /// intact upload of `len` bytes reads `"{len} None"`.
+    pub fn report(&self) -> String {
+        format!("{} {:?}", self.received, self.mismatch)
     }
 }
 
@@ -1099,6 +1150,27 @@ impl Setup {
     /// Starts herdsman in-process on 127.0.0.1:0.
     pub fn start(self) -> Proxy {
         Proxy::start(&self.toml("127.0.0.1:0"))
+    }
+
+    /// Starts the binary (`herdsman run`, output discarded) on a free port; returns the process
+    /// and the address it accepts connections on, once it does.
+    pub fn start_binary(self) -> (ChildGuard, SocketAddr) {
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let path = write_temp("run.toml", &self.toml(&addr.to_string()));
+        let child = Command::new(binary())
+            .args(["run", "-c", path.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn herdsman run");
+        let child = ChildGuard(child);
+        assert!(
+            wait_listening(addr, Duration::from_secs(10)),
+            "herdsman run is not listening on {addr}"
+        );
+        (child, addr)
     }
 }
 

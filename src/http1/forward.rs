@@ -29,6 +29,11 @@ pub fn write_request_head(request: &Request<'_, '_>, client_ip: IpAddr, out: &mu
     out.push(b' ');
     out.extend_from_slice(request.target.as_bytes());
     out.extend_from_slice(b" HTTP/1.1\r\n");
+    if request.host.is_none() {
+        // An HTTP/1.0 client may omit Host, but the request goes on as HTTP/1.1, which must carry
+        // one: empty when there is no authority to name (RFC 9112 §3.2).
+        out.extend_from_slice(b"Host: \r\n");
+    }
     let mut forwarded_for: Option<&[u8]> = None;
     let mut more_forwarded_for = false;
     for field in request.headers {
@@ -143,6 +148,15 @@ mod tests {
         assert_eq!(
             got,
             "GET /x?y HTTP/1.1\r\nHost: example.com\r\nAccept: */*\r\nX-Forwarded-For: 1.1.1.1, 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: example.com\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn http10_request_without_host_gains_an_empty_host() {
+        let got = forwarded("GET / HTTP/1.0\r\nAccept: */*\r\n\r\n");
+        assert_eq!(
+            got,
+            "GET / HTTP/1.1\r\nHost: \r\nAccept: */*\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\n\r\n"
         );
     }
 

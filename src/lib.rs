@@ -10,6 +10,7 @@
 //! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
 //! - [`upstream`]: pools of servers, the published snapshot, balancing, idle connections.
 //! - [`control`]: signals (later: admin API, reload).
+//! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
 //!
 //! Request path rule: nothing a worker does per request takes a lock shared with other workers.
@@ -22,6 +23,7 @@ pub mod http1;
 pub mod intake;
 pub mod proxy;
 pub mod server;
+pub mod stats;
 pub mod upstream;
 pub mod worker;
 

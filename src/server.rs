@@ -7,8 +7,9 @@ use std::thread::JoinHandle;
 use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
-use crate::config::Config;
-use crate::intake;
+use crate::config::{Config, IntakeMode};
+use crate::intake::{self, HandoffBoard};
+use crate::stats::Stats;
 use crate::upstream::{Snapshot, SnapshotHandle};
 use crate::worker::{self, WorkerSetup};
 
@@ -23,6 +24,8 @@ pub enum StartError {
     },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
+    #[error("{0}")]
+    Intake(String),
 }
 
 /// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
@@ -30,6 +33,7 @@ pub enum StartError {
 pub struct Server {
     listener_addrs: Vec<(String, SocketAddr)>,
     snapshot: SnapshotHandle,
+    stats: Arc<Stats>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
 }
@@ -39,7 +43,8 @@ impl Server {
     /// are accepted from then on: the sockets listen before any worker runs, so the kernel queues
     /// early connections in the backlog.
     pub fn start(config: Config) -> Result<Server, StartError> {
-        let mut sockets_by_worker: Vec<Vec<(usize, std::net::TcpListener)>> =
+        intake::check_supported(config.intake).map_err(StartError::Intake)?;
+        let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
         for (index, listener) in config.listeners.iter().enumerate() {
@@ -48,23 +53,47 @@ impl Server {
                 addr: listener.bind,
                 source,
             };
-            let group =
-                intake::bind_reuseport_group(listener.bind, listener.backlog, config.workers)
-                    .map_err(bind_error)?;
-            let bound = group[0].local_addr().map_err(bind_error)?;
+            let sockets = intake::bind_listener(
+                config.intake,
+                listener.bind,
+                listener.backlog,
+                config.workers,
+            )
+            .map_err(bind_error)?;
+            let bound = sockets[0]
+                .local_addr()
+                .map_err(bind_error)?
+                .as_socket()
+                .unwrap_or(listener.bind);
             listener_addrs.push((listener.name.clone(), bound));
-            for (worker, socket) in group.into_iter().enumerate() {
+            for (worker, socket) in sockets.into_iter().enumerate() {
                 sockets_by_worker[worker].push((index, socket));
             }
         }
         let snapshot: SnapshotHandle =
             Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, 1, 0)));
+        let stats = Stats::new(config.workers);
+        let mut handoff = match config.intake {
+            IntakeMode::Balanced => {
+                let (board, inboxes) = HandoffBoard::new(Arc::clone(&stats));
+                inboxes
+                    .into_iter()
+                    .map(|inbox| Some((Arc::clone(&board), inbox)))
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        handoff.resize_with(config.workers, || None);
         let (stop, stop_receiver) = watch::channel(false);
         let mut workers = Vec::with_capacity(config.workers);
-        for (index, listeners) in sockets_by_worker.into_iter().enumerate() {
+        for ((index, listeners), handoff) in sockets_by_worker.into_iter().enumerate().zip(handoff)
+        {
             let setup = WorkerSetup {
                 index,
                 listeners,
+                intake: config.intake,
+                handoff,
+                stats: Arc::clone(&stats),
                 snapshot: Arc::clone(&snapshot),
                 stop: stop_receiver.clone(),
                 shutdown_grace: config.shutdown_grace,
@@ -72,14 +101,20 @@ impl Server {
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }
         for (name, addr) in &listener_addrs {
-            tracing::info!(listener = %name, %addr, workers = config.workers, "listening");
+            tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
         }
         Ok(Server {
             listener_addrs,
             snapshot,
+            stats,
             stop,
             workers,
         })
+    }
+
+    /// Every worker's counters and loads.
+    pub fn stats(&self) -> Arc<Stats> {
+        Arc::clone(&self.stats)
     }
 
     /// The address a listener is bound to (its real port when the config said port 0).

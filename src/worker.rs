@@ -13,18 +13,29 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use tokio::net::{TcpListener, TcpStream};
+use std::cell::Cell as RotationCell;
+use std::sync::atomic::Ordering;
+
+use socket2::Socket;
+use tokio::net::TcpStream;
 use tokio::sync::{watch, Notify};
 use tokio::task::LocalSet;
 
+use crate::config::IntakeMode;
+use crate::intake::{HandoffBoard, HandoffInbox};
+use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
 use crate::upstream::{Snapshot, SnapshotHandle};
 
 /// What a worker is given when it starts.
 pub struct WorkerSetup {
     pub index: usize,
-    /// (listener index in the config, this worker's socket for it)
-    pub listeners: Vec<(usize, std::net::TcpListener)>,
+    /// (listener index in the config, this worker's descriptor for its socket)
+    pub listeners: Vec<(usize, Socket)>,
+    pub intake: IntakeMode,
+    /// For `balanced`: every worker's queue, and this worker's own.
+    pub handoff: Option<(Arc<HandoffBoard>, HandoffInbox)>,
+    pub stats: Arc<Stats>,
     pub snapshot: SnapshotHandle,
     /// Becomes true when the proxy is to stop gracefully.
     pub stop: watch::Receiver<bool>,
@@ -53,6 +64,8 @@ pub fn spawn(setup: WorkerSetup) -> io::Result<JoinHandle<()>> {
 /// The worker's state, shared by its tasks through an `Rc`.
 pub struct WorkerContext {
     pub index: usize,
+    stats: Arc<Stats>,
+    handoff: Option<Arc<HandoffBoard>>,
     snapshot_cache: RefCell<arc_swap::Cache<SnapshotHandle, Arc<Snapshot>>>,
     /// The current snapshot wrapped in an `Rc`, so that tasks clone a thread-local count rather
     /// than the `Arc`'s shared one on every request (that count's cache line would otherwise
@@ -69,10 +82,17 @@ pub struct WorkerContext {
 }
 
 impl WorkerContext {
-    fn new(index: usize, snapshot: SnapshotHandle) -> WorkerContext {
+    fn new(
+        index: usize,
+        snapshot: SnapshotHandle,
+        stats: Arc<Stats>,
+        handoff: Option<Arc<HandoffBoard>>,
+    ) -> WorkerContext {
         let current = snapshot.load_full();
         WorkerContext {
             index,
+            stats,
+            handoff,
             snapshot_cache: RefCell::new(arc_swap::Cache::new(snapshot)),
             snapshot_local: RefCell::new(Rc::new(current)),
             idle: RefCell::new(IdleConnections::new()),
@@ -125,9 +145,57 @@ impl WorkerContext {
         }
     }
 
+    /// This worker's own counters.
+    pub fn counters(&self) -> &WorkerCounters {
+        &self.stats.counters[self.index]
+    }
+
+    /// Serves a connection this worker accepted, here or — in `balanced` intake — on the worker
+    /// the hand-off chooses.
+    pub fn dispatch(
+        self: &Rc<Self>,
+        stream: std::net::TcpStream,
+        peer: SocketAddr,
+        listener: usize,
+        rotation: &RotationCell<usize>,
+    ) {
+        let here = match &self.handoff {
+            Some(board) => {
+                let mut rng = self.rng.borrow_mut();
+                board.dispatch(self.index, rotation, &mut rng, stream, peer, listener)
+            }
+            None => Some((stream, peer)),
+        };
+        if let Some((stream, peer)) = here {
+            self.serve(stream, peer, listener);
+        }
+    }
+
+    /// Starts serving a connection on this worker.
+    pub fn serve(self: &Rc<Self>, stream: std::net::TcpStream, peer: SocketAddr, listener: usize) {
+        let stream = match TcpStream::from_std(stream) {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::warn!(worker = self.index, %error, "cannot register a connection");
+                return;
+            }
+        };
+        // Responses are written whole; Nagle would only delay the last segment.
+        let _ = stream.set_nodelay(true);
+        let guard = self.connection_guard();
+        let context = Rc::clone(self);
+        tokio::task::spawn_local(async move {
+            crate::proxy::serve_client(&context, stream, peer, listener).await;
+            drop(guard);
+        });
+    }
+
     /// Counts a client connection as open until the guard drops (also when its task panics).
-    pub fn connection_guard(self: &Rc<Self>) -> ConnectionGuard {
+    fn connection_guard(self: &Rc<Self>) -> ConnectionGuard {
         self.connections.set(self.connections.get() + 1);
+        self.stats.loads[self.index]
+            .active
+            .fetch_add(1, Ordering::Relaxed);
         ConnectionGuard(Rc::clone(self))
     }
 
@@ -150,6 +218,9 @@ impl Drop for ConnectionGuard {
     fn drop(&mut self) {
         let left = self.0.connections.get() - 1;
         self.0.connections.set(left);
+        self.0.stats.loads[self.0.index]
+            .active
+            .fetch_sub(1, Ordering::Relaxed);
         if left == 0 {
             self.0.connections_done.notify_waiters();
         }
@@ -160,24 +231,31 @@ async fn run(setup: WorkerSetup) {
     let WorkerSetup {
         index,
         listeners,
+        intake,
+        handoff,
+        stats,
         snapshot,
         mut stop,
         shutdown_grace,
     } = setup;
-    let context = Rc::new(WorkerContext::new(index, snapshot));
-    for (listener_index, socket) in listeners {
-        match TcpListener::from_std(socket) {
-            Ok(listener) => {
-                tokio::task::spawn_local(accept_loop(
-                    Rc::clone(&context),
-                    listener_index,
-                    listener,
-                ));
-            }
-            Err(error) => {
-                tracing::error!(worker = index, %error, "cannot register a listening socket")
-            }
-        }
+    stats.counters[index]
+        .tid
+        .store(procfs::current_thread_id(), Ordering::Relaxed);
+    let (board, inbox) = match handoff {
+        Some((board, inbox)) => (Some(board), Some(inbox)),
+        None => (None, None),
+    };
+    let context = Rc::new(WorkerContext::new(index, snapshot, stats, board));
+    for (listener, socket) in listeners {
+        tokio::task::spawn_local(crate::intake::accept_loop(
+            Rc::clone(&context),
+            listener,
+            socket,
+            intake,
+        ));
+    }
+    if let Some(inbox) = inbox {
+        tokio::task::spawn_local(take_handoffs(Rc::clone(&context), inbox));
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
 
@@ -196,33 +274,19 @@ async fn run(setup: WorkerSetup) {
     }
 }
 
-async fn accept_loop(context: Rc<WorkerContext>, listener_index: usize, listener: TcpListener) {
+/// Serves the connections other workers hand to this one, until a graceful stop: those still
+/// queued then are closed with the inbox, like any connection that has sent no request yet.
+async fn take_handoffs(context: Rc<WorkerContext>, mut inbox: HandoffInbox) {
     loop {
-        let accepted = tokio::select! {
-            accepted = listener.accept() => accepted,
+        let handed = tokio::select! {
+            handed = inbox.take() => handed,
             () = context.stopped() => return,
         };
-        match accepted {
-            Ok((stream, peer)) => {
-                // Responses are written whole; Nagle would only delay the last segment.
-                let _ = stream.set_nodelay(true);
-                let guard = context.connection_guard();
-                let context = Rc::clone(&context);
-                tokio::task::spawn_local(async move {
-                    crate::proxy::serve_client(&context, stream, peer, listener_index).await;
-                    drop(guard);
-                });
-            }
-            Err(error) => accept_failed(&error, context.index).await,
-        }
+        let Some(handed) = handed else {
+            return;
+        };
+        context.serve(handed.stream, handed.peer, handed.listener);
     }
-}
-
-/// Out of descriptors or memory: say so and pause, rather than spin on a queue that cannot be
-/// served. Connections keep waiting in the kernel's backlog meanwhile.
-async fn accept_failed(error: &io::Error, worker: usize) {
-    tracing::warn!(worker, %error, "accept failed");
-    tokio::time::sleep(Duration::from_millis(50)).await;
 }
 
 /// Closes idle server connections that outlived `backend_idle`. Sleeps without a timer while

@@ -3,9 +3,13 @@
 //! Everything downstream reads only the types in this file: once a `Config` exists, every address
 //! parsed, every duration positive, every name unique and every reference resolved.
 
+mod check;
 mod duration;
+#[cfg(test)]
+mod fixtures;
 mod load;
 mod raw;
+mod summary;
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -18,7 +22,7 @@ pub use load::{ConfigError, ConfigProblem};
 pub struct Config {
     /// Worker threads; "auto" resolves to the number of CPUs the process may run on. At least 1.
     pub workers: usize,
-    /// How new connections reach workers. Only `reuseport` exists so far.
+    /// How new connections reach workers. Default `balanced`.
     pub intake: IntakeMode,
     /// How long a graceful stop waits for requests in flight before closing them. Default 10s.
     pub shutdown_grace: Duration,
@@ -30,11 +34,24 @@ pub struct Config {
     pub pools: Vec<PoolConfig>,
 }
 
-/// How a listener's connections are spread over workers.
+/// How a listener's new connections reach workers (see `src/intake/mod.rs`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum IntakeMode {
     /// One SO_REUSEPORT socket per worker; the kernel spreads connections by hash.
     ReusePort,
+    /// One shared socket, EPOLLEXCLUSIVE: one idle worker is woken per connection.
+    Exclusive,
+    /// One shared socket in every worker without EPOLLEXCLUSIVE: the herd, kept as a baseline.
+    Shared,
+    /// `exclusive`, then a hand-off to the lighter of two workers. The default.
+    Balanced,
+}
+
+impl IntakeMode {
+    /// The word the config uses for this mode.
+    pub fn name(self) -> &'static str {
+        check::INTAKE_MODES.word_for(self)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -140,6 +157,6 @@ impl Config {
 
     /// A short human summary: listeners, pools and servers, one line each. Printed by `check`.
     pub fn summary(&self) -> String {
-        load::summary(self)
+        summary::summary(self)
     }
 }

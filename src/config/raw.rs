@@ -1,7 +1,7 @@
 //! Raw serde structs mirroring the TOML file, before validation, and the map from a byte offset
 //! back to the dotted key path (for the toml crate's errors, which carry a span but no path).
 //!
-//! Every value that `load.rs` checks is `Spanned`, so a problem found after parsing still points
+//! Every value that `check.rs` checks is `Spanned`, so a problem found after parsing still points
 //! at its line. Integers are read as `i64` (TOML's own integer) so that a negative or oversized
 //! number reaches the range check and its message, instead of a bare "expected u32".
 
@@ -12,11 +12,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The whole file. Every top-level key is optional here; "at least one listener and one pool" is
-/// checked in `load.rs`, where it can be reported alongside everything else.
+/// checked in `check.rs`, where it can be reported alongside everything else.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// "auto" or an integer; any other TOML value is reported by `load.rs`.
+    /// "auto" or an integer; any other TOML value is reported by `check.rs`.
     pub workers: Option<Spanned<toml::Value>>,
     pub intake: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
@@ -74,6 +74,30 @@ pub struct RawServer {
     pub name: Option<Spanned<String>>,
     pub addr: Option<Spanned<String>>,
     pub weight: Option<Spanned<i64>>,
+}
+
+/// A table whose `name` must differ from those of the other tables in its array: a listener, a
+/// pool, a server.
+pub trait Named {
+    fn name(&self) -> Option<&Spanned<String>>;
+}
+
+impl Named for RawListener {
+    fn name(&self) -> Option<&Spanned<String>> {
+        self.name.as_ref()
+    }
+}
+
+impl Named for RawPool {
+    fn name(&self) -> Option<&Spanned<String>> {
+        self.name.as_ref()
+    }
+}
+
+impl Named for RawServer {
+    fn name(&self) -> Option<&Spanned<String>> {
+        self.name.as_ref()
+    }
 }
 
 /// The dotted key path at `span` in `text` — `pool[0].servers[1].wieght` — or `None` when the text

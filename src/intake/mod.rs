@@ -1,44 +1,84 @@
-//! Listening sockets and how new connections reach workers.
+//! Listening sockets and how new connections reach workers (the config's `intake`).
 //!
-//! Today's mode is `reuseport`: every worker gets its own socket bound to the listener's address
-//! with SO_REUSEPORT, and the kernel spreads new connections over them by hash. Each worker waits
-//! only on its own sockets, so one connection wakes one worker.
+//! - `reuseport`: each worker has its own SO_REUSEPORT socket; the kernel spreads connections by
+//!   a hash of the addresses, blind to load, and a stalled worker's share waits for it.
+//! - `shared`: one socket in every worker's epoll, as plain edge-triggered interest: each new
+//!   connection wakes every idle worker, and all but one find nothing. The thundering herd, kept
+//!   as the baseline the others are measured against.
+//! - `exclusive`: one socket, EPOLLEXCLUSIVE: the kernel wakes one idle worker (the first in
+//!   its wait queue, so the same ones keep winning).
+//! - `balanced` (the default): `exclusive`, then the accepting worker hands the connection to
+//!   the lighter of two workers (see `handoff.rs`).
 
+mod accept;
+pub mod handoff;
 mod sys;
 
 use std::io;
-use std::net::{SocketAddr, TcpListener};
+use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-/// Binds `count` sockets to `addr`, one per worker, and returns them listening and non-blocking.
-/// When `addr` has port 0 the first bind picks the port and the others join it.
-pub fn bind_reuseport_group(
-    addr: SocketAddr,
-    backlog: u32,
-    count: usize,
-) -> io::Result<Vec<TcpListener>> {
-    let mut listeners = Vec::with_capacity(count);
-    let mut bound_addr = addr;
-    for _ in 0..count {
-        let listener = bind_one(bound_addr, backlog)?;
-        bound_addr = listener.local_addr()?;
-        listeners.push(listener);
-    }
-    Ok(listeners)
+pub use accept::accept_loop;
+pub use handoff::{HandoffBoard, HandoffInbox};
+
+use crate::config::IntakeMode;
+
+/// Refuses a mode this platform cannot provide, saying why.
+pub fn check_supported(mode: IntakeMode) -> Result<(), String> {
+    check_supported_on(mode, sys::epoll_exclusive_supported())
 }
 
-fn bind_one(addr: SocketAddr, backlog: u32) -> io::Result<TcpListener> {
+fn check_supported_on(mode: IntakeMode, epoll_exclusive: bool) -> Result<(), String> {
+    match mode {
+        IntakeMode::Exclusive | IntakeMode::Balanced if !epoll_exclusive => Err(format!(
+            "intake = \"{}\" needs EPOLLEXCLUSIVE (Linux 4.5 or later), which this system lacks; use intake = \"reuseport\"",
+            mode.name()
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// Binds one listener's sockets: one per worker (index = worker). For `reuseport` these are
+/// separate sockets on one address; for the other modes, descriptors of one shared socket.
+pub fn bind_listener(
+    mode: IntakeMode,
+    addr: SocketAddr,
+    backlog: u32,
+    workers: usize,
+) -> io::Result<Vec<Socket>> {
+    if mode == IntakeMode::ReusePort {
+        let mut sockets = Vec::with_capacity(workers);
+        let mut bound_addr = addr;
+        for _ in 0..workers {
+            let socket = bind_one(bound_addr, backlog, true)?;
+            bound_addr = socket.local_addr()?.as_socket().unwrap_or(bound_addr);
+            sockets.push(socket);
+        }
+        return Ok(sockets);
+    }
+    let shared = bind_one(addr, backlog, false)?;
+    let mut sockets = Vec::with_capacity(workers);
+    for _ in 1..workers {
+        sockets.push(shared.try_clone()?);
+    }
+    sockets.push(shared);
+    Ok(sockets)
+}
+
+fn bind_one(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;
-    sys::set_reuse_port(&socket)?;
+    if reuse_port {
+        sys::set_reuse_port(&socket)?;
+    }
     if addr.is_ipv6() {
         socket.set_only_v6(true)?;
     }
     socket.bind(&addr.into())?;
     socket.listen(backlog.min(i32::MAX as u32) as i32)?;
     socket.set_nonblocking(true)?;
-    Ok(socket.into())
+    Ok(socket)
 }
 
 #[cfg(test)]
@@ -46,10 +86,33 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_group_shares_one_port() {
-        let group = bind_reuseport_group("127.0.0.1:0".parse().unwrap(), 16, 3).unwrap();
-        let port = group[0].local_addr().unwrap().port();
-        assert_ne!(port, 0);
-        assert!(group.iter().all(|l| l.local_addr().unwrap().port() == port));
+    fn every_mode_binds_one_address_for_all_workers() {
+        for mode in [
+            IntakeMode::ReusePort,
+            IntakeMode::Shared,
+            IntakeMode::Exclusive,
+            IntakeMode::Balanced,
+        ] {
+            let sockets = bind_listener(mode, "127.0.0.1:0".parse().unwrap(), 16, 3).unwrap();
+            assert_eq!(sockets.len(), 3);
+            let addr = sockets[0].local_addr().unwrap().as_socket().unwrap();
+            assert_ne!(addr.port(), 0);
+            assert!(sockets
+                .iter()
+                .all(|s| s.local_addr().unwrap().as_socket() == Some(addr)));
+        }
+    }
+
+    #[test]
+    fn modes_the_kernel_lacks_are_refused_with_the_way_out() {
+        let refused = check_supported_on(IntakeMode::Balanced, false).unwrap_err();
+        assert!(
+            refused.contains("EPOLLEXCLUSIVE") && refused.contains("reuseport"),
+            "{refused}"
+        );
+        assert!(check_supported_on(IntakeMode::Exclusive, false).is_err());
+        assert!(check_supported_on(IntakeMode::Shared, false).is_ok());
+        assert!(check_supported_on(IntakeMode::ReusePort, false).is_ok());
+        assert!(check_supported_on(IntakeMode::Balanced, true).is_ok());
     }
 }

@@ -94,8 +94,16 @@ async fn read_request(
                 .map_err(Failure::from_request_head)?;
             if let Some(request) = parsed {
                 #[cfg(feature = "fault-injection")]
-                if request.target == "/__herdsman/panic" {
-                    panic!("fault injection: a panic inside a connection task");
+                match request.target {
+                    "/__herdsman/panic" => {
+                        panic!("fault injection: a panic inside a connection task")
+                    }
+                    // Blocks the whole worker thread, as a long computation or a page fault storm
+                    // would: the intake benchmarks measure what new connections suffer meanwhile.
+                    "/__herdsman/stall" => {
+                        std::thread::sleep(std::time::Duration::from_millis(500))
+                    }
+                    _ => {}
                 }
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));

@@ -1,0 +1,999 @@
+//! Holding the raw structs of `raw.rs` to their rules and building the [`Config`] from them: every
+//! value checked, every problem recorded with its key, line and fix, and checking goes on past each
+//! one, so one `herdsman check` shows everything there is to fix.
+
+use std::collections::hash_map::{Entry, HashMap};
+use std::fmt;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
+use std::num::NonZeroUsize;
+use std::ops::{Range, RangeInclusive};
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::duration::{format_duration, parse_duration};
+use super::load::{line_of, ConfigProblem};
+use super::raw::{Named, RawConfig, RawLimits, RawListener, RawPool, RawServer, RawTimeouts};
+use super::{
+    Balance, Config, IntakeMode, Limits, ListenerConfig, PoolConfig, ServerConfig, Timeouts,
+};
+
+/// Most worker threads accepted; also the cap on "auto".
+const MAX_WORKERS: i64 = 1024;
+/// `shutdown_grace` when not written (see `Config::shutdown_grace`).
+const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+/// `backlog` when not written (see `ListenerConfig::backlog`).
+const DEFAULT_BACKLOG: u32 = 4096;
+/// A server's `weight` when not written (see `ServerConfig::weight`).
+const DEFAULT_WEIGHT: u32 = 1;
+
+/// Ends the message for a pool whose `servers` is missing or empty.
+const NEED_A_SERVER: &str =
+    r#"a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#;
+
+/// The words a key accepts, each with the value it stands for.
+pub(super) struct Words<T: 'static> {
+    accepted: &'static [(&'static str, T)],
+    /// Words DESIGN.md names that are not built yet. They are refused as "not available yet"
+    /// rather than "unknown", so a reader of the design is not told they misspelt them.
+    planned: &'static [&'static str],
+    /// The value when the key is not written.
+    default: T,
+}
+
+impl<T: Copy + PartialEq> Words<T> {
+    /// The word that stands for `value`, as `herdsman check` prints it.
+    pub(super) fn word_for(&self, value: T) -> &'static str {
+        self.accepted
+            .iter()
+            .find(|(_, candidate)| *candidate == value)
+            .map_or("?", |(word, _)| *word)
+    }
+}
+
+/// `intake`: how new connections reach workers.
+pub(super) const INTAKE_MODES: Words<IntakeMode> = Words {
+    accepted: &[
+        ("balanced", IntakeMode::Balanced),
+        ("reuseport", IntakeMode::ReusePort),
+        ("exclusive", IntakeMode::Exclusive),
+        ("shared", IntakeMode::Shared),
+    ],
+    planned: &[],
+    // No herd and a spread by load; see src/intake/handoff.rs.
+    default: IntakeMode::Balanced,
+};
+
+/// A pool's `balance`.
+pub(super) const BALANCES: Words<Balance> = Words {
+    accepted: &[
+        ("round-robin", Balance::RoundRobin),
+        ("least-conn", Balance::LeastConn),
+        ("p2c", Balance::P2c),
+        ("random", Balance::Random),
+    ],
+    planned: &["hash"],
+    default: Balance::RoundRobin,
+};
+
+/// Put in place of a refused address so checking can go on; never in a returned `Config`.
+const STAND_IN_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
+
+/// Checks `raw`, read from `text`: the `Config`, or every problem found, in the order found.
+pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigProblem>> {
+    let mut checker = Checker {
+        text,
+        problems: Vec::new(),
+    };
+    let config = checker.config(raw);
+    if checker.problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(checker.problems)
+    }
+}
+
+/// Whether a zero duration means something for a key.
+#[derive(Clone, Copy, PartialEq)]
+enum Zero {
+    Allowed,
+    Refused,
+}
+
+/// Whether a socket address may have port 0: a listener may (the kernel picks one; tests rely on
+/// it), a server may not (nothing can be connected to there).
+#[derive(Clone, Copy, PartialEq)]
+enum PortZero {
+    Allowed,
+    Refused,
+}
+
+/// One table being checked — a listener, a pool, a server — as its problems name it.
+struct Table {
+    /// Its key path: `listener[0]`, `pool[1].servers[2]`.
+    path: String,
+    /// The line it starts at, where a key missing from it is reported.
+    line: usize,
+}
+
+impl Table {
+    /// The key path of one of its keys: `listener[0].bind`.
+    fn key(&self, field: &str) -> String {
+        format!("{}.{field}", self.path)
+    }
+}
+
+/// Holds each raw value to its rule, recording every problem instead of stopping at the first.
+///
+/// Each check returns a value even when it refuses one (a default or a stand-in such as
+/// `0.0.0.0:0`) so that checking goes on; the `Config` built from stand-ins is thrown away
+/// whenever a problem was recorded.
+struct Checker<'a> {
+    text: &'a str,
+    problems: Vec<ConfigProblem>,
+}
+
+impl Checker<'_> {
+    fn config(&mut self, raw: &RawConfig) -> Config {
+        let workers = self.workers(&raw.workers);
+        let intake = self.word("intake", &raw.intake, &INTAKE_MODES);
+        let shutdown_grace = self.duration(
+            "shutdown_grace",
+            &raw.shutdown_grace,
+            DEFAULT_SHUTDOWN_GRACE,
+            Zero::Allowed,
+        );
+        let timeouts = self.timeouts(&raw.timeouts);
+        let limits = self.limits(&raw.limits);
+
+        if raw.listener.is_empty() {
+            self.report(
+                "listener",
+                None,
+                "listener: none defined; add a [[listener]] with a name, bind and pool",
+            );
+        }
+        let listeners = self.tables(
+            "listener",
+            &raw.listener,
+            "listener names must be unique",
+            |checker, table, listener| checker.listener(table, listener, &raw.pool),
+        );
+
+        if raw.pool.is_empty() {
+            self.report(
+                "pool",
+                None,
+                "pool: none defined; add a [[pool]] with a name and servers",
+            );
+        }
+        let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
+
+        Config {
+            workers,
+            intake,
+            shutdown_grace,
+            listeners,
+            timeouts,
+            limits,
+            pools,
+        }
+    }
+
+    fn workers(&mut self, raw: &Option<Spanned<toml::Value>>) -> usize {
+        let Some(raw) = raw else {
+            return auto_workers();
+        };
+        let why = match raw.get_ref() {
+            toml::Value::String(word) if word == "auto" => return auto_workers(),
+            toml::Value::Integer(count) if (1..=MAX_WORKERS).contains(count) => {
+                return usize::try_from(*count).unwrap_or(1);
+            }
+            toml::Value::Integer(_) => "out of range",
+            _ => "not a number of workers",
+        };
+        self.reject(
+            "workers",
+            raw.span(),
+            &raw.get_ref().to_string(),
+            format!(r#"{why}; accepted: "auto" or a number from 1 to {MAX_WORKERS}"#),
+        );
+        1
+    }
+
+    fn timeouts(&mut self, raw: &RawTimeouts) -> Timeouts {
+        let default = Timeouts::default();
+        let mut timeout = |key, value, default| self.duration(key, value, default, Zero::Refused);
+        Timeouts {
+            connect: timeout("timeouts.connect", &raw.connect, default.connect),
+            client_header: timeout(
+                "timeouts.client_header",
+                &raw.client_header,
+                default.client_header,
+            ),
+            client_idle: timeout(
+                "timeouts.client_idle",
+                &raw.client_idle,
+                default.client_idle,
+            ),
+            backend_response: timeout(
+                "timeouts.backend_response",
+                &raw.backend_response,
+                default.backend_response,
+            ),
+            backend_idle: timeout(
+                "timeouts.backend_idle",
+                &raw.backend_idle,
+                default.backend_idle,
+            ),
+        }
+    }
+
+    fn limits(&mut self, raw: &RawLimits) -> Limits {
+        let default = Limits::default();
+        Limits {
+            max_header_bytes: self.integer(
+                "limits.max_header_bytes",
+                &raw.max_header_bytes,
+                1024..=1_048_576,
+                "1024 to 1048576 (default 65536)",
+                default.max_header_bytes,
+            ),
+            max_body_bytes: self.integer(
+                "limits.max_body_bytes",
+                &raw.max_body_bytes,
+                0..=i64::MAX,
+                "0 (no limit, the default) or a number of bytes",
+                default.max_body_bytes,
+            ),
+            max_idle_per_server: self.integer(
+                "limits.max_idle_per_server",
+                &raw.max_idle_per_server,
+                0..=4096,
+                "0 to 4096 (default 64)",
+                default.max_idle_per_server,
+            ),
+        }
+    }
+
+    // A table's keys are checked in the order its struct literal lists them, and problems on one
+    // line (every key missing from a table points at the table's line) keep the order found.
+
+    fn listener(
+        &mut self,
+        table: &Table,
+        listener: &RawListener,
+        pools: &[Spanned<RawPool>],
+    ) -> ListenerConfig {
+        ListenerConfig {
+            name: self.name(table, &listener.name, "web"),
+            bind: self.socket_addr(
+                table,
+                "bind",
+                &listener.bind,
+                "127.0.0.1:8080",
+                PortZero::Allowed,
+            ),
+            backlog: self.integer(
+                &table.key("backlog"),
+                &listener.backlog,
+                1..=65535,
+                "1 to 65535 (default 4096)",
+                DEFAULT_BACKLOG,
+            ),
+            pool: self.pool_index(table, &listener.pool, pools),
+        }
+    }
+
+    /// A listener's `pool`: the index in `pools` of the first pool of that name (0, a stand-in,
+    /// when missing or unknown).
+    fn pool_index(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+        pools: &[Spanned<RawPool>],
+    ) -> usize {
+        let how = r#"write the name of a [[pool]], e.g. pool = "app""#;
+        let Some(reference) = self.required(table, "pool", raw, how) else {
+            return 0;
+        };
+        let named = |pool: &Spanned<RawPool>| pool.get_ref().name.clone().map(Spanned::into_inner);
+        // A position in `pools`, not among the named ones: a pool missing its name must not
+        // shift the indexes.
+        let found = pools
+            .iter()
+            .position(|pool| named(pool).as_ref() == Some(reference.get_ref()));
+        if let Some(index) = found {
+            return index;
+        }
+        let defined = pools
+            .iter()
+            .filter_map(named)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let defined = if defined.is_empty() { "none" } else { &defined };
+        self.reject(
+            &table.key("pool"),
+            reference.span(),
+            &quoted(reference.get_ref()),
+            format!("no such pool; defined pools: {defined}"),
+        );
+        0
+    }
+
+    fn pool(&mut self, table: &Table, pool: &RawPool) -> PoolConfig {
+        PoolConfig {
+            name: self.name(table, &pool.name, "app"),
+            balance: self.word(&table.key("balance"), &pool.balance, &BALANCES),
+            servers: self.servers(table, &pool.servers),
+        }
+    }
+
+    /// A pool's `servers`: at least one.
+    fn servers(
+        &mut self,
+        pool: &Table,
+        raw: &Option<Spanned<Vec<Spanned<RawServer>>>>,
+    ) -> Vec<ServerConfig> {
+        let Some(servers) = self.required(pool, "servers", raw, NEED_A_SERVER) else {
+            return Vec::new();
+        };
+        let key = pool.key("servers");
+        if servers.get_ref().is_empty() {
+            self.reject(
+                &key,
+                servers.span(),
+                "[]",
+                format!("empty; {NEED_A_SERVER}"),
+            );
+            return Vec::new();
+        }
+        self.tables(
+            &key,
+            servers.get_ref(),
+            "server names must be unique within a pool",
+            Self::server,
+        )
+    }
+
+    fn server(&mut self, table: &Table, server: &RawServer) -> ServerConfig {
+        ServerConfig {
+            name: self.name(table, &server.name, "a"),
+            addr: self.socket_addr(
+                table,
+                "addr",
+                &server.addr,
+                "127.0.0.1:9001",
+                PortZero::Refused,
+            ),
+            weight: self.integer(
+                &table.key("weight"),
+                &server.weight,
+                0..=256,
+                "0 to 256 (default 1; 0 takes no new requests)",
+                DEFAULT_WEIGHT,
+            ),
+        }
+    }
+
+    /// Checks each table of the array at `key` — `listener`, `pool`, a pool's `servers` — with
+    /// `check`, then that no two of them share a name (`rule` says so in the message).
+    fn tables<R: Named, T>(
+        &mut self,
+        key: &str,
+        raw: &[Spanned<R>],
+        rule: &str,
+        mut check: impl FnMut(&mut Self, &Table, &R) -> T,
+    ) -> Vec<T> {
+        let checked = raw
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                let table = Table {
+                    path: format!("{key}[{index}]"),
+                    line: line_of(self.text, entry.span().start),
+                };
+                check(self, &table, entry.get_ref())
+            })
+            .collect();
+        self.unique_names(key, raw, rule);
+        checked
+    }
+
+    /// Reports each name in the array at `key` that equals an earlier one, pointing at where the
+    /// earlier one is.
+    fn unique_names<R: Named>(&mut self, key: &str, raw: &[Spanned<R>], rule: &str) {
+        let mut first_lines: HashMap<&str, usize> = HashMap::new();
+        for (index, entry) in raw.iter().enumerate() {
+            let Some(name) = entry.get_ref().name() else {
+                continue;
+            };
+            let line = line_of(self.text, name.span().start);
+            match first_lines.entry(name.get_ref()) {
+                Entry::Vacant(entry) => {
+                    entry.insert(line);
+                }
+                Entry::Occupied(entry) => self.reject(
+                    &format!("{key}[{index}].name"),
+                    name.span(),
+                    &quoted(name.get_ref()),
+                    format!("duplicate; {rule} (first at line {})", entry.get()),
+                ),
+            }
+        }
+    }
+
+    /// A required `name`: present, not empty, made of `[A-Za-z0-9_.-]` (so it can stand in a URL
+    /// path of the admin API and a metric label as it is). Messages suggest `"example"`.
+    fn name(&mut self, table: &Table, raw: &Option<Spanned<String>>, example: &str) -> String {
+        let how = format!(r#"write e.g. name = "{example}""#);
+        let Some(name) = self.required(table, "name", raw, &how) else {
+            return String::new();
+        };
+        let text = name.get_ref();
+        let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
+        let why = if text.is_empty() {
+            "empty"
+        } else if !text.chars().all(is_name_char) {
+            "not a valid name"
+        } else {
+            return text.clone();
+        };
+        self.reject(
+            &table.key("name"),
+            name.span(),
+            &quoted(text),
+            format!(r#"{why}; use letters, digits, '_', '.' and '-', e.g. "{example}""#),
+        );
+        text.clone()
+    }
+
+    /// A required socket address (`bind`, `addr`), with port 0 only where `port_zero` allows it.
+    /// Messages suggest `"example"`; [`STAND_IN_ADDR`] when missing or refused.
+    fn socket_addr(
+        &mut self,
+        table: &Table,
+        field: &str,
+        raw: &Option<Spanned<String>>,
+        example: &str,
+        port_zero: PortZero,
+    ) -> SocketAddr {
+        let how = format!(r#"write e.g. {field} = "{example}""#);
+        let Some(raw) = self.required(table, field, raw, &how) else {
+            return STAND_IN_ADDR;
+        };
+        let text = raw.get_ref();
+        let why = match text.parse::<SocketAddr>() {
+            Ok(addr) if addr.port() == 0 && port_zero == PortZero::Refused => {
+                format!(
+                    r#"port 0 cannot be connected to; write the server's port, e.g. "{example}""#
+                )
+            }
+            Ok(addr) => return addr,
+            Err(_) => not_a_socket_address(text, example),
+        };
+        self.reject(&table.key(field), raw.span(), &quoted(text), why);
+        STAND_IN_ADDR
+    }
+
+    /// One of the words in `words`; its default when absent or refused.
+    fn word<T: Copy>(&mut self, key: &str, raw: &Option<Spanned<String>>, words: &Words<T>) -> T {
+        let Some(raw) = raw else {
+            return words.default;
+        };
+        let text = raw.get_ref().as_str();
+        if let Some((_, value)) = words.accepted.iter().find(|(word, _)| *word == text) {
+            return *value;
+        }
+        let why = if words.planned.contains(&text) {
+            "not available yet"
+        } else {
+            "unknown"
+        };
+        let accepted = words
+            .accepted
+            .iter()
+            .map(|(word, _)| *word)
+            .collect::<Vec<_>>()
+            .join(", ");
+        self.reject(
+            key,
+            raw.span(),
+            &quoted(text),
+            format!("{why}; accepted: {accepted}"),
+        );
+        words.default
+    }
+
+    /// An optional integer within `range`; `default` when absent or refused.
+    fn integer<T: TryFrom<i64>>(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<i64>>,
+        range: RangeInclusive<i64>,
+        accepted: &str,
+        default: T,
+    ) -> T {
+        let Some(raw) = raw else {
+            return default;
+        };
+        let value = *raw.get_ref();
+        if range.contains(&value) {
+            // Every range passed here fits T, so this conversion cannot fail.
+            return T::try_from(value).unwrap_or(default);
+        }
+        self.reject(
+            key,
+            raw.span(),
+            &value.to_string(),
+            format!("out of range; accepted: {accepted}"),
+        );
+        default
+    }
+
+    /// An optional duration; `default` when absent or refused.
+    fn duration(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<String>>,
+        default: Duration,
+        zero: Zero,
+    ) -> Duration {
+        let Some(raw) = raw else {
+            return default;
+        };
+        let why = match parse_duration(raw.get_ref()) {
+            Ok(duration) if duration.is_zero() && zero == Zero::Refused => format!(
+                r#"must be more than 0, e.g. "{}" (the default)"#,
+                format_duration(default)
+            ),
+            Ok(duration) => return duration,
+            Err(why) => why,
+        };
+        self.reject(key, raw.span(), &quoted(raw.get_ref()), why);
+        default
+    }
+
+    /// `raw` when present; otherwise `None`, after recording `key: missing; how` at the line of
+    /// the table that lacks the key.
+    fn required<'r, T>(
+        &mut self,
+        table: &Table,
+        field: &str,
+        raw: &'r Option<T>,
+        how: &str,
+    ) -> Option<&'r T> {
+        if raw.is_none() {
+            let key = table.key(field);
+            self.report(&key, Some(table.line), &format!("{key}: missing; {how}"));
+        }
+        raw.as_ref()
+    }
+
+    /// Records `key = value: why`.
+    fn reject(&mut self, key: &str, span: Range<usize>, value: &str, why: impl fmt::Display) {
+        let line = line_of(self.text, span.start);
+        self.report(key, Some(line), &format!("{key} = {value}: {why}"));
+    }
+
+    fn report(&mut self, key: &str, line: Option<usize>, message: &str) {
+        self.problems.push(ConfigProblem {
+            key: key.to_string(),
+            line,
+            message: message.to_string(),
+        });
+    }
+}
+
+fn quoted(text: &str) -> String {
+    format!("{text:?}")
+}
+
+/// "auto": the CPUs this process may run on (1 if that cannot be known), at most [`MAX_WORKERS`].
+fn auto_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    cpus.min(usize::try_from(MAX_WORKERS).unwrap_or(usize::MAX))
+}
+
+/// Why `text` is not a socket address, with the two mistakes worth naming: a host name (nothing
+/// is looked up, so the address does not change under a running proxy) and a bare IPv6 address.
+fn not_a_socket_address(text: &str, example: &str) -> String {
+    let port = example.rsplit(':').next().unwrap_or("80");
+    let bare_ipv6 = text.parse::<Ipv6Addr>().is_ok()
+        || (text.matches(':').count() > 1 && !text.starts_with('['));
+    let host_name = text.rsplit_once(':').is_some_and(|(host, port)| {
+        !host.is_empty() && port.parse::<u16>().is_ok() && host.parse::<IpAddr>().is_err()
+    });
+    if bare_ipv6 {
+        format!(r#"not a socket address; put an IPv6 address in brackets, e.g. "[::1]:{port}""#)
+    } else if host_name {
+        format!(
+            r#"not a socket address; host names are not looked up, write an IP address and port, e.g. "{example}""#
+        )
+    } else {
+        format!(r#"not a socket address; write host:port, e.g. "{example}""#)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixtures::{only_problem, problem, problems, valid_with, MINIMAL, VALID};
+    use crate::config::load::from_toml;
+
+    fn addr(text: &str) -> SocketAddr {
+        text.parse().unwrap()
+    }
+
+    #[test]
+    fn a_full_config_becomes_exactly_that_config() {
+        let config = from_toml(VALID, "test.toml").unwrap();
+        let expected = Config {
+            workers: 3,
+            intake: IntakeMode::ReusePort,
+            shutdown_grace: Duration::from_secs(15),
+            listeners: vec![
+                ListenerConfig {
+                    name: "web".into(),
+                    bind: addr("127.0.0.1:8080"),
+                    backlog: 1024,
+                    pool: 0,
+                },
+                ListenerConfig {
+                    name: "internal".into(),
+                    bind: addr("[::1]:0"),
+                    backlog: 4096,
+                    pool: 1,
+                },
+            ],
+            timeouts: Timeouts {
+                connect: Duration::from_secs(1),
+                client_header: Duration::from_secs(5),
+                client_idle: Duration::from_secs(120),
+                backend_response: Duration::from_secs(45),
+                backend_idle: Duration::from_millis(3500),
+            },
+            limits: Limits {
+                max_header_bytes: 16384,
+                max_body_bytes: 1_048_576,
+                max_idle_per_server: 8,
+            },
+            pools: vec![
+                PoolConfig {
+                    name: "app".into(),
+                    balance: Balance::LeastConn,
+                    servers: vec![
+                        ServerConfig {
+                            name: "a".into(),
+                            addr: addr("127.0.0.1:9001"),
+                            weight: 1,
+                        },
+                        ServerConfig {
+                            name: "b".into(),
+                            addr: addr("127.0.0.1:9002"),
+                            weight: 2,
+                        },
+                    ],
+                },
+                PoolConfig {
+                    name: "api".into(),
+                    balance: Balance::P2c,
+                    servers: vec![ServerConfig {
+                        name: "x".into(),
+                        addr: addr("10.0.0.7:80"),
+                        weight: 0,
+                    }],
+                },
+            ],
+        };
+        assert_eq!(config, expected);
+    }
+
+    #[test]
+    fn unwritten_keys_take_their_defaults() {
+        let config = from_toml(MINIMAL, "test.toml").unwrap();
+        assert_eq!(config.workers, auto_workers());
+        assert!(config.workers >= 1);
+        assert_eq!(config.intake, IntakeMode::Balanced);
+        assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(config.listeners[0].backlog, 4096);
+        assert_eq!(config.timeouts, Timeouts::default());
+        assert_eq!(config.limits, Limits::default());
+        assert_eq!(config.pools[0].balance, Balance::RoundRobin);
+        assert_eq!(config.pools[0].servers[0].weight, 1);
+    }
+
+    #[test]
+    fn workers_auto_is_the_cpu_count() {
+        let text = format!("workers = \"auto\"\n{MINIMAL}");
+        let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(from_toml(&text, "t").unwrap().workers, cpus.min(1024));
+    }
+
+    #[test]
+    fn an_address_without_a_port_is_named_with_key_line_and_example() {
+        let text = valid_with("127.0.0.1:9002", "127.0.0.1");
+        let found = only_problem(&text);
+        assert_eq!(
+            found,
+            problem(
+                "pool[0].servers[1].addr",
+                34,
+                r#"pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001""#
+            )
+        );
+        assert_eq!(
+            found.to_string(),
+            r#"line 34: pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001""#
+        );
+    }
+
+    #[test]
+    fn host_names_and_bare_ipv6_get_their_own_hint() {
+        let host = only_problem(&valid_with("127.0.0.1:8080", "localhost:8080"));
+        assert_eq!(host.key, "listener[0].bind");
+        assert_eq!(host.line, Some(8));
+        assert!(
+            host.message.ends_with(
+                r#"host names are not looked up, write an IP address and port, e.g. "127.0.0.1:8080""#
+            ),
+            "{}",
+            host.message
+        );
+        let ipv6 = only_problem(&valid_with("[::1]:0", "::1:8080"));
+        assert_eq!(
+            ipv6.message,
+            r#"listener[1].bind = "::1:8080": not a socket address; put an IPv6 address in brackets, e.g. "[::1]:8080""#
+        );
+    }
+
+    #[test]
+    fn a_server_on_port_zero_is_refused_but_a_listener_may_bind_it() {
+        let found = only_problem(&valid_with("10.0.0.7:80", "10.0.0.7:0"));
+        assert_eq!(found.key, "pool[1].servers[0].addr");
+        assert_eq!(found.line, Some(40));
+        assert!(found.message.contains("port 0 cannot be connected to"));
+        let config = from_toml(&MINIMAL.replace("127.0.0.1:8080", "127.0.0.1:0"), "t").unwrap();
+        assert_eq!(config.listeners[0].bind, addr("127.0.0.1:0"));
+    }
+
+    #[test]
+    fn a_duplicate_pool_name_points_at_the_first() {
+        let text = r#"
+[[listener]]
+name = "web"
+bind = "127.0.0.1:8080"
+pool = "app"
+
+[[pool]]
+name = "app"
+servers = [{ name = "a", addr = "127.0.0.1:9001" }]
+
+[[pool]]
+name = "app"
+servers = [{ name = "b", addr = "127.0.0.1:9002" }]
+"#;
+        assert_eq!(
+            only_problem(text),
+            problem(
+                "pool[1].name",
+                12,
+                r#"pool[1].name = "app": duplicate; pool names must be unique (first at line 8)"#
+            )
+        );
+    }
+
+    #[test]
+    fn duplicate_listener_and_server_names_are_refused() {
+        let listener = only_problem(&valid_with(r#"name = "internal""#, r#"name = "web""#));
+        assert_eq!(
+            listener,
+            problem(
+                "listener[1].name",
+                13,
+                r#"listener[1].name = "web": duplicate; listener names must be unique (first at line 7)"#
+            )
+        );
+        let server = only_problem(&valid_with(r#"{ name = "b""#, r#"{ name = "a""#));
+        assert_eq!(
+            server,
+            problem(
+                "pool[0].servers[1].name",
+                34,
+                r#"pool[0].servers[1].name = "a": duplicate; server names must be unique within a pool (first at line 33)"#
+            )
+        );
+        // The same server name in two pools is two different servers.
+        assert!(from_toml(&valid_with(r#"name = "x""#, r#"name = "a""#), "t").is_ok());
+    }
+
+    #[test]
+    fn a_listener_naming_a_missing_pool_lists_the_defined_ones() {
+        assert_eq!(
+            only_problem(&valid_with(r#"pool = "app""#, r#"pool = "nope""#)),
+            problem(
+                "listener[0].pool",
+                10,
+                r#"listener[0].pool = "nope": no such pool; defined pools: app, api"#
+            )
+        );
+    }
+
+    #[test]
+    fn an_unknown_balance_lists_the_accepted_ones() {
+        assert_eq!(
+            only_problem(&valid_with(r#""least-conn""#, r#""fastest""#)),
+            problem(
+                "pool[0].balance",
+                31,
+                r#"pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random"#
+            )
+        );
+        let planned = only_problem(&valid_with(r#""p2c""#, r#""hash""#));
+        assert_eq!(
+            planned.message,
+            r#"pool[1].balance = "hash": not available yet; accepted: round-robin, least-conn, p2c, random"#
+        );
+    }
+
+    #[test]
+    fn every_intake_mode_is_accepted_and_others_are_named() {
+        for (word, mode) in [
+            ("balanced", IntakeMode::Balanced),
+            ("reuseport", IntakeMode::ReusePort),
+            ("exclusive", IntakeMode::Exclusive),
+            ("shared", IntakeMode::Shared),
+        ] {
+            let text = valid_with(r#""reuseport""#, &format!("\"{word}\""));
+            assert_eq!(from_toml(&text, "test.toml").unwrap().intake, mode);
+            assert_eq!(mode.name(), word);
+        }
+        let unknown = only_problem(&valid_with(r#""reuseport""#, r#""fair""#));
+        assert_eq!(
+            unknown.message,
+            r#"intake = "fair": unknown; accepted: balanced, reuseport, exclusive, shared"#
+        );
+    }
+
+    #[test]
+    fn bad_durations_are_named_and_zero_is_only_allowed_for_the_grace() {
+        assert_eq!(
+            only_problem(&valid_with(r#""45s""#, r#""1.5s""#)),
+            problem(
+                "timeouts.backend_response",
+                21,
+                r#"timeouts.backend_response = "1.5s": no fractions; use a smaller unit, e.g. "1500ms" for 1.5 seconds; write a number and a unit, e.g. "2s" or "150ms""#
+            )
+        );
+        assert_eq!(
+            only_problem(&valid_with(r#""3500ms""#, r#""0ms""#)).message,
+            r#"timeouts.backend_idle = "0ms": must be more than 0, e.g. "4s" (the default)"#
+        );
+        let grace = from_toml(&valid_with(r#""15s""#, r#""0s""#), "t").unwrap();
+        assert_eq!(grace.shutdown_grace, Duration::ZERO);
+        let grace = only_problem(&valid_with(r#""15s""#, r#""15 s""#));
+        assert_eq!(
+            (grace.key.as_str(), grace.line),
+            ("shutdown_grace", Some(4))
+        );
+    }
+
+    #[test]
+    fn numbers_out_of_range_say_what_is_accepted() {
+        let cases = [
+            ("backlog = 1024", "backlog = 0", "listener[0].backlog = 0: out of range; accepted: 1 to 65535 (default 4096)"),
+            ("weight = 2", "weight = 257", "pool[0].servers[1].weight = 257: out of range; accepted: 0 to 256 (default 1; 0 takes no new requests)"),
+            ("max_header_bytes = 16384", "max_header_bytes = 100", "limits.max_header_bytes = 100: out of range; accepted: 1024 to 1048576 (default 65536)"),
+            ("max_body_bytes = 1048576", "max_body_bytes = -1", "limits.max_body_bytes = -1: out of range; accepted: 0 (no limit, the default) or a number of bytes"),
+            ("max_idle_per_server = 8", "max_idle_per_server = 5000", "limits.max_idle_per_server = 5000: out of range; accepted: 0 to 4096 (default 64)"),
+            ("workers = 3", "workers = 1025", r#"workers = 1025: out of range; accepted: "auto" or a number from 1 to 1024"#),
+            ("workers = 3", r#"workers = "4""#, r#"workers = "4": not a number of workers; accepted: "auto" or a number from 1 to 1024"#),
+        ];
+        for (from, to, message) in cases {
+            assert_eq!(only_problem(&valid_with(from, to)).message, message);
+        }
+    }
+
+    #[test]
+    fn bad_names_are_refused() {
+        let spaced = only_problem(&valid_with(r#"name = "internal""#, r#"name = "in ternal""#));
+        assert_eq!(
+            spaced,
+            problem(
+                "listener[1].name",
+                13,
+                r#"listener[1].name = "in ternal": not a valid name; use letters, digits, '_', '.' and '-', e.g. "web""#
+            )
+        );
+        let empty = only_problem(&valid_with(r#"name = "x""#, r#"name = """#));
+        assert_eq!(empty.key, "pool[1].servers[0].name");
+        assert!(
+            empty.message.contains(r#"= "": empty;"#),
+            "{}",
+            empty.message
+        );
+    }
+
+    #[test]
+    fn missing_keys_are_reported_at_their_table() {
+        let text = r#"
+[[listener]]
+name = "web"
+
+[[pool]]
+name = "app"
+servers = [{ addr = "127.0.0.1:9001" }, { name = "b" }]
+
+[[pool]]
+servers = []
+"#;
+        assert_eq!(
+            problems(text),
+            [
+                problem(
+                    "listener[0].bind",
+                    2,
+                    r#"listener[0].bind: missing; write e.g. bind = "127.0.0.1:8080""#
+                ),
+                problem(
+                    "listener[0].pool",
+                    2,
+                    r#"listener[0].pool: missing; write the name of a [[pool]], e.g. pool = "app""#
+                ),
+                problem(
+                    "pool[0].servers[0].name",
+                    7,
+                    r#"pool[0].servers[0].name: missing; write e.g. name = "a""#
+                ),
+                problem(
+                    "pool[0].servers[1].addr",
+                    7,
+                    r#"pool[0].servers[1].addr: missing; write e.g. addr = "127.0.0.1:9001""#
+                ),
+                problem(
+                    "pool[1].name",
+                    9,
+                    r#"pool[1].name: missing; write e.g. name = "app""#
+                ),
+                problem(
+                    "pool[1].servers",
+                    10,
+                    r#"pool[1].servers = []: empty; a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_listener_and_no_pool_are_both_reported() {
+        let found = problems("workers = 1\n");
+        let expected = [
+            ConfigProblem {
+                key: "listener".into(),
+                line: None,
+                message: "listener: none defined; add a [[listener]] with a name, bind and pool"
+                    .into(),
+            },
+            ConfigProblem {
+                key: "pool".into(),
+                line: None,
+                message: "pool: none defined; add a [[pool]] with a name and servers".into(),
+            },
+        ];
+        assert_eq!(found, expected);
+        assert_eq!(problems("").len(), 2);
+    }
+
+    #[test]
+    fn a_pool_without_servers_is_refused() {
+        let text = MINIMAL.replace(r#"servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#, "");
+        assert_eq!(
+            only_problem(&text),
+            problem(
+                "pool[0].servers",
+                7,
+                r#"pool[0].servers: missing; a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#
+            )
+        );
+    }
+}

@@ -1,0 +1,95 @@
+//! A worker's accept loop for one listener: wait for readiness, accept what is there, count the
+//! wake-ups that found nothing, and serve each connection here or hand it to another worker.
+
+use std::cell::Cell;
+use std::io;
+use std::os::fd::AsRawFd;
+use std::rc::Rc;
+use std::time::Duration;
+
+use socket2::Socket;
+use tokio::io::unix::AsyncFd;
+use tokio::io::Interest;
+
+use super::sys;
+use crate::config::IntakeMode;
+use crate::stats::WorkerCounters;
+use crate::worker::WorkerContext;
+
+/// Connections accepted in one go before the loop lets the worker's connections run: enough to
+/// take a burst in few wake-ups, few enough that accepting never starves serving.
+const ACCEPT_BATCH: usize = 16;
+
+/// Accepts connections on `socket` (this worker's descriptor for listener `listener`) until a
+/// graceful stop begins.
+pub async fn accept_loop(
+    context: Rc<WorkerContext>,
+    listener: usize,
+    socket: Socket,
+    mode: IntakeMode,
+) {
+    // SAFETY: a socket2::Socket owns its descriptor until it is dropped, and as_raw_fd always
+    // returns that descriptor, which is what tokio requires of the registered object.
+    let registered = unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) };
+    let socket = match registered.map_err(|e| e.into_parts().1) {
+        Ok(socket) => socket,
+        Err(error) => {
+            tracing::error!(worker = context.index, %error, "cannot register a listening socket");
+            return;
+        }
+    };
+    if matches!(mode, IntakeMode::Exclusive | IntakeMode::Balanced) {
+        if let Err(error) = sys::make_epoll_exclusive(socket.as_raw_fd()) {
+            tracing::error!(worker = context.index, %error, "cannot wait on the listening socket with EPOLLEXCLUSIVE");
+            return;
+        }
+    }
+    let counters = context.counters();
+    // Each acceptor starts its rotation at itself, so that acceptors do not move in step.
+    let rotation = Cell::new(context.index);
+    loop {
+        let mut ready = tokio::select! {
+            ready = socket.readable() => match ready {
+                Ok(ready) => ready,
+                Err(error) => {
+                    tracing::error!(worker = context.index, %error, "listening socket failed");
+                    return;
+                }
+            },
+            () = context.stopped() => return,
+        };
+        let mut accepted = 0;
+        let mut failure = None;
+        while accepted < ACCEPT_BATCH {
+            match sys::accept_nonblocking(ready.get_inner()) {
+                Ok((stream, peer)) => {
+                    accepted += 1;
+                    WorkerCounters::bump(&counters.accepted);
+                    context.dispatch(stream, peer, listener, &rotation);
+                }
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                    if accepted == 0 {
+                        // Woken for a connection another worker took (or none at all).
+                        WorkerCounters::bump(&counters.spurious_wakeups);
+                    }
+                    ready.clear_ready();
+                    break;
+                }
+                Err(error) if error.kind() == io::ErrorKind::ConnectionAborted => continue,
+                Err(error) => {
+                    failure = Some(error);
+                    break;
+                }
+            }
+        }
+        drop(ready);
+        if let Some(error) = failure {
+            // Out of descriptors or memory: say so and pause rather than spin on a queue that
+            // cannot be served; connections keep waiting in the kernel's backlog meanwhile.
+            tracing::warn!(worker = context.index, %error, "accept failed");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        } else if accepted == ACCEPT_BATCH {
+            tokio::task::yield_now().await;
+        }
+    }
+}

@@ -1,0 +1,178 @@
+//! Per-worker counters and loads: each counter is written only by its own worker (relaxed
+//! atomics on that worker's own cache lines, so there is no contention on the request path) and
+//! read — summed, reported — by whoever asks.
+//!
+//! Two kinds live apart: [`WorkerCounters`] are written by their worker alone; [`WorkerLoad`] is
+//! also written by other workers when they hand it a connection, and read by every acceptor that
+//! chooses where a new connection goes.
+
+pub mod procfs;
+
+use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Serialize;
+
+/// Counters one worker writes about itself.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct WorkerCounters {
+    /// The worker thread's kernel thread id (0 until it starts).
+    pub tid: AtomicI32,
+    /// Connections this worker took from a listening socket.
+    pub accepted: AtomicU64,
+    /// Of those, handed to another worker.
+    pub handoffs_sent: AtomicU64,
+    /// Connections other workers handed to this one.
+    pub handoffs_received: AtomicU64,
+    /// Wake-ups that found nothing: an accept that returned EAGAIN after readiness was reported.
+    pub spurious_wakeups: AtomicU64,
+    /// Time from a hand-off being queued to this worker taking it: total and worst, µs.
+    pub handoff_wait_total_us: AtomicU64,
+    pub handoff_wait_max_us: AtomicU64,
+}
+
+/// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct WorkerLoad {
+    /// Client connections the worker owns now.
+    pub active: AtomicU32,
+    /// Connections handed to it and not yet taken.
+    pub pending: AtomicU32,
+    /// When the oldest of those was queued (µs since the process clock's start; 0: none).
+    pub oldest_pending_us: AtomicU64,
+}
+
+/// Every worker's counters and loads, shared by the workers, the intake and the admin API.
+#[derive(Debug)]
+pub struct Stats {
+    pub counters: Vec<WorkerCounters>,
+    pub loads: Vec<WorkerLoad>,
+    clock: Instant,
+}
+
+impl Stats {
+    pub fn new(workers: usize) -> Arc<Stats> {
+        Arc::new(Stats {
+            counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
+            loads: (0..workers).map(|_| WorkerLoad::default()).collect(),
+            clock: Instant::now(),
+        })
+    }
+
+    /// Microseconds since this `Stats` was made: a cheap monotonic clock for timestamps that
+    /// must fit an atomic. Never 0, so that 0 can mean "none".
+    pub fn now_us(&self) -> u64 {
+        self.clock.elapsed().as_micros() as u64 + 1
+    }
+
+    /// A consistent-enough copy of every worker's figures (each counter is read once; they are
+    /// not read at a single instant, which a monitor does not need).
+    pub fn report(&self) -> Vec<WorkerReport> {
+        self.counters
+            .iter()
+            .zip(&self.loads)
+            .enumerate()
+            .map(|(worker, (counters, load))| {
+                let tid = counters.tid.load(Ordering::Relaxed);
+                let received = counters.handoffs_received.load(Ordering::Relaxed);
+                WorkerReport {
+                    worker,
+                    tid,
+                    accepted: counters.accepted.load(Ordering::Relaxed),
+                    active: load.active.load(Ordering::Relaxed),
+                    pending_handoffs: load.pending.load(Ordering::Relaxed),
+                    handoffs_sent: counters.handoffs_sent.load(Ordering::Relaxed),
+                    handoffs_received: received,
+                    spurious_wakeups: counters.spurious_wakeups.load(Ordering::Relaxed),
+                    handoff_wait_us: HandoffWait {
+                        total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
+                        max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
+                        count: received,
+                    },
+                    context_switches: procfs::thread_context_switches(tid).unwrap_or_default(),
+                }
+            })
+            .collect()
+    }
+}
+
+impl WorkerCounters {
+    /// Adds one to a counter only this worker writes: a relaxed load and store, no locked
+    /// read-modify-write, since no other thread writes it.
+    pub fn bump(counter: &AtomicU64) {
+        counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Records how long a handed-off connection waited to be taken.
+    pub fn record_handoff_wait(&self, waited_us: u64) {
+        Self::bump(&self.handoffs_received);
+        let total = &self.handoff_wait_total_us;
+        total.store(total.load(Ordering::Relaxed) + waited_us, Ordering::Relaxed);
+        if waited_us > self.handoff_wait_max_us.load(Ordering::Relaxed) {
+            self.handoff_wait_max_us.store(waited_us, Ordering::Relaxed);
+        }
+    }
+}
+
+/// One worker's figures, as `GET /api/workers` returns them.
+#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+pub struct WorkerReport {
+    pub worker: usize,
+    pub tid: i32,
+    pub accepted: u64,
+    pub active: u32,
+    pub pending_handoffs: u32,
+    pub handoffs_sent: u64,
+    pub handoffs_received: u64,
+    pub spurious_wakeups: u64,
+    pub handoff_wait_us: HandoffWait,
+    pub context_switches: procfs::ContextSwitches,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+pub struct HandoffWait {
+    pub count: u64,
+    pub total: u64,
+    pub max: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_report_reflects_the_counters_and_this_threads_switches() {
+        let stats = Stats::new(2);
+        let counters = &stats.counters[1];
+        counters
+            .tid
+            .store(procfs::current_thread_id(), Ordering::Relaxed);
+        WorkerCounters::bump(&counters.accepted);
+        WorkerCounters::bump(&counters.accepted);
+        counters.record_handoff_wait(30);
+        counters.record_handoff_wait(10);
+        stats.loads[1].active.store(5, Ordering::Relaxed);
+        let report = stats.report();
+        assert_eq!(report[0].accepted, 0);
+        assert_eq!(report[1].accepted, 2);
+        assert_eq!(report[1].active, 5);
+        assert_eq!(
+            report[1].handoff_wait_us,
+            HandoffWait {
+                count: 2,
+                total: 40,
+                max: 30
+            }
+        );
+        // Sleeping is a voluntary context switch, which the report must show.
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let report = stats.report();
+        if cfg!(target_os = "linux") {
+            let switches = report[1].context_switches;
+            assert!(switches.voluntary > 0, "{switches:?}");
+        }
+    }
+}

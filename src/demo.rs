@@ -48,21 +48,25 @@ pub fn start_backends() -> io::Result<Vec<(String, SocketAddr)>> {
     Ok(addrs)
 }
 
-/// The demo's config: one listener on `listen`, one round-robin pool of the backends.
-pub fn config(listen: SocketAddr, backends: &[(String, SocketAddr)]) -> Config {
+/// The demo's config: one listener on `listen`, one round-robin pool of the backends, and the
+/// admin API on `admin` (loopback, so no token is needed).
+pub fn config(listen: SocketAddr, admin: SocketAddr, backends: &[(String, SocketAddr)]) -> Config {
     let servers: Vec<String> = backends
         .iter()
         .map(|(name, addr)| format!("{{ name = \"{name}\", addr = \"{addr}\" }}"))
         .collect();
     let text = format!(
-        "workers = \"auto\"\n\n[[listener]]\nname = \"demo\"\nbind = \"{listen}\"\npool = \"demo\"\n\n[[pool]]\nname = \"demo\"\nbalance = \"round-robin\"\nservers = [{}]\n",
+        "workers = \"auto\"\n\n[[listener]]\nname = \"demo\"\nbind = \"{listen}\"\npool = \"demo\"\n\n[[pool]]\nname = \"demo\"\nbalance = \"round-robin\"\nservers = [{}]\n\n[admin]\nbind = \"{admin}\"\n",
         servers.join(", ")
     );
     Config::from_toml(&text, "<demo>").expect("the demo config is valid")
 }
 
 /// What `herdsman demo` prints once the proxy listens.
-pub fn banner(proxy: SocketAddr) -> String {
+pub fn banner(proxy: SocketAddr, admin: Option<SocketAddr>) -> String {
+    let admin = admin.map_or(String::new(), |admin| {
+        format!("  curl http://{admin}/api/workers                      # each worker's counters\n")
+    });
     format!(
         "herdsman demo: three backends (a, b, c) behind the proxy at http://{proxy}\n\
          try:\n  \
@@ -70,6 +74,7 @@ pub fn banner(proxy: SocketAddr) -> String {
          for i in 1 2 3 4 5 6; do curl -s http://{proxy}/; done\n  \
          curl -i http://{proxy}/anything                        # the whole response\n  \
          curl -s -d 'a body' http://{proxy}/upload              # a request with a body\n\
+         {admin}\
          stop with Ctrl-C\n"
     )
 }

@@ -9,7 +9,7 @@
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting (RFC 9112).
 //! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
 //! - [`upstream`]: pools of servers, the published snapshot, balancing, idle connections.
-//! - [`control`]: signals (later: admin API, reload).
+//! - [`control`]: signals, the admin API (`/api/workers`), the kernel listen-queue watch.
 //! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
 //!

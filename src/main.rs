@@ -32,6 +32,9 @@ enum Command {
         /// Where the proxy listens.
         #[arg(long, default_value = "127.0.0.1:8080")]
         listen: SocketAddr,
+        /// Where the admin API listens.
+        #[arg(long, default_value = "127.0.0.1:9900")]
+        admin: SocketAddr,
     },
     /// Run the proxy with a config file.
     Run {
@@ -60,7 +63,7 @@ fn main() -> ExitCode {
         Command::Run { config } => Config::load(&config)
             .map_err(anyhow::Error::from)
             .and_then(|config| serve(config, None)),
-        Command::Demo { listen } => demo(listen),
+        Command::Demo { listen, admin } => demo(listen, admin),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -84,19 +87,22 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
-fn demo(listen: SocketAddr) -> anyhow::Result<()> {
+fn demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
     let backends = herdsman::demo::start_backends().context("starting the demo backends")?;
-    let config = herdsman::demo::config(listen, &backends);
+    let config = herdsman::demo::config(listen, admin, &backends);
     serve(config, Some(herdsman::demo::banner))
 }
 
-/// Starts the proxy, optionally prints a banner with its first listener's address, and runs
-/// until SIGTERM or SIGINT, then stops gracefully.
-fn serve(config: Config, banner: Option<fn(SocketAddr) -> String>) -> anyhow::Result<()> {
+/// What a banner is made from: the first listener's address and the admin API's.
+type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
+
+/// Starts the proxy, optionally prints a banner with its addresses, and runs until SIGTERM or
+/// SIGINT, then stops gracefully.
+fn serve(config: Config, banner: Option<Banner>) -> anyhow::Result<()> {
     let first_listener = config.listeners[0].name.clone();
     let server = Server::start(config)?;
     if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
-        print!("{}", banner(addr));
+        print!("{}", banner(addr, server.admin_addr()));
     }
     let signal =
         herdsman::control::signals::wait_for_stop().context("installing signal handlers")?;

@@ -8,6 +8,8 @@ use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::config::{Config, IntakeMode};
+use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
+use crate::control::kernel_watch;
 use crate::intake::{self, HandoffBoard};
 use crate::stats::Stats;
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -26,6 +28,8 @@ pub enum StartError {
     Thread(std::io::Error),
     #[error("{0}")]
     Intake(String),
+    #[error(transparent)]
+    Admin(#[from] AdminError),
 }
 
 /// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
@@ -36,6 +40,7 @@ pub struct Server {
     stats: Arc<Stats>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
+    admin: Option<AdminHandle>,
 }
 
 impl Server {
@@ -70,9 +75,28 @@ impl Server {
                 sockets_by_worker[worker].push((index, socket));
             }
         }
+        let backlogs: Vec<(String, u32)> = config
+            .listeners
+            .iter()
+            .map(|l| (l.name.clone(), l.backlog))
+            .collect();
+        kernel_watch::warn_if_backlog_capped(&backlogs);
         let snapshot: SnapshotHandle =
             Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, 1, 0)));
         let stats = Stats::new(config.workers);
+        let (stop, stop_receiver) = watch::channel(false);
+        let admin = match &config.admin {
+            Some(settings) => Some(admin::start(
+                AdminConfig {
+                    bind: settings.bind,
+                    token: settings.token(),
+                    intake: config.intake.name(),
+                },
+                Arc::clone(&stats),
+                stop_receiver.clone(),
+            )?),
+            None => None,
+        };
         let mut handoff = match config.intake {
             IntakeMode::Balanced => {
                 let (board, inboxes) = HandoffBoard::new(Arc::clone(&stats));
@@ -84,7 +108,6 @@ impl Server {
             _ => Vec::new(),
         };
         handoff.resize_with(config.workers, || None);
-        let (stop, stop_receiver) = watch::channel(false);
         let mut workers = Vec::with_capacity(config.workers);
         for ((index, listeners), handoff) in sockets_by_worker.into_iter().enumerate().zip(handoff)
         {
@@ -103,13 +126,22 @@ impl Server {
         for (name, addr) in &listener_addrs {
             tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
         }
+        if let Some(admin) = &admin {
+            tracing::info!(addr = %admin.local_addr(), "admin API listening");
+        }
         Ok(Server {
             listener_addrs,
             snapshot,
             stats,
             stop,
             workers,
+            admin,
         })
+    }
+
+    /// The admin API's address, when the config has `[admin]`.
+    pub fn admin_addr(&self) -> Option<SocketAddr> {
+        self.admin.as_ref().map(AdminHandle::local_addr)
     }
 
     /// Every worker's counters and loads.
@@ -142,6 +174,9 @@ impl Server {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
+        }
+        if let Some(admin) = self.admin.take() {
+            admin.join();
         }
     }
 }

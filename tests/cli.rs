@@ -207,7 +207,7 @@ fn url_addr(line: &str) -> Option<std::net::SocketAddr> {
 #[test]
 fn demo_serves_three_backends_in_turn() {
     let child = Command::new(binary())
-        .args(["demo", "--listen", "127.0.0.1:0"])
+        .args(["demo", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0"])
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())

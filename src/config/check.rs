@@ -13,9 +13,12 @@ use toml::Spanned;
 
 use super::duration::{format_duration, parse_duration};
 use super::load::{line_of, ConfigProblem};
-use super::raw::{Named, RawConfig, RawLimits, RawListener, RawPool, RawServer, RawTimeouts};
+use super::raw::{
+    Named, RawAdmin, RawConfig, RawLimits, RawListener, RawPool, RawServer, RawTimeouts,
+};
 use super::{
-    Balance, Config, IntakeMode, Limits, ListenerConfig, PoolConfig, ServerConfig, Timeouts,
+    AdminSettings, Balance, Config, IntakeMode, Limits, ListenerConfig, PoolConfig, ServerConfig,
+    Timeouts,
 };
 
 /// Most worker threads accepted; also the cap on "auto".
@@ -168,6 +171,7 @@ impl Checker<'_> {
             );
         }
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
+        let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
 
         Config {
             workers,
@@ -177,7 +181,38 @@ impl Checker<'_> {
             timeouts,
             limits,
             pools,
+            admin,
         }
+    }
+
+    fn admin(&mut self, raw: &Spanned<RawAdmin>) -> AdminSettings {
+        let table = Table {
+            path: "admin".to_string(),
+            line: line_of(self.text, raw.span().start),
+        };
+        let admin = raw.get_ref();
+        let bind = self.socket_addr(
+            &table,
+            "bind",
+            &admin.bind,
+            "127.0.0.1:9900",
+            PortZero::Allowed,
+        );
+        let token_env = admin.token_env.as_ref().map(|name| {
+            let text = name.get_ref();
+            let valid = text.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+            if !valid {
+                self.reject(
+                    &table.key("token_env"),
+                    name.span(),
+                    &quoted(text),
+                    r#"not an environment variable name; write e.g. token_env = "HERDSMAN_ADMIN_TOKEN""#,
+                );
+            }
+            text.clone()
+        });
+        AdminSettings { bind, token_env }
     }
 
     fn workers(&mut self, raw: &Option<Spanned<toml::Value>>) -> usize {
@@ -685,6 +720,7 @@ mod tests {
                     }],
                 },
             ],
+            admin: None,
         };
         assert_eq!(config, expected);
     }
@@ -834,6 +870,35 @@ servers = [{ name = "b", addr = "127.0.0.1:9002" }]
             planned.message,
             r#"pool[1].balance = "hash": not available yet; accepted: round-robin, least-conn, p2c, random"#
         );
+    }
+
+    #[test]
+    fn the_admin_table_names_its_bind_and_token_variable() {
+        let with_admin = |table: &str| format!("{MINIMAL}\n[admin]\n{table}\n");
+        let config = from_toml(
+            &with_admin("bind = \"127.0.0.1:9900\"\ntoken_env = \"HERDSMAN_ADMIN_TOKEN\""),
+            "test.toml",
+        )
+        .unwrap();
+        assert_eq!(
+            config.admin,
+            Some(AdminSettings {
+                bind: addr("127.0.0.1:9900"),
+                token_env: Some("HERDSMAN_ADMIN_TOKEN".to_string()),
+            })
+        );
+        assert_eq!(from_toml(MINIMAL, "test.toml").unwrap().admin, None);
+        let bad = only_problem(&with_admin(
+            "bind = \"127.0.0.1:9900\"\ntoken_env = \"my token\"",
+        ));
+        assert_eq!(bad.key, "admin.token_env");
+        assert!(
+            bad.message.contains("not an environment variable name"),
+            "{}",
+            bad.message
+        );
+        let missing = only_problem(&with_admin("token_env = \"T\""));
+        assert_eq!(missing.key, "admin.bind");
     }
 
     #[test]

@@ -179,12 +179,21 @@ mod tests {
 
     #[test]
     fn keys_of_later_issues_are_refused_as_unknown_for_now() {
-        for (table, line) in [("[admin]", 42), ("[log]", 42), ("[[route]]", 42)] {
+        for (table, line) in [("[log]", 42), ("[[route]]", 42)] {
             let text = format!("{VALID}\n{table}\npool = \"app\"\n");
             let found = only_problem(&text);
             assert_eq!(found.line, Some(line), "{table}");
             assert!(found.message.contains("unknown field"), "{}", found.message);
         }
+        let admin = only_problem(&format!("{VALID}\n[admin]\npool = \"app\"\n"));
+        assert_eq!((admin.key.as_str(), admin.line), ("admin.pool", Some(43)));
+        assert!(
+            admin
+                .message
+                .contains("unknown field `pool`, expected `bind` or `token_env`"),
+            "{}",
+            admin.message
+        );
         let sticky = format!("{VALID}\n[pool.sticky]\ncookie = \"HERDSMAN\"\n");
         let found = only_problem(&sticky);
         assert_eq!(found.key, "pool[1].sticky");

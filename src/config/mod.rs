@@ -32,6 +32,25 @@ pub struct Config {
     pub limits: Limits,
     /// At least one; names unique; every listener's `pool` names one of them.
     pub pools: Vec<PoolConfig>,
+    /// The admin API's listener; `None` when the config has no `[admin]`.
+    pub admin: Option<AdminSettings>,
+}
+
+/// `[admin]`: where the admin API listens and where its token comes from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSettings {
+    pub bind: SocketAddr,
+    /// The environment variable holding the bearer token. Without a token the admin API may only
+    /// listen on a loopback address.
+    pub token_env: Option<String>,
+}
+
+impl AdminSettings {
+    /// The token, read from the environment now (so a restart picks up a changed secret).
+    pub fn token(&self) -> Option<String> {
+        let name = self.token_env.as_ref()?;
+        std::env::var(name).ok().filter(|token| !token.is_empty())
+    }
 }
 
 /// How a listener's new connections reach workers (see `src/intake/mod.rs`).

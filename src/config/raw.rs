@@ -28,6 +28,15 @@ pub struct RawConfig {
     pub limits: RawLimits,
     #[serde(default)]
     pub pool: Vec<Spanned<RawPool>>,
+    pub admin: Option<Spanned<RawAdmin>>,
+}
+
+/// `[admin]`: the admin API's listener.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAdmin {
+    pub bind: Option<Spanned<String>>,
+    pub token_env: Option<Spanned<String>>,
 }
 
 /// One `[[listener]]`. Required keys are `Option` so that every missing one is reported at once.

@@ -33,6 +33,13 @@ pub(super) fn summary(config: &Config) -> String {
             ));
         }
     }
+    if let Some(admin) = &config.admin {
+        let token = match &admin.token_env {
+            Some(name) => format!("token from ${name}"),
+            None => "no token (loopback only)".to_string(),
+        };
+        lines.push(format!("admin {}  {token}", admin.bind));
+    }
     lines.join("\n")
 }
 

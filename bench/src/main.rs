@@ -3,6 +3,8 @@
 //! Layout:
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, into bench/results/
+//! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
+//! - `plot`        — line charts as PNG files for bench/results/
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
 //! - `wrk`         — running wrk and parsing its report
@@ -16,6 +18,8 @@
 mod backend;
 mod compare;
 mod environment;
+mod herd;
+mod plot;
 mod process;
 mod procstat;
 mod proxies;
@@ -45,11 +49,14 @@ enum Command {
     },
     /// Measure herdsman, HAProxy and nginx side by side and write bench/results/compare.md.
     Compare(compare::CompareArgs),
+    /// Reproduce the 1999 accept() thundering-herd experiment and write bench/results/herd.md.
+    Herd(herd::HerdArgs),
 }
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Backend { listen } => backend::run(listen),
         Command::Compare(args) => compare::run(args),
+        Command::Herd(args) => herd::run(args),
     }
 }

@@ -100,7 +100,8 @@ fn is_running(name: &str) -> bool {
         .unwrap_or(false)
 }
 
-fn install(packages: &[&str]) -> anyhow::Result<()> {
+/// Installs Debian packages with apt-get (root only; otherwise says which command would).
+pub fn install(packages: &[&str]) -> anyhow::Result<()> {
     // SAFETY: geteuid has no preconditions.
     if unsafe { libc::geteuid() } != 0 {
         bail!(

@@ -1053,6 +1053,8 @@ pub struct Setup {
     servers: Vec<(String, SocketAddr, Option<u32>)>,
     timeouts: Vec<(String, String)>,
     limits: Vec<(String, String)>,
+    intake: Option<String>,
+    admin: Option<String>,
 }
 
 impl Default for Setup {
@@ -1070,7 +1072,21 @@ impl Setup {
             servers: Vec::new(),
             timeouts: Vec::new(),
             limits: Vec::new(),
+            intake: None,
+            admin: None,
         }
+    }
+
+    /// Sets `intake = "mode"` (otherwise the default, balanced).
+    pub fn intake(mut self, mode: &str) -> Setup {
+        self.intake = Some(mode.into());
+        self
+    }
+
+    /// Adds `[admin] bind = "127.0.0.1:0"`.
+    pub fn admin(mut self) -> Setup {
+        self.admin = Some("127.0.0.1:0".into());
+        self
     }
 
     /// Adds a server without a weight (the default, 1).
@@ -1117,6 +1133,12 @@ impl Setup {
             "workers = {}\nshutdown_grace = {:?}\n\n[[listener]]\nname = \"web\"\nbind = {bind:?}\npool = \"app\"\n\n",
             self.workers, self.grace
         );
+        if let Some(intake) = &self.intake {
+            text.insert_str(0, &format!("intake = {intake:?}\n"));
+        }
+        if let Some(admin) = &self.admin {
+            text.push_str(&format!("[admin]\nbind = {admin:?}\n\n"));
+        }
         if !self.timeouts.is_empty() {
             text.push_str("[timeouts]\n");
             for (key, value) in &self.timeouts {
@@ -1198,6 +1220,11 @@ impl Proxy {
 
     pub fn connect(&self) -> Conn {
         Conn::connect(self.addr)
+    }
+
+    /// The running server, to read its counters or its admin address.
+    pub fn server(&self) -> &herdsman::Server {
+        self.server.as_ref().expect("running")
     }
 
     /// GET `path` on a new connection that asks to be closed after the response.

@@ -40,8 +40,12 @@ pub async fn accept_loop(
     };
     if matches!(mode, IntakeMode::Exclusive | IntakeMode::Balanced) {
         if let Err(error) = sys::make_epoll_exclusive(socket.as_raw_fd()) {
-            tracing::error!(worker = context.index, %error, "cannot wait on the listening socket with EPOLLEXCLUSIVE");
-            return;
+            // Still served, only with every idle worker woken per connection, as in `shared`.
+            tracing::warn!(
+                worker = context.index,
+                %error,
+                "cannot wait on the listening socket with EPOLLEXCLUSIVE; this worker is woken for every new connection"
+            );
         }
     }
     let counters = context.counters();

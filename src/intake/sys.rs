@@ -106,26 +106,49 @@ pub fn make_epoll_exclusive(fd: std::os::fd::RawFd) -> io::Result<()> {
         }
         stat.st_ino
     };
-    let (epoll, data) = find_epoll_registration(fd, inode)?.ok_or_else(|| {
+    let registration = find_epoll_registration(fd, inode)?.ok_or_else(|| {
         io::Error::new(
             io::ErrorKind::NotFound,
             "the listening socket is not registered with this thread's reactor",
         )
     })?;
-    let mut interest = libc::epoll_event {
+    let mut exclusive = libc::epoll_event {
         events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLEXCLUSIVE) as u32,
-        u64: data,
+        u64: registration.data,
     };
-    // SAFETY: epoll and fd are open descriptors; interest is a valid epoll_event.
+    // SAFETY: epoll and fd are open descriptors; the events are valid epoll_event values.
     unsafe {
-        if libc::epoll_ctl(epoll, libc::EPOLL_CTL_DEL, fd, std::ptr::null_mut()) != 0 {
+        if libc::epoll_ctl(
+            registration.epoll,
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        ) != 0
+        {
             return Err(io::Error::last_os_error());
         }
-        if libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, fd, &mut interest) != 0 {
-            return Err(io::Error::last_os_error());
+        if libc::epoll_ctl(registration.epoll, libc::EPOLL_CTL_ADD, fd, &mut exclusive) != 0 {
+            let error = io::Error::last_os_error();
+            // Put tokio's own registration back, so the socket is still served (woken like the
+            // herd) rather than not at all.
+            let mut original = libc::epoll_event {
+                events: registration.events,
+                u64: registration.data,
+            };
+            libc::epoll_ctl(registration.epoll, libc::EPOLL_CTL_ADD, fd, &mut original);
+            return Err(error);
         }
     }
     Ok(())
+}
+
+/// Where and how a descriptor is registered in an epoll instance.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Registration {
+    epoll: i32,
+    events: u32,
+    data: u64,
 }
 
 #[cfg(not(target_os = "linux"))]
@@ -137,9 +160,9 @@ pub fn make_epoll_exclusive(_fd: i32) -> io::Result<()> {
 }
 
 /// The epoll descriptor of this process that watches descriptor `fd` (whose file has inode
-/// `inode`), and the event data it was registered with.
+/// `inode`), with the events and data it was registered with.
 #[cfg(target_os = "linux")]
-fn find_epoll_registration(fd: i32, inode: u64) -> io::Result<Option<(i32, u64)>> {
+fn find_epoll_registration(fd: i32, inode: u64) -> io::Result<Option<Registration>> {
     for entry in std::fs::read_dir("/proc/self/fd")? {
         let entry = entry?;
         let Ok(target) = std::fs::read_link(entry.path()) else {
@@ -158,33 +181,38 @@ fn find_epoll_registration(fd: i32, inode: u64) -> io::Result<Option<(i32, u64)>
         let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{epoll}")) else {
             continue;
         };
-        if let Some(data) = registration_data(&info, fd, inode) {
-            return Ok(Some((epoll, data)));
+        if let Some((events, data)) = registration_data(&info, fd, inode) {
+            return Ok(Some(Registration {
+                epoll,
+                events,
+                data,
+            }));
         }
     }
     Ok(None)
 }
 
-/// In an epoll fdinfo text, the event data of the line watching descriptor `fd` of inode
+/// In an epoll fdinfo text, the events and data of the line watching descriptor `fd` of inode
 /// `inode`. Lines look like `tfd:  7 events:  19 data: 7f3a2c0015c0  pos:0 ino:1a2b sdev:8`
 /// (numbers after events, data and ino are hexadecimal).
-fn registration_data(info: &str, fd: i32, inode: u64) -> Option<u64> {
+fn registration_data(info: &str, fd: i32, inode: u64) -> Option<(u32, u64)> {
     info.lines().find_map(|line| {
         let mut words = line.split_whitespace();
-        let mut tfd = None;
-        let mut data = None;
-        let mut ino = None;
+        let (mut tfd, mut events, mut data, mut ino) = (None, None, None, None);
         while let Some(word) = words.next() {
             match word {
                 "tfd:" => tfd = words.next().and_then(|v| v.parse::<i32>().ok()),
+                "events:" => events = words.next().and_then(|v| u32::from_str_radix(v, 16).ok()),
                 "data:" => data = words.next().and_then(|v| u64::from_str_radix(v, 16).ok()),
                 w if w.starts_with("ino:") => ino = u64::from_str_radix(&w[4..], 16).ok(),
                 _ => {}
             }
         }
-        (tfd == Some(fd) && ino == Some(inode))
-            .then_some(data)
-            .flatten()
+        if tfd == Some(fd) && ino == Some(inode) {
+            Some((events?, data?))
+        } else {
+            None
+        }
     })
 }
 
@@ -197,7 +225,10 @@ mod tests {
         let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n\
                     tfd:        9 events:       19 data:     55d0c0a1b2c0  pos:0 ino:2f41 sdev:8\n\
                     tfd:       10 events:  8000019 data:     55d0c0a1b3c0  pos:0 ino:2f42 sdev:8\n";
-        assert_eq!(registration_data(info, 10, 0x2f42), Some(0x55d0c0a1b3c0));
+        assert_eq!(
+            registration_data(info, 10, 0x2f42),
+            Some((0x8000019, 0x55d0c0a1b3c0))
+        );
         assert_eq!(
             registration_data(info, 10, 0x2f41),
             None,

@@ -241,7 +241,7 @@ mod tests {
         // worker 1 has held a hand-off for far longer than STALLED_AFTER
         stats.loads[1].pending.store(1, Ordering::Relaxed);
         stats.loads[1].oldest_pending_us.store(1, Ordering::Relaxed);
-        std::thread::sleep(std::time::Duration::from_millis(15));
+        std::thread::sleep(std::time::Duration::from_millis(60));
         assert_eq!(
             board.candidates(0, &Cell::new(0), &mut rng),
             [Some(0), None]

@@ -16,8 +16,8 @@
 //! connections instead of favouring whichever worker the kernel prefers.
 //!
 //! Never to a stalled worker: a worker whose queue has held a connection for longer than
-//! `STALLED_AFTER_US` (50 ms) is not taking its hand-offs (blocked in a long computation, descheduled), so
-//! it is no candidate until it catches up. The kernel, for its part, does not wake a worker that
+//! `STALLED_AFTER_US` (50 ms) is not taking its hand-offs (blocked in a long computation), so it
+//! is no candidate until it catches up. The kernel, for its part, does not wake a worker that
 //! is not waiting in epoll_wait, so a stalled worker accepts nothing either.
 //!
 //! When a queue is full: the other candidate is tried; if both are full or stalled, the

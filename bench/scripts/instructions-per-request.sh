@@ -3,6 +3,7 @@
 # repeatable whatever else the machine is doing (valgrind runs the threads one at a time, so this
 # counts work, not contention). Usage:
 #   bench/scripts/instructions-per-request.sh LABEL=PATH [LABEL=PATH ...]
+# WORKERS (default 1) and INTAKE (default: herdsman's own) set those config keys.
 # Needs valgrind, wrk and curl; starts its own herdsman-bench backend on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -15,8 +16,11 @@ target/release/herdsman-bench backend --listen "127.0.0.1:$backend_port" >/dev/n
 printf '| build | requests counted | instructions | instructions per request |\n|---|---:|---:|---:|\n'
 for spec in "$@"; do
   label=${spec%%=*}; bin=${spec#*=}; port=$(free_port)
+  intake_line=""
+  [ -n "${INTAKE:-}" ] && intake_line="intake = \"$INTAKE\""
   cat > "$work/$label.toml" <<EOT
-workers = 1
+workers = ${WORKERS:-1}
+$intake_line
 [[listener]]
 name = "bench"
 bind = "127.0.0.1:$port"

@@ -8,7 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::process::{free_port, Supervised};
-use crate::proxies::{Plan, ProxyKind, Target};
+use crate::proxies::{IntakeMode, Plan, ProxyKind, Target};
 use crate::report::{self, Run, Session, BACKEND_LABEL};
 use crate::scratch::ScratchDir;
 use crate::wrk::{self, Load};
@@ -24,6 +24,12 @@ pub struct CompareArgs {
     /// allocators) as extra rows. Default: this workspace's target/release/herdsman, built first.
     #[arg(long = "herdsman-bin", value_name = "[LABEL=]PATH")]
     pub herdsman_bins: Vec<String>,
+    /// herdsman intake modes, comma-separated: each herdsman binary is measured once per mode, as
+    /// rows labelled "herdsman (MODE)", with `intake = "MODE"` in its config; with several modes
+    /// including reuseport, each mode ÷ reuseport is reported too. Default: herdsman's own default,
+    /// one row labelled "herdsman".
+    #[arg(long, value_delimiter = ',', value_name = "MODE[,MODE…]")]
+    pub intake: Vec<IntakeMode>,
     /// Worker processes / threads for every proxy.
     #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
@@ -152,7 +158,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     write_report(&session, &out)
 }
 
-/// Round after round, each connection count, the backend alone then every target in turn. A
+/// Round after round, each connection count, the backend alone then every target in turn (the
+/// order rotating by one each round, so no target always runs first or right after another). A
 /// target that fails is recorded and dropped (and so stopped) so it cannot disturb the others; a
 /// backend that fails ends the comparison.
 fn run_rounds(
@@ -172,7 +179,8 @@ fn run_rounds(
                 .context("measuring the backend alone")?;
             record(session, round, BACKEND_LABEL, connections, run);
             let mut failed = Vec::new();
-            for (index, target) in running.iter_mut().enumerate() {
+            for index in turn_order(running.len(), round) {
+                let target = &mut running[index];
                 match measure(wrk_path, &mut target.process, target.port, load) {
                     Ok(run) => record(session, round, &target.target.label, connections, run),
                     Err(e) => {
@@ -183,12 +191,19 @@ fn run_rounds(
                     }
                 }
             }
+            failed.sort_unstable();
             for index in failed.into_iter().rev() {
                 running.remove(index);
             }
         }
     }
     Ok(())
+}
+
+/// The order targets take their turns in `round` (from 1): 0, 1, … n−1 rotated by round − 1.
+fn turn_order(targets: usize, round: u32) -> impl Iterator<Item = usize> {
+    let shift = (round as usize).saturating_sub(1);
+    (0..targets).map(move |turn| (turn + shift) % targets)
 }
 
 fn write_report(session: &Session, out: &Path) -> anyhow::Result<()> {
@@ -220,7 +235,7 @@ fn start_target(
     scratch: &Path,
     session: &mut Session,
 ) -> anyhow::Result<(Supervised, u16)> {
-    let dir = scratch.join(&target.label);
+    let dir = scratch.join(dir_name(&target.label));
     std::fs::create_dir_all(&dir)?;
     let port = free_port()?;
     let (file, text) = target.config(plan(port), &dir);
@@ -238,6 +253,22 @@ fn start_target(
         process.pid()
     );
     Ok((process, port))
+}
+
+/// A directory name for a row label such as "herdsman (balanced)": no spaces or brackets, which
+/// some proxies' config files would need quoted.
+fn dir_name(label: &str) -> String {
+    let name: String = label
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    name.trim_matches('_').to_string()
 }
 
 /// Unrecorded load, so first-run effects (page faults, cold caches, pool growth) stay out of round 1.
@@ -291,7 +322,7 @@ fn measure(
 
 fn record(session: &mut Session, round: u32, label: &str, connections: u32, m: Measured) {
     eprintln!(
-        "round {round}/{} c={connections} {label:<14} {:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  {:>6.2} CPU-µs/req  {:>6.1} MiB  errors {}",
+        "round {round}/{} c={connections} {label:<20} {:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  {:>6.2} CPU-µs/req  {:>6.1} MiB  errors {}",
         session.rounds,
         report::thousands(m.wrk.requests_per_sec),
         m.wrk.p50_us,
@@ -313,6 +344,54 @@ fn record(session: &mut Session, round: u32, label: &str, connections: u32, m: M
 #[cfg(test)]
 mod tests {
     use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        compare: CompareArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<CompareArgs, clap::Error> {
+        Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
+            .map(|cli| cli.compare)
+    }
+
+    #[test]
+    fn intake_defaults_to_herdsman_own_default() {
+        let args = parse(&[]).unwrap();
+        assert!(args.intake.is_empty());
+        assert_eq!(args.connections, vec![50]);
+    }
+
+    #[test]
+    fn intake_takes_a_comma_separated_list_of_modes() {
+        let args = parse(&["--intake", "balanced,reuseport"]).unwrap();
+        assert_eq!(
+            args.intake,
+            vec![IntakeMode::Balanced, IntakeMode::Reuseport]
+        );
+        let args = parse(&["--intake", "shared", "--intake", "exclusive"]).unwrap();
+        assert_eq!(args.intake, vec![IntakeMode::Shared, IntakeMode::Exclusive]);
+        assert!(parse(&["--intake", "fair"]).is_err());
+        assert!(parse(&["--intake", "balanced,"]).is_err());
+    }
+
+    #[test]
+    fn turns_rotate_round_by_round() {
+        let order = |n, round| turn_order(n, round).collect::<Vec<_>>();
+        assert_eq!(order(3, 1), vec![0, 1, 2]);
+        assert_eq!(order(3, 2), vec![1, 2, 0]);
+        assert_eq!(order(3, 4), vec![0, 1, 2]);
+        assert_eq!(order(2, 2), vec![1, 0]);
+        assert!(order(0, 2).is_empty());
+    }
+
+    #[test]
+    fn labels_become_plain_directory_names() {
+        assert_eq!(dir_name("herdsman (balanced)"), "herdsman__balanced");
+        assert_eq!(dir_name("nginx"), "nginx");
+    }
 
     #[test]
     fn seconds_accept_an_optional_suffix() {

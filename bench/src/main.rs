@@ -4,6 +4,8 @@
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, into bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
+//! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
+//! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `plot`        — line charts as PNG files for bench/results/
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
@@ -18,6 +20,7 @@
 mod backend;
 mod compare;
 mod environment;
+mod fairness;
 mod herd;
 mod plot;
 mod process;
@@ -25,6 +28,7 @@ mod procstat;
 mod proxies;
 mod report;
 mod scratch;
+mod stall;
 mod targets;
 mod tools;
 mod wrk;
@@ -51,6 +55,13 @@ enum Command {
     Compare(compare::CompareArgs),
     /// Reproduce the 1999 accept() thundering-herd experiment and write bench/results/herd.md.
     Herd(herd::HerdArgs),
+    /// Spread of connections over herdsman's workers per intake mode; writes bench/results/fairness.md.
+    Fairness(fairness::FairnessArgs),
+    /// One client process of `fairness` (started by it).
+    #[command(hide = true)]
+    FairnessClient(fairness::client::ClientArgs),
+    /// Connect-to-first-byte latency while one worker stalls; writes bench/results/stall.md.
+    Stall(stall::StallArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -58,5 +69,8 @@ fn main() -> anyhow::Result<()> {
         Command::Backend { listen } => backend::run(listen),
         Command::Compare(args) => compare::run(args),
         Command::Herd(args) => herd::run(args),
+        Command::Fairness(args) => fairness::run(args),
+        Command::FairnessClient(args) => fairness::client::run(args),
+        Command::Stall(args) => stall::run(args),
     }
 }

@@ -24,13 +24,36 @@ impl fmt::Display for ProxyKind {
     }
 }
 
+/// herdsman's connection intake (its top-level `intake` config key); one row per mode measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum IntakeMode {
+    Balanced,
+    Reuseport,
+    Exclusive,
+    Shared,
+}
+
+impl fmt::Display for IntakeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            IntakeMode::Balanced => "balanced",
+            IntakeMode::Reuseport => "reuseport",
+            IntakeMode::Exclusive => "exclusive",
+            IntakeMode::Shared => "shared",
+        })
+    }
+}
+
 /// A proxy to measure: one row of the results.
 #[derive(Debug, Clone)]
 pub struct Target {
-    /// The row's name: "haproxy", "nginx", "herdsman", or a label given with --herdsman-bin.
+    /// The row's name: "haproxy", "nginx", "herdsman", or a label given with --herdsman-bin,
+    /// followed by " (MODE)" when an intake mode was asked for.
     pub label: String,
     pub kind: ProxyKind,
     pub program: PathBuf,
+    /// herdsman only: the `intake` line to write; `None` leaves herdsman's default.
+    pub intake: Option<IntakeMode>,
 }
 
 /// Where a proxy listens and what it forwards to.
@@ -50,7 +73,7 @@ impl Target {
     /// The configuration file's name and text. `dir` is this target's private scratch directory.
     pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
         match self.kind {
-            ProxyKind::Herdsman => ("herdsman.toml", herdsman_config(plan)),
+            ProxyKind::Herdsman => ("herdsman.toml", herdsman_config(plan, self.intake)),
             ProxyKind::Haproxy => ("haproxy.cfg", haproxy_config(plan)),
             ProxyKind::Nginx => ("nginx.conf", nginx_config(plan, dir)),
         }
@@ -82,7 +105,8 @@ impl Target {
     }
 }
 
-pub fn herdsman_config(plan: Plan) -> String {
+/// herdsman's configuration; `intake` adds the top-level `intake = "MODE"` line.
+pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
     let Plan {
         workers,
         port,
@@ -98,9 +122,10 @@ pub fn herdsman_config(plan: Plan) -> String {
     } else {
         String::new()
     };
+    let intake = intake.map_or(String::new(), |mode| format!("intake = \"{mode}\"\n"));
     format!(
         r#"workers = {workers}
-{limits}
+{intake}{limits}
 [[listener]]
 name = "bench"
 bind = "127.0.0.1:{port}"
@@ -219,7 +244,7 @@ mod tests {
     fn every_config_listens_and_forwards_where_planned() {
         let dir = Path::new("/tmp/x");
         for text in [
-            herdsman_config(PLAN),
+            herdsman_config(PLAN, None),
             haproxy_config(PLAN),
             nginx_config(PLAN, dir),
         ] {
@@ -234,19 +259,37 @@ mod tests {
             backend_idle: 200,
             ..PLAN
         };
-        assert!(herdsman_config(many).contains("[limits]\nmax_idle_per_server = 200\n"));
+        assert!(herdsman_config(many, None).contains("[limits]\nmax_idle_per_server = 200\n"));
         assert!(nginx_config(many, Path::new("/tmp/x")).contains("keepalive 200;"));
-        assert!(!herdsman_config(PLAN).contains("[limits]"));
+        assert!(!herdsman_config(PLAN, None).contains("[limits]"));
     }
 
     #[test]
     fn worker_counts_are_equal() {
-        assert!(herdsman_config(PLAN).starts_with("workers = 2\n"));
+        assert!(herdsman_config(PLAN, None).starts_with("workers = 2\n"));
         assert!(haproxy_config(PLAN).contains("nbthread 2\n"));
         let nginx = nginx_config(PLAN, Path::new("/tmp/x"));
         assert!(nginx.contains("worker_processes 2;") && nginx.contains("master_process on;"));
         let single = Plan { workers: 1, ..PLAN };
         assert!(nginx_config(single, Path::new("/tmp/x")).contains("master_process off;"));
+    }
+
+    #[test]
+    fn herdsman_gets_the_intake_line_only_when_asked() {
+        assert!(!herdsman_config(PLAN, None).contains("intake"));
+        let text = herdsman_config(PLAN, Some(IntakeMode::Reuseport));
+        assert!(
+            text.starts_with("workers = 2\nintake = \"reuseport\"\n"),
+            "{text}"
+        );
+        // Top-level: before the first table.
+        assert!(text.find("intake").unwrap() < text.find('[').unwrap());
+        let many = Plan {
+            backend_idle: 200,
+            ..PLAN
+        };
+        let text = herdsman_config(many, Some(IntakeMode::Balanced));
+        assert!(text.find("intake = \"balanced\"").unwrap() < text.find("[limits]").unwrap());
     }
 
     #[test]

@@ -41,6 +41,10 @@ pub struct Session {
     pub herdsman_labels: Vec<String>,
     /// Peer rows that were measured ("haproxy", "nginx").
     pub peer_labels: Vec<String>,
+    /// herdsman intake modes asked for with --intake (empty: herdsman's default, one row).
+    pub intake_modes: Vec<String>,
+    /// (a herdsman row in some intake mode, the same build's `reuseport` row): the intake ratios.
+    pub intake_pairs: Vec<(String, String)>,
     pub runs: Vec<Run>,
     /// (label, why it was not run or stopped being run).
     pub not_run: Vec<(String, String)>,
@@ -169,8 +173,8 @@ pub fn render(session: &Session) -> String {
         md,
         "Each proxy ran {} worker(s) as its own process, in front of the same `herdsman-bench backend` \
          (a separate process answering every request with a 19-byte body). In each of {} round(s) the \
-         targets took turns: `wrk -t1 -cC -d{}s --latency` for each connection count C, the backend \
-         alone first as a reference, after a {} s warm-up per target. Figures are the median over \
+         targets took turns, in an order rotating by one each round: `wrk -t1 -cC -d{}s --latency` for \
+         each connection count C, the backend alone first as a reference, after a {} s warm-up per target. Figures are the median over \
          rounds with the min–max spread; `n` is the number of runs behind each. CPU is read from \
          /proc/PID/stat just before and after each wrk run, summed over the proxy and its child \
          processes; in the `{BACKEND_LABEL}` row it is the backend's own CPU. Every proxy keeps \
@@ -179,6 +183,15 @@ pub fn render(session: &Session) -> String {
          off.\n",
         s.workers, s.rounds, s.seconds, s.warmup_seconds
     );
+
+    if !s.intake_modes.is_empty() {
+        let _ = writeln!(
+            md,
+            "herdsman ran once per intake mode ({}): a separate row per mode, each started with \
+             `intake = \"MODE\"` in its config, all taking their turns in the same rounds.\n",
+            s.intake_modes.join(", ")
+        );
+    }
 
     if !s.not_run.is_empty() {
         let _ = writeln!(md, "## Not run\n");
@@ -248,14 +261,49 @@ fn write_ratios(md: &mut String, s: &Session) {
             md,
             "No ratio: herdsman and at least one peer must both have been measured.\n"
         );
+    } else {
+        let _ = writeln!(
+            md,
+            "The ratio of the medians, and in brackets the range of the ratio taken round by round \
+             (each round runs both side by side). Below 1.00 means herdsman uses less CPU per request \
+             or serves fewer requests/s.\n"
+        );
+        let pairs: Vec<(String, String)> = s
+            .herdsman_labels
+            .iter()
+            .flat_map(|h| s.peer_labels.iter().map(move |p| (h.clone(), p.clone())))
+            .collect();
+        write_ratio_table(md, s, &pairs, 2);
+    }
+    if s.intake_modes.len() > 1 {
+        write_intake_ratios(md, s);
+    }
+}
+
+/// Each intake mode ÷ the same build's `reuseport` row, when several modes were measured.
+fn write_intake_ratios(md: &mut String, s: &Session) {
+    let _ = writeln!(md, "## Ratios: intake mode ÷ reuseport\n");
+    if s.intake_pairs.is_empty() {
+        let _ = writeln!(
+            md,
+            "No ratio: `reuseport` was not among the intake modes measured ({}).\n",
+            s.intake_modes.join(", ")
+        );
         return;
     }
     let _ = writeln!(
         md,
-        "The ratio of the medians, and in brackets the range of the ratio taken round by round \
-         (each round runs both side by side). Below 1.00 means herdsman uses less CPU per request \
-         or serves fewer requests/s.\n"
+        "Each herdsman intake mode against `reuseport` (one SO_REUSEPORT socket per worker), same \
+         binary, same run: the ratio of the medians, and in brackets the range of the ratio taken \
+         round by round. For CPU-µs per request below 1.00 is cheaper than reuseport; for \
+         requests/s above 1.00 is faster.\n"
     );
+    write_ratio_table(md, s, &s.intake_pairs, 3);
+}
+
+/// One row per figure in RATIOS and (numerator, denominator) pair, one column per connection count.
+/// `decimals`: 2 for the peer comparison, 3 where a few percent decide (the intake modes).
+fn write_ratio_table(md: &mut String, s: &Session, pairs: &[(String, String)], decimals: usize) {
     let _ = write!(md, "| figure | ratio |");
     for c in &s.connections {
         let _ = write!(md, " c={c} |");
@@ -266,32 +314,30 @@ fn write_ratios(md: &mut String, s: &Session) {
     }
     let _ = writeln!(md);
     for (name, value) in RATIOS {
-        for herdsman in &s.herdsman_labels {
-            for peer in &s.peer_labels {
-                let _ = write!(md, "| {name} | {herdsman} ÷ {peer} |");
-                for &c in &s.connections {
-                    let medians = (
-                        spread(&s.values(herdsman, c, *value)),
-                        spread(&s.values(peer, c, *value)),
-                    );
-                    let rounds = spread(&s.per_round_ratios(herdsman, peer, c, *value));
-                    match (medians, rounds) {
-                        ((Some(h), Some(p)), Some(r)) => {
-                            let _ = write!(
-                                md,
-                                " **{:.2}** ({:.2}–{:.2}) |",
-                                h.median / p.median,
-                                r.min,
-                                r.max
-                            );
-                        }
-                        _ => {
-                            let _ = write!(md, " — |");
-                        }
+        for (numerator, denominator) in pairs {
+            let _ = write!(md, "| {name} | {numerator} ÷ {denominator} |");
+            for &c in &s.connections {
+                let medians = (
+                    spread(&s.values(numerator, c, *value)),
+                    spread(&s.values(denominator, c, *value)),
+                );
+                let rounds = spread(&s.per_round_ratios(numerator, denominator, c, *value));
+                match (medians, rounds) {
+                    ((Some(n), Some(d)), Some(r)) => {
+                        let _ = write!(
+                            md,
+                            " **{:.decimals$}** ({:.decimals$}–{:.decimals$}) |",
+                            n.median / d.median,
+                            r.min,
+                            r.max
+                        );
+                    }
+                    _ => {
+                        let _ = write!(md, " — |");
                     }
                 }
-                let _ = writeln!(md);
             }
+            let _ = writeln!(md);
         }
     }
     let _ = writeln!(md);
@@ -415,6 +461,56 @@ mod tests {
         let md = render(&session);
         assert!(md.contains("| CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |"));
         assert!(md.contains("| herdsman | 17.00 | 16.00–18.00 | 2 |"));
+    }
+
+    #[test]
+    fn intake_modes_are_divided_by_reuseport() {
+        let (b, r) = ("herdsman (balanced)", "herdsman (reuseport)");
+        let session = Session {
+            rounds: 2,
+            connections: vec![50],
+            labels: vec![b.into(), r.into()],
+            herdsman_labels: vec![b.into(), r.into()],
+            intake_modes: vec!["balanced".into(), "reuseport".into()],
+            intake_pairs: vec![(b.into(), r.into())],
+            runs: vec![
+                run(1, b, 10.2, 49_000.0),
+                run(1, r, 10.0, 50_000.0),
+                run(2, b, 10.0, 51_000.0),
+                run(2, r, 10.0, 50_000.0),
+            ],
+            ..Session::default()
+        };
+        let md = render(&session);
+        assert!(md.contains("## Ratios: intake mode ÷ reuseport"));
+        assert!(md.contains(
+            "| CPU-µs per request | herdsman (balanced) ÷ herdsman (reuseport) | **1.010** (1.000–1.020) |"
+        ));
+        assert!(md.contains(
+            "| Requests/s | herdsman (balanced) ÷ herdsman (reuseport) | **1.000** (0.980–1.020) |"
+        ));
+        assert!(md.contains("| herdsman (reuseport) | 10.00 | 10.00–10.00 | 2 |"));
+        // No peer measured: the peer ratios say so, the intake ratios still appear.
+        assert!(md.contains("No ratio: herdsman and at least one peer"));
+    }
+
+    #[test]
+    fn intake_ratios_need_reuseport() {
+        let session = Session {
+            rounds: 1,
+            connections: vec![50],
+            intake_modes: vec!["balanced".into(), "shared".into()],
+            ..Session::default()
+        };
+        let md = render(&session);
+        assert!(
+            md.contains("`reuseport` was not among the intake modes measured (balanced, shared)")
+        );
+        let single = Session {
+            intake_modes: vec!["balanced".into()],
+            ..session
+        };
+        assert!(!render(&single).contains("intake mode ÷ reuseport"));
     }
 
     #[test]

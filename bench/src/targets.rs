@@ -1,13 +1,14 @@
 //! Which rows a comparison measures: the proxies asked for, in order, with herdsman expanded into
-//! one row per --herdsman-bin (or the workspace's own build), installing missing peers and building
-//! herdsman on the way. A row that cannot run is kept, with the reason, for the results file.
+//! one row per --herdsman-bin (or the workspace's own build) and per --intake mode, installing
+//! missing peers and building herdsman on the way. A row that cannot run is kept, with the reason,
+//! for the results file.
 
 use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
 use crate::compare::CompareArgs;
-use crate::proxies::{ProxyKind, Target};
+use crate::proxies::{IntakeMode, ProxyKind, Target};
 use crate::report::Session;
 use crate::tools;
 
@@ -30,19 +31,25 @@ pub fn resolve_targets(
         kinds.insert(0, ProxyKind::Herdsman);
     }
     kinds.dedup();
+    let modes = intake_modes(&args.intake);
+    session.intake_modes = modes.iter().map(ToString::to_string).collect();
     for kind in kinds {
         match kind {
             ProxyKind::Herdsman => {
-                for (label, program) in herdsman_builds(args, workspace)? {
-                    session.labels.push(label.clone());
-                    session.herdsman_labels.push(label.clone());
-                    match program {
-                        Ok(program) => targets.push(Target {
-                            label,
-                            kind,
-                            program,
-                        }),
-                        Err(reason) => not_run.push((label, reason)),
+                for (build, program) in herdsman_builds(args, workspace)? {
+                    session.intake_pairs.extend(intake_pairs(&build, &modes));
+                    for (label, intake) in intake_rows(&build, &modes) {
+                        session.labels.push(label.clone());
+                        session.herdsman_labels.push(label.clone());
+                        match &program {
+                            Ok(program) => targets.push(Target {
+                                label,
+                                kind,
+                                program: program.clone(),
+                                intake,
+                            }),
+                            Err(reason) => not_run.push((label, reason.clone())),
+                        }
                     }
                 }
             }
@@ -59,6 +66,7 @@ pub fn resolve_targets(
                         label: kind.to_string(),
                         kind,
                         program: programs.remove(0),
+                        intake: None,
                     }),
                     Err(e) => not_run.push((kind.to_string(), format!("{e:#}"))),
                 }
@@ -100,4 +108,102 @@ fn herdsman_builds(args: &CompareArgs, workspace: &Path) -> anyhow::Result<Vec<H
         builds.push((label, program));
     }
     Ok(builds)
+}
+
+/// The modes asked for, first mention first, each once.
+fn intake_modes(asked: &[IntakeMode]) -> Vec<IntakeMode> {
+    let mut modes = Vec::new();
+    for &mode in asked {
+        if !modes.contains(&mode) {
+            modes.push(mode);
+        }
+    }
+    modes
+}
+
+/// The rows of one herdsman build: one per intake mode, labelled "BUILD (MODE)", or, with no mode
+/// asked for, the build's own label and herdsman's default intake.
+fn intake_rows(build: &str, modes: &[IntakeMode]) -> Vec<(String, Option<IntakeMode>)> {
+    if modes.is_empty() {
+        return vec![(build.to_string(), None)];
+    }
+    modes
+        .iter()
+        .map(|&mode| (intake_label(build, mode), Some(mode)))
+        .collect()
+}
+
+fn intake_label(build: &str, mode: IntakeMode) -> String {
+    format!("{build} ({mode})")
+}
+
+/// (row, its build's reuseport row) for every other mode, when reuseport is among several modes.
+fn intake_pairs(build: &str, modes: &[IntakeMode]) -> Vec<(String, String)> {
+    if modes.len() < 2 || !modes.contains(&IntakeMode::Reuseport) {
+        return Vec::new();
+    }
+    let reference = intake_label(build, IntakeMode::Reuseport);
+    modes
+        .iter()
+        .filter(|&&mode| mode != IntakeMode::Reuseport)
+        .map(|&mode| (intake_label(build, mode), reference.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use IntakeMode::{Balanced, Exclusive, Reuseport};
+
+    #[test]
+    fn no_intake_keeps_the_plain_row() {
+        assert_eq!(
+            intake_rows("herdsman", &[]),
+            vec![("herdsman".to_string(), None)]
+        );
+        assert!(intake_pairs("herdsman", &[]).is_empty());
+    }
+
+    #[test]
+    fn each_mode_is_a_row_labelled_with_it() {
+        assert_eq!(
+            intake_rows("herdsman", &[Balanced, Reuseport]),
+            vec![
+                ("herdsman (balanced)".to_string(), Some(Balanced)),
+                ("herdsman (reuseport)".to_string(), Some(Reuseport)),
+            ]
+        );
+        assert_eq!(
+            intake_rows("jemalloc", &[Exclusive])[0].0,
+            "jemalloc (exclusive)"
+        );
+    }
+
+    #[test]
+    fn every_other_mode_is_paired_with_reuseport_of_the_same_build() {
+        assert_eq!(
+            intake_pairs("herdsman", &[Balanced, Reuseport, Exclusive]),
+            vec![
+                (
+                    "herdsman (balanced)".to_string(),
+                    "herdsman (reuseport)".to_string()
+                ),
+                (
+                    "herdsman (exclusive)".to_string(),
+                    "herdsman (reuseport)".to_string()
+                ),
+            ]
+        );
+        // One mode, or no reuseport to divide by: no pair.
+        assert!(intake_pairs("herdsman", &[Reuseport]).is_empty());
+        assert!(intake_pairs("herdsman", &[Balanced, Exclusive]).is_empty());
+    }
+
+    #[test]
+    fn repeated_modes_count_once() {
+        assert_eq!(
+            intake_modes(&[Balanced, Reuseport, Balanced]),
+            vec![Balanced, Reuseport]
+        );
+    }
 }

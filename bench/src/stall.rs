@@ -1,0 +1,169 @@
+//! `herdsman-bench stall`: what new connections suffer while one worker is blocked. For each intake
+//! mode, a fault-injection build of herdsman takes a steady open-loop stream of new connections
+//! (connect, `GET /`, first byte, read to EOF); in the middle, `GET /__herdsman/stall` blocks the
+//! worker that serves it for 500 ms. Connect-to-first-byte latency is compared between the stall
+//! window and the rest of the run.
+//!
+//! Layout:
+//! - `load`   — the connection stream, the stall request, and spotting the stalled worker
+//! - `report` — percentiles per window, the table, the results file and the plot
+
+mod load;
+mod report;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::fairness::stack::{Mode, Stack};
+use crate::process::run_with_timeout;
+use crate::scratch::ScratchDir;
+use crate::{environment, tools};
+
+/// Options of `stall`.
+#[derive(Debug, clap::Args)]
+pub struct StallArgs {
+    /// Intake modes, comma-separated, in the order they run.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        value_enum,
+        default_value = "balanced,reuseport,exclusive,shared"
+    )]
+    pub modes: Vec<Mode>,
+    /// herdsman's worker threads.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+    /// New connections per second.
+    #[arg(long, default_value_t = 800, value_parser = clap::value_parser!(u32).range(1..=20_000))]
+    pub rate: u32,
+    /// Length of one run, in ms.
+    #[arg(long, default_value_t = 3000)]
+    pub run_ms: u64,
+    /// When in the run the stall request is sent, in ms.
+    #[arg(long, default_value_t = 1000)]
+    pub stall_at_ms: u64,
+    /// Runs per mode, each with one stall; the figures pool them.
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: u32,
+    /// The results file; the plot goes beside it with a .png extension.
+    /// Default: bench/results/stall.md in the workspace.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Use the existing target/fault-injection/release/herdsman without building it first.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+pub fn run(args: StallArgs) -> anyhow::Result<()> {
+    if args.stall_at_ms + 600 > args.run_ms {
+        bail!("--run-ms must leave at least 600 ms after --stall-at-ms for the stall to end");
+    }
+    let workspace = tools::workspace_root()?;
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| workspace.join("bench/results/stall.md"));
+    let herdsman = fault_injection_build(&workspace, args.no_build)?;
+    let busy = environment::busy_share(Duration::from_secs(1));
+    environment::warn_if_busy(busy);
+    let mut session = report::Session::new(&args, &herdsman, busy);
+    let scratch = ScratchDir::create()?;
+    let started = Instant::now();
+
+    for &mode in &args.modes {
+        let dir = scratch.path().join(mode.label());
+        std::fs::create_dir_all(&dir)?;
+        let result = (|| -> anyhow::Result<()> {
+            let mut stack = Stack::start(&herdsman, mode, args.workers, &dir)?;
+            for round in 1..=args.rounds {
+                let run = load::run(&stack, mode, round, &args)?;
+                eprintln!("{}", report::progress_line(&run));
+                session.runs.push(run);
+                stack.check_alive()?;
+            }
+            Ok(())
+        })();
+        if let Err(e) = result {
+            eprintln!("{}: FAILED: {e:#}", mode.label());
+            session
+                .failures
+                .push((mode.label().to_string(), format!("{e:#}")));
+        }
+    }
+    session.elapsed = started.elapsed();
+    session.load_after = environment::load_average();
+
+    print!("{}", session.table());
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    let plot = out.with_extension("png");
+    let plotted = session.plot(&plot);
+    if let Err(e) = &plotted {
+        eprintln!("stall: no plot: {e:#}");
+    }
+    std::fs::write(
+        &out,
+        session.render(plotted.is_ok().then_some(plot.as_path())),
+    )
+    .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!(
+        "wrote {} in {:.0} s",
+        out.display(),
+        session.elapsed.as_secs_f64()
+    );
+    if session.runs.is_empty() {
+        bail!("every run failed");
+    }
+    Ok(())
+}
+
+/// herdsman built with `--features fault-injection` into its own target directory, so the normal
+/// release binary is left alone.
+fn fault_injection_build(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
+    let target = workspace.join("target/fault-injection");
+    let binary = target.join("release/herdsman");
+    if !no_build {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = Command::new(cargo);
+        command
+            .current_dir(workspace)
+            .args([
+                "build",
+                "--release",
+                "-p",
+                "herdsman",
+                "--features",
+                "fault-injection",
+            ])
+            .arg("--target-dir")
+            .arg(&target);
+        eprintln!(
+            "building herdsman with fault injection into {} …",
+            target.display()
+        );
+        let output = run_with_timeout(command, Duration::from_secs(1800))?;
+        if !output.status.success() {
+            let stderr = String::from_utf8_lossy(&output.stderr);
+            let errors: Vec<&str> = stderr
+                .lines()
+                .filter(|l| l.starts_with("error"))
+                .take(5)
+                .collect();
+            bail!(
+                "building herdsman with fault injection failed: {}",
+                errors.join(" | ")
+            );
+        }
+    }
+    if !binary.exists() {
+        bail!(
+            "{} is missing; build it without --no-build",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}

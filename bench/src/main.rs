@@ -14,6 +14,7 @@
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
 //! - `report`      — medians, spreads, ratios and the Markdown results file
+//! - `results`     — what every results file states about its run, and writing it with its plot
 //! - `environment` — versions, machine, load, and the command that reproduces a run
 //! - `scratch`     — the temporary directory for configs and logs
 
@@ -27,6 +28,7 @@ mod process;
 mod procstat;
 mod proxies;
 mod report;
+mod results;
 mod scratch;
 mod stall;
 mod targets;

@@ -15,7 +15,7 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 
 use crate::fairness::stack::{Mode, Stack};
 use crate::process::run_with_timeout;
@@ -93,28 +93,15 @@ pub fn run(args: StallArgs) -> anyhow::Result<()> {
                 .push((mode.label().to_string(), format!("{e:#}")));
         }
     }
-    session.elapsed = started.elapsed();
-    session.load_after = environment::load_average();
-
-    print!("{}", session.table());
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    let plot = out.with_extension("png");
-    let plotted = session.plot(&plot);
-    if let Err(e) = &plotted {
-        eprintln!("stall: no plot: {e:#}");
-    }
-    std::fs::write(
+    session.facts.end(started);
+    crate::results::write_results(
+        "stall",
         &out,
-        session.render(plotted.is_ok().then_some(plot.as_path())),
-    )
-    .with_context(|| format!("writing {}", out.display()))?;
-    eprintln!(
-        "wrote {} in {:.0} s",
-        out.display(),
-        session.elapsed.as_secs_f64()
-    );
+        &session.table(),
+        session.facts.elapsed,
+        |path| session.plot(path),
+        |plot| session.render(plot),
+    )?;
     if session.runs.is_empty() {
         bail!("every run failed");
     }

@@ -3,49 +3,36 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use super::stats::{balance, per};
 use super::{FairnessArgs, Run};
 use crate::plot::{LineChart, Series};
-use crate::{environment, tools};
+use crate::results::RunFacts;
+use crate::tools;
 
 /// Everything the results file says.
 pub struct Session {
-    pub command: String,
-    pub date: String,
-    /// (what, value) lines about the machine and the versions.
-    pub setup: Vec<(String, String)>,
+    /// Command, date, machine, load and time taken.
+    pub facts: RunFacts,
     pub workers: u32,
     pub storm_gap_us: u64,
     pub hold_ms: u64,
     pub client_processes: u32,
-    pub load_before: String,
-    pub load_after: String,
     pub runs: Vec<Run>,
     /// (mode, what failed).
     pub failures: Vec<(String, String)>,
-    pub elapsed: Duration,
 }
 
 impl Session {
     pub fn new(args: &FairnessArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            command: format!(
-                "flock /tmp/herdsman-bench.lock {}",
-                environment::reproduce_command()
-            ),
-            date: tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]),
-            setup: machine_lines(herdsman, busy),
+            facts: RunFacts::new(machine_lines(herdsman, busy)),
             workers: args.workers,
             storm_gap_us: args.storm_gap_us,
             hold_ms: args.hold_ms,
             client_processes: args.client_processes,
-            load_before: environment::load_average(),
-            load_after: String::new(),
             runs: Vec::new(),
             failures: Vec::new(),
-            elapsed: Duration::ZERO,
         }
     }
 
@@ -96,18 +83,7 @@ impl Session {
              across workers, not across repeats.\n",
             self.workers
         );
-        let _ = writeln!(md, "```\n{}\n```\n", self.command);
-        let _ = writeln!(md, "| | |\n|---|---|");
-        let _ = writeln!(md, "| date | {} |", self.date);
-        for (what, value) in &self.setup {
-            let _ = writeln!(md, "| {what} | {value} |");
-        }
-        let _ = writeln!(
-            md,
-            "| load average before / after | {} / {} |",
-            self.load_before, self.load_after
-        );
-        let _ = writeln!(md, "| time taken | {:.0} s |\n", self.elapsed.as_secs_f64());
+        self.facts.write_markdown(&mut md);
 
         let _ = writeln!(md, "## What each mix is\n");
         let _ = writeln!(

@@ -4,14 +4,13 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use super::load::{Sample, StallRun};
 use super::StallArgs;
 use crate::fairness::stack::Mode;
 use crate::fairness::stats::percentile;
 use crate::plot::{LineChart, Series};
-use crate::{environment, tools};
+use crate::results::RunFacts;
 
 /// Connections due this long before the stall, or up to this long after it ended, belong to
 /// neither window: they may straddle its edges (a queue behind the stalled worker drains after it).
@@ -23,19 +22,15 @@ const SLOW_MS: f64 = 100.0;
 const STALL_MS: f64 = 500.0;
 
 pub struct Session {
-    pub command: String,
-    pub date: String,
-    pub setup: Vec<(String, String)>,
+    /// Command, date, machine, load and time taken.
+    pub facts: RunFacts,
     pub workers: u32,
     pub rate: u32,
     pub run_ms: u64,
     pub stall_at_ms: u64,
     pub rounds: u32,
-    pub load_before: String,
-    pub load_after: String,
     pub runs: Vec<StallRun>,
     pub failures: Vec<(String, String)>,
-    pub elapsed: Duration,
 }
 
 /// Latencies (ms) of one window, sorted, and how many connections failed in it.
@@ -102,22 +97,14 @@ fn pooled(runs: &[&StallRun]) -> (Window, Window) {
 impl Session {
     pub fn new(args: &StallArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            command: format!(
-                "flock /tmp/herdsman-bench.lock {}",
-                environment::reproduce_command()
-            ),
-            date: tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]),
-            setup: crate::fairness::machine_lines(herdsman, busy),
+            facts: RunFacts::new(crate::fairness::machine_lines(herdsman, busy)),
             workers: args.workers,
             rate: args.rate,
             run_ms: args.run_ms,
             stall_at_ms: args.stall_at_ms,
             rounds: args.rounds,
-            load_before: environment::load_average(),
-            load_after: String::new(),
             runs: Vec::new(),
             failures: Vec::new(),
-            elapsed: Duration::ZERO,
         }
     }
 
@@ -187,18 +174,7 @@ impl Session {
              more than {EDGE_AFTER_MS} ms after the answer (the edges are left out). Target for \
              `balanced` (issue 3): p99 during the stall ≤ 2 × p99 without.\n"
         );
-        let _ = writeln!(md, "```\n{}\n```\n", self.command);
-        let _ = writeln!(md, "| | |\n|---|---|");
-        let _ = writeln!(md, "| date | {} |", self.date);
-        for (what, value) in &self.setup {
-            let _ = writeln!(md, "| {what} | {value} |");
-        }
-        let _ = writeln!(
-            md,
-            "| load average before / after | {} / {} |",
-            self.load_before, self.load_after
-        );
-        let _ = writeln!(md, "| time taken | {:.0} s |\n", self.elapsed.as_secs_f64());
+        self.facts.write_markdown(&mut md);
 
         let _ = writeln!(md, "## Summary (ms, pooled over rounds)\n");
         let _ = writeln!(

@@ -100,7 +100,8 @@ pub fn warn_if_busy(busy: Option<f64>) {
     }
 }
 
-fn cpu_model() -> String {
+/// The CPU's model name from /proc/cpuinfo, or "unknown".
+pub fn cpu_model() -> String {
     std::fs::read_to_string("/proc/cpuinfo")
         .unwrap_or_default()
         .lines()

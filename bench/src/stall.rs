@@ -12,13 +12,11 @@ mod load;
 mod report;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
 use crate::fairness::stack::{Mode, Stack};
-use crate::process::run_with_timeout;
 use crate::scratch::ScratchDir;
 use crate::{environment, tools};
 
@@ -114,37 +112,7 @@ fn fault_injection_build(workspace: &Path, no_build: bool) -> anyhow::Result<Pat
     let target = workspace.join("target/fault-injection");
     let binary = target.join("release/herdsman");
     if !no_build {
-        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
-        let mut command = Command::new(cargo);
-        command
-            .current_dir(workspace)
-            .args([
-                "build",
-                "--release",
-                "-p",
-                "herdsman",
-                "--features",
-                "fault-injection",
-            ])
-            .arg("--target-dir")
-            .arg(&target);
-        eprintln!(
-            "building herdsman with fault injection into {} …",
-            target.display()
-        );
-        let output = run_with_timeout(command, Duration::from_secs(1800))?;
-        if !output.status.success() {
-            let stderr = String::from_utf8_lossy(&output.stderr);
-            let errors: Vec<&str> = stderr
-                .lines()
-                .filter(|l| l.starts_with("error"))
-                .take(5)
-                .collect();
-            bail!(
-                "building herdsman with fault injection failed: {}",
-                errors.join(" | ")
-            );
-        }
+        return crate::tools::build_herdsman_into(workspace, &target, &["fault-injection"]);
     }
     if !binary.exists() {
         bail!(

@@ -167,14 +167,30 @@ pub fn default_herdsman(workspace: &Path) -> PathBuf {
 
 /// Builds (or confirms up to date) herdsman's release binary. The error says why it failed.
 pub fn build_herdsman(workspace: &Path) -> anyhow::Result<PathBuf> {
+    build_herdsman_into(workspace, &workspace.join("target"), &[])
+}
+
+/// Builds herdsman's release binary with `features` into `target_dir` (so a special build leaves
+/// the normal binary alone) and returns its path. The error says why it failed.
+pub fn build_herdsman_into(
+    workspace: &Path,
+    target_dir: &Path,
+    features: &[&str],
+) -> anyhow::Result<PathBuf> {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut command = Command::new(cargo);
-    // --target-dir pins the output to the workspace's target/, whatever CARGO_TARGET_DIR says.
+    let mut shown = "cargo build --release -p herdsman".to_string();
+    // --target-dir pins the output, whatever CARGO_TARGET_DIR says.
     command
         .current_dir(workspace)
         .args(["build", "--release", "-p", "herdsman", "--target-dir"])
-        .arg(workspace.join("target"));
-    eprintln!("building herdsman: cargo build --release -p herdsman …");
+        .arg(target_dir);
+    if !features.is_empty() {
+        let features = features.join(",");
+        shown.push_str(&format!(" --features {features}"));
+        command.args(["--features", &features]);
+    }
+    eprintln!("building herdsman: {shown} …");
     let output = run_with_timeout(command, BUILD_LIMIT)?;
     if !output.status.success() {
         let stderr = String::from_utf8_lossy(&output.stderr);
@@ -184,7 +200,7 @@ pub fn build_herdsman(workspace: &Path) -> anyhow::Result<PathBuf> {
             .take(5)
             .collect();
         bail!(
-            "cargo build --release -p herdsman failed: {}",
+            "{shown} failed: {}",
             if errors.is_empty() {
                 tail(&stderr, 5)
             } else {
@@ -192,7 +208,7 @@ pub fn build_herdsman(workspace: &Path) -> anyhow::Result<PathBuf> {
             }
         );
     }
-    let binary = default_herdsman(workspace);
+    let binary = target_dir.join("release/herdsman");
     if !binary.exists() {
         bail!("cargo build succeeded but {} is missing", binary.display());
     }

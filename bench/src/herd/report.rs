@@ -55,7 +55,7 @@ impl Session {
             date: tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]),
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            cpu: cpu_model(),
+            cpu: crate::environment::cpu_model(),
             busy_before,
             busy_during: None,
             load_before: environment::load_average(),
@@ -579,15 +579,6 @@ fn read_trimmed(path: &str) -> String {
     std::fs::read_to_string(path)
         .map(|s| s.trim().to_string())
         .unwrap_or_else(|_| "unknown".into())
-}
-
-fn cpu_model() -> String {
-    std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        .unwrap_or_else(|| "unknown".into())
 }
 
 #[cfg(test)]

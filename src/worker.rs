@@ -13,7 +13,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use std::cell::Cell as RotationCell;
 use std::sync::atomic::Ordering;
 
 use socket2::Socket;
@@ -157,7 +156,7 @@ impl WorkerContext {
         stream: std::net::TcpStream,
         peer: SocketAddr,
         listener: usize,
-        rotation: &RotationCell<usize>,
+        rotation: &Cell<usize>,
     ) {
         let here = match &self.handoff {
             Some(board) => {

@@ -177,7 +177,6 @@ async fn forward(
     facts: RequestFacts,
     response_started: &mut bool,
 ) -> Result<Next, Failure> {
-    let timeouts = snapshot.timeouts;
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
     upload
         .take_buffered(&mut client.buffer, &mut client.out)
@@ -188,7 +187,6 @@ async fn forward(
     } else {
         send_streaming(context, client, snapshot, server, facts, &mut upload).await?
     };
-    let _ = timeouts;
     respond::respond(
         context,
         client,

@@ -8,7 +8,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::config::Config;
-use crate::http1::{parse_request, MAX_HEADERS};
+use crate::http1::{header_slots, parse_request};
 use crate::proxy::{BodyRelay, Buffer};
 
 /// The demo backends' names.
@@ -106,7 +106,7 @@ async fn serve_backend_connection(mut stream: TcpStream, body: &[u8]) -> io::Res
     .concat();
     loop {
         let (request_body, keep_alive, head_len) = loop {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut headers = header_slots();
             if let Ok(Some(request)) = parse_request(buffer.data(), &mut headers, 65536) {
                 break (request.body, request.keep_alive, request.head_len);
             }

@@ -22,6 +22,7 @@ use tokio::task::LocalSet;
 
 use crate::config::IntakeMode;
 use crate::intake::{HandoffBoard, HandoffInbox};
+use crate::proxy::parking::{Parked, ParkingLot};
 use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -73,6 +74,8 @@ pub struct WorkerContext {
     snapshot_local: RefCell<Rc<Arc<Snapshot>>>,
     pub idle: RefCell<IdleConnections>,
     idle_added: Notify,
+    /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
+    pub parking: Option<ParkingLot>,
     pub rng: RefCell<fastrand::Rng>,
     stopping: Cell<bool>,
     stop_notify: Notify,
@@ -88,6 +91,11 @@ impl WorkerContext {
         handoff: Option<Arc<HandoffBoard>>,
     ) -> WorkerContext {
         let current = snapshot.load_full();
+        let parking = ParkingLot::new(Arc::clone(&stats), index)
+            .inspect_err(|error| {
+                tracing::warn!(worker = index, %error, "no parking lot: idle connections keep their tasks");
+            })
+            .ok();
         WorkerContext {
             index,
             stats,
@@ -96,6 +104,7 @@ impl WorkerContext {
             snapshot_local: RefCell::new(Rc::new(current)),
             idle: RefCell::new(IdleConnections::new()),
             idle_added: Notify::new(),
+            parking,
             rng: RefCell::new(fastrand::Rng::new()),
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
@@ -172,6 +181,24 @@ impl WorkerContext {
 
     /// Starts serving a connection on this worker.
     pub fn serve(self: &Rc<Self>, stream: std::net::TcpStream, peer: SocketAddr, listener: usize) {
+        // Responses are written whole; Nagle would only delay the last segment.
+        let _ = stream.set_nodelay(true);
+        let guard = self.connection_guard();
+        self.spawn_connection_task(stream, peer, listener, guard);
+    }
+
+    /// Serves a parked connection that woke up, in a new task.
+    fn resume(self: &Rc<Self>, parked: Parked) {
+        self.spawn_connection_task(parked.stream, parked.peer, parked.listener, parked.guard);
+    }
+
+    fn spawn_connection_task(
+        self: &Rc<Self>,
+        stream: std::net::TcpStream,
+        peer: SocketAddr,
+        listener: usize,
+        guard: ConnectionGuard,
+    ) {
         let stream = match TcpStream::from_std(stream) {
             Ok(stream) => stream,
             Err(error) => {
@@ -179,13 +206,9 @@ impl WorkerContext {
                 return;
             }
         };
-        // Responses are written whole; Nagle would only delay the last segment.
-        let _ = stream.set_nodelay(true);
-        let guard = self.connection_guard();
         let context = Rc::clone(self);
         tokio::task::spawn_local(async move {
-            crate::proxy::serve_client(&context, stream, peer, listener).await;
-            drop(guard);
+            crate::proxy::serve_client(&context, stream, peer, listener, guard).await;
         });
     }
 
@@ -202,6 +225,9 @@ impl WorkerContext {
         self.stopping.set(true);
         self.stop_notify.notify_waiters();
         self.idle.borrow_mut().clear();
+        if let Some(lot) = &self.parking {
+            lot.close_all();
+        }
     }
 
     async fn all_connections_closed(&self) {
@@ -257,6 +283,7 @@ async fn run(setup: WorkerSetup) {
         tokio::task::spawn_local(take_handoffs(Rc::clone(&context), inbox));
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
+    tokio::task::spawn_local(resume_parked(Rc::clone(&context)));
 
     // A dropped sender means the server handle is gone: stop as well.
     let _ = stop.wait_for(|stop| *stop).await;
@@ -285,6 +312,19 @@ async fn take_handoffs(context: Rc<WorkerContext>, mut inbox: HandoffInbox) {
             return;
         };
         context.serve(handed.stream, handed.peer, handed.listener);
+    }
+}
+
+/// Serves parked connections as they wake, until a graceful stop (which closes them).
+async fn resume_parked(context: Rc<WorkerContext>) {
+    let Some(lot) = &context.parking else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            () = lot.resume_woken(|parked| context.resume(parked)) => {}
+            () = context.stopped() => return,
+        }
     }
 }
 

@@ -267,7 +267,7 @@ async fn read_and_answer(
 /// consumes it; `None` while it is incomplete. Kept synchronous so that the header array never
 /// lives across an await.
 fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> Option<Exchange> {
-    let mut headers = [httparse::EMPTY_HEADER; http1::MAX_HEADERS];
+    let mut headers = http1::header_slots();
     let (head_len, keep_open) = match http1::parse_request(buffer.data(), &mut headers, MAX_HEAD) {
         Ok(None) => return None,
         Ok(Some(request)) => {

@@ -1,6 +1,8 @@
 //! Request and response heads: parsed by `httparse`, then checked for what a proxy must decide
 //! before forwarding a byte — body framing, persistence, Host, upgrade and 100-continue.
 
+use std::mem::MaybeUninit;
+
 use super::tokens::{list_contains, list_elements, trim_ows};
 
 /// How a message's body is delimited (RFC 9112 §6.3).
@@ -232,11 +234,14 @@ fn map_parse_error(error: httparse::Error) -> HeadError {
 /// `buf` already holds `max_head` bytes, which is `TooLarge`).
 pub fn parse_request<'h, 'b>(
     buf: &'b [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     max_head: usize,
 ) -> Result<Option<Request<'h, 'b>>, HeadError> {
-    let mut request = httparse::Request::new(headers);
-    let head_len = match request.parse(buf).map_err(map_parse_error)? {
+    let mut request = httparse::Request::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_request_with_uninit_headers(&mut request, buf, headers)
+        .map_err(map_parse_error)?;
+    let head_len = match parsed {
         httparse::Status::Complete(len) if len <= max_head => len,
         httparse::Status::Complete(_) => return Err(HeadError::TooLarge),
         httparse::Status::Partial if buf.len() >= max_head => return Err(HeadError::TooLarge),
@@ -303,12 +308,15 @@ pub fn parse_request<'h, 'b>(
 /// Parses a response head to a request made with `method`. `Ok(None)`: incomplete.
 pub fn parse_response<'h, 'b>(
     buf: &'b [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     method: Method,
     max_head: usize,
 ) -> Result<Option<Response<'h, 'b>>, HeadError> {
-    let mut response = httparse::Response::new(headers);
-    let head_len = match response.parse(buf).map_err(map_parse_error)? {
+    let mut response = httparse::Response::new(&mut []);
+    let parsed = httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut response, buf, headers)
+        .map_err(map_parse_error)?;
+    let head_len = match parsed {
         httparse::Status::Complete(len) if len <= max_head => len,
         httparse::Status::Complete(_) => return Err(HeadError::TooLarge),
         httparse::Status::Partial if buf.len() >= max_head => return Err(HeadError::TooLarge),
@@ -359,7 +367,7 @@ mod tests {
     use super::*;
 
     fn request(text: &str) -> Result<Option<(Body, bool, bool)>, HeadError> {
-        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut headers = [const { MaybeUninit::uninit() }; 32];
         parse_request(text.as_bytes(), &mut headers, 8192)
             .map(|r| r.map(|r| (r.body, r.keep_alive, r.upgrade)))
     }
@@ -430,13 +438,13 @@ mod tests {
 
     #[test]
     fn oversized_heads() {
-        let mut headers = [httparse::EMPTY_HEADER; 4];
+        let mut headers = [const { MaybeUninit::uninit() }; 4];
         let many = "GET / HTTP/1.1\r\nHost: a\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\n\r\n";
         assert_eq!(
             parse_request(many.as_bytes(), &mut headers, 8192).unwrap_err(),
             HeadError::TooLarge
         );
-        let mut headers = [httparse::EMPTY_HEADER; 4];
+        let mut headers = [const { MaybeUninit::uninit() }; 4];
         let partial = "GET / HTTP/1.1\r\nHost: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert_eq!(
             parse_request(partial.as_bytes(), &mut headers, 20).unwrap_err(),
@@ -454,7 +462,7 @@ mod tests {
     }
 
     fn response(text: &str, method: Method) -> (u16, Body, bool) {
-        let mut headers = [httparse::EMPTY_HEADER; 32];
+        let mut headers = [const { MaybeUninit::uninit() }; 32];
         let r = parse_response(text.as_bytes(), &mut headers, method, 8192)
             .unwrap()
             .unwrap();
@@ -488,7 +496,7 @@ mod tests {
 
     #[test]
     fn connection_cannot_strip_framing() {
-        let mut headers = [httparse::EMPTY_HEADER; 8];
+        let mut headers = [const { MaybeUninit::uninit() }; 8];
         let text = "POST / HTTP/1.1\r\nHost: a\r\nConnection: content-length, x-secret\r\nContent-Length: 3\r\n\r\n";
         let r = parse_request(text.as_bytes(), &mut headers, 8192)
             .unwrap()
@@ -512,7 +520,7 @@ mod tests {
             /// bytes than it was given.
             #[test]
             fn arbitrary_bytes_are_safe(input in proptest::collection::vec(any::<u8>(), 0..600)) {
-                let mut headers = [httparse::EMPTY_HEADER; 32];
+                let mut headers = [const { MaybeUninit::uninit() }; 32];
                 if let Ok(Some(request)) = parse_request(&input, &mut headers, 4096) {
                     prop_assert!(request.head_len <= input.len());
                 }
@@ -540,14 +548,14 @@ mod tests {
                 }
                 text.push_str("\r\n");
                 let bytes = text.as_bytes();
-                let mut headers = [httparse::EMPTY_HEADER; 32];
+                let mut headers = [const { MaybeUninit::uninit() }; 32];
                 let request = parse_request(bytes, &mut headers, 8192).unwrap().unwrap();
                 prop_assert_eq!(request.head_len, bytes.len());
                 let expected = match length { None | Some(0) => Body::None, Some(n) => Body::Length(n) };
                 prop_assert_eq!(request.body, expected);
                 prop_assert!(request.keep_alive);
                 for cut in [1, bytes.len() / 2, bytes.len() - 1] {
-                    let mut headers = [httparse::EMPTY_HEADER; 32];
+                    let mut headers = [const { MaybeUninit::uninit() }; 32];
                     prop_assert!(parse_request(&bytes[..cut], &mut headers, 8192).unwrap().is_none());
                 }
             }

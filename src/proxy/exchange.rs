@@ -1,6 +1,7 @@
 //! One request/response exchange: read and check the request head, pick a server, send the
 //! request (retrying once where that is safe), then hand over to `respond` for the response.
 
+use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -10,13 +11,14 @@ use tokio::time::{timeout, timeout_at, Instant};
 
 use super::failure::Failure;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
-use super::{respond, Client, Next};
+use super::respond::{self, ResponseStart};
+use super::{scratch, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
-use crate::http1::{parse_request, Body, Method, MAX_HEADERS};
+use crate::http1::{header_slots, parse_request, Body, Method};
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Server, Snapshot};
-use crate::worker::{client_ip, WorkerContext};
+use crate::worker::WorkerContext;
 
 /// What is kept of a request once its head has been consumed.
 #[derive(Debug, Clone, Copy)]
@@ -35,7 +37,7 @@ pub async fn serve_one(
     snapshot: &Arc<Snapshot>,
     listener: usize,
 ) -> Next {
-    let facts = match read_request(context, client, snapshot).await {
+    let facts = match read_request(client, snapshot).await {
         Ok(Some(facts)) => facts,
         Ok(None) => return Next::Close,
         Err(failure) => {
@@ -76,11 +78,10 @@ pub async fn serve_one(
     }
 }
 
-/// Reads the next request head. `Ok(None)`: the connection should close quietly (the client
-/// closed or stayed idle too long, or a stop began between requests). On success the head to
+/// Reads the rest of a request head whose first bytes are in `client.buffer`. `Ok(None)`: the
+/// connection should close quietly (the client closed it or reset it). On success the head to
 /// forward is in `client.out` and the head's bytes are consumed from `client.buffer`.
 async fn read_request(
-    context: &WorkerContext,
     client: &mut Client,
     snapshot: &Snapshot,
 ) -> Result<Option<RequestFacts>, Failure> {
@@ -89,7 +90,7 @@ async fn read_request(
     let mut deadline = None;
     loop {
         if !client.buffer.is_empty() {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut headers = header_slots();
             let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes)
                 .map_err(Failure::from_request_head)?;
             if let Some(request) = parsed {
@@ -120,49 +121,26 @@ async fn read_request(
                     keep_alive: request.keep_alive,
                     upgrade: request.upgrade,
                 };
-                client.out.clear();
-                write_request_head(&request, client_ip(client.peer), &mut client.out);
+                write_request_head(&request, &client.forwarded_for, scratch(&mut client.out));
                 let head_len = request.head_len;
                 client.buffer.consume(head_len);
                 return Ok(Some(facts));
             }
-            // The clock for a head starts once part of it is here.
-            deadline.get_or_insert_with(|| Instant::now() + timeouts.client_header);
         }
-        let read = match deadline {
-            None => {
-                // Between requests: hold no buffer, and let a graceful stop close us.
-                client.buffer.release_if_empty();
-                client.server_buffer.release_if_empty();
-                let read = timeout(
-                    timeouts.client_idle,
-                    client.buffer.read_from(
-                        &mut client.stream,
-                        BUFFER_INITIAL,
-                        limits.max_header_bytes,
-                    ),
-                );
-                tokio::select! {
-                    read = read => read,
-                    () = context.stopped() => return Ok(None),
-                }
-            }
-            Some(deadline) => {
-                timeout_at(
-                    deadline,
-                    client.buffer.read_from(
-                        &mut client.stream,
-                        BUFFER_INITIAL,
-                        limits.max_header_bytes,
-                    ),
-                )
-                .await
-            }
-        };
+        // The clock for a head starts once part of it is here (the connection's task read the
+        // first bytes before this exchange began).
+        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeouts.client_header);
+        let read = timeout_at(
+            deadline,
+            client
+                .buffer
+                .read_from(&mut client.stream, BUFFER_INITIAL, limits.max_header_bytes),
+        )
+        .await;
         match read {
-            Err(_elapsed) if deadline.is_some() => return Err(Failure::HeadTimeout),
+            Err(_elapsed) => return Err(Failure::HeadTimeout),
             Ok(Ok(n)) if n > 0 => {}
-            // idle timeout, end of stream or a reset: nothing to answer
+            // end of stream or a reset: nothing to answer
             _ => return Ok(None),
         }
     }
@@ -182,7 +160,7 @@ async fn forward(
         .take_buffered(&mut client.buffer, &mut client.out)
         .map_err(upload_failure)?;
 
-    let (upstream, upload_finished) = if upload.is_done() {
+    let (upstream, start, upload_finished) = if upload.is_done() {
         send_whole(context, client, snapshot, server, facts).await?
     } else {
         send_streaming(context, client, snapshot, server, facts, &mut upload).await?
@@ -192,7 +170,7 @@ async fn forward(
         client,
         snapshot,
         server,
-        facts,
+        start,
         upstream,
         upload_finished,
         response_started,
@@ -209,7 +187,8 @@ async fn send_whole(
     snapshot: &Snapshot,
     server: &Server,
     facts: RequestFacts,
-) -> Result<(TcpStream, bool), Failure> {
+) -> Result<(TcpStream, ResponseStart, bool), Failure> {
+    let upload_done = Cell::new(true);
     let timeouts = snapshot.timeouts;
     let retry_allowed = facts.method.is_idempotent() && facts.body == Body::None;
     let mut fresh_only = false;
@@ -225,7 +204,10 @@ async fn send_whole(
                     &mut server_read,
                     &mut client.server_buffer,
                     &mut client.stream,
+                    &mut client.out,
                     facts,
+                    &upload_done,
+                    context,
                 );
                 match timeout(timeouts.backend_response, head).await {
                     Err(_) => Err(Failure::ResponseTimeout),
@@ -234,7 +216,7 @@ async fn send_whole(
             }
         };
         match sent {
-            Ok(()) => return Ok((upstream, true)),
+            Ok(start) => return Ok((upstream, start, true)),
             Err(Failure::ServerClosed | Failure::ServerIo(_))
                 if reused && retry_allowed && client.server_buffer.is_empty() =>
             {
@@ -256,8 +238,11 @@ async fn send_streaming(
     server: &Server,
     facts: RequestFacts,
     upload: &mut BodyRelay,
-) -> Result<(TcpStream, bool), Failure> {
+) -> Result<(TcpStream, ResponseStart, bool), Failure> {
     let timeouts = snapshot.timeouts;
+    // Set once the whole body went out: a response head that comes before then closes both
+    // connections after the response.
+    let upload_done = Cell::new(false);
     let (mut upstream, _) = server_connection(context, snapshot, server, false).await?;
     match timeout(timeouts.backend_response, upstream.write_all(&client.out)).await {
         Err(_) => return Err(Failure::ResponseTimeout),
@@ -267,22 +252,31 @@ async fn send_streaming(
     let (head, upload_finished) = {
         let (mut client_read, mut client_write) = client.stream.split();
         let (mut server_read, mut server_write) = upstream.split();
-        let upload_future = upload.relay(
-            &mut client_read,
-            &mut client.buffer,
-            &mut server_write,
-            timeouts.client_idle,
-            timeouts.backend_response,
-        );
+        let upload_future = async {
+            let sent = upload
+                .relay(
+                    &mut client_read,
+                    &mut client.buffer,
+                    &mut server_write,
+                    timeouts.client_idle,
+                    timeouts.backend_response,
+                )
+                .await;
+            upload_done.set(sent.is_ok());
+            sent
+        };
         let head_future = respond::read_response_head(
             &mut server_read,
             &mut client.server_buffer,
             &mut client_write,
+            &mut client.out,
             facts,
+            &upload_done,
+            context,
         );
         tokio::pin!(upload_future, head_future);
         tokio::select! {
-            head = &mut head_future => (head, false),
+            head = &mut head_future => (head, upload_done.get()),
             sent = &mut upload_future => {
                 match sent {
                     // The server stopped reading; it may still have answered (e.g. 413).
@@ -299,8 +293,7 @@ async fn send_streaming(
             }
         }
     };
-    head?;
-    Ok((upstream, upload_finished))
+    Ok((upstream, head?, upload_finished))
 }
 
 /// An idle connection to `server` from this worker, or a new one.
@@ -370,9 +363,13 @@ async fn answer_error(
     let Some(status) = failure.status() else {
         return;
     };
-    client.out.clear();
     let head_only = method == Some(Method::Head);
-    write_error_response(status, failure.detail(), head_only, &mut client.out);
+    write_error_response(
+        status,
+        failure.detail(),
+        head_only,
+        scratch(&mut client.out),
+    );
     let _ = timeout(
         snapshot.timeouts.client_idle,
         client.stream.write_all(&client.out),

@@ -8,6 +8,8 @@
 mod buffer;
 mod exchange;
 mod failure;
+pub mod parking;
+mod recycle;
 mod relay;
 mod respond;
 
@@ -15,19 +17,27 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
+use tokio::time::{timeout, Instant};
 
 pub use buffer::Buffer;
 pub use failure::Failure;
 pub use relay::{BodyRelay, RelayError};
 
-use crate::worker::WorkerContext;
+use recycle::Recycled;
+use relay::BUFFER_INITIAL;
+
+use crate::http1::forward::AddressText;
+use crate::worker::{client_ip, ConnectionGuard, WorkerContext};
+use parking::{Parked, PARK_AFTER};
 
 /// One client connection and the buffers it uses.
 pub struct Client {
     pub stream: TcpStream,
     pub peer: SocketAddr,
+    /// The peer's address as X-Forwarded-For writes it.
+    pub forwarded_for: AddressText,
     /// Bytes from the client not yet used (a partial head, body bytes, pipelined requests).
     pub buffer: Buffer,
     /// Bytes from the server of the current exchange not yet relayed.
@@ -43,45 +53,160 @@ pub enum Next {
     Close,
 }
 
-/// Serves a client connection until it closes, a stop begins, or an error ends it.
+/// Serves a client connection until it closes, a stop begins, an error ends it, or it stays
+/// quiet long enough to be parked (`parking`). `guard` counts it as open meanwhile.
 pub async fn serve_client(
     context: &Rc<WorkerContext>,
     stream: TcpStream,
     peer: SocketAddr,
     listener: usize,
+    guard: ConnectionGuard,
 ) {
     let mut client = Client {
         stream,
         peer,
+        forwarded_for: AddressText::new(client_ip(peer)),
         buffer: Buffer::new(),
         server_buffer: Buffer::new(),
         out: Vec::new(),
     };
     loop {
+        if client.buffer.is_empty() {
+            match wait_for_request(context, &mut client).await {
+                Waited::Request => {}
+                Waited::Quiet { deadline } => {
+                    return park(context, client, listener, guard, deadline)
+                }
+                Waited::Close => break,
+            }
+        }
         let snapshot = context.snapshot();
-        match exchange::serve_one(context, &mut client, &snapshot, listener).await {
+        // The exchange's future is large (about 5.7 KiB: timers, the relay's state); it lives in
+        // a recycled block, so the task of an idle connection holds only this loop's small state
+        // and a busy one allocates nothing per request.
+        let exchange = exchange::serve_one(context, &mut client, &snapshot, listener);
+        match Recycled::new(exchange).await {
             Next::KeepAlive => continue,
             Next::Close => break,
         }
     }
-    close_gracefully(client.stream).await;
+    close_gracefully(client).await;
+}
+
+/// How the wait for a request ended.
+enum Waited {
+    /// Its first bytes are in `client.buffer`.
+    Request,
+    /// Nothing for `PARK_AFTER`: park the connection until `deadline` (its idle timeout).
+    Quiet { deadline: Instant },
+    /// The client closed the connection, stayed idle past `client_idle`, or a stop began.
+    Close,
+}
+
+/// Between requests: holds no buffer until the client sends the first bytes of its next
+/// request, then reads them into `client.buffer`.
+async fn wait_for_request(context: &WorkerContext, client: &mut Client) -> Waited {
+    client.release_idle_memory();
+    let snapshot = context.snapshot();
+    let (idle, most) = (
+        snapshot.timeouts.client_idle,
+        snapshot.limits.max_header_bytes,
+    );
+    let since = Instant::now();
+    let parks = context.parking.is_some() && idle > PARK_AFTER;
+    // Readiness first, then the read: the buffer is taken only when bytes are there. tokio
+    // clears readiness after a short read, so after a request the wait goes straight to the
+    // kernel, with no read that would only say EAGAIN (counted with strace in
+    // bench/results/optimisation.md).
+    let first_bytes = async {
+        if client.stream.readable().await.is_err() {
+            return Waited::Close;
+        }
+        match client
+            .buffer
+            .read_from(&mut client.stream, BUFFER_INITIAL, most)
+            .await
+        {
+            Ok(0) | Err(_) => Waited::Close,
+            Ok(_) => Waited::Request,
+        }
+    };
+    let wait = if parks { PARK_AFTER } else { idle };
+    tokio::select! {
+        waited = timeout(wait, first_bytes) => waited.unwrap_or(if parks {
+            Waited::Quiet { deadline: since + idle }
+        } else {
+            Waited::Close
+        }),
+        () = context.stopped() => Waited::Close,
+    }
+}
+
+/// Moves a quiet connection from its task into the worker's parking lot (closing it if that
+/// fails); the task then ends.
+fn park(
+    context: &WorkerContext,
+    client: Client,
+    listener: usize,
+    guard: ConnectionGuard,
+    deadline: Instant,
+) {
+    let (Some(lot), Ok(stream)) = (&context.parking, client.stream.into_std()) else {
+        return;
+    };
+    let parked = Parked {
+        stream,
+        peer: client.peer,
+        listener,
+        guard,
+        deadline,
+    };
+    if lot.park(parked).is_err() {
+        tracing::debug!(client = %client.peer, "could not park an idle connection; closed it");
+    }
+}
+
+impl Client {
+    /// Gives the buffers' memory back to the worker's free list while they hold nothing, so an
+    /// idle connection costs only its socket and its task.
+    fn release_idle_memory(&mut self) {
+        self.buffer.release_if_empty();
+        self.server_buffer.release_if_empty();
+        // Scratch space: nothing in it outlives the exchange that wrote it.
+        recycle::give_back_bytes(std::mem::take(&mut self.out));
+    }
+}
+
+/// `Client::out`, emptied, with room for a usual head (from the free list after an idle spell).
+pub fn scratch(out: &mut Vec<u8>) -> &mut Vec<u8> {
+    if out.capacity() == 0 {
+        *out = recycle::take_bytes(BUFFER_INITIAL);
+    }
+    out.clear();
+    out
 }
 
 /// Sends FIN after everything written, then reads and discards what the client still sends for
 /// a moment. Closing with unread bytes would make the kernel answer with a reset, which can
 /// destroy the response still in flight (the lingering close of Apache and nginx).
-async fn close_gracefully(mut stream: TcpStream) {
+async fn close_gracefully(mut client: Client) {
     const LINGER: Duration = Duration::from_millis(500);
     const MOST_DISCARDED: usize = 256 * 1024;
-    if stream.shutdown().await.is_err() {
+    if client.stream.shutdown().await.is_err() {
         return;
     }
     let deadline = tokio::time::Instant::now() + LINGER;
-    let mut discard = [0u8; 4096];
     let mut discarded = 0;
     while discarded < MOST_DISCARDED {
-        match tokio::time::timeout_at(deadline, stream.read(&mut discard)).await {
-            Ok(Ok(n)) if n > 0 => discarded += n,
+        let buffer = &mut client.buffer;
+        let limit = BUFFER_INITIAL.max(buffer.len() + 1);
+        let read = buffer.read_from(&mut client.stream, BUFFER_INITIAL, limit);
+        match tokio::time::timeout_at(deadline, read).await {
+            Ok(Ok(n)) if n > 0 => {
+                discarded += n;
+                let unread = buffer.len();
+                buffer.consume(unread);
+            }
             _ => break,
         }
     }

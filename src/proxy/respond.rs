@@ -2,6 +2,8 @@
 //! write the client's head, stream the body, then keep the server connection for reuse if the
 //! message ended cleanly — or tunnel bytes both ways after a 101.
 
+use std::cell::Cell;
+
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::timeout;
@@ -9,55 +11,80 @@ use tokio::time::timeout;
 use super::exchange::RequestFacts;
 use super::failure::Failure;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
-use super::{Client, Next};
+use super::{scratch, Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
-use crate::http1::{parse_response, Body, MAX_HEADERS};
+use crate::http1::{header_slots, parse_response, Body};
 use crate::upstream::{Server, Snapshot};
 use crate::worker::WorkerContext;
 
 /// Largest response head accepted from a server.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 
-/// Reads until `buffer` starts with a complete final response head (1xx other than 101 are
-/// relayed to an HTTP/1.1 client, or dropped for HTTP/1.0, and consumed). No timeout here: the
-/// caller bounds the wait.
+/// The final response head, as far as the rest of the exchange needs it. Its client-side form
+/// is already written into `client.out`, from the one parse of the server's head.
+#[derive(Debug, Clone, Copy)]
+pub struct ResponseStart {
+    switching: bool,
+    body: Body,
+    dechunk: bool,
+    /// The client connection closes after this response.
+    close: bool,
+    server_keeps_alive: bool,
+}
+
+/// What the bytes at the front of the server's buffer hold.
+enum Examined {
+    Incomplete,
+    /// An interim (1xx) response, its client-side head in `interim` if the client gets it.
+    Interim {
+        head_len: usize,
+        relay: bool,
+    },
+    Final {
+        head_len: usize,
+        start: ResponseStart,
+    },
+}
+
+/// Reads until `buffer` starts with a complete final response head, relaying interim 1xx
+/// responses to an HTTP/1.1 client (dropping them for HTTP/1.0). On success the head is consumed
+/// from `buffer` and the head for the client is in `out`. `upload_done` says, when the head
+/// arrives, whether the request body was all sent. No timeout here: the caller bounds the wait.
 pub async fn read_response_head<R, W>(
     server: &mut R,
     buffer: &mut super::Buffer,
     client: &mut W,
+    out: &mut Vec<u8>,
     facts: RequestFacts,
-) -> Result<(), Failure>
+    upload_done: &Cell<bool>,
+    context: &WorkerContext,
+) -> Result<ResponseStart, Failure>
 where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
+    // Interim heads get their own (rare) vector: `out` still holds the request, which a retry
+    // on a fresh connection sends again.
     let mut interim = Vec::new();
     loop {
         if !buffer.is_empty() {
-            let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-            let parsed =
-                parse_response(buffer.data(), &mut headers, facts.method, MAX_RESPONSE_HEAD)
-                    .map_err(Failure::from_response_head)?;
-            if let Some(response) = parsed {
-                if !response.is_interim() {
-                    return Ok(());
+            let closing = || !upload_done.get() || context.is_stopping();
+            match examine_head(buffer.data(), facts, closing, out, &mut interim)? {
+                Examined::Incomplete => {}
+                Examined::Interim { head_len, relay } => {
+                    if relay {
+                        client
+                            .write_all(&interim)
+                            .await
+                            .map_err(|_| Failure::ClientGone)?;
+                    }
+                    buffer.consume(head_len);
+                    continue;
                 }
-                let head_len = response.head_len;
-                if facts.minor_version == 1 {
-                    interim.clear();
-                    let framing = ClientFraming {
-                        close: false,
-                        http10_keep_alive: false,
-                        dechunk: false,
-                    };
-                    write_response_head(&response, framing, &mut interim);
-                    client
-                        .write_all(&interim)
-                        .await
-                        .map_err(|_| Failure::ClientGone)?;
+                Examined::Final { head_len, start } => {
+                    buffer.consume(head_len);
+                    return Ok(start);
                 }
-                buffer.consume(head_len);
-                continue;
             }
         }
         match buffer
@@ -72,55 +99,75 @@ where
     }
 }
 
-/// Writes the response whose head is at the front of `client.server_buffer` to the client and
-/// streams its body. `upload_finished` is false when the server answered before the request
-/// body was all sent: then both connections close after the response.
-#[allow(clippy::too_many_arguments)]
-pub async fn respond(
-    context: &WorkerContext,
-    client: &mut Client,
-    snapshot: &Snapshot,
-    server: &Server,
+/// Parses the head at the front of `bytes` once and, when it is complete, writes the head the
+/// client gets into `out`. Synchronous, so the array of header slots never lives in a future
+/// across an await (it is 4 KiB, and every future holding it is copied when it moves).
+fn examine_head(
+    bytes: &[u8],
     facts: RequestFacts,
-    mut upstream: TcpStream,
-    upload_finished: bool,
-    response_started: &mut bool,
-) -> Result<Next, Failure> {
-    let timeouts = snapshot.timeouts;
-    let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let response = parse_response(
-        client.server_buffer.data(),
-        &mut headers,
-        facts.method,
-        MAX_RESPONSE_HEAD,
-    )
-    .map_err(Failure::from_response_head)?
-    .ok_or(Failure::BadResponse("incomplete response head"))?;
-
+    closing: impl Fn() -> bool,
+    out: &mut Vec<u8>,
+    interim: &mut Vec<u8>,
+) -> Result<Examined, Failure> {
+    let mut headers = header_slots();
+    let parsed = parse_response(bytes, &mut headers, facts.method, MAX_RESPONSE_HEAD)
+        .map_err(Failure::from_response_head)?;
+    let Some(response) = parsed else {
+        return Ok(Examined::Incomplete);
+    };
+    let head_len = response.head_len;
+    if response.is_interim() {
+        let relay = facts.minor_version == 1;
+        if relay {
+            let framing = ClientFraming {
+                close: false,
+                http10_keep_alive: false,
+                dechunk: false,
+            };
+            interim.clear();
+            write_response_head(&response, framing, interim);
+        }
+        return Ok(Examined::Interim { head_len, relay });
+    }
     let switching = response.code == 101;
     if switching && !facts.upgrade {
         return Err(Failure::BadResponse("101 to a request without Upgrade"));
     }
     // An HTTP/1.0 client cannot read chunked: send the data and end it by closing.
     let dechunk = response.body == Body::Chunked && facts.minor_version == 0;
-    let close = !facts.keep_alive
-        || !upload_finished
-        || context.is_stopping()
-        || response.body == Body::UntilClose
-        || dechunk;
+    let close = !facts.keep_alive || response.body == Body::UntilClose || dechunk || closing();
     let framing = ClientFraming {
         close,
         http10_keep_alive: facts.minor_version == 0 && !close,
         dechunk,
     };
-    client.out.clear();
-    write_response_head(&response, framing, &mut client.out);
-    let server_keeps_alive = response.keep_alive;
-    let body = response.body;
-    let head_len = response.head_len;
-    client.server_buffer.consume(head_len);
+    write_response_head(&response, framing, scratch(out));
+    let start = ResponseStart {
+        switching,
+        body: response.body,
+        dechunk,
+        close,
+        server_keeps_alive: response.keep_alive,
+    };
+    Ok(Examined::Final { head_len, start })
+}
 
-    let mut download = BodyRelay::new(body, dechunk, 0);
+/// Writes the response whose client-side head is in `client.out` to the client and streams its
+/// body. `upload_finished` is false when the server answered before the request body was all
+/// sent: then both connections close after the response.
+#[allow(clippy::too_many_arguments)]
+pub async fn respond(
+    context: &WorkerContext,
+    client: &mut Client,
+    snapshot: &Snapshot,
+    server: &Server,
+    start: ResponseStart,
+    mut upstream: TcpStream,
+    upload_finished: bool,
+    response_started: &mut bool,
+) -> Result<Next, Failure> {
+    let timeouts = snapshot.timeouts;
+    let mut download = BodyRelay::new(start.body, start.dechunk, 0);
     download
         .take_buffered(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
@@ -131,7 +178,7 @@ pub async fn respond(
     }
     *response_started = true;
 
-    if switching {
+    if start.switching {
         tunnel(client, upstream).await;
         return Ok(Next::Close);
     }
@@ -147,10 +194,14 @@ pub async fn respond(
         .map_err(download_failure)?;
 
     // Reuse only a connection whose last message ended exactly where the server said it would.
-    if server_keeps_alive && upload_finished && client.server_buffer.is_empty() {
+    if start.server_keeps_alive && upload_finished && client.server_buffer.is_empty() {
         context.keep_idle(server.id, upstream, snapshot.limits.max_idle_per_server);
     }
-    Ok(if close { Next::Close } else { Next::KeepAlive })
+    Ok(if start.close {
+        Next::Close
+    } else {
+        Next::KeepAlive
+    })
 }
 
 /// After a 101: passes bytes both ways until either side closes. Bytes that arrived with the

@@ -31,6 +31,9 @@ pub struct WorkerCounters {
     /// Time from a hand-off being queued to this worker taking it: total and worst, µs.
     pub handoff_wait_total_us: AtomicU64,
     pub handoff_wait_max_us: AtomicU64,
+    /// Of the worker's client connections, those quiet long enough to wait in its parking lot
+    /// (out of their tasks) now.
+    pub parked: AtomicU32,
 }
 
 /// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
@@ -83,6 +86,7 @@ impl Stats {
                     tid,
                     accepted: counters.accepted.load(Ordering::Relaxed),
                     active: load.active.load(Ordering::Relaxed),
+                    parked: counters.parked.load(Ordering::Relaxed),
                     pending_handoffs: load.pending.load(Ordering::Relaxed),
                     handoffs_sent: counters.handoffs_sent.load(Ordering::Relaxed),
                     handoffs_received: received,
@@ -124,6 +128,7 @@ pub struct WorkerReport {
     pub tid: i32,
     pub accepted: u64,
     pub active: u32,
+    pub parked: u32,
     pub pending_handoffs: u32,
     pub handoffs_sent: u64,
     pub handoffs_received: u64,

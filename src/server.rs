@@ -18,11 +18,13 @@ use crate::worker::{self, WorkerSetup};
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartError {
-    #[error("listener {listener}: cannot bind {addr}: {source}")]
+    // The io::Error is named in the message and deliberately not a `source`: a chain printed
+    // with `{:#}` would otherwise say it twice.
+    #[error("listener {listener}: cannot bind {addr}: {error}")]
     Bind {
         listener: String,
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
     #[error("cannot start worker thread: {0}")]
     Thread(std::io::Error),
@@ -53,10 +55,10 @@ impl Server {
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
         for (index, listener) in config.listeners.iter().enumerate() {
-            let bind_error = |source| StartError::Bind {
+            let bind_error = |error| StartError::Bind {
                 listener: listener.name.clone(),
                 addr: listener.bind,
-                source,
+                error,
             };
             let sockets = intake::bind_listener(
                 config.intake,

@@ -123,6 +123,25 @@ fn check_does_not_bind_the_listeners() {
 }
 
 #[test]
+fn run_refuses_a_busy_address_naming_the_listener_and_the_reason_once() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = busy.local_addr().unwrap().port();
+    let text = VALID.replace("127.0.0.1:8089", &format!("127.0.0.1:{port}"));
+    let path = write_temp("busy.toml", &text);
+    let (code, out) = run_binary(&["run", "-c", path.to_str().unwrap()]);
+    assert_eq!(code, Some(1), "{out}");
+    assert!(
+        out.contains("frontdoor") && out.contains(&port.to_string()),
+        "{out}"
+    );
+    assert_eq!(
+        out.matches("Address already in use").count(),
+        1,
+        "the reason should be given once:\n{out}"
+    );
+}
+
+#[test]
 fn check_names_an_unknown_key_and_its_line() {
     let text = VALID.replace("[timeouts]\n", "[timeouts]\ncolour = \"blue\"\n");
     let out = check_fails(&text);

@@ -68,16 +68,14 @@ pub enum AdminError {
          to a non-empty token"
     )]
     EmptyToken,
-    #[error("cannot bind the admin API to {addr} (`[admin] bind`): {source}")]
-    Bind {
-        addr: SocketAddr,
-        #[source]
-        source: io::Error,
-    },
+    // Each io::Error is named in its message and deliberately not a `source`: a chain printed
+    // with `{:#}` would otherwise say it twice.
+    #[error("cannot bind the admin API to {addr} (`[admin] bind`): {error}")]
+    Bind { addr: SocketAddr, error: io::Error },
     #[error("cannot start the admin API's runtime: {0}")]
-    Runtime(#[source] io::Error),
+    Runtime(io::Error),
     #[error("cannot start the admin API's thread: {0}")]
-    Thread(#[source] io::Error),
+    Thread(io::Error),
 }
 
 /// The running admin listener. It stops when the `stop` given to [`start`] becomes true.
@@ -111,9 +109,9 @@ pub fn start(
     stop: watch::Receiver<bool>,
 ) -> Result<AdminHandle, AdminError> {
     check_exposure(config.bind, config.token.as_deref())?;
-    let bind_error = |source| AdminError::Bind {
+    let bind_error = |error| AdminError::Bind {
         addr: config.bind,
-        source,
+        error,
     };
     let listener = StdTcpListener::bind(config.bind).map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;

@@ -84,8 +84,10 @@ pub async fn serve_client(
         // The exchange's future is large (about 5.7 KiB: timers, the relay's state); it lives in
         // a recycled block, so the task of an idle connection holds only this loop's small state
         // and a busy one allocates nothing per request.
-        let exchange = exchange::serve_one(context, &mut client, &snapshot, listener);
-        match Recycled::new(exchange).await {
+        let (client, snapshot) = (&mut client, &snapshot);
+        let exchange =
+            Recycled::new(move || exchange::serve_one(context, client, snapshot, listener));
+        match exchange.await {
             Next::KeepAlive => continue,
             Next::Close => break,
         }

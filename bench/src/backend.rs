@@ -28,6 +28,23 @@ const NOT_IMPLEMENTED: &[u8] =
 const READ_BUFFER: usize = 16 * 1024;
 const MAX_HEADERS: usize = 64;
 
+/// The listen queue: when a proxy opens a thousand server connections at once (c=1000), a short
+/// queue overflows and the kernel drops SYNs, which the proxy's kernel retries after a second —
+/// a one-second stall that measures the backend, not the proxy. tokio's own `bind` asks for 1024,
+/// which the kernel caps at somaxconn (4096 here) — or lower on machines configured so.
+const BACKLOG: u32 = 4096;
+
+fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if listen.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(listen)?;
+    socket.listen(BACKLOG)
+}
+
 /// Serves until the process is killed; the compare command owns the process and stops it.
 pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -36,9 +53,7 @@ pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
         .build()
         .context("building the backend's runtime")?;
     runtime.block_on(async move {
-        let listener = TcpListener::bind(listen)
-            .await
-            .with_context(|| format!("binding {listen}"))?;
+        let listener = bind(listen).with_context(|| format!("binding {listen}"))?;
         eprintln!("herdsman-bench backend listening on {listen}");
         loop {
             match listener.accept().await {

@@ -1,94 +1,70 @@
-//! `herdsman-bench compare`: herdsman, HAProxy and nginx side by side in front of one backend,
-//! taking turns under wrk, round after round; then the results file. Every process it starts is
-//! stopped when it returns, on success or error.
+//! `herdsman-bench compare`: herdsman, HAProxy and nginx side by side in front of one backend. For
+//! each worker count, every proxy is started with that count and they take turns under wrk, round
+//! after round, at every connection count; then the idle-connection sweep; then the results file
+//! and its plots. Every process it starts is stopped when it returns, on success or error.
+//!
+//! Layout:
+//! - `settings`     — the options, the full and the short defaults
+//! - `idle`         — the idle sweep: the same load with N idle keep-alive clients held open
+//! - `idle_clients` — the processes that hold the idle clients, and the handle on them
+//! - `progress`     — "run k of n, ~ETA" after each run
+//! - `plots`        — the PNG plots beside the results file
 
-use std::path::{Path, PathBuf};
+pub mod idle;
+pub mod idle_clients;
+mod plots;
+mod progress;
+mod settings;
+
+pub use settings::CompareArgs;
+
+use std::path::Path;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::process::{free_port, Supervised};
-use crate::proxies::{IntakeMode, Plan, ProxyKind, Target};
-use crate::report::{self, Run, Session, BACKEND_LABEL};
+use crate::process::{free_port, raise_descriptor_limit, Supervised};
+use crate::proxies::{Plan, Target};
+use crate::report::idle::IdleSweep;
+use crate::report::{self, goals, worker_count, Run, Session, BACKEND_LABEL};
 use crate::scratch::ScratchDir;
 use crate::wrk::{self, Load};
 use crate::{environment, procstat, targets, tools};
+use progress::Progress;
+use settings::Settings;
 
-/// Options of `compare`; the defaults are BENCHMARKING.md's headline setup.
-#[derive(Debug, clap::Args)]
-pub struct CompareArgs {
-    /// Which proxies to measure, in this order.
-    #[arg(long, value_delimiter = ',', default_value = "herdsman,haproxy,nginx")]
-    pub proxies: Vec<ProxyKind>,
-    /// A herdsman binary to measure, as PATH or LABEL=PATH; repeat to compare builds (e.g.
-    /// allocators) as extra rows. Default: this workspace's target/release/herdsman, built first.
-    #[arg(long = "herdsman-bin", value_name = "[LABEL=]PATH")]
-    pub herdsman_bins: Vec<String>,
-    /// herdsman intake modes, comma-separated: each herdsman binary is measured once per mode, as
-    /// rows labelled "herdsman (MODE)", with `intake = "MODE"` in its config; with several modes
-    /// including reuseport, each mode ÷ reuseport is reported too. Default: herdsman's own default,
-    /// one row labelled "herdsman".
-    #[arg(long, value_delimiter = ',', value_name = "MODE[,MODE…]")]
-    pub intake: Vec<IntakeMode>,
-    /// Worker processes / threads for every proxy.
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=64))]
-    pub workers: u32,
-    /// wrk connection counts, comma-separated; each is a separate set of runs.
-    #[arg(long, value_delimiter = ',', default_value = "50",
-          value_parser = clap::value_parser!(u32).range(1..=5000))]
-    pub connections: Vec<u32>,
-    /// Seconds per wrk run ("10" or "10s").
-    #[arg(long, default_value = "10", value_parser = parse_seconds)]
-    pub duration: u32,
-    /// Rounds; in each, every target runs once per connection count.
-    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub rounds: u32,
-    /// Seconds of unrecorded load per target before the first round (0: none).
-    #[arg(long, default_value = "1", value_parser = parse_seconds)]
-    pub warmup: u32,
-    /// The results file. Default: bench/results/compare.md in the workspace.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Use the existing target/release/herdsman without running cargo build first.
-    #[arg(long)]
-    pub no_build: bool,
-}
-
-fn parse_seconds(text: &str) -> Result<u32, String> {
-    let number = text.strip_suffix('s').unwrap_or(text);
-    match number.parse::<u32>() {
-        Ok(n) if (1..=3600).contains(&n) || (n == 0 && text.starts_with('0')) => Ok(n),
-        _ => Err(format!(
-            "expected whole seconds such as 10 or 10s, got {text:?}"
-        )),
-    }
-}
-
-/// A target that started and answered, with where it listens.
-struct Running {
-    target: Target,
-    process: Supervised,
-    port: u16,
-}
+/// Planned seconds a wrk run costs beyond its duration (start-up, reading /proc, the drain).
+const RUN_OVERHEAD_SECONDS: f64 = 1.0;
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| workspace.join("bench/results/compare.md"));
+    let settings = Settings::resolve(&args, &workspace)?;
+    let descriptor_limit = raise_descriptor_limit()?;
     let mut session = Session {
-        command: environment::reproduce_command(),
+        command: environment::locked_reproduce_command(),
         labels: vec![BACKEND_LABEL.to_string()],
-        workers: args.workers,
-        seconds: args.duration,
-        rounds: args.rounds,
-        warmup_seconds: args.warmup,
-        connections: args.connections.clone(),
+        workers: settings.workers.clone(),
+        seconds: settings.seconds,
+        rounds: settings.rounds,
+        warmup_seconds: settings.warmup,
+        connections: settings.connections.clone(),
         ..Session::default()
     };
-    if args.duration == 0 {
-        bail!("--duration must be at least 1 second");
+    let backend_port = free_port()?;
+    let plan = |workers, port| Plan {
+        workers,
+        port,
+        backend_port,
+        backend_idle: settings.most_connections().max(64),
+        client_connections: settings.most_connections() + settings.most_idle(),
+        descriptor_limit,
+    };
+    let needed = plan(1, 0).descriptors_needed();
+    if needed > descriptor_limit {
+        bail!(
+            "the largest --idle plus the largest --connections need about {needed} open files per \
+             proxy process, and processes here may open {descriptor_limit}: ask for fewer"
+        );
     }
 
     let (targets, not_run) = targets::resolve_targets(&args, &workspace, &mut session)?;
@@ -100,120 +76,258 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let busy_at_start = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy_at_start);
     let scratch = ScratchDir::create()?;
-    let backend_port = free_port()?;
     let mut backend = start_backend(backend_port, scratch.path())?;
-    let plan = |port| Plan {
-        workers: args.workers,
-        port,
-        backend_port,
-        backend_idle: args.connections.iter().copied().max().unwrap_or(0).max(64),
-    };
 
-    let mut running = Vec::new();
-    for target in targets {
-        match start_target(&target, plan, scratch.path(), &mut session) {
-            Ok((process, port)) => running.push(Running {
-                target,
-                process,
-                port,
-            }),
-            Err(e) => session
-                .not_run
-                .push((target.label.clone(), format!("{e:#}"))),
+    let mut progress = Progress::new(planned_runs(&settings, targets.len()));
+    eprintln!(
+        "measuring {} target(s) + backend alone with {} worker count(s), {} connection count(s), \
+         {} round(s) of {} s runs{}",
+        targets.len(),
+        settings.workers.len(),
+        settings.connections.len(),
+        settings.rounds,
+        settings.seconds,
+        if settings.idle.is_empty() {
+            String::new()
+        } else {
+            format!(", then idle counts {:?}", settings.idle)
         }
+    );
+    for &workers in &settings.workers {
+        let mut pass = Pass {
+            wrk: &wrk_path,
+            settings: &settings,
+            workers,
+            backend: &mut backend,
+            backend_port,
+        };
+        let mut running = start_targets(&targets, workers, plan, &scratch, &mut session);
+        pass.warm_up(&mut running, &mut session);
+        pass.run_rounds(&mut running, &mut session, &mut progress)?;
+    }
+    if !settings.idle.is_empty() {
+        let mut sweep = IdleSweep {
+            counts: settings.idle.clone(),
+            workers: settings.idle_workers(),
+            connections: settings.idle_load_connections(),
+            seconds: settings.seconds,
+            rounds: settings.rounds,
+            labels: targets.iter().map(|t| t.label.clone()).collect(),
+            ..IdleSweep::default()
+        };
+        let idle_plan = |port| plan(settings.idle_workers(), port);
+        idle::sweep(
+            &wrk_path,
+            &targets,
+            idle_plan,
+            &scratch,
+            &mut sweep,
+            &mut progress,
+        );
+        session.idle = Some(sweep);
     }
 
-    let per_round = (running.len() + 1) * args.connections.len();
-    let total_seconds = u64::from(args.rounds) * per_round as u64 * u64::from(args.duration + 1)
-        + running.len() as u64 * u64::from(args.warmup);
-    eprintln!(
-        "measuring {} target(s) + backend alone: {} round(s) × {} run(s) of {} s, about {} s",
-        running.len(),
-        args.rounds,
-        per_round,
-        args.duration,
-        total_seconds
-    );
-    warm_up(&wrk_path, &mut running, &args, &mut session);
-
-    run_rounds(
-        &wrk_path,
-        (&mut backend, backend_port),
-        &mut running,
-        &args,
-        &mut session,
-    )?;
-
-    drop(running);
     drop(backend);
-    session.machine.push((
+    let machine = &mut session.machine;
+    machine.push((
         "CPUs busy with other work in the second before the first run".into(),
         busy_at_start.map_or("unknown".into(), |b| format!("{:.0}%", b * 100.0)),
     ));
-    session.machine.push((
+    machine.push((
         "load average (1, 5, 15 min) at start / end".into(),
         format!("{load_at_start} / {}", environment::load_average()),
     ));
+    machine.push((
+        "open files per process (RLIMIT_NOFILE)".into(),
+        descriptor_limit.to_string(),
+    ));
     session.date = tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]);
-    write_report(&session, &out)
+    write_results(&mut session, &settings.out)?;
+    eprint!("{}", goals::summary(&goals::evaluate(&session)));
+    Ok(())
 }
 
-/// Round after round, each connection count, the backend alone then every target in turn (the
-/// order rotating by one each round, so no target always runs first or right after another). A
-/// target that fails is recorded and dropped (and so stopped) so it cannot disturb the others; a
-/// backend that fails ends the comparison.
-fn run_rounds(
-    wrk_path: &Path,
-    (backend, backend_port): (&mut Supervised, u16),
-    running: &mut Vec<Running>,
-    args: &CompareArgs,
+/// The plots, then the results file that shows them.
+fn write_results(session: &mut Session, out: &Path) -> anyhow::Result<()> {
+    if let Some(dir) = out.parent() {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    }
+    session.plots = plots::write(session, out);
+    std::fs::write(out, report::render(session))
+        .with_context(|| format!("writing {}", out.display()))?;
+    eprintln!("wrote {}", out.display());
+    Ok(())
+}
+
+/// The planned seconds of every run to come, in order: each worker pass, then the idle sweep.
+fn planned_runs(settings: &Settings, targets: usize) -> Vec<f64> {
+    let main = settings.workers.len()
+        * settings.rounds as usize
+        * settings.connections.len()
+        * (targets + 1);
+    let idle = settings.rounds as usize * targets;
+    std::iter::repeat_n(main_run_seconds(settings), main)
+        .chain(settings.idle.iter().flat_map(|&count| {
+            std::iter::repeat_n(idle::planned_seconds(settings.seconds, count), idle)
+        }))
+        .collect()
+}
+
+fn main_run_seconds(settings: &Settings) -> f64 {
+    f64::from(settings.seconds) + RUN_OVERHEAD_SECONDS
+}
+
+/// A target during one worker pass: its process while it runs; None once it failed (to start, or
+/// later), its remaining turns then being skipped.
+struct Running {
+    target: Target,
+    process: Option<Supervised>,
+    port: u16,
+}
+
+/// Starts every target for one worker pass and records its configuration; one that cannot start
+/// is recorded as not run (for this worker count) and keeps its place in the turns.
+fn start_targets(
+    targets: &[Target],
+    workers: u32,
+    plan: impl Fn(u32, u16) -> Plan,
+    scratch: &ScratchDir,
     session: &mut Session,
-) -> anyhow::Result<()> {
-    for round in 1..=args.rounds {
-        for &connections in &args.connections {
-            let load = Load {
-                connections,
-                seconds: args.duration,
-            };
-            let run = measure(wrk_path, backend, backend_port, load)
-                .context("measuring the backend alone")?;
-            record(session, round, BACKEND_LABEL, connections, run);
-            let mut failed = Vec::new();
-            for index in turn_order(running.len(), round) {
-                let target = &mut running[index];
-                match measure(wrk_path, &mut target.process, target.port, load) {
-                    Ok(run) => record(session, round, &target.target.label, connections, run),
-                    Err(e) => {
-                        let reason = format!("stopped in round {round} at c={connections}: {e:#}");
-                        eprintln!("{}: {reason}", target.target.label);
-                        session.not_run.push((target.target.label.clone(), reason));
-                        failed.push(index);
+) -> Vec<Running> {
+    targets
+        .iter()
+        .map(|target| {
+            let dir = scratch
+                .path()
+                .join(format!("{}-{workers}w", dir_name(&target.label)));
+            match start_target(target, |port| plan(workers, port), &dir) {
+                Ok((process, port, (file, text))) => {
+                    let label = format!("{}, {}", target.label, worker_count(workers));
+                    session.configs.push((label, file.to_string(), text));
+                    Running {
+                        target: target.clone(),
+                        process: Some(process),
+                        port,
+                    }
+                }
+                Err(e) => {
+                    session.not_run.push((
+                        target.label.clone(),
+                        format!("with {}: {e:#}", worker_count(workers)),
+                    ));
+                    Running {
+                        target: target.clone(),
+                        process: None,
+                        port: 0,
                     }
                 }
             }
-            failed.sort_unstable();
-            for index in failed.into_iter().rev() {
-                running.remove(index);
+        })
+        .collect()
+}
+
+/// One worker count's turn: the backend and the targets started for it.
+struct Pass<'a> {
+    wrk: &'a Path,
+    settings: &'a Settings,
+    workers: u32,
+    backend: &'a mut Supervised,
+    backend_port: u16,
+}
+
+impl Pass<'_> {
+    /// Unrecorded load, so first-run effects (page faults, cold caches, pool growth) stay out of
+    /// round 1.
+    fn warm_up(&self, running: &mut [Running], session: &mut Session) {
+        if self.settings.warmup == 0 {
+            return;
+        }
+        let load = Load {
+            connections: self.settings.connections[0],
+            seconds: self.settings.warmup,
+        };
+        for target in running.iter_mut().filter(|t| t.process.is_some()) {
+            if let Err(e) = wrk::run(self.wrk, target.port, load) {
+                let reason = format!(
+                    "with {}: failed the warm-up: {e:#}",
+                    worker_count(self.workers)
+                );
+                session.not_run.push((target.target.label.clone(), reason));
+                target.process = None;
             }
         }
     }
-    Ok(())
+
+    /// Round after round, each connection count, the backend alone then every target in turn (the
+    /// order rotating by one each round, so no target always runs first or right after another). A
+    /// target that fails is recorded and stopped so it cannot disturb the others; a backend that
+    /// fails ends the comparison.
+    fn run_rounds(
+        &mut self,
+        running: &mut [Running],
+        session: &mut Session,
+        progress: &mut Progress,
+    ) -> anyhow::Result<()> {
+        let planned = main_run_seconds(self.settings);
+        for round in 1..=self.settings.rounds {
+            for &connections in &self.settings.connections {
+                let load = Load {
+                    connections,
+                    seconds: self.settings.seconds,
+                };
+                let case = Case {
+                    round,
+                    workers: self.workers,
+                    connections,
+                };
+                let backend = measure(self.wrk, self.backend, self.backend_port, load)
+                    .context("measuring the backend alone")?;
+                record(
+                    session,
+                    case,
+                    BACKEND_LABEL,
+                    backend,
+                    &progress.step(planned),
+                );
+                for index in turn_order(running.len(), round) {
+                    let target = &mut running[index];
+                    let Some(process) = target.process.as_mut() else {
+                        progress.skip(planned);
+                        continue;
+                    };
+                    let label = target.target.label.clone();
+                    match measure(self.wrk, process, target.port, load) {
+                        Ok(m) => record(session, case, &label, m, &progress.step(planned)),
+                        Err(e) => {
+                            progress.skip(planned);
+                            let reason = format!(
+                                "stopped with {}, round {round}, c={connections}: {e:#}",
+                                worker_count(self.workers)
+                            );
+                            eprintln!("{label}: {reason}");
+                            session.not_run.push((label, reason));
+                            target.process = None;
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Which run of the main comparison a measurement is.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    round: u32,
+    workers: u32,
+    connections: u32,
 }
 
 /// The order targets take their turns in `round` (from 1): 0, 1, … n−1 rotated by round − 1.
 fn turn_order(targets: usize, round: u32) -> impl Iterator<Item = usize> {
     let shift = (round as usize).saturating_sub(1);
     (0..targets).map(move |turn| (turn + shift) % targets)
-}
-
-fn write_report(session: &Session, out: &Path) -> anyhow::Result<()> {
-    let markdown = report::render(session);
-    if let Some(dir) = out.parent() {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-    }
-    std::fs::write(out, &markdown).with_context(|| format!("writing {}", out.display()))?;
-    eprintln!("wrote {}", out.display());
-    Ok(())
 }
 
 fn start_backend(port: u16, scratch: &Path) -> anyhow::Result<Supervised> {
@@ -228,31 +342,22 @@ fn start_backend(port: u16, scratch: &Path) -> anyhow::Result<Supervised> {
     Ok(backend)
 }
 
-/// Writes the target's config into its own directory, starts it and waits for an answer.
+/// Writes the target's config into `dir`, starts it and waits for an answer. Returns the process,
+/// its port, and the config (file name, text).
 fn start_target(
     target: &Target,
     plan: impl Fn(u16) -> Plan,
-    scratch: &Path,
-    session: &mut Session,
-) -> anyhow::Result<(Supervised, u16)> {
-    let dir = scratch.join(dir_name(&target.label));
-    std::fs::create_dir_all(&dir)?;
+    dir: &Path,
+) -> anyhow::Result<(Supervised, u16, (&'static str, String))> {
+    std::fs::create_dir_all(dir)?;
     let port = free_port()?;
-    let (file, text) = target.config(plan(port), &dir);
+    let (file, text) = target.config(plan(port), dir);
     let config = dir.join(file);
     std::fs::write(&config, &text)?;
-    session
-        .configs
-        .push((target.label.clone(), file.to_string(), text));
-    let command = target.command(&config, &dir);
+    let command = target.command(&config, dir);
     let mut process = Supervised::spawn(&target.label, command, &dir.join("output.log"))?;
     process.wait_until_serving(port, Duration::from_secs(15))?;
-    eprintln!(
-        "{} on 127.0.0.1:{port} (pid {})",
-        target.label,
-        process.pid()
-    );
-    Ok((process, port))
+    Ok((process, port, (file, text)))
 }
 
 /// A directory name for a row label such as "herdsman (balanced)": no spaces or brackets, which
@@ -269,25 +374,6 @@ fn dir_name(label: &str) -> String {
         })
         .collect();
     name.trim_matches('_').to_string()
-}
-
-/// Unrecorded load, so first-run effects (page faults, cold caches, pool growth) stay out of round 1.
-fn warm_up(wrk: &Path, running: &mut Vec<Running>, args: &CompareArgs, session: &mut Session) {
-    if args.warmup == 0 {
-        return;
-    }
-    let load = Load {
-        connections: args.connections[0],
-        seconds: args.warmup,
-    };
-    running.retain(|target| match wrk::run(wrk, target.port, load) {
-        Ok(_) => true,
-        Err(e) => {
-            let reason = format!("failed the warm-up: {e:#}");
-            session.not_run.push((target.target.label.clone(), reason));
-            false
-        }
-    });
 }
 
 /// What one wrk run cost the measured process tree.
@@ -320,21 +406,34 @@ fn measure(
     })
 }
 
-fn record(session: &mut Session, round: u32, label: &str, connections: u32, m: Measured) {
-    eprintln!(
-        "round {round}/{} c={connections} {label:<20} {:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  {:>6.2} CPU-µs/req  {:>6.1} MiB  errors {}",
-        session.rounds,
+/// The figures of one run on one line, for the progress output.
+fn figures_line(m: &Measured) -> String {
+    format!(
+        "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req  errors {}",
         report::thousands(m.wrk.requests_per_sec),
         m.wrk.p50_us,
         m.wrk.p99_us,
+        m.wrk.max_us,
         m.cpu_us_per_request,
-        m.peak_rss_kib as f64 / 1024.0,
         m.wrk.socket_errors + m.wrk.bad_status,
+    )
+}
+
+fn record(session: &mut Session, case: Case, label: &str, m: Measured, progress: &str) {
+    eprintln!(
+        "[{progress}] {}, round {}/{}, c={}: {label:<16} {}  peak {:.1} MiB",
+        worker_count(case.workers),
+        case.round,
+        session.rounds,
+        case.connections,
+        figures_line(&m),
+        m.peak_rss_kib as f64 / 1024.0,
     );
     session.runs.push(Run {
-        round,
+        round: case.round,
+        workers: case.workers,
         label: label.to_string(),
-        connections,
+        connections: case.connections,
         wrk: m.wrk,
         cpu_us_per_request: m.cpu_us_per_request,
         peak_rss_kib: m.peak_rss_kib,
@@ -344,38 +443,6 @@ fn record(session: &mut Session, round: u32, label: &str, connections: u32, m: M
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        compare: CompareArgs,
-    }
-
-    fn parse(args: &[&str]) -> Result<CompareArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
-            .map(|cli| cli.compare)
-    }
-
-    #[test]
-    fn intake_defaults_to_herdsman_own_default() {
-        let args = parse(&[]).unwrap();
-        assert!(args.intake.is_empty());
-        assert_eq!(args.connections, vec![50]);
-    }
-
-    #[test]
-    fn intake_takes_a_comma_separated_list_of_modes() {
-        let args = parse(&["--intake", "balanced,reuseport"]).unwrap();
-        assert_eq!(
-            args.intake,
-            vec![IntakeMode::Balanced, IntakeMode::Reuseport]
-        );
-        let args = parse(&["--intake", "shared", "--intake", "exclusive"]).unwrap();
-        assert_eq!(args.intake, vec![IntakeMode::Shared, IntakeMode::Exclusive]);
-        assert!(parse(&["--intake", "fair"]).is_err());
-        assert!(parse(&["--intake", "balanced,"]).is_err());
-    }
 
     #[test]
     fn turns_rotate_round_by_round() {
@@ -394,11 +461,20 @@ mod tests {
     }
 
     #[test]
-    fn seconds_accept_an_optional_suffix() {
-        assert_eq!(parse_seconds("10"), Ok(10));
-        assert_eq!(parse_seconds("5s"), Ok(5));
-        assert_eq!(parse_seconds("0"), Ok(0));
-        assert!(parse_seconds("1m").is_err());
-        assert!(parse_seconds("").is_err());
+    fn every_case_is_planned_once() {
+        let settings = Settings {
+            workers: vec![1, 2],
+            connections: vec![50, 200, 1000],
+            seconds: 2,
+            rounds: 1,
+            warmup: 0,
+            idle: vec![0, 1000],
+            out: "x.md".into(),
+        };
+        let plan = planned_runs(&settings, 3);
+        // 2 worker counts × 3 connection counts × (3 targets + the backend), then 3 × 2 idle runs.
+        assert_eq!(plan.len(), 24 + 6);
+        assert_eq!(plan[0], 3.0);
+        assert!(plan[24..].iter().all(|&s| s > 3.0));
     }
 }

@@ -119,6 +119,11 @@ pub fn reproduce_command() -> String {
     )
 }
 
+/// The same, under the lock that keeps benchmarks on a shared machine from overlapping.
+pub fn locked_reproduce_command() -> String {
+    format!("flock /tmp/herdsman-bench.lock {}", reproduce_command())
+}
+
 fn shell_quote(arg: &str) -> String {
     let plain = |c: char| c.is_ascii_alphanumeric() || "-_=.,/:+@%".contains(c);
     if !arg.is_empty() && arg.chars().all(plain) {

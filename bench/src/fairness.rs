@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::process::Supervised;
+use crate::process::{split_evenly, Supervised};
 use crate::scratch::ScratchDir;
 use crate::{environment, tools};
 use admin::{Snapshot, WorkerCounters};
@@ -260,9 +260,7 @@ fn with_clients(
         Mix::Long => "long",
     };
     let mut clients = Vec::new();
-    for index in 0..processes {
-        // The first processes take the remainder, so the shares add up to `connections`.
-        let share = connections / processes + u32::from(index < connections % processes);
+    for (index, share) in split_evenly(connections, processes).into_iter().enumerate() {
         let mut command = Command::new(std::env::current_exe()?);
         command
             .arg("fairness-client")
@@ -275,7 +273,7 @@ fn with_clients(
             .arg("--hold-ms")
             .arg(args.hold_ms.to_string());
         let log = dir.join(format!("client-{mix_label}-{connections}-{index}.log"));
-        clients.push((Supervised::spawn("fairness-client", command, &log)?, log));
+        clients.push(Supervised::spawn("fairness-client", command, &log)?);
     }
 
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -288,14 +286,13 @@ fn with_clients(
         }
         if mix == Mix::Long
             && all_open_active.is_none()
-            && clients.iter().all(|(_, log)| said(log, "ready").is_some())
+            && clients.iter().all(|client| client.said("ready").is_some())
         {
             // Read again now that every client has said so: this poll may predate the last one.
             let open = admin::read_workers(stack.admin_port)?;
             all_open_active = Some(open.per_worker(|w| w.active));
         }
-        let exited: Vec<Option<String>> =
-            clients.iter_mut().map(|(c, _)| c.exit_reason()).collect();
+        let exited: Vec<Option<String>> = clients.iter_mut().map(|c| c.exit_reason()).collect();
         if exited.iter().all(Option::is_some) {
             break;
         }
@@ -309,8 +306,8 @@ fn with_clients(
     let after = admin::read_workers(stack.admin_port)?;
 
     let (mut ok, mut failed, mut first_error) = (0, 0, None);
-    for (client, log) in &clients {
-        match said(log, "done") {
+    for client in &clients {
+        match client.said("done") {
             Some(line) => {
                 let (o, f) = client::parse_tally(&line).unwrap_or((0, 0));
                 ok += o;
@@ -338,13 +335,4 @@ fn with_clients(
         peak_active,
         all_open_active,
     })
-}
-
-/// The first line of a client's log that starts with `word`.
-fn said(log: &Path, word: &str) -> Option<String> {
-    std::fs::read_to_string(log)
-        .ok()?
-        .lines()
-        .find(|l| l.starts_with(word))
-        .map(str::to_string)
 }

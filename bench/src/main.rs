@@ -2,7 +2,8 @@
 //!
 //! Layout:
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
-//! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, into bench/results/
+//! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, per worker and connection
+//!   count, then with idle connections held open; into bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
@@ -10,10 +11,10 @@
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
 //! - `wrk`         — running wrk and parsing its report
-//! - `procstat`    — CPU time and peak RSS of a process tree, from /proc
+//! - `procstat`    — CPU time and RSS of a process tree, connections on a port, from /proc
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
-//! - `report`      — medians, spreads, ratios and the Markdown results file
+//! - `report`      — compare's medians, spreads, ratios, targets and Markdown results file
 //! - `results`     — what every results file states about its run, and writing it with its plot
 //! - `environment` — versions, machine, load, and the command that reproduces a run
 //! - `scratch`     — the temporary directory for configs and logs
@@ -55,6 +56,9 @@ enum Command {
     },
     /// Measure herdsman, HAProxy and nginx side by side and write bench/results/compare.md.
     Compare(compare::CompareArgs),
+    /// One process of idle keep-alive clients for `compare`'s idle sweep (started by it).
+    #[command(hide = true)]
+    IdleClients(compare::idle_clients::IdleClientsArgs),
     /// Reproduce the 1999 accept() thundering-herd experiment and write bench/results/herd.md.
     Herd(herd::HerdArgs),
     /// Spread of connections over herdsman's workers per intake mode; writes bench/results/fairness.md.
@@ -70,6 +74,7 @@ fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Backend { listen } => backend::run(listen),
         Command::Compare(args) => compare::run(args),
+        Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),

@@ -1,5 +1,5 @@
 //! Line charts as PNG files for bench/results/: a title, axis labels, one line per named series,
-//! and optionally a logarithmic y axis. Text is drawn with DejaVu Sans, loaded from Debian's
+//! and optionally a logarithmic y axis; several charts may share one PNG, one above the other. Text is drawn with DejaVu Sans, loaded from Debian's
 //! fonts-dejavu-core (installed with apt-get when missing and running as root).
 
 use std::ops::Range;
@@ -87,18 +87,23 @@ pub struct LineChart {
 
 impl LineChart {
     pub fn write_png(&self, path: &Path) -> anyhow::Result<()> {
-        ensure_font()?;
+        write_panels_png(path, std::slice::from_ref(self))
+    }
+
+    /// Draws the chart into `area`.
+    fn draw_into(
+        &self,
+        area: &DrawingArea<BitMapBackend<'_>, plotters::coord::Shift>,
+    ) -> anyhow::Result<()> {
         let points = self.drawable_points();
         let (x_range, y_range) = axis_ranges(&points, self.log_y)
             .with_context(|| format!("nothing to plot in {:?}", self.title))?;
-        let root = BitMapBackend::new(path, (WIDTH, HEIGHT)).into_drawing_area();
+        let legend = legend_corner(&points, &x_range, &y_range, self.log_y);
         if self.log_y {
-            self.draw(&root, x_range, y_range.log_scale(), &points)?;
+            self.draw(area, x_range, y_range.log_scale(), &points, legend)
         } else {
-            self.draw(&root, x_range, y_range, &points)?;
+            self.draw(area, x_range, y_range, &points, legend)
         }
-        root.present()
-            .map_err(|e| anyhow!("writing {}: {e}", path.display()))
     }
 
     /// Each series' points that the y axis can show.
@@ -121,6 +126,7 @@ impl LineChart {
         x_range: Range<f64>,
         y_range: Y,
         points: &[Vec<(f64, f64)>],
+        legend: SeriesLabelPosition,
     ) -> anyhow::Result<()>
     where
         Y: AsRangedCoord<Value = f64>,
@@ -172,7 +178,7 @@ impl LineChart {
         }
         chart
             .configure_series_labels()
-            .position(SeriesLabelPosition::UpperLeft)
+            .position(legend)
             .label_font((FAMILY, 18))
             .background_style(WHITE.mix(0.9))
             .border_style(BLACK)
@@ -181,6 +187,53 @@ impl LineChart {
             .map_err(|e| failed(&e))?;
         Ok(())
     }
+}
+
+/// Writes `charts` into one PNG, one above the other, each the size of a single chart.
+pub fn write_panels_png(path: &Path, charts: &[LineChart]) -> anyhow::Result<()> {
+    if charts.is_empty() {
+        bail!("no chart to write to {}", path.display());
+    }
+    ensure_font()?;
+    let root = BitMapBackend::new(path, (WIDTH, HEIGHT * charts.len() as u32)).into_drawing_area();
+    for (chart, area) in charts.iter().zip(root.split_evenly((charts.len(), 1))) {
+        chart.draw_into(&area)?;
+    }
+    root.present()
+        .map_err(|e| anyhow!("writing {}: {e}", path.display()))
+}
+
+/// The corner for the legend: the one with the fewest points near it (upper left on a tie), so
+/// that it hides as little of the lines as it can.
+fn legend_corner(
+    points: &[Vec<(f64, f64)>],
+    x_range: &Range<f64>,
+    y_range: &Range<f64>,
+    log_y: bool,
+) -> SeriesLabelPosition {
+    let y_scale = |y: f64| if log_y { y.ln() } else { y };
+    let share = |v: f64, lo: f64, hi: f64| if hi > lo { (v - lo) / (hi - lo) } else { 0.5 };
+    let (y_lo, y_hi) = (y_scale(y_range.start), y_scale(y_range.end));
+    let near = |left: bool, upper: bool| {
+        points
+            .iter()
+            .flatten()
+            .filter(|&&(x, y)| {
+                let x = share(x, x_range.start, x_range.end);
+                let y = share(y_scale(y), y_lo, y_hi);
+                (if left { x < 0.4 } else { x > 0.6 }) && (if upper { y > 0.6 } else { y < 0.4 })
+            })
+            .count()
+    };
+    [
+        (SeriesLabelPosition::UpperLeft, near(true, true)),
+        (SeriesLabelPosition::UpperRight, near(false, true)),
+        (SeriesLabelPosition::LowerRight, near(false, false)),
+        (SeriesLabelPosition::LowerLeft, near(true, false)),
+    ]
+    .into_iter()
+    .min_by_key(|&(_, count)| count)
+    .map_or(SeriesLabelPosition::UpperLeft, |(corner, _)| corner)
 }
 
 /// The x and y extents of all points, with some room around them (a factor on a log axis).
@@ -268,6 +321,19 @@ mod tests {
     }
 
     #[test]
+    fn the_legend_goes_where_the_lines_are_not() {
+        let corner = |points: Vec<(f64, f64)>| {
+            let points = vec![points];
+            let (x, y) = axis_ranges(&points, false).unwrap();
+            format!("{:?}", legend_corner(&points, &x, &y, false))
+        };
+        // Falling lines fill the upper left: the legend goes upper right.
+        assert_eq!(corner(vec![(0.0, 100.0), (10.0, 0.0)]), "UpperRight");
+        // Rising lines leave the upper left free.
+        assert_eq!(corner(vec![(0.0, 0.0), (10.0, 100.0)]), "UpperLeft");
+    }
+
+    #[test]
     fn tick_labels_hide_float_noise() {
         assert_eq!(tick_label(1000.0), "1000");
         assert_eq!(tick_label(2.5), "2.5");
@@ -316,7 +382,15 @@ mod tests {
         };
         chart.write_png(&path).unwrap();
         let bytes = std::fs::read(&path).unwrap();
-        std::fs::remove_file(&path).unwrap();
         assert!(bytes.starts_with(b"\x89PNG"));
+        // The PNG header's height (bytes 20..24, big-endian): one chart, then two one above the
+        // other.
+        let height = |bytes: &[u8]| u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+        assert_eq!(height(&bytes), HEIGHT);
+        write_panels_png(&path, &[chart.clone(), chart]).unwrap();
+        let bytes = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(height(&bytes), 2 * HEIGHT);
+        assert!(write_panels_png(&path, &[]).is_err());
     }
 }

@@ -1,14 +1,15 @@
-//! Child processes that must never outlive the benchmark: proxies, the backend and wrk. Each runs in
-//! its own process group (so a proxy's workers are stopped with it) and gets SIGTERM from the kernel
-//! if this process dies first (PR_SET_PDEATHSIG). Also: free ports, "is it serving yet", and running
-//! a command with a time limit.
+//! Child processes that must never outlive the benchmark: proxies, the backend, client processes
+//! and wrk. Each runs in its own process group (so a proxy's workers are stopped with it) and gets
+//! SIGTERM from the kernel if this process dies first (PR_SET_PDEATHSIG). Also: free ports, "is it
+//! serving yet", running a command with a time limit, spreading clients over processes, and the
+//! descriptor limit every child inherits.
 
 use std::fs::File;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpListener, TcpStream};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::process::{Child, ChildStdin, Command, ExitStatus, Output, Stdio};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -27,11 +28,27 @@ pub struct Supervised {
 
 impl Supervised {
     /// Starts `command` in a new process group with stdout and stderr appended to `log`.
-    pub fn spawn(label: &str, mut command: Command, log: &Path) -> anyhow::Result<Self> {
+    pub fn spawn(label: &str, command: Command, log: &Path) -> anyhow::Result<Self> {
+        Self::start(label, command, log, Stdio::null())
+    }
+
+    /// Like `spawn`, with the child's stdin a pipe held by the caller: closing it (dropping the
+    /// handle) is how the caller tells the child to finish.
+    pub fn spawn_with_stdin(
+        label: &str,
+        command: Command,
+        log: &Path,
+    ) -> anyhow::Result<(Self, ChildStdin)> {
+        let mut process = Self::start(label, command, log, Stdio::piped())?;
+        let stdin = process.child.stdin.take().context("the child's stdin")?;
+        Ok((process, stdin))
+    }
+
+    fn start(label: &str, mut command: Command, log: &Path, stdin: Stdio) -> anyhow::Result<Self> {
         let out = File::create(log).with_context(|| format!("creating {}", log.display()))?;
         let err = out.try_clone()?;
         command
-            .stdin(Stdio::null())
+            .stdin(stdin)
             .stdout(out)
             .stderr(err)
             .process_group(0);
@@ -75,6 +92,16 @@ impl Supervised {
         } else {
             tail
         }
+    }
+
+    /// The first line of the process's output that starts with `word`: how client processes report
+    /// (`ready …`, `done …`).
+    pub fn said(&self, word: &str) -> Option<String> {
+        std::fs::read_to_string(&self.log)
+            .ok()?
+            .lines()
+            .find(|l| l.starts_with(word))
+            .map(str::to_string)
     }
 
     /// Waits until the process answers `GET /` on `port` with a 2xx, or fails with the reason.
@@ -163,6 +190,37 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
+/// `total` split over `parts` (at least one) as evenly as whole numbers allow, the first parts
+/// taking the remainder, so the shares add up to `total`.
+pub fn split_evenly(total: u32, parts: u32) -> Vec<u32> {
+    let parts = parts.max(1);
+    (0..parts)
+        .map(|index| total / parts + u32::from(index < total % parts))
+        .collect()
+}
+
+/// Raises this process's soft limit on open files to its hard limit, which every child (proxies,
+/// clients) then inherits, and returns it. Here the hard limit is 20,000 and cannot be raised.
+pub fn raise_descriptor_limit() -> anyhow::Result<u64> {
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit and setrlimit only read and write the struct passed to them.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) != 0 {
+            return Err(std::io::Error::last_os_error()).context("getrlimit(RLIMIT_NOFILE)");
+        }
+        if limit.rlim_cur < limit.rlim_max {
+            limit.rlim_cur = limit.rlim_max;
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error()).context("setrlimit(RLIMIT_NOFILE)");
+            }
+        }
+    }
+    Ok(limit.rlim_cur)
+}
+
 /// A port on 127.0.0.1 that was free a moment ago (the kernel's choice for port 0).
 pub fn free_port() -> anyhow::Result<u16> {
     let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port")?;
@@ -225,4 +283,22 @@ fn drain<R: Read + Send + 'static>(pipe: Option<R>) -> thread::JoinHandle<Vec<u8
         }
         bytes
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_and_differ_by_at_most_one() {
+        assert_eq!(split_evenly(15_000, 2), vec![7500, 7500]);
+        assert_eq!(split_evenly(10, 3), vec![4, 3, 3]);
+        assert_eq!(split_evenly(2, 4), vec![1, 1, 0, 0]);
+        assert_eq!(split_evenly(5, 0), vec![5]);
+    }
+
+    #[test]
+    fn the_descriptor_limit_is_readable() {
+        assert!(raise_descriptor_limit().unwrap() >= 1024);
+    }
 }

@@ -1,6 +1,7 @@
-//! What a running process tree has cost, read from /proc: CPU time (utime + stime) and peak resident
-//! memory (VmHWM), each summed over a process and all its descendants (nginx runs a master and
-//! workers). Linux only, like the proxies it measures.
+//! What a running process tree has cost, read from /proc: CPU time (utime + stime), peak and current
+//! resident memory (VmHWM, VmRSS), each summed over a process and all its descendants (nginx runs a
+//! master and workers); and how many TCP connections a local port holds open (/proc/net/tcp).
+//! Linux only, like the proxies it measures.
 
 use std::collections::HashMap;
 use std::fs;
@@ -86,11 +87,22 @@ pub fn tree_cpu_time(root: u32) -> anyhow::Result<Duration> {
 
 /// Peak resident set size (VmHWM) in KiB, summed over `root` and its live descendants.
 pub fn tree_peak_rss_kib(root: u32) -> anyhow::Result<u64> {
+    tree_status_kib(root, "VmHWM:")
+}
+
+/// Current resident set size (VmRSS) in KiB, summed over `root` and its live descendants.
+pub fn tree_rss_kib(root: u32) -> anyhow::Result<u64> {
+    tree_status_kib(root, "VmRSS:")
+}
+
+/// A `NAME:   1234 kB` field of /proc/PID/status, summed over the tree; a process without it (a
+/// zombie) counts 0.
+fn tree_status_kib(root: u32, field: &str) -> anyhow::Result<u64> {
     let mut total = 0;
     for pid in process_tree(root) {
         let path = format!("/proc/{pid}/status");
         match fs::read_to_string(&path) {
-            Ok(text) => total += parse_vm_hwm_kib(&text).unwrap_or(0),
+            Ok(text) => total += parse_status_kib(&text, field).unwrap_or(0),
             Err(_) if pid != root => continue,
             Err(e) => return Err(e).with_context(|| format!("reading {path}")),
         }
@@ -98,10 +110,43 @@ pub fn tree_peak_rss_kib(root: u32) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// The `VmHWM:   1234 kB` line of /proc/PID/status.
-pub fn parse_vm_hwm_kib(status: &str) -> Option<u64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+/// The value of a `NAME:   1234 kB` line of /proc/PID/status, such as `VmHWM:`.
+pub fn parse_status_kib(status: &str, field: &str) -> Option<u64> {
+    let line = status.lines().find(|l| l.starts_with(field))?;
     line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// TCP connections in state ESTABLISHED whose local port is `port`, over IPv4 and IPv6: on a
+/// proxy's listening port, the client connections it has accepted (or has queued to accept) and
+/// not closed.
+pub fn established_on_port(port: u16) -> anyhow::Result<usize> {
+    let mut count = 0;
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        match fs::read_to_string(table) {
+            Ok(text) => count += count_established(&text, port),
+            // No IPv6 on this machine: no IPv6 connections either.
+            Err(_) if table.ends_with('6') => {}
+            Err(e) => return Err(e).with_context(|| format!("reading {table}")),
+        }
+    }
+    Ok(count)
+}
+
+/// Counts the rows of a /proc/net/tcp table (`sl local_address rem_address st …`, addresses as
+/// `HEXIP:HEXPORT`) with local port `port` and state 01 (ESTABLISHED).
+fn count_established(table: &str, port: u16) -> usize {
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().take(4).collect();
+            let local_port = fields
+                .get(1)
+                .and_then(|a| a.rsplit_once(':'))
+                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
+            local_port == Some(port) && fields.get(3) == Some(&"01")
+        })
+        .count()
 }
 
 fn clock_ticks_per_second() -> u64 {
@@ -133,16 +178,45 @@ mod tests {
     }
 
     #[test]
-    fn vm_hwm_is_read_in_kib() {
+    fn status_fields_are_read_in_kib() {
         let status = "Name:\thaproxy\nVmPeak:\t  20000 kB\nVmHWM:\t    8123 kB\nVmRSS:\t 8000 kB\n";
-        assert_eq!(parse_vm_hwm_kib(status), Some(8123));
+        assert_eq!(parse_status_kib(status, "VmHWM:"), Some(8123));
+        assert_eq!(parse_status_kib(status, "VmRSS:"), Some(8000));
+        assert_eq!(parse_status_kib(status, "VmSwap:"), None);
     }
 
     #[test]
     fn this_process_is_measurable() {
         let me = std::process::id();
         assert_eq!(process_tree(me)[0], me);
-        assert!(tree_peak_rss_kib(me).unwrap() > 0);
+        let peak = tree_peak_rss_kib(me).unwrap();
+        let now = tree_rss_kib(me).unwrap();
+        assert!(now > 0 && now <= peak, "VmRSS {now} KiB, VmHWM {peak} KiB");
         tree_cpu_time(me).unwrap();
+    }
+
+    /// Two rows of /proc/net/tcp: a listener on port 8080 (0x1F90, state 0A) and a connection
+    /// accepted on it (state 01); a third row is a client socket whose remote port is 8080.
+    const TCP_TABLE: &str = "\
+  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F90 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1
+   1: 0100007F:1F90 0100007F:C350 01 00000000:00000000 00:00000000 00000000     0        0 2 1
+   2: 0100007F:C350 0100007F:1F90 01 00000000:00000000 00:00000000 00000000     0        0 3 1
+";
+
+    #[test]
+    fn established_connections_are_counted_by_local_port() {
+        assert_eq!(count_established(TCP_TABLE, 8080), 1);
+        assert_eq!(count_established(TCP_TABLE, 0xC350), 1);
+        assert_eq!(count_established(TCP_TABLE, 9), 0);
+    }
+
+    #[test]
+    fn a_held_connection_is_seen_on_its_port() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let _client = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        let _accepted = listener.accept().unwrap();
+        assert_eq!(established_on_port(port).unwrap(), 1);
     }
 }

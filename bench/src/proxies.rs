@@ -1,6 +1,8 @@
 //! The proxies under test and their equivalent configurations: the same worker count, keep-alive
 //! to the one backend, no access logs, X-Forwarded-For/-Proto/-Host added (herdsman always adds
-//! them, so its peers do the same work), and the command line that starts each in the foreground.
+//! them, so its peers do the same work), idle client connections kept for `CLIENT_IDLE_SECONDS`,
+//! room for every client connection the run opens, and the command line that starts each in the
+//! foreground.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
@@ -56,7 +58,17 @@ pub struct Target {
     pub intake: Option<IntakeMode>,
 }
 
-/// Where a proxy listens and what it forwards to.
+/// How long every proxy lets a keep-alive client connection sit idle between requests: longer
+/// than the idle sweep holds its idle clients, so no proxy closes them on a timer (herdsman's
+/// `client_idle`, HAProxy's `timeout client` and `timeout http-keep-alive`, nginx's
+/// `keepalive_timeout`).
+pub const CLIENT_IDLE_SECONDS: u32 = 300;
+
+/// Descriptors a proxy process needs beyond its client and backend connections (listeners, logs,
+/// epoll, eventfds, pipes): a generous allowance.
+pub const SPARE_DESCRIPTORS: u32 = 100;
+
+/// Where a proxy listens, what it forwards to, and how many connections it must hold.
 #[derive(Debug, Clone, Copy)]
 pub struct Plan {
     pub workers: u32,
@@ -67,6 +79,23 @@ pub struct Plan {
     /// that, like HAProxy with `http-reuse always`, none closes a backend connection only to open
     /// another.
     pub backend_idle: u32,
+    /// The most client connections open at once in the run: the largest idle count plus the
+    /// largest active load. HAProxy's `maxconn` and nginx's `worker_connections` are sized from it.
+    pub client_connections: u32,
+    /// Open files each process may have (RLIMIT_NOFILE, inherited): nginx's
+    /// `worker_rlimit_nofile`, HAProxy's `ulimit-n`. Must cover `descriptors_needed`.
+    pub descriptor_limit: u64,
+}
+
+impl Plan {
+    /// Descriptors one proxy process needs at the peak: every client connection, a backend
+    /// connection per active client at most (`backend_idle` covers the largest active load), and
+    /// the spare allowance.
+    pub fn descriptors_needed(&self) -> u64 {
+        u64::from(self.client_connections)
+            + u64::from(self.backend_idle)
+            + u64::from(SPARE_DESCRIPTORS)
+    }
 }
 
 impl Target {
@@ -112,8 +141,10 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
         port,
         backend_port,
         backend_idle,
+        ..
     } = plan;
-    // herdsman's own default idle set is 64 per server; only a larger need is written out.
+    // herdsman has no connection limit to raise: it holds as many as its descriptors allow.
+    // Its own default idle set is 64 per server; only a larger need is written out.
     let limits = if backend_idle > 64 {
         format!(
             "\n[limits]\nmax_idle_per_server = {}\n",
@@ -125,7 +156,10 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
     let intake = intake.map_or(String::new(), |mode| format!("intake = \"{mode}\"\n"));
     format!(
         r#"workers = {workers}
-{intake}{limits}
+{intake}
+[timeouts]
+client_idle = "{CLIENT_IDLE_SECONDS}s"
+{limits}
 [[listener]]
 name = "bench"
 bind = "127.0.0.1:{port}"
@@ -143,24 +177,40 @@ pub fn haproxy_config(plan: Plan) -> String {
         workers,
         port,
         backend_port,
+        client_connections,
+        descriptor_limit,
         ..
     } = plan;
-    // maxconn bounds the descriptors HAProxy asks for (two per proxied connection) below the
-    // machine's 20,000-file limit.
+    let maxconn = client_connections + SPARE_DESCRIPTORS;
+    // HAProxy 2.6 reserves two descriptors per `maxconn` (one client, one server side) and, with
+    // strict limits, refuses to start when the process may not open that many (here at most
+    // 20,000, which cannot be raised). An idle client connection holds no server connection, so
+    // `no strict-limits` lets it start with an ALERT and hold every client the run opens, up to
+    // `ulimit-n`.
+    // Once a quarter of its descriptors (as it counts them, 2 × maxconn) are in use, HAProxy stops
+    // keeping idle backend connections (tune.pool-high-fd-ratio 25, -low 20) and opens and closes
+    // one per request: with 1,000 client connections it then served a quarter of its usual
+    // requests/s. herdsman and nginx keep their backend connections whatever the count, so HAProxy
+    // is told to as well.
     format!(
         r#"global
     nbthread {workers}
-    maxconn 8000
+    maxconn {maxconn}
+    ulimit-n {descriptor_limit}
+    no strict-limits
+    tune.pool-low-fd-ratio 90
+    tune.pool-high-fd-ratio 95
 
 defaults
     mode http
+    maxconn {maxconn}
     option http-keep-alive
     http-reuse always
     timeout connect 5s
-    timeout client 30s
+    timeout client {CLIENT_IDLE_SECONDS}s
     timeout server 30s
     timeout http-request 10s
-    timeout http-keep-alive 30s
+    timeout http-keep-alive {CLIENT_IDLE_SECONDS}s
 
 frontend bench
     bind 127.0.0.1:{port}
@@ -181,25 +231,34 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
         port,
         backend_port,
         backend_idle,
+        descriptor_limit,
+        ..
     } = plan;
     let dir = dir.display();
+    // worker_connections counts client and backend connections alike; nginx allocates that many
+    // connection structures per worker up front. Once fewer than 1/16 of them are free, nginx
+    // closes idle keep-alive clients to make room (ngx_drain_connections), so the need is
+    // 16/15 of the connections the run opens, or it would drop the idle clients it should hold.
+    let worker_connections = plan.descriptors_needed() * 16 / 15 + 1;
     // One worker runs without a master, as one process like the others; more need the master.
     let master = if workers == 1 { "off" } else { "on" };
     // keepalive_requests defaults to 1000 on both sides; raised so that nginx, like the others,
     // never closes a busy keep-alive connection during a run.
     format!(
         r#"worker_processes {workers};
+worker_rlimit_nofile {descriptor_limit};
 master_process {master};
 daemon off;
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
 
 events {{
-    worker_connections 8192;
+    worker_connections {worker_connections};
 }}
 
 http {{
     access_log off;
+    keepalive_timeout {CLIENT_IDLE_SECONDS}s;
     keepalive_requests 1000000;
     client_body_temp_path {dir}/client_body;
     proxy_temp_path {dir}/proxy;
@@ -238,6 +297,8 @@ mod tests {
         port: 4100,
         backend_port: 4200,
         backend_idle: 64,
+        client_connections: 15_050,
+        descriptor_limit: 20_000,
     };
 
     #[test]
@@ -290,6 +351,35 @@ mod tests {
         };
         let text = herdsman_config(many, Some(IntakeMode::Balanced));
         assert!(text.find("intake = \"balanced\"").unwrap() < text.find("[limits]").unwrap());
+    }
+
+    #[test]
+    fn every_proxy_keeps_idle_clients_and_has_room_for_them() {
+        let herdsman = herdsman_config(PLAN, None);
+        assert!(
+            herdsman.contains("[timeouts]\nclient_idle = \"300s\"\n"),
+            "{herdsman}"
+        );
+        let haproxy = haproxy_config(PLAN);
+        for line in [
+            "maxconn 15150\n",
+            "ulimit-n 20000\n",
+            "no strict-limits\n",
+            "tune.pool-high-fd-ratio 95\n",
+            "timeout client 300s\n",
+            "timeout http-keep-alive 300s\n",
+        ] {
+            assert!(haproxy.contains(line), "{line} in {haproxy}");
+        }
+        let nginx = nginx_config(PLAN, Path::new("/tmp/x"));
+        for line in [
+            "worker_rlimit_nofile 20000;",
+            "worker_connections 16229;",
+            "keepalive_timeout 300s;",
+        ] {
+            assert!(nginx.contains(line), "{line} in {nginx}");
+        }
+        assert_eq!(PLAN.descriptors_needed(), 15_214);
     }
 
     #[test]

@@ -1,9 +1,18 @@
-//! The results file: every figure as a Markdown table of median and min–max over rounds, the
-//! herdsman ÷ peer ratios, what was run and on what, the configurations, and every single run.
+//! The results file of `compare`: the targets and whether they are met, the plots, every figure
+//! per worker count as a Markdown table of median and min–max over rounds, the herdsman ÷ peer
+//! ratios, the idle sweep, what was run and on what, the configurations, and every single run.
+//!
+//! Layout:
+//! - `goals` — the targets of the comparison, evaluated from the medians
+//! - `idle`  — the idle sweep's figures and tables
+
+pub mod goals;
+pub mod idle;
 
 use std::fmt::Write as _;
 
 use crate::wrk::WrkReport;
+use idle::IdleSweep;
 
 /// The reference row: wrk straight at the backend, no proxy. Its CPU figure is the backend's own.
 pub const BACKEND_LABEL: &str = "backend alone";
@@ -12,6 +21,8 @@ pub const BACKEND_LABEL: &str = "backend alone";
 #[derive(Debug, Clone)]
 pub struct Run {
     pub round: u32,
+    /// Worker processes / threads the target ran (the backend's row: the pass it was measured in).
+    pub workers: u32,
     pub label: String,
     pub connections: u32,
     pub wrk: WrkReport,
@@ -30,7 +41,8 @@ pub struct Session {
     /// (what, its version line), e.g. ("haproxy", "HAProxy version 2.6.12 …").
     pub versions: Vec<(String, String)>,
     pub machine: Vec<(String, String)>,
-    pub workers: u32,
+    /// Worker counts, each a separate pass with freshly started proxies.
+    pub workers: Vec<u32>,
     pub seconds: u32,
     pub rounds: u32,
     pub warmup_seconds: u32,
@@ -48,8 +60,12 @@ pub struct Session {
     pub runs: Vec<Run>,
     /// (label, why it was not run or stopped being run).
     pub not_run: Vec<(String, String)>,
-    /// (label, file name, text).
+    /// (label with its worker count, file name, text).
     pub configs: Vec<(String, String, String)>,
+    /// The idle-connection sweep; None when it was not asked for.
+    pub idle: Option<IdleSweep>,
+    /// The plots written beside the results file: (what they show, file name).
+    pub plots: Vec<(String, String)>,
 }
 
 /// Median and range of one figure over the rounds.
@@ -82,7 +98,7 @@ pub fn spread(values: &[f64]) -> Option<Spread> {
 }
 
 /// Reads one figure out of a run.
-type Extract = fn(&Run) -> f64;
+pub type Extract = fn(&Run) -> f64;
 
 /// One figure: its heading, how to read it out of a run, and how to print it.
 struct Figure {
@@ -113,6 +129,11 @@ const FIGURES: &[Figure] = &[
         format: |v| format!("{v:.0}"),
     },
     Figure {
+        title: "Max latency, µs (wrk's slowest response)",
+        value: |r| r.wrk.max_us,
+        format: |v| format!("{v:.0}"),
+    },
+    Figure {
         title: "Peak RSS, MiB (VmHWM summed over the process tree)",
         value: |r| r.peak_rss_kib as f64 / 1024.0,
         format: |v| format!("{v:.1}"),
@@ -131,26 +152,42 @@ const RATIOS: &[(&str, Extract)] = &[
 ];
 
 impl Session {
-    fn values(&self, label: &str, connections: u32, value: Extract) -> Vec<f64> {
+    fn values(&self, label: &str, workers: u32, connections: u32, value: Extract) -> Vec<f64> {
         self.runs
             .iter()
-            .filter(|r| r.label == label && r.connections == connections)
+            .filter(|r| r.label == label && r.workers == workers && r.connections == connections)
             .map(value)
             .collect()
+    }
+
+    /// The median over rounds of one figure of one row, or None if it never ran.
+    pub fn median(
+        &self,
+        label: &str,
+        workers: u32,
+        connections: u32,
+        value: Extract,
+    ) -> Option<f64> {
+        spread(&self.values(label, workers, connections, value)).map(|s| s.median)
     }
 
     /// `numerator ÷ denominator` in each round where both ran.
     fn per_round_ratios(
         &self,
-        numerator: &str,
-        denominator: &str,
+        (numerator, denominator): (&str, &str),
+        workers: u32,
         connections: u32,
         value: Extract,
     ) -> Vec<f64> {
         let pick = |label: &str, round: u32| {
             self.runs
                 .iter()
-                .find(|r| r.label == label && r.round == round && r.connections == connections)
+                .find(|r| {
+                    r.label == label
+                        && r.round == round
+                        && r.workers == workers
+                        && r.connections == connections
+                })
                 .map(value)
         };
         (1..=self.rounds)
@@ -159,11 +196,38 @@ impl Session {
     }
 }
 
+/// "1 worker", "2 workers".
+pub fn worker_count(workers: u32) -> String {
+    if workers == 1 {
+        "1 worker".to_string()
+    } else {
+        format!("{workers} workers")
+    }
+}
+
+/// "1 and 2", "1, 2 and 4".
+fn and_list(values: &[u32]) -> String {
+    match values {
+        [] => String::new(),
+        [one] => one.to_string(),
+        [rest @ .., last] => format!(
+            "{} and {last}",
+            rest.iter()
+                .map(u32::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+    }
+}
+
 /// The whole results file.
 pub fn render(session: &Session) -> String {
     let mut md = String::new();
     let s = session;
-    let _ = writeln!(md, "# herdsman vs HAProxy vs nginx: proxy cost and speed\n");
+    let _ = writeln!(
+        md,
+        "# herdsman vs HAProxy vs nginx: proxy cost, speed and idle connections\n"
+    );
     let _ = writeln!(
         md,
         "Generated by `herdsman-bench compare` on {}. Run it again with:\n\n```sh\n{}\n```\n",
@@ -171,17 +235,24 @@ pub fn render(session: &Session) -> String {
     );
     let _ = writeln!(
         md,
-        "Each proxy ran {} worker(s) as its own process, in front of the same `herdsman-bench backend` \
-         (a separate process answering every request with a 19-byte body). In each of {} round(s) the \
-         targets took turns, in an order rotating by one each round: `wrk -t1 -cC -d{}s --latency` for \
-         each connection count C, the backend alone first as a reference, after a {} s warm-up per target. Figures are the median over \
-         rounds with the min–max spread; `n` is the number of runs behind each. CPU is read from \
-         /proc/PID/stat just before and after each wrk run, summed over the proxy and its child \
-         processes; in the `{BACKEND_LABEL}` row it is the backend's own CPU. Every proxy keeps \
-         connections to the backend alive and adds X-Forwarded-For, -Proto and -Host (herdsman \
-         always does, so HAProxy and nginx are configured to do the same work); access logs are \
-         off.\n",
-        s.workers, s.rounds, s.seconds, s.warmup_seconds
+        "Each proxy ran as its own process in front of the same `herdsman-bench backend` (a separate \
+         process answering every request with a 19-byte body), once with each worker count ({}), \
+         started afresh for each. In each of {} round(s) the targets took turns, in an order \
+         rotating by one each round: `wrk -t1 -cC -d{}s --latency` for each connection count C \
+         ({}), the backend alone first as a reference, after a {} s warm-up per target. Figures are \
+         the median over rounds with the min–max spread; `n` is the number of runs behind each. \
+         CPU is read from /proc/PID/stat just before and after each wrk run, summed over the proxy \
+         and its child processes; in the `{BACKEND_LABEL}` row it is the backend's own CPU. Every \
+         proxy keeps connections to the backend alive and adds X-Forwarded-For, -Proto and -Host \
+         (herdsman always does, so HAProxy and nginx are configured to do the same work); access \
+         logs are off; idle keep-alive clients are kept for {} s; each is configured to hold \
+         every connection the run opens (see Configurations).\n",
+        and_list(&s.workers),
+        s.rounds,
+        s.seconds,
+        and_list(&s.connections),
+        s.warmup_seconds,
+        crate::proxies::CLIENT_IDLE_SECONDS,
     );
 
     if !s.intake_modes.is_empty() {
@@ -201,12 +272,27 @@ pub fn render(session: &Session) -> String {
         let _ = writeln!(md);
     }
 
-    for figure in FIGURES {
-        let _ = writeln!(md, "## {}\n", figure.title);
-        write_figure_table(&mut md, s, figure);
+    goals::write(&mut md, &goals::evaluate(s));
+
+    if !s.plots.is_empty() {
+        let _ = writeln!(md, "## Plots\n");
+        for (what, file) in &s.plots {
+            let _ = writeln!(md, "{what}:\n\n![{what}]({file})\n");
+        }
     }
 
-    write_ratios(&mut md, s);
+    for &workers in &s.workers {
+        let _ = writeln!(md, "## {}\n", worker_count(workers));
+        for figure in FIGURES {
+            let _ = writeln!(md, "### {}, {}\n", figure.title, worker_count(workers));
+            write_figure_table(&mut md, s, workers, figure);
+        }
+        write_ratios(&mut md, s, workers);
+    }
+
+    if let Some(sweep) = &s.idle {
+        idle::write(&mut md, sweep);
+    }
 
     let _ = writeln!(md, "## Versions and machine\n");
     let _ = writeln!(md, "| what | value |\n|---|---|");
@@ -217,10 +303,13 @@ pub fn render(session: &Session) -> String {
 
     write_configs(&mut md, s);
     write_runs(&mut md, s);
+    if let Some(sweep) = &s.idle {
+        idle::write_runs(&mut md, sweep);
+    }
     md
 }
 
-fn write_figure_table(md: &mut String, s: &Session, figure: &Figure) {
+fn write_figure_table(md: &mut String, s: &Session, workers: u32, figure: &Figure) {
     let _ = write!(md, "| target |");
     for c in &s.connections {
         let _ = write!(md, " c={c} median | c={c} min–max | n |");
@@ -233,7 +322,7 @@ fn write_figure_table(md: &mut String, s: &Session, figure: &Figure) {
     for label in &s.labels {
         let _ = write!(md, "| {label} |");
         for &c in &s.connections {
-            match spread(&s.values(label, c, figure.value)) {
+            match spread(&s.values(label, workers, c, figure.value)) {
                 Some(v) => {
                     let _ = write!(
                         md,
@@ -254,8 +343,12 @@ fn write_figure_table(md: &mut String, s: &Session, figure: &Figure) {
     let _ = writeln!(md);
 }
 
-fn write_ratios(md: &mut String, s: &Session) {
-    let _ = writeln!(md, "## Ratios: herdsman ÷ peer\n");
+fn write_ratios(md: &mut String, s: &Session, workers: u32) {
+    let _ = writeln!(
+        md,
+        "### Ratios: herdsman ÷ peer, {}\n",
+        worker_count(workers)
+    );
     if s.herdsman_labels.is_empty() || s.peer_labels.is_empty() {
         let _ = writeln!(
             md,
@@ -273,16 +366,20 @@ fn write_ratios(md: &mut String, s: &Session) {
             .iter()
             .flat_map(|h| s.peer_labels.iter().map(move |p| (h.clone(), p.clone())))
             .collect();
-        write_ratio_table(md, s, &pairs, 2);
+        write_ratio_table(md, s, workers, &pairs, 2);
     }
     if s.intake_modes.len() > 1 {
-        write_intake_ratios(md, s);
+        write_intake_ratios(md, s, workers);
     }
 }
 
 /// Each intake mode ÷ the same build's `reuseport` row, when several modes were measured.
-fn write_intake_ratios(md: &mut String, s: &Session) {
-    let _ = writeln!(md, "## Ratios: intake mode ÷ reuseport\n");
+fn write_intake_ratios(md: &mut String, s: &Session, workers: u32) {
+    let _ = writeln!(
+        md,
+        "### Ratios: intake mode ÷ reuseport, {}\n",
+        worker_count(workers)
+    );
     if s.intake_pairs.is_empty() {
         let _ = writeln!(
             md,
@@ -298,12 +395,18 @@ fn write_intake_ratios(md: &mut String, s: &Session) {
          round by round. For CPU-µs per request below 1.00 is cheaper than reuseport; for \
          requests/s above 1.00 is faster.\n"
     );
-    write_ratio_table(md, s, &s.intake_pairs, 3);
+    write_ratio_table(md, s, workers, &s.intake_pairs, 3);
 }
 
 /// One row per figure in RATIOS and (numerator, denominator) pair, one column per connection count.
 /// `decimals`: 2 for the peer comparison, 3 where a few percent decide (the intake modes).
-fn write_ratio_table(md: &mut String, s: &Session, pairs: &[(String, String)], decimals: usize) {
+fn write_ratio_table(
+    md: &mut String,
+    s: &Session,
+    workers: u32,
+    pairs: &[(String, String)],
+    decimals: usize,
+) {
     let _ = write!(md, "| figure | ratio |");
     for c in &s.connections {
         let _ = write!(md, " c={c} |");
@@ -318,16 +421,17 @@ fn write_ratio_table(md: &mut String, s: &Session, pairs: &[(String, String)], d
             let _ = write!(md, "| {name} | {numerator} ÷ {denominator} |");
             for &c in &s.connections {
                 let medians = (
-                    spread(&s.values(numerator, c, *value)),
-                    spread(&s.values(denominator, c, *value)),
+                    s.median(numerator, workers, c, *value),
+                    s.median(denominator, workers, c, *value),
                 );
-                let rounds = spread(&s.per_round_ratios(numerator, denominator, c, *value));
+                let pair = (numerator.as_str(), denominator.as_str());
+                let rounds = spread(&s.per_round_ratios(pair, workers, c, *value));
                 match (medians, rounds) {
                     ((Some(n), Some(d)), Some(r)) => {
                         let _ = write!(
                             md,
                             " **{:.decimals$}** ({:.decimals$}–{:.decimals$}) |",
-                            n.median / d.median,
+                            n / d,
                             r.min,
                             r.max
                         );
@@ -355,20 +459,10 @@ fn write_configs(md: &mut String, s: &Session) {
 }
 
 fn write_runs(md: &mut String, s: &Session) {
-    let _ = writeln!(md, "## Every run\n");
-    let _ = writeln!(md, "<details><summary>{} runs</summary>\n", s.runs.len());
-    let _ = writeln!(
-        md,
-        "| round | c | target | requests | req/s | p50 µs | p99 µs | CPU-µs/req | peak RSS MiB | socket errors | status ≥ 400 |"
-    );
-    let _ = writeln!(
-        md,
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|"
-    );
-    for r in &s.runs {
-        let _ = writeln!(
-            md,
-            "| {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} |",
+    let rows = s.runs.iter().map(|r| {
+        format!(
+            "| {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} |",
+            r.workers,
             r.round,
             r.connections,
             r.label,
@@ -376,13 +470,37 @@ fn write_runs(md: &mut String, s: &Session) {
             thousands(r.wrk.requests_per_sec),
             r.wrk.p50_us,
             r.wrk.p99_us,
+            r.wrk.max_us,
             r.cpu_us_per_request,
             r.peak_rss_kib as f64 / 1024.0,
             r.wrk.socket_errors,
             r.wrk.bad_status
-        );
+        )
+    });
+    write_details_table(
+        md,
+        "Every run",
+        "| workers | round | c | target | requests | req/s | p50 µs | p99 µs | max µs | CPU-µs/req | peak RSS MiB | socket errors | status ≥ 400 |",
+        "|---:|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        rows,
+    );
+}
+
+/// A section `## heading` holding a folded table: `header`, `alignment`, then one line per row.
+pub fn write_details_table(
+    md: &mut String,
+    heading: &str,
+    header: &str,
+    alignment: &str,
+    rows: impl ExactSizeIterator<Item = String>,
+) {
+    let _ = writeln!(md, "## {heading}\n");
+    let _ = writeln!(md, "<details><summary>{} runs</summary>\n", rows.len());
+    let _ = writeln!(md, "{header}\n{alignment}");
+    for row in rows {
+        let _ = writeln!(md, "{row}");
     }
-    let _ = writeln!(md, "\n</details>");
+    let _ = writeln!(md, "\n</details>\n");
 }
 
 /// A whole number with thin groups of three: 57,123.
@@ -398,7 +516,7 @@ pub fn thousands(value: f64) -> String {
     out
 }
 
-fn one_line(text: &str) -> String {
+pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
@@ -406,20 +524,27 @@ fn one_line(text: &str) -> String {
 mod tests {
     use super::*;
 
-    fn run(round: u32, label: &str, cpu: f64, rps: f64) -> Run {
+    /// A clean wrk report at `rps` requests/s.
+    pub(super) fn wrk_report(rps: f64) -> WrkReport {
+        WrkReport {
+            requests: 1000,
+            seconds: 1.0,
+            requests_per_sec: rps,
+            p50_us: 800.0,
+            p99_us: 1900.0,
+            max_us: 5000.0,
+            socket_errors: 0,
+            bad_status: 0,
+        }
+    }
+
+    pub(super) fn run(round: u32, label: &str, cpu: f64, rps: f64) -> Run {
         Run {
             round,
+            workers: 1,
             label: label.to_string(),
             connections: 50,
-            wrk: WrkReport {
-                requests: 1000,
-                seconds: 1.0,
-                requests_per_sec: rps,
-                p50_us: 800.0,
-                p99_us: 1900.0,
-                socket_errors: 0,
-                bad_status: 0,
-            },
+            wrk: wrk_report(rps),
             cpu_us_per_request: cpu,
             peak_rss_kib: 10240,
         }
@@ -444,6 +569,7 @@ mod tests {
     fn ratios_pair_runs_of_the_same_round() {
         let session = Session {
             rounds: 2,
+            workers: vec![1],
             connections: vec![50],
             labels: vec!["herdsman".into(), "haproxy".into()],
             herdsman_labels: vec!["herdsman".into()],
@@ -456,8 +582,12 @@ mod tests {
             ],
             ..Session::default()
         };
-        let ratios = session.per_round_ratios("herdsman", "haproxy", 50, |r| r.cpu_us_per_request);
+        let ratios =
+            session.per_round_ratios(("herdsman", "haproxy"), 1, 50, |r| r.cpu_us_per_request);
         assert_eq!(ratios, vec![1.2, 1.0]);
+        assert!(session
+            .per_round_ratios(("herdsman", "haproxy"), 2, 50, |r| r.cpu_us_per_request)
+            .is_empty());
         let md = render(&session);
         assert!(md.contains("| CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |"));
         assert!(md.contains("| herdsman | 17.00 | 16.00–18.00 | 2 |"));
@@ -468,6 +598,7 @@ mod tests {
         let (b, r) = ("herdsman (balanced)", "herdsman (reuseport)");
         let session = Session {
             rounds: 2,
+            workers: vec![1],
             connections: vec![50],
             labels: vec![b.into(), r.into()],
             herdsman_labels: vec![b.into(), r.into()],
@@ -482,7 +613,7 @@ mod tests {
             ..Session::default()
         };
         let md = render(&session);
-        assert!(md.contains("## Ratios: intake mode ÷ reuseport"));
+        assert!(md.contains("### Ratios: intake mode ÷ reuseport, 1 worker"));
         assert!(md.contains(
             "| CPU-µs per request | herdsman (balanced) ÷ herdsman (reuseport) | **1.010** (1.000–1.020) |"
         ));
@@ -498,6 +629,7 @@ mod tests {
     fn intake_ratios_need_reuseport() {
         let session = Session {
             rounds: 1,
+            workers: vec![1],
             connections: vec![50],
             intake_modes: vec!["balanced".into(), "shared".into()],
             ..Session::default()
@@ -517,6 +649,7 @@ mod tests {
     fn a_target_without_runs_says_not_run() {
         let session = Session {
             rounds: 1,
+            workers: vec![1],
             connections: vec![50],
             labels: vec!["herdsman".into()],
             not_run: vec![("herdsman".into(), "cargo build failed".into())],
@@ -525,5 +658,38 @@ mod tests {
         let md = render(&session);
         assert!(md.contains("- **herdsman**: cargo build failed"));
         assert!(md.contains("| herdsman | not run | | 0 |"));
+    }
+
+    #[test]
+    fn tables_are_grouped_per_worker_count() {
+        let two = |r: Run| Run { workers: 2, ..r };
+        let session = Session {
+            rounds: 1,
+            workers: vec![1, 2],
+            connections: vec![50],
+            labels: vec!["herdsman".into()],
+            runs: vec![
+                run(1, "herdsman", 10.0, 50_000.0),
+                two(run(1, "herdsman", 12.0, 90_000.0)),
+            ],
+            ..Session::default()
+        };
+        let md = render(&session);
+        let one_worker = md.find("## 1 worker\n").unwrap();
+        let two_workers = md.find("## 2 workers\n").unwrap();
+        let fast = md.find("| herdsman | 90,000 |").unwrap();
+        assert!(one_worker < two_workers && two_workers < fast, "{md}");
+        assert!(md.contains("### Max latency, µs (wrk's slowest response), 2 workers"));
+        assert!(md.contains("| herdsman | 5000 | 5000–5000 | 1 |"));
+        assert!(md.contains("once with each worker count (1 and 2)"));
+    }
+
+    #[test]
+    fn lists_read_as_prose() {
+        assert_eq!(and_list(&[1]), "1");
+        assert_eq!(and_list(&[1, 2]), "1 and 2");
+        assert_eq!(and_list(&[50, 200, 1000]), "50, 200 and 1000");
+        assert_eq!(worker_count(1), "1 worker");
+        assert_eq!(worker_count(2), "2 workers");
     }
 }

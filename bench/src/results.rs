@@ -26,10 +26,7 @@ impl RunFacts {
     /// Facts of a run starting now on a machine described by `setup`.
     pub fn new(setup: Vec<(String, String)>) -> RunFacts {
         RunFacts {
-            command: format!(
-                "flock /tmp/herdsman-bench.lock {}",
-                environment::reproduce_command()
-            ),
+            command: environment::locked_reproduce_command(),
             date: tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]),
             setup,
             load_before: environment::load_average(),

@@ -18,6 +18,8 @@ pub struct WrkReport {
     pub requests_per_sec: f64,
     pub p50_us: f64,
     pub p99_us: f64,
+    /// The slowest response ("Max" in wrk's Latency line).
+    pub max_us: f64,
     /// Connect, read, write and timeout errors ("Socket errors:"), summed; 0 when wrk printed none.
     pub socket_errors: u64,
     /// Responses with a status of 400 or more (wrk's "Non-2xx or 3xx responses").
@@ -70,6 +72,7 @@ pub fn parse(text: &str) -> anyhow::Result<WrkReport> {
     let mut requests_per_sec = None;
     let mut p50_us = None;
     let mut p99_us = None;
+    let mut max_us = None;
     let mut socket_errors = 0;
     let mut bad_status = 0;
     for line in text.lines().map(str::trim) {
@@ -77,6 +80,8 @@ pub fn parse(text: &str) -> anyhow::Result<WrkReport> {
             p50_us = Some(parse_time_us(rest.trim())?);
         } else if let Some(rest) = line.strip_prefix("99%") {
             p99_us = Some(parse_time_us(rest.trim())?);
+        } else if let Some(max) = latency_max(line) {
+            max_us = Some(parse_time_us(max)?);
         } else if let Some((count, rest)) = line.split_once(" requests in ") {
             requests = Some(count.trim().parse::<u64>().context("request count")?);
             let elapsed = rest.split(',').next().unwrap_or_default().trim();
@@ -93,10 +98,18 @@ pub fn parse(text: &str) -> anyhow::Result<WrkReport> {
             bad_status = rest.trim().parse::<u64>().context("non-2xx count")?;
         }
     }
-    let (Some(requests), Some(seconds), Some(requests_per_sec), Some(p50_us), Some(p99_us)) =
-        (requests, seconds, requests_per_sec, p50_us, p99_us)
+    let (
+        Some(requests),
+        Some(seconds),
+        Some(requests_per_sec),
+        Some(p50_us),
+        Some(p99_us),
+        Some(max_us),
+    ) = (requests, seconds, requests_per_sec, p50_us, p99_us, max_us)
     else {
-        bail!("missing one of: requests, Requests/sec, 50% or 99% latency (was --latency given?)");
+        bail!(
+            "missing one of: requests, Requests/sec, Max latency, 50% or 99% latency (was --latency given?)"
+        );
     };
     Ok(WrkReport {
         requests,
@@ -104,9 +117,20 @@ pub fn parse(text: &str) -> anyhow::Result<WrkReport> {
         requests_per_sec,
         p50_us,
         p99_us,
+        max_us,
         socket_errors,
         bad_status,
     })
+}
+
+/// The Max column of the thread-stats line `Latency   248.34us  425.35us  13.82ms   98.39%`
+/// (Avg, Stdev, Max, +/- Stdev); not the `Latency Distribution` heading.
+fn latency_max(line: &str) -> Option<&str> {
+    let columns: Vec<&str> = line.strip_prefix("Latency ")?.split_whitespace().collect();
+    match columns[..] {
+        [_avg, _stdev, max, _within] => Some(max),
+        _ => None,
+    }
 }
 
 /// wrk prints times as a number and a unit: `350.00us`, `1.23ms`, `5.00s`, `1.00m`, `1.00h`.
@@ -163,6 +187,7 @@ Transfer/sec:      4.55MB
         assert!((report.seconds - 5.0).abs() < 0.1);
         assert!(report.requests_per_sec > 1000.0);
         assert!(report.p50_us > 0.0 && report.p50_us <= report.p99_us);
+        assert_eq!(report.max_us, 13_820.0);
         assert_eq!(report.socket_errors, 0);
         assert_eq!(report.bad_status, 0);
     }
@@ -178,6 +203,7 @@ Transfer/sec:      4.55MB
         assert_eq!(report.requests_per_sec, 40110.52);
         assert_eq!(report.p50_us, 812.0);
         assert_eq!(report.p99_us, 1.02e6);
+        assert_eq!(report.max_us, 1.01e6);
         assert_eq!(report.socket_errors, 22);
         assert_eq!(report.bad_status, 41);
     }
@@ -186,6 +212,19 @@ Transfer/sec:      4.55MB
     fn a_report_without_latency_distribution_is_refused() {
         let text = "  100 requests in 1.00s, 1.00KB read\nRequests/sec: 100.00\n";
         assert!(parse(text).is_err());
+    }
+
+    #[test]
+    fn only_the_thread_stats_line_gives_the_max() {
+        assert_eq!(
+            latency_max("Latency   248.34us  425.35us  13.82ms   98.39%"),
+            Some("13.82ms")
+        );
+        assert_eq!(latency_max("Latency Distribution"), None);
+        assert_eq!(
+            latency_max("Req/Sec   147.06k    10.16k  160.64k    74.00%"),
+            None
+        );
     }
 
     #[test]

@@ -220,7 +220,7 @@ async fn closing_exchange(stream: &mut TcpStream) -> anyhow::Result<()> {
 }
 
 /// A keep-alive request; its answer is read up to the end of its Content-Length body.
-async fn keep_alive_exchange(stream: &mut TcpStream) -> anyhow::Result<()> {
+pub async fn keep_alive_exchange(stream: &mut TcpStream) -> anyhow::Result<()> {
     stream.write_all(KEEP_ALIVE).await?;
     let mut answer = Vec::with_capacity(256);
     let mut chunk = [0u8; 1024];

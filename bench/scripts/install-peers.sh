@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
+# packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots. Installs only what is
+# missing (nothing, when all are there); uses sudo when not run as root. CI runs it before
+# `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs) needs them all.
+set -euo pipefail
+
+# haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
+have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+
+missing=()
+have haproxy || missing+=(haproxy)
+have nginx || missing+=(nginx-light)
+have wrk || missing+=(wrk)
+[ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "haproxy, nginx, wrk and the plot font are installed"
+  exit 0
+fi
+
+as_root=()
+[ "$(id -u)" -eq 0 ] || as_root=(sudo)
+echo "installing ${missing[*]}"
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update
+"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+  apt-get install -y --no-install-recommends "${missing[@]}"

@@ -1,0 +1,182 @@
+//! End to end: `herdsman-bench compare --short` against the real HAProxy and nginx, so that the
+//! comparison cannot rot. It builds herdsman's release binary (as `compare` always does, with
+//! `cargo build --release -p herdsman`), measures every case of the full comparison briefly (1 and
+//! 2 workers; 50, 200 and 1,000 connections; 0 and 1,000 idle connections), and checks that the
+//! results file has every table with a figure for every proxy and case, that every target was
+//! evaluated, and that herdsman answered every request.
+//!
+//! It needs haproxy, nginx and wrk: `compare` installs them with apt-get when it runs as root, and
+//! CI installs them first (bench/scripts/install-peers.sh). It never skips itself.
+//!
+//! It puts about two minutes of load on the machine, so it takes /tmp/herdsman-bench.lock first,
+//! like every benchmark on a shared machine (or runs under it when started by `flock` on it).
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+const LOCK: &str = "/tmp/herdsman-bench.lock";
+const PROXIES: [&str; 3] = ["herdsman", "haproxy", "nginx"];
+const CONNECTIONS: [u32; 3] = [50, 200, 1000];
+
+/// Holds the benchmark lock until dropped: taken here (waiting for any benchmark that runs), or
+/// None when this process already runs under it — `flock LOCK cargo test …` passes its open lock
+/// file down, and taking the lock again through a new descriptor would wait for ourselves.
+fn take_benchmark_lock() -> Option<File> {
+    let inherited = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == Path::new(LOCK)));
+    if inherited {
+        return None;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(LOCK)
+        .unwrap_or_else(|e| panic!("opening {LOCK}: {e}"));
+    eprintln!("waiting for {LOCK} (another benchmark may be running)…");
+    // SAFETY: flock only locks the descriptor, which `file` keeps open while the lock is needed.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(
+        locked,
+        0,
+        "flock {LOCK}: {}",
+        std::io::Error::last_os_error()
+    );
+    Some(file)
+}
+
+/// The cells of the rows of the first Markdown table after the line `heading`.
+fn table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = md
+        .lines()
+        .position(|l| l == heading)
+        .unwrap_or_else(|| panic!("no heading {heading:?} in the results"));
+    md.lines()
+        .skip(start + 1)
+        .skip_while(|l| !l.starts_with('|'))
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // the header and the alignment row
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// A figure as the results print it: "57,123", "16.26", "0".
+fn is_number(cell: &str) -> bool {
+    cell.replace(',', "").parse::<f64>().is_ok()
+}
+
+fn row<'a>(table: &'a [Vec<String>], first: &[&str]) -> &'a [String] {
+    table
+        .iter()
+        .find(|r| r.iter().zip(first).all(|(cell, want)| cell == want))
+        .unwrap_or_else(|| panic!("no row {first:?} in {table:#?}"))
+}
+
+#[test]
+fn the_short_comparison_measures_every_case() {
+    let _lock = take_benchmark_lock();
+    let dir = std::env::temp_dir().join(format!("herdsman-compare-short-{}", std::process::id()));
+    let out = dir.join("compare-short.md");
+    let started = Instant::now();
+    let status = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
+        .args(["compare", "--short", "--out"])
+        .arg(&out)
+        .status()
+        .expect("starting herdsman-bench");
+    eprintln!(
+        "compare --short took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert!(status.success(), "compare --short failed: {status}");
+    let md = std::fs::read_to_string(&out).expect("the results file");
+
+    assert!(!md.contains("## Not run"), "something did not run:\n{md}");
+
+    // Every figure, every worker count: a median for every row at every connection count.
+    let titles: Vec<&str> = md
+        .lines()
+        .filter_map(|l| l.strip_prefix("### "))
+        .filter_map(|l| l.strip_suffix(", 1 worker"))
+        .filter(|t| !t.starts_with("Ratios"))
+        .collect();
+    assert_eq!(titles.len(), 7, "figure tables: {titles:?}");
+    for workers in ["1 worker", "2 workers"] {
+        for title in &titles {
+            let table = table_after(&md, &format!("### {title}, {workers}"));
+            for label in ["backend alone"].iter().chain(&PROXIES) {
+                let cells = row(&table, &[label]);
+                for (i, c) in CONNECTIONS.iter().enumerate() {
+                    let median = &cells[1 + 3 * i];
+                    assert!(
+                        is_number(median),
+                        "{title}, {workers}, {label}, c={c}: {median:?}"
+                    );
+                }
+            }
+        }
+        let ratios = table_after(&md, &format!("### Ratios: herdsman ÷ peer, {workers}"));
+        assert_eq!(ratios.len(), 4, "{ratios:#?}");
+    }
+
+    // The idle sweep: every proxy at 0 and 1,000 idle connections, all 1,000 held.
+    let idle = table_after(&md, "## Idle keep-alive connections");
+    for label in PROXIES {
+        for count in ["0", "1,000"] {
+            let cells = row(&idle, &[label, count]);
+            assert!(is_number(&cells[2]), "idle {label} {count}: {cells:?}");
+        }
+        let cells = row(&idle, &[label, "1,000"]);
+        assert!(
+            is_number(&cells[8]),
+            "RSS per idle connection of {label}: {cells:?}"
+        );
+        assert_eq!(
+            (cells[10].as_str(), cells[11].as_str()),
+            ("1,000", "0"),
+            "{label}: {cells:?}"
+        );
+    }
+
+    // Every target evaluated from figures of this run.
+    let goals = table_after(&md, "## Targets");
+    assert!(goals.len() >= 16, "{goals:#?}");
+    for goal in &goals {
+        assert!(
+            ["met", "**NOT MET**"].contains(&goal[2].as_str()),
+            "not evaluated: {goal:?}"
+        );
+    }
+
+    // herdsman answered every request, in every run.
+    let runs = table_after(&md, "## Every run");
+    let herdsman_runs: Vec<_> = runs.iter().filter(|r| r[3] == "herdsman").collect();
+    assert_eq!(herdsman_runs.len(), 6);
+    for run in herdsman_runs {
+        assert_eq!((run[11].as_str(), run[12].as_str()), ("0", "0"), "{run:?}");
+    }
+    let idle_runs = table_after(&md, "## Every idle run");
+    for run in idle_runs.iter().filter(|r| r[1] == "herdsman") {
+        assert_eq!((run[12].as_str(), run[13].as_str()), ("0", "0"), "{run:?}");
+    }
+
+    for plot in ["compare-short-connections.png", "compare-short-idle.png"] {
+        let bytes = std::fs::read(dir.join(plot)).unwrap_or_else(|e| panic!("{plot}: {e}"));
+        assert!(bytes.starts_with(b"\x89PNG"), "{plot} is not a PNG");
+        assert!(
+            md.contains(&format!("]({plot})")),
+            "{plot} is not referenced"
+        );
+    }
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -33,6 +33,9 @@ def one_request(sock=None):
         if not chunk:
             sys.exit("the proxy closed a connection")
         received += chunk
+    if not received.startswith(b"HTTP/1.1 200"):
+        status = received.split(b"\r\n")[0]
+        sys.exit(f"the proxy answered {status!r}, not 200: is its backend up?")
     return sock
 
 

@@ -86,8 +86,10 @@ fn row<'a>(table: &'a [Vec<String>], first: &[&str]) -> &'a [String] {
 #[test]
 fn the_short_comparison_measures_every_case() {
     let _lock = take_benchmark_lock();
-    let dir = std::env::temp_dir().join(format!("herdsman-compare-short-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("compare-short");
     let out = dir.join("compare-short.md");
+    // Nothing left from an earlier run may stand in for what this one writes.
+    std::fs::remove_dir_all(&dir).ok();
     let started = Instant::now();
     let status = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
         .args(["compare", "--short", "--out"])

@@ -7,7 +7,7 @@ use std::fmt::Display;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
@@ -1277,11 +1277,14 @@ pub fn binary() -> &'static str {
     env!("CARGO_BIN_EXE_herdsman")
 }
 
-/// Writes `text` to a fresh file in the temp directory and returns its path.
+/// Writes `text` to a fresh file under cargo's temporary directory for integration tests
+/// (`target/tmp`, emptied by `cargo clean`, rather than leaving files in /tmp) and returns its
+/// path.
 pub fn write_temp(name: &str, text: &str) -> PathBuf {
     static COUNTER: AtomicUsize = AtomicUsize::new(0);
     let n = COUNTER.fetch_add(1, Ordering::SeqCst);
-    let dir = std::env::temp_dir().join(format!("herdsman-tests-{}", std::process::id()));
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herdsman-tests-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join(format!("{n}-{name}"));
     std::fs::write(&path, text).unwrap();

@@ -96,13 +96,10 @@ impl ParkingLot {
         })
     }
 
-    /// Connections parked now.
-    pub fn len(&self) -> usize {
-        self.slots.borrow().len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
+    /// Publishes how many connections are parked (`WorkerCounters::parked`).
+    fn publish_len(&self, len: usize) {
+        let gauge = &self.stats.counters[self.worker].parked;
+        gauge.store(u32::try_from(len).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 
     /// Parks a connection (already out of tokio's reactor). On error the connection is handed
@@ -229,13 +226,6 @@ impl ParkingLot {
         self.publish_len(0);
         // Closing a descriptor removes it from the epoll set.
         drop(slots);
-    }
-}
-
-impl ParkingLot {
-    fn publish_len(&self, len: usize) {
-        let gauge = &self.stats.counters[self.worker].parked;
-        gauge.store(u32::try_from(len).unwrap_or(u32::MAX), Ordering::Relaxed);
     }
 }
 

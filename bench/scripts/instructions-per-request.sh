@@ -7,28 +7,11 @@
 # Needs valgrind, wrk and curl; starts its own herdsman-bench backend on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-cargo build --release -p herdsman-bench >/dev/null 2>&1
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-backend_port=$(free_port)
-target/release/herdsman-bench backend --listen "127.0.0.1:$backend_port" >/dev/null 2>&1 &
+source bench/scripts/proxy-setup.sh
 printf '| build | requests counted | instructions | instructions per request |\n|---|---:|---:|---:|\n'
 for spec in "$@"; do
   label=${spec%%=*}; bin=${spec#*=}; port=$(free_port)
-  intake_line=""
-  [ -n "${INTAKE:-}" ] && intake_line="intake = \"$INTAKE\""
-  cat > "$work/$label.toml" <<EOT
-workers = ${WORKERS:-1}
-$intake_line
-[[listener]]
-name = "bench"
-bind = "127.0.0.1:$port"
-pool = "backend"
-[[pool]]
-name = "backend"
-servers = [{ name = "b1", addr = "127.0.0.1:$backend_port" }]
-EOT
+  write_config "$work/$label.toml" "$port"
   valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$work/$label.cg" \
     "$bin" run -c "$work/$label.toml" 2>"$work/$label.log" &
   pid=$!

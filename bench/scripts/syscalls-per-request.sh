@@ -6,22 +6,9 @@
 set -euo pipefail
 bin=$(realpath "$1")
 cd "$(dirname "$0")/../.."
-cargo build --release -p herdsman-bench >/dev/null 2>&1
-work=$(mktemp -d)
-trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-backend_port=$(free_port); port=$(free_port)
-target/release/herdsman-bench backend --listen "127.0.0.1:$backend_port" >/dev/null 2>&1 &
-cat > "$work/herdsman.toml" <<EOT
-workers = 1
-[[listener]]
-name = "bench"
-bind = "127.0.0.1:$port"
-pool = "backend"
-[[pool]]
-name = "backend"
-servers = [{ name = "b1", addr = "127.0.0.1:$backend_port" }]
-EOT
+source bench/scripts/proxy-setup.sh
+port=$(free_port)
+write_config "$work/herdsman.toml" "$port"
 "$bin" run -c "$work/herdsman.toml" >/dev/null 2>&1 &
 pid=$!
 for _ in $(seq 50); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done

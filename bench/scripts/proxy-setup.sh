@@ -1,0 +1,31 @@
+# Sourced by the per-request measuring scripts (instructions-per-request.sh,
+# syscalls-per-request.sh): builds herdsman-bench, makes a scratch directory that is removed on
+# exit with every background job, starts the backend on a free port, and writes herdsman configs
+# in front of it. Run from the workspace root.
+
+cargo build --release -p herdsman-bench >/dev/null 2>&1
+work=$(mktemp -d)
+trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$work"' EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+backend_port=$(free_port)
+target/release/herdsman-bench backend --listen "127.0.0.1:$backend_port" >/dev/null 2>&1 &
+
+# write_config FILE PORT: one listener on PORT in front of the backend. WORKERS (default 1) and
+# INTAKE (default: herdsman's own) set those keys.
+write_config() {
+  local intake_line=""
+  [ -n "${INTAKE:-}" ] && intake_line="intake = \"$INTAKE\""
+  cat > "$1" <<EOT
+workers = ${WORKERS:-1}
+$intake_line
+[[listener]]
+name = "bench"
+bind = "127.0.0.1:$2"
+pool = "backend"
+[[pool]]
+name = "backend"
+servers = [{ name = "b1", addr = "127.0.0.1:$backend_port" }]
+EOT
+}

@@ -125,16 +125,10 @@ pub fn run(args: FairnessArgs) -> anyhow::Result<()> {
     let scratch = ScratchDir::create()?;
     let started = Instant::now();
 
-    for &mode in &args.modes {
-        let dir = scratch.path().join(mode.label());
-        std::fs::create_dir_all(&dir)?;
-        if let Err(e) = run_mode(&herdsman, mode, &args, &dir, &mut session) {
-            eprintln!("{}: FAILED: {e:#}", mode.label());
-            session
-                .failures
-                .push((mode.label().to_string(), format!("{e:#}")));
-        }
-    }
+    let failures = stack::each_mode(&args.modes, scratch.path(), |mode, dir| {
+        run_mode(&herdsman, mode, &args, dir, &mut session)
+    })?;
+    session.failures.extend(failures);
     session.facts.end(started);
     crate::results::write_results(
         "fairness",

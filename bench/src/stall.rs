@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::fairness::stack::{Mode, Stack};
+use crate::fairness::stack::{self, Mode, Stack};
 use crate::scratch::ScratchDir;
 use crate::{environment, tools};
 
@@ -71,26 +71,17 @@ pub fn run(args: StallArgs) -> anyhow::Result<()> {
     let scratch = ScratchDir::create()?;
     let started = Instant::now();
 
-    for &mode in &args.modes {
-        let dir = scratch.path().join(mode.label());
-        std::fs::create_dir_all(&dir)?;
-        let result = (|| -> anyhow::Result<()> {
-            let mut stack = Stack::start(&herdsman, mode, args.workers, &dir)?;
-            for round in 1..=args.rounds {
-                let run = load::run(&stack, mode, round, &args)?;
-                eprintln!("{}", report::progress_line(&run));
-                session.runs.push(run);
-                stack.check_alive()?;
-            }
-            Ok(())
-        })();
-        if let Err(e) = result {
-            eprintln!("{}: FAILED: {e:#}", mode.label());
-            session
-                .failures
-                .push((mode.label().to_string(), format!("{e:#}")));
+    let failures = stack::each_mode(&args.modes, scratch.path(), |mode, dir| {
+        let mut stack = Stack::start(&herdsman, mode, args.workers, dir)?;
+        for round in 1..=args.rounds {
+            let run = load::run(&stack, mode, round, &args)?;
+            eprintln!("{}", report::progress_line(&run));
+            session.runs.push(run);
+            stack.check_alive()?;
         }
-    }
+        Ok(())
+    })?;
+    session.failures.extend(failures);
     session.facts.end(started);
     crate::results::write_results(
         "stall",

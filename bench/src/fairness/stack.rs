@@ -29,6 +29,25 @@ impl Mode {
     }
 }
 
+/// Runs `each` once per mode, in order, each in its own directory under `scratch`. A mode that
+/// fails is reported on stderr and returned with why, and the modes after it still run.
+pub fn each_mode(
+    modes: &[Mode],
+    scratch: &Path,
+    mut each: impl FnMut(Mode, &Path) -> anyhow::Result<()>,
+) -> anyhow::Result<Vec<(String, String)>> {
+    let mut failures = Vec::new();
+    for &mode in modes {
+        let dir = scratch.join(mode.label());
+        std::fs::create_dir_all(&dir)?;
+        if let Err(e) = each(mode, &dir) {
+            eprintln!("{}: FAILED: {e:#}", mode.label());
+            failures.push((mode.label().to_string(), format!("{e:#}")));
+        }
+    }
+    Ok(failures)
+}
+
 /// A running backend and herdsman.
 pub struct Stack {
     /// Where clients connect.

@@ -795,22 +795,16 @@ mod tests {
 
     #[test]
     fn a_duplicate_pool_name_points_at_the_first() {
-        let text = r#"
-[[listener]]
-name = "web"
-bind = "127.0.0.1:8080"
-pool = "app"
-
+        // MINIMAL names its pool "app" on line 8; the second pool begins on line 11, its name on 12.
+        let text = format!(
+            r#"{MINIMAL}
 [[pool]]
 name = "app"
-servers = [{ name = "a", addr = "127.0.0.1:9001" }]
-
-[[pool]]
-name = "app"
-servers = [{ name = "b", addr = "127.0.0.1:9002" }]
-"#;
+servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
+"#
+        );
         assert_eq!(
-            only_problem(text),
+            only_problem(&text),
             problem(
                 "pool[1].name",
                 12,

@@ -368,13 +368,7 @@ fn accept_loop(listener: RawFd, counters: &WaiterCounters, stop: &AtomicBool) {
             return;
         }
         counters.wakeups.fetch_add(1, Ordering::Relaxed);
-        if fd >= 0 {
-            counters.accepted.fetch_add(1, Ordering::Relaxed);
-            answer(fd);
-        } else {
-            counters.spurious.fetch_add(1, Ordering::Relaxed);
-            back_off_on_hard_error();
-        }
+        count_and_answer(fd, counters);
     }
 }
 
@@ -398,14 +392,19 @@ fn epoll_loop(epoll: RawFd, listener: RawFd, counters: &WaiterCounters, stop: &A
                 libc::SOCK_CLOEXEC | libc::SOCK_NONBLOCK,
             )
         };
-        if fd >= 0 {
-            counters.accepted.fetch_add(1, Ordering::Relaxed);
-            answer(fd);
-        } else {
-            // EAGAIN: another thread took the connection this one was woken for.
-            counters.spurious.fetch_add(1, Ordering::Relaxed);
-            back_off_on_hard_error();
-        }
+        // A failure is EAGAIN: another thread took the connection this one was woken for.
+        count_and_answer(fd, counters);
+    }
+}
+
+/// Counts what one accept4 returned: a connection (answered here) or nothing (spurious).
+fn count_and_answer(fd: RawFd, counters: &WaiterCounters) {
+    if fd >= 0 {
+        counters.accepted.fetch_add(1, Ordering::Relaxed);
+        answer(fd);
+    } else {
+        counters.spurious.fetch_add(1, Ordering::Relaxed);
+        back_off_on_hard_error();
     }
 }
 

@@ -46,6 +46,8 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
+    /// Show and change a running herdsman's pools through its admin API.
+    Ctl(herdsman::control::ctl::CtlArgs),
 }
 
 fn main() -> ExitCode {
@@ -60,9 +62,10 @@ fn main() -> ExitCode {
         .init();
     let result = match cli.command {
         Command::Check { config } => return check(&config),
-        Command::Run { config } => Config::load(&config)
+        Command::Ctl(args) => return ctl(&args),
+        Command::Run { config: path } => Config::load(&path)
             .map_err(anyhow::Error::from)
-            .and_then(|config| serve(config, None)),
+            .and_then(|config| serve(config, Some(path), None)),
         Command::Demo { listen, admin } => demo(listen, admin),
     };
     match result {
@@ -87,25 +90,43 @@ fn check(path: &std::path::Path) -> ExitCode {
     }
 }
 
+/// Runs a `ctl` command with the token from the environment, if set; exit status 1 on failure.
+fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
+    use herdsman::control::ctl;
+    let token = std::env::var(ctl::TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.is_empty());
+    match ctl::run(args, token.as_deref()) {
+        Ok(output) => {
+            print!("{output}");
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            eprintln!("herdsman ctl: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
 fn demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
     let backends = herdsman::demo::start_backends().context("starting the demo backends")?;
     let config = herdsman::demo::config(listen, admin, &backends);
-    serve(config, Some(herdsman::demo::banner))
+    serve(config, None, Some(herdsman::demo::banner))
 }
 
 /// What a banner is made from: the first listener's address and the admin API's.
 type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
 
 /// Starts the proxy, optionally prints a banner with its addresses, and runs until SIGTERM or
-/// SIGINT, then stops gracefully.
-fn serve(config: Config, banner: Option<Banner>) -> anyhow::Result<()> {
+/// SIGINT, then stops gracefully. SIGHUP reloads `path`, the file the config came from.
+fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyhow::Result<()> {
     let first_listener = config.listeners[0].name.clone();
-    let server = Server::start(config)?;
+    let server = Server::start_with_file(config, path)?;
     if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
         print!("{}", banner(addr, server.admin_addr()));
     }
-    let signal =
-        herdsman::control::signals::wait_for_stop().context("installing signal handlers")?;
+    let signal = herdsman::control::signals::wait_for_stop(&server.registry())
+        .context("installing signal handlers")?;
     tracing::info!(signal, "stopping gracefully");
     server.stop();
     server.wait();

@@ -1,18 +1,19 @@
 //! The running proxy: binds every listener, starts the workers, and stops them gracefully.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
-use arc_swap::ArcSwap;
 use tokio::sync::watch;
 
 use crate::config::{Config, IntakeMode};
 use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::control::kernel_watch;
+use crate::control::registry::Registry;
 use crate::intake::{self, HandoffBoard};
 use crate::stats::Stats;
-use crate::upstream::{Snapshot, SnapshotHandle};
+use crate::upstream::Snapshot;
 use crate::worker::{self, WorkerSetup};
 
 /// Why the proxy could not start.
@@ -32,13 +33,15 @@ pub enum StartError {
     Intake(String),
     #[error(transparent)]
     Admin(#[from] AdminError),
+    #[error("cannot generate a signing key for sticky cookies: {0}")]
+    Keys(std::io::Error),
 }
 
 /// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
 /// gracefully and waits.
 pub struct Server {
     listener_addrs: Vec<(String, SocketAddr)>,
-    snapshot: SnapshotHandle,
+    registry: Arc<Registry>,
     stats: Arc<Stats>,
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
@@ -48,8 +51,13 @@ pub struct Server {
 impl Server {
     /// Binds every listener (all workers' sockets), starts the workers and returns. Connections
     /// are accepted from then on: the sockets listen before any worker runs, so the kernel queues
-    /// early connections in the backlog.
+    /// early connections in the backlog. Without a config file, a reload is refused.
     pub fn start(config: Config) -> Result<Server, StartError> {
+        Server::start_with_file(config, None)
+    }
+
+    /// Like [`Server::start`], for a config read from `path`, which a reload reads again.
+    pub fn start_with_file(config: Config, path: Option<PathBuf>) -> Result<Server, StartError> {
         intake::check_supported(config.intake).map_err(StartError::Intake)?;
         let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
@@ -83,8 +91,7 @@ impl Server {
             .map(|l| (l.name.clone(), l.backlog))
             .collect();
         kernel_watch::warn_if_backlog_capped(&backlogs);
-        let snapshot: SnapshotHandle =
-            Arc::new(ArcSwap::from_pointee(Snapshot::build(&config, 1, 0)));
+        let registry = Arc::new(Registry::new(config.clone(), path).map_err(StartError::Keys)?);
         let stats = Stats::new(config.workers);
         let (stop, stop_receiver) = watch::channel(false);
         let admin = match &config.admin {
@@ -95,6 +102,7 @@ impl Server {
                     intake: config.intake.name(),
                 },
                 Arc::clone(&stats),
+                Arc::clone(&registry),
                 stop_receiver.clone(),
             )?),
             None => None,
@@ -119,7 +127,8 @@ impl Server {
                 intake: config.intake,
                 handoff,
                 stats: Arc::clone(&stats),
-                snapshot: Arc::clone(&snapshot),
+                snapshot: registry.snapshot_handle(),
+                published: registry.subscribe(),
                 stop: stop_receiver.clone(),
                 shutdown_grace: config.shutdown_grace,
             };
@@ -133,7 +142,7 @@ impl Server {
         }
         Ok(Server {
             listener_addrs,
-            snapshot,
+            registry,
             stats,
             stop,
             workers,
@@ -159,9 +168,14 @@ impl Server {
             .map(|(_, a)| *a)
     }
 
-    /// The snapshot the workers read (for inspection; publishing a new one is the reload's job).
+    /// The snapshot the workers read now.
     pub fn snapshot(&self) -> Arc<Snapshot> {
-        self.snapshot.load_full()
+        self.registry.snapshot_handle().load_full()
+    }
+
+    /// The pools as the operator changes them (the admin API's and reload's way in).
+    pub fn registry(&self) -> Arc<Registry> {
+        Arc::clone(&self.registry)
     }
 
     /// Begins a graceful stop: stop accepting, close idle connections, let requests in flight

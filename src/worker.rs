@@ -37,6 +37,9 @@ pub struct WorkerSetup {
     pub handoff: Option<(Arc<HandoffBoard>, HandoffInbox)>,
     pub stats: Arc<Stats>,
     pub snapshot: SnapshotHandle,
+    /// The generation of each snapshot published, to close idle connections to servers that
+    /// left without waiting for a request.
+    pub published: watch::Receiver<u64>,
     /// Becomes true when the proxy is to stop gracefully.
     pub stop: watch::Receiver<bool>,
     pub shutdown_grace: Duration,
@@ -121,6 +124,10 @@ impl WorkerContext {
         let mut local = self.snapshot_local.borrow_mut();
         if !Arc::ptr_eq(&local, current) {
             *local = Rc::new(Arc::clone(current));
+            // Connections to servers removed or re-addressed must not carry another request.
+            self.idle
+                .borrow_mut()
+                .retain_servers(|server| current.has_server(server));
         }
         Rc::clone(&local)
     }
@@ -260,6 +267,7 @@ async fn run(setup: WorkerSetup) {
         handoff,
         stats,
         snapshot,
+        published,
         mut stop,
         shutdown_grace,
     } = setup;
@@ -284,6 +292,7 @@ async fn run(setup: WorkerSetup) {
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
     tokio::task::spawn_local(resume_parked(Rc::clone(&context)));
+    tokio::task::spawn_local(follow_snapshots(Rc::clone(&context), published));
 
     // A dropped sender means the server handle is gone: stop as well.
     let _ = stop.wait_for(|stop| *stop).await;
@@ -312,6 +321,22 @@ async fn take_handoffs(context: Rc<WorkerContext>, mut inbox: HandoffInbox) {
             return;
         };
         context.serve(handed.stream, handed.peer, handed.listener);
+    }
+}
+
+/// Takes up each snapshot as it is published, so that idle connections to servers that left are
+/// closed at once rather than at this worker's next request.
+async fn follow_snapshots(context: Rc<WorkerContext>, mut published: watch::Receiver<u64>) {
+    loop {
+        tokio::select! {
+            changed = published.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            () = context.stopped() => return,
+        }
+        let _ = context.snapshot();
     }
 }
 

@@ -9,7 +9,9 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use herdsman::control::admin::{self, AdminConfig, AdminHandle};
+use herdsman::control::registry::Registry;
 use herdsman::stats::Stats;
+use herdsman::Config;
 use tokio::sync::watch;
 
 const IO_TIMEOUT: Duration = Duration::from_secs(10);
@@ -27,8 +29,27 @@ fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
         token: token.map(str::to_string),
         intake: "balanced",
     };
-    let handle = admin::start(config, stats, stopped).expect("the admin listener starts");
+    let handle =
+        admin::start(config, stats, registry(), stopped).expect("the admin listener starts");
     Admin { handle, stop }
+}
+
+/// The pools the admin API serves: one pool of one server (not contacted by these tests).
+fn registry() -> Arc<Registry> {
+    let config = Config::from_toml(
+        r#"
+[[listener]]
+name = "web"
+bind = "127.0.0.1:0"
+pool = "app"
+[[pool]]
+name = "app"
+servers = [{ name = "a", addr = "127.0.0.1:9" }]
+"#,
+        "test",
+    )
+    .unwrap();
+    Arc::new(Registry::new(config, None).unwrap())
 }
 
 /// A response as read from the wire.
@@ -194,7 +215,7 @@ fn an_exposed_address_needs_a_token() {
         token: None,
         intake: "balanced",
     };
-    let error = admin::start(config, Stats::new(3), stopped).unwrap_err();
+    let error = admin::start(config, Stats::new(3), registry(), stopped).unwrap_err();
     let message = error.to_string();
     assert!(message.contains("token"), "{message}");
     assert!(message.contains("[admin] bind"), "{message}");

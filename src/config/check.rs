@@ -14,11 +14,12 @@ use toml::Spanned;
 use super::duration::{format_duration, parse_duration};
 use super::load::{line_of, ConfigProblem};
 use super::raw::{
-    Named, RawAdmin, RawConfig, RawLimits, RawListener, RawPool, RawServer, RawTimeouts,
+    Named, RawAdmin, RawConfig, RawLimits, RawListener, RawPool, RawRoute, RawServer, RawSticky,
+    RawTimeouts,
 };
 use super::{
-    AdminSettings, Balance, Config, IntakeMode, Limits, ListenerConfig, PoolConfig, ServerConfig,
-    Timeouts,
+    AdminSettings, Balance, Config, HashKey, HostPattern, IntakeMode, Limits, ListenerConfig,
+    PoolConfig, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts,
 };
 
 /// Most worker threads accepted; also the cap on "auto".
@@ -52,6 +53,14 @@ impl<T: Copy + PartialEq> Words<T> {
             .find(|(_, candidate)| *candidate == value)
             .map_or("?", |(word, _)| *word)
     }
+
+    /// The value `word` stands for, if it is one of the accepted words.
+    pub(super) fn value_of(&self, word: &str) -> Option<T> {
+        self.accepted
+            .iter()
+            .find(|(candidate, _)| *candidate == word)
+            .map(|(_, value)| *value)
+    }
 }
 
 /// `intake`: how new connections reach workers.
@@ -74,10 +83,36 @@ pub(super) const BALANCES: Words<Balance> = Words {
         ("least-conn", Balance::LeastConn),
         ("p2c", Balance::P2c),
         ("random", Balance::Random),
+        ("hash", Balance::Hash),
     ],
-    planned: &["hash"],
+    planned: &[],
     default: Balance::RoundRobin,
 };
+
+/// A server's `state`.
+pub(super) const SERVER_STATES: Words<ServerState> = Words {
+    accepted: &[
+        ("ready", ServerState::Ready),
+        ("drain", ServerState::Drain),
+        ("maint", ServerState::Maint),
+        ("test", ServerState::Test),
+    ],
+    planned: &[],
+    default: ServerState::Ready,
+};
+
+/// `[pool.sticky] cookie` when not written.
+const DEFAULT_STICKY_COOKIE: &str = "HERDSMAN";
+
+/// Whether `name` may name a listener, pool or server: not empty, at most 255 bytes, made of
+/// `[A-Za-z0-9_.-]` (so it can stand in a URL path of the admin API and a metric label as it is).
+pub fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 255
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-'))
+}
 
 /// Put in place of a refused address so checking can go on; never in a returned `Config`.
 const STAND_IN_ADDR: SocketAddr = SocketAddr::new(IpAddr::V4(Ipv4Addr::UNSPECIFIED), 0);
@@ -170,6 +205,18 @@ impl Checker<'_> {
                 "pool: none defined; add a [[pool]] with a name and servers",
             );
         }
+        let routes = raw
+            .route
+            .iter()
+            .enumerate()
+            .map(|(index, route)| {
+                let table = Table {
+                    path: format!("route[{index}]"),
+                    line: line_of(self.text, route.span().start),
+                };
+                self.route(&table, route.get_ref(), &raw.pool)
+            })
+            .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
 
@@ -180,8 +227,55 @@ impl Checker<'_> {
             listeners,
             timeouts,
             limits,
+            routes,
             pools,
             admin,
+        }
+    }
+
+    fn route(
+        &mut self,
+        table: &Table,
+        route: &RawRoute,
+        pools: &[Spanned<RawPool>],
+    ) -> RouteConfig {
+        let host = route.host.as_ref().map(|raw| {
+            let text = raw.get_ref().to_ascii_lowercase();
+            let (pattern, name) = match text.strip_prefix("*.") {
+                Some(rest) => (HostPattern::Subdomains(format!(".{rest}")), rest),
+                None => (HostPattern::Exact(text.clone()), text.as_str()),
+            };
+            let is_host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.');
+            let why = if name.is_empty() {
+                Some("empty; write e.g. host = \"api.example.com\" or \"*.example.com\"")
+            } else if name.contains(':') {
+                Some("a host name without a port (a request's port is ignored when matching)")
+            } else if !name.chars().all(is_host_char) {
+                Some("not a host name; write e.g. \"api.example.com\", or \"*.example.com\" for every name under it")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.reject(&table.key("host"), raw.span(), &quoted(raw.get_ref()), why);
+            }
+            pattern
+        });
+        let path_prefix = route.path_prefix.as_ref().map(|raw| {
+            let text = raw.get_ref();
+            if !text.starts_with('/') {
+                self.reject(
+                    &table.key("path_prefix"),
+                    raw.span(),
+                    &quoted(text),
+                    "must start with '/', e.g. path_prefix = \"/api/\"",
+                );
+            }
+            text.clone()
+        });
+        RouteConfig {
+            host,
+            path_prefix,
+            pool: self.pool_index(table, &route.pool, pools),
         }
     }
 
@@ -198,20 +292,11 @@ impl Checker<'_> {
             "127.0.0.1:9900",
             PortZero::Allowed,
         );
-        let token_env = admin.token_env.as_ref().map(|name| {
-            let text = name.get_ref();
-            let valid = text.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
-                && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
-            if !valid {
-                self.reject(
-                    &table.key("token_env"),
-                    name.span(),
-                    &quoted(text),
-                    r#"not an environment variable name; write e.g. token_env = "HERDSMAN_ADMIN_TOKEN""#,
-                );
-            }
-            text.clone()
-        });
+        let token_env = self.env_name(
+            &table.key("token_env"),
+            &admin.token_env,
+            "HERDSMAN_ADMIN_TOKEN",
+        );
         AdminSettings { bind, token_env }
     }
 
@@ -357,11 +442,108 @@ impl Checker<'_> {
     }
 
     fn pool(&mut self, table: &Table, pool: &RawPool) -> PoolConfig {
+        let name = self.name(table, &pool.name, "app");
+        let balance = self.word(&table.key("balance"), &pool.balance, &BALANCES);
         PoolConfig {
-            name: self.name(table, &pool.name, "app"),
-            balance: self.word(&table.key("balance"), &pool.balance, &BALANCES),
+            name,
+            balance,
+            hash_key: self.hash_key(table, &pool.hash_key, balance),
+            sticky: pool.sticky.as_ref().map(|sticky| {
+                let sticky_table = Table {
+                    path: table.key("sticky"),
+                    line: line_of(self.text, sticky.span().start),
+                };
+                self.sticky(&sticky_table, sticky.get_ref())
+            }),
             servers: self.servers(table, &pool.servers),
         }
+    }
+
+    /// A pool's `hash_key`: only with `balance = "hash"`.
+    fn hash_key(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+        balance: Balance,
+    ) -> HashKey {
+        let Some(raw) = raw else {
+            return HashKey::SourceIp;
+        };
+        let text = raw.get_ref();
+        let key = match text.split_once(':') {
+            None if text == "source-ip" => Some(HashKey::SourceIp),
+            Some(("header", name)) if is_token(name) => {
+                Some(HashKey::Header(name.to_ascii_lowercase()))
+            }
+            Some(("cookie", name)) if is_token(name) => Some(HashKey::Cookie(name.to_string())),
+            _ => None,
+        };
+        let why = match key {
+            None => r#"accepted: "source-ip", "header:NAME" or "cookie:NAME""#,
+            Some(_) if balance != Balance::Hash => {
+                r#"only used with balance = "hash"; remove it or set balance = "hash""#
+            }
+            Some(key) => return key,
+        };
+        self.reject(&table.key("hash_key"), raw.span(), &quoted(text), why);
+        HashKey::SourceIp
+    }
+
+    fn sticky(&mut self, table: &Table, raw: &RawSticky) -> StickyConfig {
+        let cookie = match &raw.cookie {
+            None => DEFAULT_STICKY_COOKIE.to_string(),
+            Some(cookie) => {
+                if !is_token(cookie.get_ref()) {
+                    self.reject(
+                        &table.key("cookie"),
+                        cookie.span(),
+                        &quoted(cookie.get_ref()),
+                        r#"not a cookie name (letters, digits and !#$%&'*+-.^_`|~), e.g. cookie = "HERDSMAN""#,
+                    );
+                }
+                cookie.get_ref().clone()
+            }
+        };
+        let key_env = self.env_name(&table.key("key_env"), &raw.key_env, "HERDSMAN_STICKY_KEY");
+        let max_age = raw.max_age.as_ref().map(|_| {
+            self.duration(
+                &table.key("max_age"),
+                &raw.max_age,
+                Duration::from_secs(3600),
+                Zero::Refused,
+            )
+        });
+        StickyConfig {
+            cookie,
+            key_env,
+            max_age,
+        }
+    }
+
+    /// An optional environment variable's name (`token_env`, `key_env`).
+    fn env_name(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<String>>,
+        example: &str,
+    ) -> Option<String> {
+        let name = raw.as_ref()?;
+        let text = name.get_ref();
+        let valid = text
+            .chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+            && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+        if !valid {
+            let field = key.rsplit('.').next().unwrap_or(key);
+            self.reject(
+                key,
+                name.span(),
+                &quoted(text),
+                format!(r#"not an environment variable name; write e.g. {field} = "{example}""#),
+            );
+        }
+        Some(text.clone())
     }
 
     /// A pool's `servers`: at least one.
@@ -408,6 +590,7 @@ impl Checker<'_> {
                 "0 to 256 (default 1; 0 takes no new requests)",
                 DEFAULT_WEIGHT,
             ),
+            state: self.word(&table.key("state"), &server.state, &SERVER_STATES),
         }
     }
 
@@ -466,10 +649,9 @@ impl Checker<'_> {
             return String::new();
         };
         let text = name.get_ref();
-        let is_name_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-');
         let why = if text.is_empty() {
             "empty"
-        } else if !text.chars().all(is_name_char) {
+        } else if !is_valid_name(text) {
             "not a valid name"
         } else {
             return text.clone();
@@ -478,7 +660,7 @@ impl Checker<'_> {
             &table.key("name"),
             name.span(),
             &quoted(text),
-            format!(r#"{why}; use letters, digits, '_', '.' and '-', e.g. "{example}""#),
+            format!(r#"{why}; use up to 255 letters, digits, '_', '.' and '-', e.g. "{example}""#),
         );
         text.clone()
     }
@@ -620,6 +802,14 @@ impl Checker<'_> {
     }
 }
 
+/// An RFC 9110 token: a header field name, a cookie name.
+fn is_token(text: &str) -> bool {
+    !text.is_empty()
+        && text
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
 fn quoted(text: &str) -> String {
     format!("{text:?}")
 }
@@ -697,27 +887,70 @@ mod tests {
                 PoolConfig {
                     name: "app".into(),
                     balance: Balance::LeastConn,
+                    hash_key: HashKey::SourceIp,
+                    sticky: None,
                     servers: vec![
                         ServerConfig {
                             name: "a".into(),
                             addr: addr("127.0.0.1:9001"),
                             weight: 1,
+                            state: ServerState::Ready,
                         },
                         ServerConfig {
                             name: "b".into(),
                             addr: addr("127.0.0.1:9002"),
                             weight: 2,
+                            state: ServerState::Ready,
                         },
                     ],
                 },
                 PoolConfig {
                     name: "api".into(),
                     balance: Balance::P2c,
+                    hash_key: HashKey::SourceIp,
+                    sticky: None,
                     servers: vec![ServerConfig {
                         name: "x".into(),
                         addr: addr("10.0.0.7:80"),
                         weight: 0,
+                        state: ServerState::Ready,
                     }],
+                },
+                PoolConfig {
+                    name: "shop".into(),
+                    balance: Balance::Hash,
+                    hash_key: HashKey::Header("x-user".into()),
+                    sticky: Some(StickyConfig {
+                        cookie: "SHOP".into(),
+                        key_env: Some("SHOP_STICKY_KEY".into()),
+                        max_age: Some(Duration::from_secs(3600)),
+                    }),
+                    servers: vec![
+                        ServerConfig {
+                            name: "s1".into(),
+                            addr: addr("127.0.0.1:9101"),
+                            weight: 1,
+                            state: ServerState::Ready,
+                        },
+                        ServerConfig {
+                            name: "s2".into(),
+                            addr: addr("127.0.0.1:9102"),
+                            weight: 1,
+                            state: ServerState::Drain,
+                        },
+                    ],
+                },
+            ],
+            routes: vec![
+                RouteConfig {
+                    host: Some(HostPattern::Subdomains(".example.com".into())),
+                    path_prefix: Some("/api/".into()),
+                    pool: 1,
+                },
+                RouteConfig {
+                    host: Some(HostPattern::Exact("shop.example.com".into())),
+                    path_prefix: None,
+                    pool: 2,
                 },
             ],
             admin: None,
@@ -844,7 +1077,7 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             problem(
                 "listener[0].pool",
                 10,
-                r#"listener[0].pool = "nope": no such pool; defined pools: app, api"#
+                r#"listener[0].pool = "nope": no such pool; defined pools: app, api, shop"#
             )
         );
     }
@@ -856,14 +1089,106 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             problem(
                 "pool[0].balance",
                 31,
-                r#"pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random"#
+                r#"pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random, hash"#
             )
         );
-        let planned = only_problem(&valid_with(r#""p2c""#, r#""hash""#));
-        assert_eq!(
-            planned.message,
-            r#"pool[1].balance = "hash": not available yet; accepted: round-robin, least-conn, p2c, random"#
-        );
+    }
+
+    #[test]
+    fn routes_sticky_hash_keys_and_states_are_held_to_their_rules() {
+        for (from, to, key, why) in [
+            (
+                r#"host = "shop.example.com""#,
+                r#"host = "shop.example.com:80""#,
+                "route[1].host",
+                "without a port",
+            ),
+            (
+                r#"host = "shop.example.com""#,
+                r#"host = "shop example""#,
+                "route[1].host",
+                "not a host name",
+            ),
+            (
+                r#"host = "*.Example.com""#,
+                r#"host = "*.""#,
+                "route[0].host",
+                "empty",
+            ),
+            (
+                r#"path_prefix = "/api/""#,
+                r#"path_prefix = "api/""#,
+                "route[0].path_prefix",
+                "must start with '/'",
+            ),
+            (
+                r#"pool = "shop"
+"#,
+                r#"pool = "shoes"
+"#,
+                "route[1].pool",
+                "no such pool; defined pools: app, api, shop",
+            ),
+            (
+                r#"hash_key = "header:X-User""#,
+                r#"hash_key = "body""#,
+                "pool[2].hash_key",
+                "accepted: \"source-ip\"",
+            ),
+            (
+                r#"balance = "hash""#,
+                r#"balance = "random""#,
+                "pool[2].hash_key",
+                "only used with balance = \"hash\"",
+            ),
+            (
+                r#"cookie = "SHOP""#,
+                r#"cookie = "SH OP""#,
+                "pool[2].sticky.cookie",
+                "not a cookie name",
+            ),
+            (
+                r#"key_env = "SHOP_STICKY_KEY""#,
+                r#"key_env = "1KEY""#,
+                "pool[2].sticky.key_env",
+                "not an environment variable name",
+            ),
+            (
+                r#"max_age = "1h""#,
+                r#"max_age = "0s""#,
+                "pool[2].sticky.max_age",
+                "must be more than 0",
+            ),
+            (
+                r#"state = "drain""#,
+                r#"state = "drained""#,
+                "pool[2].servers[1].state",
+                "unknown; accepted: ready, drain, maint, test",
+            ),
+        ] {
+            let found = only_problem(&valid_with(from, to));
+            assert_eq!(found.key, key, "{to}");
+            assert!(found.message.contains(why), "{to}: {}", found.message);
+        }
+        let unknown = only_problem(&valid_with("path_prefix = \"/api/\"", "path = \"/api/\""));
+        assert_eq!(unknown.key, "route[0].path");
+    }
+
+    #[test]
+    fn host_patterns_ignore_case_and_port() {
+        let exact = HostPattern::Exact("api.example.com".into());
+        assert!(exact.matches(b"API.Example.com"));
+        assert!(exact.matches(b"api.example.com:8080"));
+        assert!(!exact.matches(b"api.example.com.evil"));
+        assert!(!exact.matches(b"x.api.example.com"));
+        let any = HostPattern::Subdomains(".example.com".into());
+        assert!(any.matches(b"a.example.com"));
+        assert!(any.matches(b"A.B.EXAMPLE.COM:443"));
+        assert!(!any.matches(b"example.com"));
+        assert!(!any.matches(b"badexample.com"));
+        let v6 = HostPattern::Exact("[::1]".into());
+        assert!(v6.matches(b"[::1]:8080"));
+        assert!(v6.matches(b"[::1]"));
     }
 
     #[test]
@@ -961,7 +1286,7 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             problem(
                 "listener[1].name",
                 13,
-                r#"listener[1].name = "in ternal": not a valid name; use letters, digits, '_', '.' and '-', e.g. "web""#
+                r#"listener[1].name = "in ternal": not a valid name; use up to 255 letters, digits, '_', '.' and '-', e.g. "web""#
             )
         );
         let empty = only_problem(&valid_with(r#"name = "x""#, r#"name = """#));

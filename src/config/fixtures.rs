@@ -44,6 +44,28 @@ servers = [
 name = "api"
 balance = "p2c"
 servers = [{ name = "x", addr = "10.0.0.7:80", weight = 0 }]
+
+[[pool]]
+name = "shop"
+balance = "hash"
+hash_key = "header:X-User"
+servers = [
+  { name = "s1", addr = "127.0.0.1:9101" },
+  { name = "s2", addr = "127.0.0.1:9102", state = "drain" },
+]
+[pool.sticky]
+cookie = "SHOP"
+key_env = "SHOP_STICKY_KEY"
+max_age = "1h"
+
+[[route]]
+host = "*.Example.com"
+path_prefix = "/api/"
+pool = "api"
+
+[[route]]
+host = "shop.example.com"
+pool = "shop"
 "#;
 
 /// The smallest config: one listener, one pool of one server.

@@ -14,6 +14,7 @@ mod summary;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+pub use check::is_valid_name;
 pub use duration::parse_duration;
 pub use load::{ConfigError, ConfigProblem};
 
@@ -30,7 +31,9 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     pub timeouts: Timeouts,
     pub limits: Limits,
-    /// At least one; names unique; every listener's `pool` names one of them.
+    /// `[[route]]`s in file order; the first that matches a request picks its pool.
+    pub routes: Vec<RouteConfig>,
+    /// At least one; names unique; every listener's and route's `pool` names one of them.
     pub pools: Vec<PoolConfig>,
     /// The admin API's listener; `None` when the config has no `[admin]`.
     pub admin: Option<AdminSettings>,
@@ -64,6 +67,13 @@ pub enum IntakeMode {
     Shared,
     /// `exclusive`, then a hand-off to the lighter of two workers. The default.
     Balanced,
+}
+
+impl Balance {
+    /// The word the config uses for this algorithm.
+    pub fn name(self) -> &'static str {
+        check::BALANCES.word_for(self)
+    }
 }
 
 impl IntakeMode {
@@ -111,12 +121,86 @@ pub struct Limits {
     pub max_idle_per_server: usize,
 }
 
+/// One `[[route]]`: requests whose host and path match go to `pool`. A route without `host`
+/// matches every host; without `path_prefix`, every path.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteConfig {
+    pub host: Option<HostPattern>,
+    /// Starts with '/'; matched byte for byte against the start of the request target.
+    pub path_prefix: Option<String>,
+    /// Index into `Config::pools`.
+    pub pool: usize,
+}
+
+/// A route's `host`, lowercased: `api.example.com`, or `*.example.com` for any name under it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HostPattern {
+    Exact(String),
+    /// The suffix with its leading dot (`.example.com`); the bare `example.com` does not match.
+    Subdomains(String),
+}
+
+impl HostPattern {
+    /// Whether a request's Host matches: case ignored, and a `:port` suffix ignored.
+    pub fn matches(&self, host: &[u8]) -> bool {
+        let name = strip_port(host);
+        match self {
+            HostPattern::Exact(exact) => name.eq_ignore_ascii_case(exact.as_bytes()),
+            HostPattern::Subdomains(suffix) => {
+                name.len() > suffix.len()
+                    && name[name.len() - suffix.len()..].eq_ignore_ascii_case(suffix.as_bytes())
+            }
+        }
+    }
+}
+
+/// A Host value without its port: `example.com:8080` → `example.com`, `[::1]:80` → `[::1]`.
+fn strip_port(host: &[u8]) -> &[u8] {
+    match host.iter().rposition(|&b| b == b':') {
+        Some(colon)
+            if !host[colon + 1..].is_empty() && host[colon + 1..].iter().all(u8::is_ascii_digit)
+            // An IPv6 literal has colons inside its brackets; only one after `]` is a port.
+            && (host[0] != b'[' || host[..colon].ends_with(b"]")) =>
+        {
+            &host[..colon]
+        }
+        _ => host,
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct PoolConfig {
     pub name: String,
     pub balance: Balance,
+    /// What `balance = "hash"` hashes. Default the client's address.
+    pub hash_key: HashKey,
+    /// `[pool.sticky]`: a signed cookie keeps a client on the server it was first sent to.
+    pub sticky: Option<StickyConfig>,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
+}
+
+/// `hash_key`: the part of a request `balance = "hash"` hashes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HashKey {
+    /// The client's IP address (`source-ip`).
+    SourceIp,
+    /// A request header's value (`header:NAME`), name lowercased; absent: the client's address.
+    Header(String),
+    /// A cookie's value (`cookie:NAME`); absent: the client's address.
+    Cookie(String),
+}
+
+/// `[pool.sticky]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StickyConfig {
+    /// The cookie's name. Default `HERDSMAN`.
+    pub cookie: String,
+    /// The environment variable holding the signing secret. Unset (or the variable empty): a
+    /// key generated at start, so cookies do not survive a restart.
+    pub key_env: Option<String>,
+    /// The cookie's Max-Age; `None`: a session cookie (the default).
+    pub max_age: Option<Duration>,
 }
 
 /// How a pool picks a server for a request.
@@ -130,6 +214,9 @@ pub enum Balance {
     P2c,
     /// Weighted random.
     Random,
+    /// Consistent hashing of `hash_key`: the same key reaches the same server, and adding or
+    /// removing one of N servers moves about 1/N of keys.
+    Hash,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -139,6 +226,32 @@ pub struct ServerConfig {
     pub addr: SocketAddr,
     /// 0–256, default 1. Weight 0 takes no new requests.
     pub weight: u32,
+    /// The state it starts in. Default `ready`.
+    pub state: ServerState,
+}
+
+/// What a server may be sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ServerState {
+    /// Everything: new sessions and sticky ones.
+    Ready,
+    /// Only requests with a sticky cookie for it (and those in flight): no new sessions.
+    Drain,
+    /// Nothing new; requests in flight finish.
+    Maint,
+    /// Only requests that carry its test token in `X-Herdsman-Test`.
+    Test,
+}
+
+impl ServerState {
+    /// The word the config and the admin API use.
+    pub fn word(self) -> &'static str {
+        check::SERVER_STATES.word_for(self)
+    }
+
+    pub fn from_word(word: &str) -> Option<ServerState> {
+        check::SERVER_STATES.value_of(word)
+    }
 }
 
 impl Default for Timeouts {

@@ -27,6 +27,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
+    pub route: Vec<Spanned<RawRoute>>,
+    #[serde(default)]
     pub pool: Vec<Spanned<RawPool>>,
     pub admin: Option<Spanned<RawAdmin>>,
 }
@@ -46,6 +48,15 @@ pub struct RawListener {
     pub name: Option<Spanned<String>>,
     pub bind: Option<Spanned<String>>,
     pub backlog: Option<Spanned<i64>>,
+    pub pool: Option<Spanned<String>>,
+}
+
+/// One `[[route]]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRoute {
+    pub host: Option<Spanned<String>>,
+    pub path_prefix: Option<Spanned<String>>,
     pub pool: Option<Spanned<String>>,
 }
 
@@ -73,7 +84,18 @@ pub struct RawLimits {
 pub struct RawPool {
     pub name: Option<Spanned<String>>,
     pub balance: Option<Spanned<String>>,
+    pub hash_key: Option<Spanned<String>>,
     pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
+    pub sticky: Option<Spanned<RawSticky>>,
+}
+
+/// A pool's `[pool.sticky]`.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawSticky {
+    pub cookie: Option<Spanned<String>>,
+    pub key_env: Option<Spanned<String>>,
+    pub max_age: Option<Spanned<String>>,
 }
 
 /// One entry of a pool's `servers` array (an inline table).
@@ -83,6 +105,7 @@ pub struct RawServer {
     pub name: Option<Spanned<String>>,
     pub addr: Option<Spanned<String>>,
     pub weight: Option<Spanned<i64>>,
+    pub state: Option<Spanned<String>>,
 }
 
 /// A table whose `name` must differ from those of the other tables in its array: a listener, a

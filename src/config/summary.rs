@@ -1,10 +1,10 @@
 //! The summary `herdsman check` prints for a valid config.
 
 use super::check::{BALANCES, INTAKE_MODES};
-use super::Config;
+use super::{Config, HashKey, HostPattern, ServerState};
 
-/// What `herdsman check` prints for a valid config: workers, then each listener and pool, and
-/// each pool's servers, one line each.
+/// What `herdsman check` prints for a valid config: workers, then each listener, route and pool,
+/// and each pool's servers, one line each.
 pub(super) fn summary(config: &Config) -> String {
     let intake = INTAKE_MODES.word_for(config.intake);
     let mut lines = vec![format!("workers: {} (intake {intake})", config.workers)];
@@ -18,17 +18,43 @@ pub(super) fn summary(config: &Config) -> String {
             listener.name, listener.bind, listener.backlog
         ));
     }
+    for route in &config.routes {
+        let host = match &route.host {
+            None => "any host".to_string(),
+            Some(HostPattern::Exact(name)) => format!("host {name}"),
+            Some(HostPattern::Subdomains(suffix)) => format!("host *{suffix}"),
+        };
+        let path = route.path_prefix.as_deref().unwrap_or("/");
+        let pool = config
+            .pools
+            .get(route.pool)
+            .map_or("?", |pool| pool.name.as_str());
+        lines.push(format!("route {host}  path {path}*  → pool {pool}"));
+    }
     for pool in &config.pools {
-        let balance = BALANCES.word_for(pool.balance);
+        let mut balance = BALANCES.word_for(pool.balance).to_string();
+        match &pool.hash_key {
+            _ if pool.balance != crate::config::Balance::Hash => {}
+            HashKey::SourceIp => balance.push_str(" of source-ip"),
+            HashKey::Header(name) => balance.push_str(&format!(" of header:{name}")),
+            HashKey::Cookie(name) => balance.push_str(&format!(" of cookie:{name}")),
+        }
         let count = pool.servers.len();
         let plural = if count == 1 { "" } else { "s" };
+        let sticky = pool.sticky.as_ref().map_or(String::new(), |sticky| {
+            format!("  sticky cookie {}", sticky.cookie)
+        });
         lines.push(format!(
-            "pool {}  {balance}  {count} server{plural}",
+            "pool {}  {balance}  {count} server{plural}{sticky}",
             pool.name
         ));
         for server in &pool.servers {
+            let state = match server.state {
+                ServerState::Ready => String::new(),
+                other => format!("  {}", other.word()),
+            };
             lines.push(format!(
-                "  server {}  {}  weight {}",
+                "  server {}  {}  weight {}{state}",
                 server.name, server.addr, server.weight
             ));
         }
@@ -57,11 +83,16 @@ mod tests {
             "workers: 3 (intake reuseport)\n\
              listener web  127.0.0.1:8080  backlog 1024  → pool app\n\
              listener internal  [::1]:0  backlog 4096  → pool api\n\
+             route host *.example.com  path /api/*  → pool api\n\
+             route host shop.example.com  path /*  → pool shop\n\
              pool app  round-robin  2 servers\n  \
              server a  127.0.0.1:9001  weight 1\n  \
              server b  127.0.0.1:9002  weight 2\n\
              pool api  p2c  1 server\n  \
-             server x  10.0.0.7:80  weight 0"
+             server x  10.0.0.7:80  weight 0\n\
+             pool shop  hash of header:x-user  2 servers  sticky cookie SHOP\n  \
+             server s1  127.0.0.1:9101  weight 1\n  \
+             server s2  127.0.0.1:9102  weight 1  drain"
         );
     }
 }

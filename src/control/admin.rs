@@ -1,15 +1,20 @@
-//! The admin listener (`[admin] bind`): a minimal HTTP/1.1 server for operators and monitors.
-//! `GET /api/workers` returns each worker's intake counters and the kernel's listen-queue losses
-//! as JSON; `GET /healthz` says `ok`. A later issue adds the pool routes.
+//! The admin listener (`[admin] bind`): a minimal HTTP/1.1 server for operators, monitors and
+//! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's intake
+//! counters and the kernel's listen-queue losses; the pool routes (`/api/pools…`, `/api/reload`,
+//! in `admin_pools`) show and change the pools through the [`Registry`]. Every answer but
+//! `/healthz` is JSON, errors included: `{"error": "<what is wrong>"}`.
 //!
 //! It runs on an OS thread of its own with a current-thread runtime, never on a worker: the
 //! admin API must never take time from a worker's connections, and a worker that is busy or
 //! stalled — exactly when an operator looks at `/api/workers` — must not make the admin API
 //! unreachable. The thread also runs the listen-queue watcher (`kernel_watch`), for the same
-//! reason: reading /proc is blocking file I/O a worker should not do.
+//! reason: reading /proc is blocking file I/O a worker should not do. The registry's calls are
+//! made directly from the connection tasks: they take the control plane's mutex, never one the
+//! request path takes, and a reload's file read blocks only this thread.
 //!
 //! Safe by default: without a token it only binds a loopback address, and with one every request
-//! must carry it (`Authorization: Bearer <token>`), compared in constant time.
+//! must carry it (`Authorization: Bearer <token>`), compared in constant time. Authentication
+//! comes before anything else, so a refused client learns nothing and changes nothing.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
@@ -18,24 +23,30 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
+use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::admin_pools::{self, ApiError};
 use super::kernel_watch;
+use super::registry::Registry;
+use crate::config::is_valid_name;
 use crate::http1::{self, error_response, Body, HeadError, Method, Request};
 use crate::proxy::Buffer;
 use crate::stats::procfs::{self, ListenQueueDrops};
 use crate::stats::{Stats, WorkerReport};
 
-/// A request head must arrive complete within this long of the previous response (or of the
-/// connection opening); an idle keep-alive connection is closed after it too.
+/// A request (head and body) must arrive complete within this long of the previous response (or
+/// of the connection opening); an idle keep-alive connection is closed after it too.
 const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
 /// A client that does not read its response for this long is dropped.
 const WRITE_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head; the admin routes need a request line and a few fields.
 const MAX_HEAD: usize = 16 * 1024;
-/// First read buffer size; grows up to `MAX_HEAD`.
+/// Largest request body (Content-Length); the pool routes' JSON is a few dozen bytes.
+const MAX_BODY: usize = 64 * 1024;
+/// First read buffer size; grows up to a whole head and body.
 const INITIAL_READ: usize = 1024;
 /// Connections served at once. More wait in the listen queue, so a flood of connections costs
 /// the admin thread no memory beyond this.
@@ -106,6 +117,7 @@ impl AdminHandle {
 pub fn start(
     config: AdminConfig,
     stats: Arc<Stats>,
+    registry: Arc<Registry>,
     stop: watch::Receiver<bool>,
 ) -> Result<AdminHandle, AdminError> {
     check_exposure(config.bind, config.token.as_deref())?;
@@ -130,6 +142,7 @@ pub fn start(
         token: config.token,
         intake: config.intake,
         stats,
+        registry,
     });
     let thread = std::thread::Builder::new()
         .name("herdsman-admin".into())
@@ -165,6 +178,8 @@ struct Shared {
     token: Option<String>,
     intake: &'static str,
     stats: Arc<Stats>,
+    /// The pools; the pool routes read and change them.
+    registry: Arc<Registry>,
 }
 
 async fn accept_until_stopped(
@@ -211,12 +226,12 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>, _slot: Own
             Ok(Ok(Exchange::Answered { keep_open })) => keep_open,
             Ok(Ok(Exchange::Refused)) => false,
             Ok(Ok(Exchange::Closed)) | Ok(Err(_)) => return,
-            // Silent and idle: just close. Part of a head and then silence: say why.
+            // Silent and idle: just close. Part of a request and then silence: say why.
             Err(_elapsed) if buffer.is_empty() => return,
             Err(_elapsed) => {
                 error_response::write_error_response(
                     408,
-                    "request head not received in time",
+                    "request not received in time",
                     false,
                     &mut out,
                 );
@@ -237,76 +252,156 @@ async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>, _slot: Own
 enum Exchange {
     /// A response is in `out`; `keep_open`: another request may follow on the connection.
     Answered { keep_open: bool },
-    /// The request was malformed or too large; an error response is in `out`, then close.
+    /// The request was malformed, too large or had a body the API does not read; an error
+    /// response is in `out`, then close.
     Refused,
-    /// The client closed before sending a request.
+    /// The client closed before sending a whole request.
     Closed,
 }
 
-/// Reads until a whole request head is buffered, and writes its response into `out`.
+/// What the bytes buffered so far amount to.
+enum Buffered {
+    /// Not a whole request yet. `expects_continue`: the head is complete and its client waits
+    /// for `100 Continue` before sending the body.
+    Incomplete {
+        expects_continue: bool,
+    },
+    Done(Exchange),
+}
+
+/// Reads until a whole request (head and body) is buffered, and writes its response into `out`.
 async fn read_and_answer(
     stream: &mut TcpStream,
     buffer: &mut Buffer,
     shared: &Shared,
     out: &mut Vec<u8>,
 ) -> io::Result<Exchange> {
+    let mut continued = false;
     loop {
-        if let Some(done) = answer_buffered(buffer, shared, out) {
-            return Ok(done);
+        match answer_buffered(buffer, shared, out) {
+            Buffered::Done(done) => return Ok(done),
+            Buffered::Incomplete { expects_continue } if expects_continue && !continued => {
+                stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
+                continued = true;
+            }
+            Buffered::Incomplete { .. } => {}
         }
-        // A head that fills MAX_HEAD bytes was refused above, so the buffer has room to read.
-        if buffer.read_from(stream, INITIAL_READ, MAX_HEAD).await? == 0 {
+        // Room to read: a head that fills MAX_HEAD bytes and a body over MAX_BODY were refused
+        // above, and a whole request was answered and consumed.
+        if buffer
+            .read_from(stream, INITIAL_READ, MAX_HEAD + MAX_BODY)
+            .await?
+            == 0
+        {
             return Ok(Exchange::Closed);
         }
     }
 }
 
-/// Parses the head at the front of `buffer` and, when it is complete, answers it into `out` and
-/// consumes it; `None` while it is incomplete. Kept synchronous so that the header array never
-/// lives across an await.
-fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> Option<Exchange> {
+/// Parses the request at the front of `buffer` and, when it is complete, answers it into `out`
+/// and consumes it. Kept synchronous so that the header array never lives across an await. The
+/// head is parsed again after each read while the body arrives: at most 64 KiB, on the admin
+/// thread, is not worth remembering the parse for.
+fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> Buffered {
     let mut headers = http1::header_slots();
-    let (head_len, keep_open) = match http1::parse_request(buffer.data(), &mut headers, MAX_HEAD) {
-        Ok(None) => return None,
-        Ok(Some(request)) => {
-            // The admin routes take no body, so a request with one is answered and the
-            // connection closed, rather than guessing where the next request starts.
-            let keep_open = request.keep_alive && request.body == Body::None && !request.upgrade;
-            let answer = answer(&request, shared);
-            answer.write(out, request.method == Method::Head, keep_open, &request);
-            (request.head_len, keep_open)
+    let data = buffer.data();
+    let request = match http1::parse_request(data, &mut headers, MAX_HEAD) {
+        Ok(None) => {
+            return Buffered::Incomplete {
+                expects_continue: false,
+            }
         }
+        Ok(Some(request)) => request,
         Err(HeadError::TooLarge) => {
             error_response::write_error_response(431, "request head too large", false, out);
-            return Some(Exchange::Refused);
+            return Buffered::Done(Exchange::Refused);
         }
         Err(HeadError::Invalid(why)) => {
             error_response::write_error_response(400, why, false, out);
-            return Some(Exchange::Refused);
+            return Buffered::Done(Exchange::Refused);
         }
     };
-    buffer.consume(head_len);
-    Some(Exchange::Answered { keep_open })
+    let head_only = request.method == Method::Head;
+    let body_len = match request.body {
+        // UntilClose is for responses only.
+        Body::None | Body::UntilClose => 0,
+        Body::Length(length) if length <= MAX_BODY as u64 => length as usize,
+        framing => {
+            // Answered without reading the body, then closed: its end cannot be found (chunked,
+            // not read here) or is too far away to be worth reading.
+            refuse_unread_body(&request, framing, shared).write(out, head_only, false, &request);
+            return Buffered::Done(Exchange::Refused);
+        }
+    };
+    let Some(body) = data.get(request.head_len..request.head_len + body_len) else {
+        if request.expect_continue {
+            // The client waits for `100 Continue` before sending the body. When the answer will
+            // be 401 anyway, give it now rather than invite a body only to refuse it; then
+            // close, since the client may send the body or not.
+            if let Some(refusal) = authenticate(&request, shared) {
+                refusal.write(out, head_only, false, &request);
+                return Buffered::Done(Exchange::Refused);
+            }
+        }
+        return Buffered::Incomplete {
+            expects_continue: request.expect_continue,
+        };
+    };
+    // After an upgrade request the client may switch protocols without waiting; close instead.
+    let keep_open = request.keep_alive && !request.upgrade;
+    answer(&request, body, shared).write(out, head_only, keep_open, &request);
+    let used = request.head_len + body_len;
+    buffer.consume(used);
+    Buffered::Done(Exchange::Answered { keep_open })
 }
 
 /// A response before it is written: status, body and what kind of body it is.
 #[derive(Debug)]
-struct Answer {
+pub(super) struct Answer {
     status: u16,
     content_type: &'static str,
     /// Extra header lines, each ending in CRLF.
     extra_headers: &'static str,
-    body: Vec<u8>,
+    pub(super) body: Vec<u8>,
 }
 
 impl Answer {
-    fn text(status: u16, extra_headers: &'static str, body: &str) -> Answer {
+    fn text(status: u16, body: &str) -> Answer {
         Answer {
             status,
             content_type: "text/plain; charset=utf-8",
-            extra_headers,
+            extra_headers: "",
             body: body.as_bytes().to_vec(),
         }
+    }
+
+    /// `value` as JSON, or a 500 in the unlikely case it cannot be serialised.
+    pub(super) fn json(status: u16, value: &impl Serialize) -> Answer {
+        match serde_json::to_vec(value) {
+            Ok(mut body) => {
+                body.push(b'\n');
+                Answer {
+                    status,
+                    content_type: "application/json",
+                    extra_headers: "",
+                    body,
+                }
+            }
+            Err(error) => {
+                tracing::error!(%error, "admin API: cannot serialise a response");
+                Answer::error(500, "cannot serialise the response; see herdsman's log")
+            }
+        }
+    }
+
+    /// `{"error": message}`.
+    pub(super) fn error(status: u16, message: &str) -> Answer {
+        Answer::json(status, &json!({ "error": message }))
+    }
+
+    fn with_headers(mut self, extra_headers: &'static str) -> Answer {
+        self.extra_headers = extra_headers;
+        self
     }
 
     fn write(&self, out: &mut Vec<u8>, head_only: bool, keep_open: bool, request: &Request) {
@@ -335,28 +430,119 @@ impl Answer {
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        201 => "Created",
         401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
+        409 => "Conflict",
+        411 => "Length Required",
         other => error_response::reason(other),
     }
 }
 
-/// The routes; each answers GET and HEAD.
+/// The paths. Names in them are config names (`[A-Za-z0-9_.-]`), so no percent-decoding: a
+/// segment with any other byte matches no route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Route {
-    Workers,
+enum Route<'t> {
     Health,
+    Workers,
+    /// `/api/pools`
+    Pools,
+    /// `/api/reload`
+    Reload,
+    /// `/api/pools/{pool}/servers`
+    Servers {
+        pool: &'t str,
+    },
+    /// `/api/pools/{pool}/servers/{server}` and the paths under it.
+    Server {
+        pool: &'t str,
+        server: &'t str,
+        part: ServerPart,
+    },
 }
 
-impl Route {
-    fn find(target: &str) -> Option<Route> {
+/// Which path under `/api/pools/{pool}/servers/{server}`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ServerPart {
+    /// The server itself (DELETE removes it).
+    Whole,
+    State,
+    Weight,
+    TestToken,
+}
+
+/// The methods a route answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Allowed {
+    /// GET and HEAD.
+    Read,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Allowed {
+    fn permits(self, method: Method) -> bool {
+        match self {
+            Allowed::Read => matches!(method, Method::Get | Method::Head),
+            Allowed::Post => method == Method::Post,
+            Allowed::Put => method == Method::Put,
+            Allowed::Delete => method == Method::Delete,
+        }
+    }
+
+    /// The `Allow` field of a 405 (RFC 9110 §15.5.6), and the same list for its message.
+    fn field(self) -> (&'static str, &'static str) {
+        match self {
+            Allowed::Read => ("Allow: GET, HEAD\r\n", "GET and HEAD"),
+            Allowed::Post => ("Allow: POST\r\n", "POST"),
+            Allowed::Put => ("Allow: PUT\r\n", "PUT"),
+            Allowed::Delete => ("Allow: DELETE\r\n", "DELETE"),
+        }
+    }
+}
+
+impl<'t> Route<'t> {
+    fn find(target: &'t str) -> Option<Route<'t>> {
         // A query string changes nothing on these routes.
         let path = target.split_once('?').map_or(target, |(path, _)| path);
         match path {
-            "/api/workers" => Some(Route::Workers),
-            "/healthz" => Some(Route::Health),
-            _ => None,
+            "/healthz" => return Some(Route::Health),
+            "/api/workers" => return Some(Route::Workers),
+            "/api/pools" => return Some(Route::Pools),
+            "/api/reload" => return Some(Route::Reload),
+            _ => {}
+        }
+        let mut segments = path.strip_prefix("/api/pools/")?.split('/');
+        let (pool, servers) = (segments.next()?, segments.next()?);
+        let server = segments.next();
+        let part = match (segments.next(), segments.next()) {
+            (None, _) => ServerPart::Whole,
+            (Some("state"), None) => ServerPart::State,
+            (Some("weight"), None) => ServerPart::Weight,
+            (Some("test-token"), None) => ServerPart::TestToken,
+            _ => return None,
+        };
+        if servers != "servers" || !is_valid_name(pool) {
+            return None;
+        }
+        match server {
+            None => Some(Route::Servers { pool }),
+            Some(server) if is_valid_name(server) => Some(Route::Server { pool, server, part }),
+            Some(_) => None,
+        }
+    }
+
+    fn allowed(self) -> Allowed {
+        match self {
+            Route::Health | Route::Workers | Route::Pools => Allowed::Read,
+            Route::Reload | Route::Servers { .. } => Allowed::Post,
+            Route::Server { part, .. } => match part {
+                ServerPart::Whole => Allowed::Delete,
+                ServerPart::State | ServerPart::Weight => Allowed::Put,
+                ServerPart::TestToken => Allowed::Read,
+            },
         }
     }
 }
@@ -371,52 +557,76 @@ struct WorkersBody<'a> {
 }
 
 /// Decides the response to one request: authentication first (so an unauthenticated client
-/// learns nothing, not even which paths exist), then the route, then the method.
-fn answer(request: &Request, shared: &Shared) -> Answer {
-    if let Some(token) = &shared.token {
-        if !presents_token(request, token) {
-            return Answer::text(
-                401,
-                "WWW-Authenticate: Bearer\r\n",
-                "401 Unauthorized: send Authorization: Bearer <token>\n",
-            );
-        }
+/// learns nothing, not even which paths exist, and changes nothing), then the route, then the
+/// method, then what the route does with the body.
+fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
+    if let Some(refusal) = authenticate(request, shared) {
+        return refusal;
     }
     let Some(route) = Route::find(request.target) else {
-        return Answer::text(404, "", "404 Not Found\n");
+        return Answer::error(404, "no such path; the API's paths start with /api/");
     };
-    if !matches!(request.method, Method::Get | Method::Head) {
-        return Answer::text(
-            405,
-            "Allow: GET, HEAD\r\n",
-            "405 Method Not Allowed: this path answers GET and HEAD\n",
-        );
+    let allowed = route.allowed();
+    if !allowed.permits(request.method) {
+        let (field, methods) = allowed.field();
+        let message = format!("this path answers {methods}, not {}", request.method_text);
+        return Answer::error(405, &message).with_headers(field);
     }
-    match route {
-        Route::Health => Answer::text(200, "", "ok\n"),
-        Route::Workers => {
-            let body = WorkersBody {
+    let registry = &shared.registry;
+    let result: Result<Answer, ApiError> = match route {
+        Route::Health => Ok(Answer::text(200, "ok\n")),
+        Route::Workers => Ok(Answer::json(
+            200,
+            &WorkersBody {
                 intake: shared.intake,
                 workers: shared.stats.report(),
                 listen_queue: procfs::listen_queue_drops(),
-            };
-            match serde_json::to_vec(&body) {
-                Ok(mut json) => {
-                    json.push(b'\n');
-                    Answer {
-                        status: 200,
-                        content_type: "application/json",
-                        extra_headers: "",
-                        body: json,
-                    }
-                }
-                Err(error) => {
-                    tracing::error!(%error, "admin API: cannot serialise /api/workers");
-                    Answer::text(500, "", "500 Internal Server Error\n")
-                }
-            }
-        }
+            },
+        )),
+        Route::Pools => Ok(Answer::json(200, &registry.pools())),
+        Route::Reload => admin_pools::reload(registry),
+        Route::Servers { pool } => admin_pools::add_server(registry, pool, body),
+        Route::Server { pool, server, part } => match part {
+            ServerPart::Whole => admin_pools::remove_server(registry, pool, server),
+            ServerPart::State => admin_pools::set_state(registry, pool, server, body),
+            ServerPart::Weight => admin_pools::set_weight(registry, pool, server, body),
+            ServerPart::TestToken => admin_pools::test_token(registry, pool, server),
+        },
+    };
+    result.unwrap_or_else(ApiError::into_answer)
+}
+
+/// The answer to a request whose body is not read (chunked, or over `MAX_BODY`): 401 when the
+/// token is missing or wrong, as for every request, else the reason the body is refused.
+fn refuse_unread_body(request: &Request, framing: Body, shared: &Shared) -> Answer {
+    if let Some(refusal) = authenticate(request, shared) {
+        return refusal;
     }
+    match framing {
+        Body::Chunked => Answer::error(
+            411,
+            "chunked request bodies are not accepted: send the body with Content-Length",
+        ),
+        _ => Answer::error(
+            413,
+            &format!("the request body is larger than the admin API reads ({MAX_BODY} bytes)"),
+        ),
+    }
+}
+
+/// `None` when the request may go on; else the 401 to answer.
+fn authenticate(request: &Request, shared: &Shared) -> Option<Answer> {
+    let token = shared.token.as_ref()?;
+    if presents_token(request, token) {
+        return None;
+    }
+    Some(
+        Answer::error(
+            401,
+            "this admin API needs a token: send Authorization: Bearer <token>",
+        )
+        .with_headers("WWW-Authenticate: Bearer\r\n"),
+    )
 }
 
 /// True when the request has exactly one Authorization field, `Bearer <token>` with the right
@@ -454,6 +664,28 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
+    /// A pool "app" of two servers, "a" and "b" (weight 2).
+    fn registry() -> Arc<Registry> {
+        let config = crate::Config::from_toml(
+            r#"
+            [[listener]]
+            name = "web"
+            bind = "127.0.0.1:0"
+            pool = "app"
+
+            [[pool]]
+            name = "app"
+            servers = [
+              { name = "a", addr = "127.0.0.1:9001" },
+              { name = "b", addr = "127.0.0.1:9002", weight = 2 },
+            ]
+            "#,
+            "test",
+        )
+        .unwrap();
+        Arc::new(Registry::new(config, None).unwrap())
+    }
+
     fn shared(token: Option<&str>) -> Shared {
         let stats = Stats::new(2);
         stats.counters[1].accepted.store(7, Ordering::Relaxed);
@@ -461,6 +693,7 @@ mod tests {
             token: token.map(str::to_string),
             intake: "balanced",
             stats,
+            registry: registry(),
         }
     }
 
@@ -471,9 +704,11 @@ mod tests {
         read_everything(&mut buffer, &mut source);
         let mut out = Vec::new();
         let keep_open = match answer_buffered(&mut buffer, shared, &mut out) {
-            Some(Exchange::Answered { keep_open }) => Some(keep_open),
-            Some(Exchange::Refused) => None,
-            Some(Exchange::Closed) | None => panic!("no answer to {request:?}"),
+            Buffered::Done(Exchange::Answered { keep_open }) => Some(keep_open),
+            Buffered::Done(Exchange::Refused) => None,
+            Buffered::Done(Exchange::Closed) | Buffered::Incomplete { .. } => {
+                panic!("no answer to {request:?}")
+            }
         };
         (String::from_utf8(out).unwrap(), keep_open)
     }
@@ -482,8 +717,14 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
-        runtime
-            .block_on(async { while buffer.read_from(source, 64, MAX_HEAD).await.unwrap() > 0 {} });
+        runtime.block_on(async {
+            while buffer
+                .read_from(source, 64, MAX_HEAD + MAX_BODY)
+                .await
+                .unwrap()
+                > 0
+            {}
+        });
     }
 
     #[test]
@@ -580,9 +821,9 @@ mod tests {
         );
         assert!(response.starts_with("HTTP/1.1 405 "), "{response}");
         assert!(response.contains("Allow: GET, HEAD\r\n"), "{response}");
-        // A body the admin API does not read: answer, then close.
-        assert!(response.contains("Connection: close\r\n"), "{response}");
-        assert_eq!(keep_open, Some(false));
+        assert!(response.contains(r#""error":"#), "{response}");
+        // The body was read, so the next request's start is known.
+        assert_eq!(keep_open, Some(true));
 
         let (response, _) = exchange(&shared, "HEAD /healthz HTTP/1.1\r\nHost: a\r\n\r\n");
         assert!(response.contains("Content-Length: 3\r\n"), "{response}");
@@ -627,5 +868,248 @@ mod tests {
         let (response, keep_open) = exchange(&shared, &huge);
         assert_eq!(keep_open, None);
         assert!(response.starts_with("HTTP/1.1 431 "), "{response}");
+    }
+
+    /// Status and JSON body of one request with `body`, on a new connection.
+    fn call(shared: &Shared, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
+        let request = format!(
+            "{method} {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        );
+        let (response, _) = exchange(shared, &request);
+        let status = response[9..12].parse().unwrap();
+        let (_, json) = response.split_once("\r\n\r\n").unwrap();
+        let json = serde_json::from_str(json).unwrap_or_else(|_| panic!("not JSON: {response}"));
+        (status, json)
+    }
+
+    #[test]
+    fn routes_take_names_and_nothing_else() {
+        use Route::*;
+        let server = |part| Server {
+            pool: "app",
+            server: "b-1.x_y",
+            part,
+        };
+        for (target, route) in [
+            ("/healthz", Some(Health)),
+            ("/api/workers?x", Some(Workers)),
+            ("/api/pools", Some(Pools)),
+            ("/api/reload", Some(Reload)),
+            ("/api/pools/app/servers", Some(Servers { pool: "app" })),
+            (
+                "/api/pools/app/servers/b-1.x_y",
+                Some(server(ServerPart::Whole)),
+            ),
+            (
+                "/api/pools/app/servers/b-1.x_y/state",
+                Some(server(ServerPart::State)),
+            ),
+            (
+                "/api/pools/app/servers/b-1.x_y/weight?",
+                Some(server(ServerPart::Weight)),
+            ),
+            (
+                "/api/pools/app/servers/b-1.x_y/test-token",
+                Some(server(ServerPart::TestToken)),
+            ),
+            ("/api/pools/", None),
+            ("/api/pools/app", None),
+            ("/api/pools/app/", None),
+            ("/api/pools/app/servers/", None),
+            ("/api/pools/app/server/b", None),
+            ("/api/pools/app/servers/b/", None),
+            ("/api/pools/app/servers/b/colour", None),
+            ("/api/pools/app/servers/b/state/x", None),
+            ("/api/pools/a%70p/servers/b", None),
+            ("/api/pools/app/servers/b%20c", None),
+            ("/api/pools//servers/b", None),
+            ("/api/pools/app/servers/b:80", None),
+        ] {
+            assert_eq!(Route::find(target), route, "{target}");
+        }
+    }
+
+    #[test]
+    fn bodies_are_read_by_length_and_only_so() {
+        let shared = shared(None);
+        // A body in two reads, with a pipelined request after it.
+        let mut buffer = Buffer::new();
+        let mut first: &[u8] = b"PUT /api/pools/app/servers/b/weight HTTP/1.1\r\nHost: a\r\n\
+            Content-Length: 12\r\nExpect: 100-continue\r\n\r\n{\"weig";
+        read_everything(&mut buffer, &mut first);
+        let mut out = Vec::new();
+        assert!(matches!(
+            answer_buffered(&mut buffer, &shared, &mut out),
+            Buffered::Incomplete {
+                expects_continue: true
+            }
+        ));
+        assert!(out.is_empty());
+        let mut rest: &[u8] = b"ht\":3}GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
+        read_everything(&mut buffer, &mut rest);
+        assert!(matches!(
+            answer_buffered(&mut buffer, &shared, &mut out),
+            Buffered::Done(Exchange::Answered { keep_open: true })
+        ));
+        let response = String::from_utf8(std::mem::take(&mut out)).unwrap();
+        assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
+        assert!(response.contains(r#""weight":3"#), "{response}");
+        assert!(matches!(
+            answer_buffered(&mut buffer, &shared, &mut out),
+            Buffered::Done(Exchange::Answered { keep_open: true })
+        ));
+        assert!(String::from_utf8(out).unwrap().ends_with("ok\n"));
+
+        let (response, keep_open) = exchange(
+            &shared,
+            "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+        );
+        assert!(
+            response.starts_with("HTTP/1.1 411 Length Required\r\n"),
+            "{response}"
+        );
+        assert!(response.contains("Content-Length"), "{response}");
+        assert_eq!(keep_open, None);
+
+        let (response, keep_open) = exchange(
+            &shared,
+            &format!(
+                "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+                MAX_BODY + 1
+            ),
+        );
+        assert!(response.starts_with("HTTP/1.1 413 "), "{response}");
+        assert_eq!(keep_open, None);
+        // Exactly the limit is read.
+        let body = format!("{{\"weight\":3{}}}", " ".repeat(MAX_BODY - 12));
+        assert_eq!(body.len(), MAX_BODY);
+        let (status, json) = call(&shared, "PUT", "/api/pools/app/servers/a/weight", &body);
+        assert_eq!((status, &json["weight"]), (200, &serde_json::json!(3)));
+    }
+
+    #[test]
+    fn without_the_token_nothing_is_read_or_changed() {
+        let shared = shared(Some("s3cret"));
+        let (response, keep_open) = exchange(
+            &shared,
+            "PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n{\"state\":\"maint\"}",
+        );
+        assert!(response.starts_with("HTTP/1.1 401 "), "{response}");
+        assert_eq!(keep_open, Some(true));
+        let (response, _) = exchange(
+            &shared,
+            "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+        );
+        assert!(response.starts_with("HTTP/1.1 401 "), "{response}");
+        // Waiting for 100 Continue: refused at once, without inviting the body.
+        let mut buffer = Buffer::new();
+        let mut head: &[u8] = b"PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: a\r\n\
+            Content-Length: 17\r\nExpect: 100-continue\r\n\r\n";
+        read_everything(&mut buffer, &mut head);
+        let mut out = Vec::new();
+        assert!(matches!(
+            answer_buffered(&mut buffer, &shared, &mut out),
+            Buffered::Done(Exchange::Refused)
+        ));
+        let response = String::from_utf8(out).unwrap();
+        assert!(response.starts_with("HTTP/1.1 401 "), "{response}");
+        assert!(response.contains("Connection: close\r\n"), "{response}");
+
+        let servers = shared.registry.pools().pools[0].servers.clone();
+        assert!(servers.iter().all(|s| s.state == "ready"), "{servers:?}");
+    }
+
+    #[test]
+    fn pool_routes_change_the_registry() {
+        let shared = shared(None);
+        let (status, json) = call(&shared, "GET", "/api/pools", "");
+        assert_eq!(status, 200);
+        assert_eq!(json["pools"][0]["name"], "app");
+        assert_eq!(json["pools"][0]["servers"][1]["weight"], 2);
+
+        let (status, json) = call(
+            &shared,
+            "PUT",
+            "/api/pools/app/servers/b/state",
+            r#"{"state":"drain"}"#,
+        );
+        assert_eq!((status, json["state"].as_str()), (200, Some("drain")));
+
+        let added = r#"{"name":"c","addr":"127.0.0.1:9003"}"#;
+        let (status, json) = call(&shared, "POST", "/api/pools/app/servers", added);
+        assert_eq!(status, 201, "{json}");
+        assert_eq!(
+            (&json["weight"], &json["state"], &json["added_at_run_time"]),
+            (
+                &serde_json::json!(1),
+                &serde_json::json!("ready"),
+                &serde_json::json!(true)
+            )
+        );
+        let (status, json) = call(&shared, "POST", "/api/pools/app/servers", added);
+        assert_eq!(status, 409, "{json}");
+        assert!(json["error"].as_str().unwrap().contains("\"c\""), "{json}");
+
+        let (status, json) = call(&shared, "GET", "/api/pools/app/servers/c/test-token", "");
+        assert_eq!(status, 200);
+        assert_eq!(json["header"], "X-Herdsman-Test");
+        assert!(!json["token"].as_str().unwrap().is_empty());
+
+        let (status, json) = call(&shared, "DELETE", "/api/pools/app/servers/c", "");
+        assert_eq!((status, json["name"].as_str()), (200, Some("c")));
+        assert_eq!(shared.registry.pools().pools[0].servers.len(), 2);
+
+        for (method, path, body, expected) in [
+            ("DELETE", "/api/pools/app/servers/c", "", 404),
+            ("DELETE", "/api/pools/web/servers/a", "", 404),
+            (
+                "PUT",
+                "/api/pools/app/servers/zz/weight",
+                r#"{"weight":1}"#,
+                404,
+            ),
+            (
+                "PUT",
+                "/api/pools/app/servers/a/weight",
+                r#"{"weight":300}"#,
+                400,
+            ),
+            (
+                "PUT",
+                "/api/pools/app/servers/a/state",
+                r#"{"state":"asleep"}"#,
+                400,
+            ),
+            ("PUT", "/api/pools/app/servers/a/state", "{", 400),
+            ("GET", "/api/pools/app/servers/a/state", "", 405),
+            ("POST", "/api/reload", "", 409),
+        ] {
+            let (status, json) = call(&shared, method, path, body);
+            assert_eq!(status, expected, "{method} {path} {body}: {json}");
+            assert!(json["error"].is_string(), "{json}");
+        }
+    }
+
+    #[test]
+    fn a_405_says_what_the_path_answers() {
+        let shared = shared(None);
+        for (method, path, allow) in [
+            ("GET", "/api/pools/app/servers", "Allow: POST\r\n"),
+            ("GET", "/api/reload", "Allow: POST\r\n"),
+            ("POST", "/api/pools", "Allow: GET, HEAD\r\n"),
+            ("PUT", "/api/pools/app/servers/a", "Allow: DELETE\r\n"),
+            ("POST", "/api/pools/app/servers/a/weight", "Allow: PUT\r\n"),
+        ] {
+            let (response, _) = exchange(
+                &shared,
+                &format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"),
+            );
+            assert!(
+                response.starts_with("HTTP/1.1 405 "),
+                "{method} {path}: {response}"
+            );
+            assert!(response.contains(allow), "{method} {path}: {response}");
+        }
     }
 }

@@ -119,8 +119,15 @@ pub struct ClientFraming {
     pub dechunk: bool,
 }
 
-/// Appends the response head to send to the client.
-pub fn write_response_head(response: &Response<'_, '_>, framing: ClientFraming, out: &mut Vec<u8>) {
+/// Appends the response head to send to the client, with `extra` — whole header lines of
+/// herdsman's own, such as its sticky cookie — after the server's fields (never merged into
+/// them).
+pub fn write_response_head(
+    response: &Response<'_, '_>,
+    framing: ClientFraming,
+    extra: &[u8],
+    out: &mut Vec<u8>,
+) {
     // httparse accepts only three-digit status codes.
     let code = response.code;
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -147,6 +154,7 @@ pub fn write_response_head(response: &Response<'_, '_>, framing: ClientFraming, 
         }
         write_field(out, name, field.value);
     }
+    out.extend_from_slice(extra);
     if switching {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     } else if framing.close {
@@ -242,7 +250,7 @@ mod tests {
             http10_keep_alive: true,
             dechunk: false,
         };
-        write_response_head(&response, framing, &mut out);
+        write_response_head(&response, framing, b"", &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nConnection: keep-alive\r\n\r\n"
@@ -253,7 +261,7 @@ mod tests {
             http10_keep_alive: false,
             dechunk: false,
         };
-        write_response_head(&response, framing, &mut out);
+        write_response_head(&response, framing, b"", &mut out);
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("Connection: close\r\n\r\n"));

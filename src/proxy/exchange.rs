@@ -16,9 +16,10 @@ use super::{scratch, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
+use crate::upstream::choice::{choose, Choice};
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Server, Snapshot};
-use crate::worker::WorkerContext;
+use crate::worker::{client_ip, WorkerContext};
 
 /// What is kept of a request once its head has been consumed.
 #[derive(Debug, Clone, Copy)]
@@ -28,6 +29,8 @@ pub struct RequestFacts {
     pub body: Body,
     pub keep_alive: bool,
     pub upgrade: bool,
+    /// The pool and server chosen for it, while its head was at hand.
+    pub choice: Choice,
 }
 
 /// Serves one request on `client`; returns whether the connection stays open.
@@ -37,7 +40,7 @@ pub async fn serve_one(
     snapshot: &Arc<Snapshot>,
     listener: usize,
 ) -> Next {
-    let facts = match read_request(client, snapshot).await {
+    let facts = match read_request(context, client, snapshot, listener).await {
         Ok(Some(facts)) => facts,
         Ok(None) => return Next::Close,
         Err(failure) => {
@@ -46,16 +49,13 @@ pub async fn serve_one(
             return Next::Close;
         }
     };
-    let pool = &snapshot.pools[snapshot.listener_pools[listener]];
-    let picked = pool
-        .balancer
-        .pick(&pool.servers, &mut context.rng.borrow_mut());
-    let Some(server) = picked.map(|index| &pool.servers[index]) else {
+    let pool = &snapshot.pools[facts.choice.pool];
+    let Some(server) = facts.choice.server.map(|index| &pool.servers[index]) else {
         report(client, Failure::NoServer, None);
         answer_error(client, Failure::NoServer, Some(facts.method), snapshot).await;
         return Next::Close;
     };
-    let _active = ActiveGuard::new(&server.active);
+    let _active = ActiveGuard::new(&server.counters);
     let mut response_started = false;
     match forward(
         context,
@@ -78,12 +78,15 @@ pub async fn serve_one(
     }
 }
 
-/// Reads the rest of a request head whose first bytes are in `client.buffer`. `Ok(None)`: the
-/// connection should close quietly (the client closed it or reset it). On success the head to
-/// forward is in `client.out` and the head's bytes are consumed from `client.buffer`.
+/// Reads the rest of a request head whose first bytes are in `client.buffer`, and chooses its
+/// pool and server. `Ok(None)`: the connection should close quietly (the client closed it or
+/// reset it). On success the head to forward is in `client.out` and the head's bytes are
+/// consumed from `client.buffer`.
 async fn read_request(
+    context: &WorkerContext,
     client: &mut Client,
     snapshot: &Snapshot,
+    listener: usize,
 ) -> Result<Option<RequestFacts>, Failure> {
     let limits = snapshot.limits;
     let timeouts = snapshot.timeouts;
@@ -114,12 +117,20 @@ async fn read_request(
                         return Err(Failure::BodyTooLarge);
                     }
                 }
+                let choice = choose(
+                    snapshot,
+                    listener,
+                    &request,
+                    client_ip(client.peer),
+                    &mut context.rng.borrow_mut(),
+                );
                 let facts = RequestFacts {
                     method: request.method,
                     minor_version: request.minor_version,
                     body: request.body,
                     keep_alive: request.keep_alive,
                     upgrade: request.upgrade,
+                    choice,
                 };
                 write_request_head(&request, &client.forwarded_for, scratch(&mut client.out));
                 let head_len = request.head_len;
@@ -206,6 +217,7 @@ async fn send_whole(
                     &mut client.stream,
                     &mut client.out,
                     facts,
+                    cookie_to_set(server, facts),
                     &upload_done,
                     context,
                 );
@@ -271,6 +283,7 @@ async fn send_streaming(
             &mut client_write,
             &mut client.out,
             facts,
+            cookie_to_set(server, facts),
             &upload_done,
             context,
         );
@@ -319,6 +332,15 @@ async fn server_connection(
             let _ = stream.set_nodelay(true);
             Ok((stream, false))
         }
+    }
+}
+
+/// The `Set-Cookie` line the response carries: the server's sticky cookie when the request was
+/// balanced in a sticky pool, else nothing.
+fn cookie_to_set(server: &Server, facts: RequestFacts) -> &[u8] {
+    match &server.set_cookie {
+        Some(line) if facts.choice.assign_cookie => line,
+        _ => b"",
     }
 }
 

@@ -48,14 +48,17 @@ enum Examined {
 
 /// Reads until `buffer` starts with a complete final response head, relaying interim 1xx
 /// responses to an HTTP/1.1 client (dropping them for HTTP/1.0). On success the head is consumed
-/// from `buffer` and the head for the client is in `out`. `upload_done` says, when the head
-/// arrives, whether the request body was all sent. No timeout here: the caller bounds the wait.
+/// from `buffer` and the head for the client is in `out`, with `set_cookie` (whole header lines,
+/// or nothing) added to it. `upload_done` says, when the head arrives, whether the request body
+/// was all sent. No timeout here: the caller bounds the wait.
+#[allow(clippy::too_many_arguments)]
 pub async fn read_response_head<R, W>(
     server: &mut R,
     buffer: &mut super::Buffer,
     client: &mut W,
     out: &mut Vec<u8>,
     facts: RequestFacts,
+    set_cookie: &[u8],
     upload_done: &Cell<bool>,
     context: &WorkerContext,
 ) -> Result<ResponseStart, Failure>
@@ -69,7 +72,7 @@ where
     loop {
         if !buffer.is_empty() {
             let closing = || !upload_done.get() || context.is_stopping();
-            match examine_head(buffer.data(), facts, closing, out, &mut interim)? {
+            match examine_head(buffer.data(), facts, set_cookie, closing, out, &mut interim)? {
                 Examined::Incomplete => {}
                 Examined::Interim { head_len, relay } => {
                     if relay {
@@ -105,6 +108,7 @@ where
 fn examine_head(
     bytes: &[u8],
     facts: RequestFacts,
+    set_cookie: &[u8],
     closing: impl Fn() -> bool,
     out: &mut Vec<u8>,
     interim: &mut Vec<u8>,
@@ -125,7 +129,7 @@ fn examine_head(
                 dechunk: false,
             };
             interim.clear();
-            write_response_head(&response, framing, interim);
+            write_response_head(&response, framing, b"", interim);
         }
         return Ok(Examined::Interim { head_len, relay });
     }
@@ -141,7 +145,7 @@ fn examine_head(
         http10_keep_alive: facts.minor_version == 0 && !close,
         dechunk,
     };
-    write_response_head(&response, framing, scratch(out));
+    write_response_head(&response, framing, set_cookie, scratch(out));
     let start = ResponseStart {
         switching,
         body: response.body,

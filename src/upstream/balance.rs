@@ -1,5 +1,5 @@
 //! Choosing a server for a request: smooth weighted round-robin, least-conn, power of two
-//! choices, weighted random.
+//! choices, weighted random, consistent hashing.
 //!
 //! All state a pick reads is in the snapshot: the precomputed round-robin sequence with one
 //! shared cursor, and the per-server active counts. Both are single atomics: workers never take a
@@ -8,6 +8,7 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 
+use super::hash_ring::HashRing;
 use super::snapshot::Server;
 use crate::config::Balance;
 
@@ -24,6 +25,8 @@ pub struct Balancer {
     sequence: Vec<u32>,
     /// Random: running sums of the eligible servers' weights.
     cumulative: Vec<u64>,
+    /// Hash: the ring over the eligible servers (its picks index `eligible`).
+    ring: Option<HashRing>,
     cursor: PaddedCursor,
 }
 
@@ -32,10 +35,18 @@ pub struct Balancer {
 struct PaddedCursor(AtomicUsize);
 
 impl Balancer {
-    pub fn new(kind: Balance, weights: &[u32]) -> Balancer {
+    /// A balancer over `servers` — each one's name and the weight it takes new requests with
+    /// (0: none) — in pool order.
+    pub fn new(kind: Balance, servers: &[(&str, u32)]) -> Balancer {
+        let weights: Vec<u32> = servers.iter().map(|&(_, weight)| weight).collect();
+        let weights = weights.as_slice();
         let eligible: Vec<u32> = (0..weights.len() as u32)
             .filter(|&i| weights[i as usize] > 0)
             .collect();
+        let ring = (kind == Balance::Hash).then(|| {
+            let named: Vec<(&str, u32)> = eligible.iter().map(|&i| servers[i as usize]).collect();
+            HashRing::new(&named)
+        });
         let sequence = if kind == Balance::RoundRobin {
             smooth_weighted_sequence(weights)
         } else {
@@ -54,6 +65,7 @@ impl Balancer {
             eligible,
             sequence,
             cumulative,
+            ring,
             cursor: PaddedCursor::default(),
         }
     }
@@ -63,7 +75,13 @@ impl Balancer {
     }
 
     /// The index of the server to use, or `None` when no server may take requests (503).
-    pub fn pick(&self, servers: &[Server], rng: &mut fastrand::Rng) -> Option<usize> {
+    /// `key_hash` is called only by `hash`, for the hash of the request's key.
+    pub fn pick(
+        &self,
+        servers: &[Server],
+        rng: &mut fastrand::Rng,
+        key_hash: impl FnOnce() -> u64,
+    ) -> Option<usize> {
         if self.eligible.is_empty() {
             return None;
         }
@@ -106,6 +124,10 @@ impl Balancer {
                 let slot = self.cumulative.partition_point(|&sum| sum <= point);
                 self.eligible[slot]
             }
+            Balance::Hash => {
+                let ring = self.ring.as_ref().expect("hash balancers have a ring");
+                self.eligible[ring.pick(key_hash())?]
+            }
         };
         Some(index as usize)
     }
@@ -113,8 +135,8 @@ impl Balancer {
 
 /// `a` carries fewer active requests per unit of weight than `b`.
 fn lighter(a: &Server, b: &Server) -> bool {
-    u64::from(a.active.get()) * u64::from(b.weight)
-        < u64::from(b.active.get()) * u64::from(a.weight)
+    u64::from(a.counters.active()) * u64::from(b.weight)
+        < u64::from(b.counters.active()) * u64::from(a.weight)
 }
 
 /// One cycle of smooth weighted round-robin (nginx's): each step every server gains its weight,
@@ -157,7 +179,8 @@ fn gcd(a: u32, b: u32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::upstream::snapshot::ActiveCount;
+    use crate::config::ServerState;
+    use crate::upstream::snapshot::ActiveGuard;
 
     fn servers(weights: &[u32]) -> Vec<Server> {
         weights
@@ -168,18 +191,34 @@ mod tests {
                 name: format!("s{i}"),
                 addr: "127.0.0.1:1".parse().unwrap(),
                 weight,
-                active: ActiveCount::default(),
+                state: ServerState::Ready,
+                counters: Default::default(),
+                set_cookie: None,
+                added_at_run_time: false,
             })
             .collect()
     }
 
+    fn balancer(kind: Balance, servers: &[Server]) -> Balancer {
+        let named: Vec<(&str, u32)> = servers
+            .iter()
+            .map(|s| (s.name.as_str(), s.weight))
+            .collect();
+        Balancer::new(kind, &named)
+    }
+
+    fn pick(balancer: &Balancer, servers: &[Server], rng: &mut fastrand::Rng) -> Option<usize> {
+        let key = rng.u64(..);
+        balancer.pick(servers, rng, || key)
+    }
+
     fn shares(kind: Balance, weights: &[u32], picks: usize) -> Vec<usize> {
         let servers = servers(weights);
-        let balancer = Balancer::new(kind, weights);
+        let balancer = balancer(kind, &servers);
         let mut rng = fastrand::Rng::with_seed(7);
         let mut counts = vec![0; weights.len()];
         for _ in 0..picks {
-            counts[balancer.pick(&servers, &mut rng).unwrap()] += 1;
+            counts[pick(&balancer, &servers, &mut rng).unwrap()] += 1;
         }
         counts
     }
@@ -211,18 +250,18 @@ mod tests {
     #[test]
     fn least_conn_avoids_the_busy_server() {
         let servers = servers(&[1, 1, 2]);
-        let balancer = Balancer::new(Balance::LeastConn, &[1, 1, 2]);
+        let balancer = balancer(Balance::LeastConn, &servers);
         let mut rng = fastrand::Rng::with_seed(1);
         let _busy: Vec<_> = (0..3)
-            .map(|_| crate::upstream::snapshot::ActiveGuard::new(&servers[0].active))
+            .map(|_| ActiveGuard::new(&servers[0].counters))
             .collect();
-        let _one = crate::upstream::snapshot::ActiveGuard::new(&servers[1].active);
+        let _one = ActiveGuard::new(&servers[1].counters);
         let _two: Vec<_> = (0..2)
-            .map(|_| crate::upstream::snapshot::ActiveGuard::new(&servers[2].active))
+            .map(|_| ActiveGuard::new(&servers[2].counters))
             .collect();
         // loads: s0 3/1, s1 1/1, s2 2/2 — s1 and s2 tie at 1 per weight, s0 is never chosen
         for _ in 0..50 {
-            assert_ne!(balancer.pick(&servers, &mut rng), Some(0));
+            assert_ne!(pick(&balancer, &servers, &mut rng), Some(0));
         }
     }
 
@@ -234,9 +273,10 @@ mod tests {
             Balance::LeastConn,
             Balance::P2c,
             Balance::Random,
+            Balance::Hash,
         ] {
-            let balancer = Balancer::new(kind, &[0, 0]);
-            assert_eq!(balancer.pick(&servers, &mut fastrand::Rng::new()), None);
+            let balancer = balancer(kind, &servers);
+            assert_eq!(pick(&balancer, &servers, &mut fastrand::Rng::new()), None);
         }
     }
 }

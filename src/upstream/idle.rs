@@ -111,6 +111,19 @@ impl IdleConnections {
         self.count -= closed;
     }
 
+    /// Closes the connections to servers for which `keep` is false (removed or re-addressed).
+    pub fn retain_servers(&mut self, keep: impl Fn(u64) -> bool) {
+        let mut closed = 0;
+        self.by_server.retain(|&server, queue| {
+            let kept = keep(server);
+            if !kept {
+                closed += queue.len();
+            }
+            kept
+        });
+        self.count -= closed;
+    }
+
     /// Closes every idle connection (shutdown).
     pub fn clear(&mut self) {
         self.by_server.clear();

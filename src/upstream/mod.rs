@@ -2,7 +2,10 @@
 //! balancing algorithms ([`balance`]), and each worker's idle connections ([`idle`]).
 
 pub mod balance;
+pub mod choice;
+pub mod hash_ring;
 pub mod idle;
 pub mod snapshot;
+pub mod sticky;
 
 pub use snapshot::{Pool, Server, Snapshot, SnapshotHandle};

@@ -1,18 +1,25 @@
-//! The immutable picture of pools and servers that workers read on every request.
+//! The immutable picture of routes, pools and servers that workers read on every request, and the
+//! lineage that carries server identities and pool keys from one picture to the next.
 //!
-//! A change builds a whole new [`Snapshot`] with a higher generation and publishes it through
-//! [`SnapshotHandle`] (an `ArcSwap`); a worker's reads never lock and never see a half-made
-//! change. The only mutable parts are per-server atomics that must be shared across workers:
-//! active request counts (least-conn, p2c) and the round-robin cursor.
+//! A change (an admin API call, a reload) builds a whole new [`Snapshot`] with a higher
+//! generation and publishes it through [`SnapshotHandle`] (an `ArcSwap`); a worker's reads never
+//! lock and never see a half-made change. The only mutable parts are per-server atomics shared
+//! across workers and across snapshots: active and total request counts, and the round-robin
+//! cursor.
 
+use std::collections::{HashMap, HashSet};
+use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
 use super::balance::Balancer;
-use crate::config::{Balance, Config, Limits, Timeouts};
+use super::sticky::{write_set_cookie, StickyKey};
+use crate::config::{
+    Balance, Config, HashKey, Limits, PoolConfig, RouteConfig, ServerState, Timeouts,
+};
 
 /// Everything the request path needs to know, as of one generation.
 #[derive(Debug)]
@@ -20,95 +27,88 @@ pub struct Snapshot {
     pub generation: u64,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub routes: Vec<RouteConfig>,
     pub pools: Vec<Pool>,
     /// For each listener (in config order), the index of its default pool.
     pub listener_pools: Vec<usize>,
+    /// Every server id in `pools`: a pooled connection whose server is not here is closed.
+    server_ids: HashSet<u64>,
 }
 
 #[derive(Debug)]
 pub struct Pool {
     pub name: String,
     pub servers: Vec<Server>,
+    /// Picks among the servers that take new sessions (`ready`, weight above 0).
     pub balancer: Balancer,
+    pub hash_key: HashKey,
+    /// The cookie's name, when the pool is sticky.
+    pub sticky_cookie: Option<String>,
+    /// Signs the pool's cookies and its servers' test tokens.
+    pub key: Arc<StickyKey>,
 }
 
 /// One server of a pool.
 #[derive(Debug)]
 pub struct Server {
-    /// Unique for the life of the process: a pooled connection belongs to exactly one server.
+    /// Unique for the life of the process and kept across snapshots while the server keeps its
+    /// pool, name and address: a pooled connection belongs to exactly one server.
     pub id: u64,
     pub name: String,
     pub addr: SocketAddr,
     pub weight: u32,
-    /// Requests in flight to this server, summed over all workers.
-    pub active: ActiveCount,
+    pub state: ServerState,
+    /// Requests in flight and served, summed over all workers and kept across snapshots.
+    pub counters: Arc<ServerCounters>,
+    /// The `Set-Cookie` line that assigns a client to this server (sticky pools only), made
+    /// once per snapshot so that assigning costs no signing on the request path.
+    pub set_cookie: Option<Box<[u8]>>,
+    /// Added through the admin API rather than the config file.
+    pub added_at_run_time: bool,
 }
 
-/// A shared counter on its own cache line, so that workers updating different servers do not
-/// contend on one line.
+/// A server's shared counters, on a cache line of their own so that workers updating different
+/// servers do not contend on one line.
 #[derive(Debug, Default)]
 #[repr(align(64))]
-pub struct ActiveCount(AtomicU32);
+pub struct ServerCounters {
+    active: AtomicU32,
+    requests: AtomicU64,
+}
 
-impl ActiveCount {
-    pub fn get(&self) -> u32 {
-        self.0.load(Ordering::Relaxed)
+impl ServerCounters {
+    /// Requests in flight.
+    pub fn active(&self) -> u32 {
+        self.active.load(Ordering::Relaxed)
+    }
+
+    /// Requests sent to the server since it was first configured.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 }
 
-/// Holds one server's active count up while a request is in flight.
-pub struct ActiveGuard<'s>(&'s ActiveCount);
+/// Counts a request to a server and holds its active count up while it is in flight.
+pub struct ActiveGuard<'s>(&'s ServerCounters);
 
 impl<'s> ActiveGuard<'s> {
-    pub fn new(count: &'s ActiveCount) -> ActiveGuard<'s> {
-        count.0.fetch_add(1, Ordering::Relaxed);
-        ActiveGuard(count)
+    pub fn new(counters: &'s ServerCounters) -> ActiveGuard<'s> {
+        counters.active.fetch_add(1, Ordering::Relaxed);
+        counters.requests.fetch_add(1, Ordering::Relaxed);
+        ActiveGuard(counters)
     }
 }
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
-        self.0 .0.fetch_sub(1, Ordering::Relaxed);
+        self.0.active.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
 impl Snapshot {
-    /// Builds generation `generation` from a validated config. Server ids start at `first_id`.
-    pub fn build(config: &Config, generation: u64, first_id: u64) -> Snapshot {
-        let mut next_id = first_id;
-        let pools = config
-            .pools
-            .iter()
-            .map(|pool| {
-                let servers: Vec<Server> = pool
-                    .servers
-                    .iter()
-                    .map(|server| {
-                        next_id += 1;
-                        Server {
-                            id: next_id,
-                            name: server.name.clone(),
-                            addr: server.addr,
-                            weight: server.weight,
-                            active: ActiveCount::default(),
-                        }
-                    })
-                    .collect();
-                let weights: Vec<u32> = servers.iter().map(|s| s.weight).collect();
-                Pool {
-                    name: pool.name.clone(),
-                    balancer: Balancer::new(pool.balance, &weights),
-                    servers,
-                }
-            })
-            .collect();
-        Snapshot {
-            generation,
-            timeouts: config.timeouts,
-            limits: config.limits,
-            pools,
-            listener_pools: config.listeners.iter().map(|l| l.pool).collect(),
-        }
+    /// Whether a server with this id is in the snapshot.
+    pub fn has_server(&self, id: u64) -> bool {
+        self.server_ids.contains(&id)
     }
 }
 
@@ -116,7 +116,150 @@ impl Pool {
     pub fn balance(&self) -> Balance {
         self.balancer.kind()
     }
+
+    /// The index of the server named `name`.
+    pub fn position(&self, name: &str) -> Option<usize> {
+        self.servers.iter().position(|server| server.name == name)
+    }
 }
 
 /// Where the current snapshot is published. Cloned into every worker.
 pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
+
+/// What one snapshot hands on to the next: each server's id and counters (keyed by pool, name
+/// and address, so a re-addressed server is a new server whose pooled connections are not
+/// reused), each pool's signing key, and the generation.
+#[derive(Default)]
+pub struct Lineage {
+    generation: u64,
+    next_id: u64,
+    servers: HashMap<(String, String, SocketAddr), (u64, Arc<ServerCounters>)>,
+    keys: HashMap<String, Arc<StickyKey>>,
+}
+
+impl Lineage {
+    pub fn new() -> Lineage {
+        Lineage::default()
+    }
+
+    /// The next snapshot of `config`, whose servers in `added_at_run_time` (pool, server names)
+    /// are marked as added through the admin API. Fails only when a pool needs a generated key
+    /// and the system's random source cannot be read.
+    pub fn next(
+        &mut self,
+        config: &Config,
+        added_at_run_time: &HashSet<(String, String)>,
+    ) -> io::Result<Snapshot> {
+        self.generation += 1;
+        let mut seen = HashMap::new();
+        let mut pools = Vec::with_capacity(config.pools.len());
+        for pool in &config.pools {
+            let key = self.key_for(pool)?;
+            let servers: Vec<Server> = pool
+                .servers
+                .iter()
+                .map(|server| {
+                    let identity = (pool.name.clone(), server.name.clone(), server.addr);
+                    let (id, counters) = match self.servers.remove(&identity) {
+                        Some(known) => known,
+                        None => {
+                            self.next_id += 1;
+                            (self.next_id, Arc::default())
+                        }
+                    };
+                    seen.insert(identity, (id, Arc::clone(&counters)));
+                    let set_cookie = pool.sticky.as_ref().map(|sticky| {
+                        let mut line = Vec::new();
+                        write_set_cookie(
+                            &mut line,
+                            &sticky.cookie,
+                            &key.cookie_value(&server.name),
+                            false,
+                            sticky.max_age.map(|age| age.as_secs()),
+                        );
+                        line.into_boxed_slice()
+                    });
+                    Server {
+                        id,
+                        name: server.name.clone(),
+                        addr: server.addr,
+                        weight: server.weight,
+                        state: server.state,
+                        counters,
+                        set_cookie,
+                        added_at_run_time: added_at_run_time
+                            .contains(&(pool.name.clone(), server.name.clone())),
+                    }
+                })
+                .collect();
+            // Only ready servers take new sessions; the others are reached by cookie or token.
+            let candidates: Vec<(&str, u32)> = servers
+                .iter()
+                .map(|server| {
+                    let weight = if server.state == ServerState::Ready {
+                        server.weight
+                    } else {
+                        0
+                    };
+                    (server.name.as_str(), weight)
+                })
+                .collect();
+            pools.push(Pool {
+                name: pool.name.clone(),
+                balancer: Balancer::new(pool.balance, &candidates),
+                hash_key: pool.hash_key.clone(),
+                sticky_cookie: pool.sticky.as_ref().map(|sticky| sticky.cookie.clone()),
+                key,
+                servers,
+            });
+        }
+        // Servers no longer configured are forgotten: one added again later is a new server.
+        self.servers = seen;
+        let server_ids = self.servers.values().map(|(id, _)| *id).collect();
+        Ok(Snapshot {
+            generation: self.generation,
+            timeouts: config.timeouts,
+            limits: config.limits,
+            routes: config.routes.clone(),
+            pools,
+            listener_pools: config.listeners.iter().map(|l| l.pool).collect(),
+            server_ids,
+        })
+    }
+
+    /// The pool's signing key: from the secret in its `key_env` variable, or else the one
+    /// generated for the pool the first time it was seen (kept across reloads, lost on restart).
+    fn key_for(&mut self, pool: &PoolConfig) -> io::Result<Arc<StickyKey>> {
+        let key_env = pool.sticky.as_ref().and_then(|s| s.key_env.as_deref());
+        let secret = key_env
+            .and_then(|name| std::env::var(name).ok())
+            .filter(|secret| !secret.is_empty());
+        if let Some(secret) = secret {
+            let key = Arc::new(StickyKey::from_secret(&secret));
+            self.keys.insert(pool.name.clone(), Arc::clone(&key));
+            return Ok(key);
+        }
+        if let Some(key) = self.keys.get(&pool.name) {
+            return Ok(Arc::clone(key));
+        }
+        if let Some(sticky) = &pool.sticky {
+            match key_env {
+                Some(name) => tracing::warn!(
+                    pool = %pool.name,
+                    "the sticky key variable {name} is not set: using a generated key, so \
+                     cookie {} will not survive a restart",
+                    sticky.cookie
+                ),
+                None => tracing::warn!(
+                    pool = %pool.name,
+                    "no sticky key_env: using a generated key, so cookie {} will not survive a \
+                     restart",
+                    sticky.cookie
+                ),
+            }
+        }
+        let key = Arc::new(StickyKey::generate()?);
+        self.keys.insert(pool.name.clone(), Arc::clone(&key));
+        Ok(key)
+    }
+}

@@ -1,0 +1,824 @@
+//! `herdsman ctl`: the admin API for people. Each command is one request — a plain blocking
+//! HTTP/1.1 exchange over a `TcpStream`, `Connection: close`, read to the end — and prints one
+//! line of confirmation (or the table of servers), or says why the call failed: herdsman not
+//! reachable, the token refused, or the API's own reason (no such server, a bad value, a config
+//! file that does not validate, with its problems).
+//!
+//! The commands are parsed here (clap), so that `main.rs` only hands them over and the mapping
+//! from command to request is unit-tested.
+
+use std::fmt::Write as _;
+use std::io::{self, Read, Write};
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use serde::Deserialize;
+use serde_json::{json, Value};
+
+use crate::config::is_valid_name;
+
+/// Where `ctl` looks for the admin API unless `--admin` says otherwise: the demo's and the
+/// documented default `[admin] bind`.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9900";
+/// The environment variable `ctl` reads the admin token from.
+pub const TOKEN_ENV: &str = "HERDSMAN_ADMIN_TOKEN";
+/// How long to wait for the connection to be accepted.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long any one read or write may take; a reload reads and checks a file, still quick.
+const IO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest response read; `GET /api/pools` for thousands of servers is well under it.
+const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
+
+/// `herdsman ctl [--admin ADDR] COMMAND`.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    /// The admin API's address (`[admin] bind` of the herdsman to talk to). The token, when the
+    /// admin API needs one, is read from HERDSMAN_ADMIN_TOKEN.
+    #[arg(long, global = true, value_name = "ADDR", default_value = DEFAULT_ADMIN)]
+    pub admin: String,
+    #[command(subcommand)]
+    pub command: CtlCommand,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum CtlCommand {
+    /// List every pool's servers: address, state, weight, requests in flight and served.
+    Servers,
+    /// Send a server no new sessions; sticky clients and requests in flight still reach it.
+    Drain {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+    /// Send a server everything again.
+    Ready {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+    /// Send a server nothing new (requests in flight finish).
+    Maint {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+    /// Send a server only requests carrying its test token (see `test-token`).
+    Test {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+    /// Set a server's weight (0 to 256; 0 takes no new requests).
+    Weight {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+        weight: u32,
+    },
+    /// Add a server to a pool while herdsman runs.
+    Add {
+        #[arg(value_parser = parse_name)]
+        pool: String,
+        #[arg(value_parser = parse_name)]
+        name: String,
+        /// An IP address and port, e.g. 127.0.0.1:9003.
+        addr: String,
+        /// Default 1.
+        #[arg(long)]
+        weight: Option<u32>,
+        /// ready, drain, maint or test. Default ready.
+        #[arg(long)]
+        state: Option<String>,
+    },
+    /// Remove a server from its pool; requests in flight to it finish.
+    Remove {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+    /// Re-read the config file; run-time changes that still apply are kept.
+    Reload,
+    /// Print the token that reaches a server in the `test` state, and the header to send it in.
+    TestToken {
+        #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
+        server: ServerPath,
+    },
+}
+
+/// A server named as `POOL/SERVER`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerPath {
+    pub pool: String,
+    pub server: String,
+}
+
+impl std::fmt::Display for ServerPath {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.pool, self.server)
+    }
+}
+
+fn parse_server_path(text: &str) -> Result<ServerPath, String> {
+    let Some((pool, server)) = text.split_once('/') else {
+        return Err("expected POOL/SERVER, e.g. app/b".to_string());
+    };
+    Ok(ServerPath {
+        pool: parse_name(pool)?,
+        server: parse_name(server)?,
+    })
+}
+
+/// A pool or server name; checked here because it becomes part of the request's path.
+fn parse_name(text: &str) -> Result<String, String> {
+    if is_valid_name(text) {
+        Ok(text.to_string())
+    } else {
+        Err(format!(
+            "{text:?} is not a valid name: use up to 255 letters, digits, '_', '.' and '-'"
+        ))
+    }
+}
+
+/// The request a command makes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub method: &'static str,
+    pub path: String,
+    /// JSON.
+    pub body: Option<String>,
+}
+
+impl CtlCommand {
+    pub fn call(&self) -> Call {
+        let call = |method, path: String, body: Option<Value>| Call {
+            method,
+            path,
+            body: body.map(|body| body.to_string()),
+        };
+        let server_path = |s: &ServerPath| format!("/api/pools/{}/servers/{}", s.pool, s.server);
+        match self {
+            CtlCommand::Servers => call("GET", "/api/pools".into(), None),
+            CtlCommand::Drain { server }
+            | CtlCommand::Ready { server }
+            | CtlCommand::Maint { server }
+            | CtlCommand::Test { server } => call(
+                "PUT",
+                format!("{}/state", server_path(server)),
+                Some(json!({ "state": self.state_word() })),
+            ),
+            CtlCommand::Weight { server, weight } => call(
+                "PUT",
+                format!("{}/weight", server_path(server)),
+                Some(json!({ "weight": weight })),
+            ),
+            CtlCommand::Add {
+                pool,
+                name,
+                addr,
+                weight,
+                state,
+            } => {
+                let mut body = json!({ "name": name, "addr": addr });
+                if let Some(weight) = weight {
+                    body["weight"] = json!(weight);
+                }
+                if let Some(state) = state {
+                    body["state"] = json!(state);
+                }
+                call("POST", format!("/api/pools/{pool}/servers"), Some(body))
+            }
+            CtlCommand::Remove { server } => call("DELETE", server_path(server), None),
+            CtlCommand::Reload => call("POST", "/api/reload".into(), None),
+            CtlCommand::TestToken { server } => {
+                call("GET", format!("{}/test-token", server_path(server)), None)
+            }
+        }
+    }
+
+    /// The state a state command sets.
+    fn state_word(&self) -> &'static str {
+        match self {
+            CtlCommand::Drain { .. } => "drain",
+            CtlCommand::Ready { .. } => "ready",
+            CtlCommand::Maint { .. } => "maint",
+            _ => "test",
+        }
+    }
+
+    /// What to print for the API's successful answer `body`.
+    pub fn describe_success(&self, body: &[u8]) -> Result<String, CtlError> {
+        let text = match self {
+            CtlCommand::Servers => servers_table(&parse_json::<PoolsReply>(body)?),
+            CtlCommand::Drain { server }
+            | CtlCommand::Ready { server }
+            | CtlCommand::Maint { server }
+            | CtlCommand::Test { server } => {
+                let reply: ServerReply = parse_json(body)?;
+                format!("{server}: {}\n", reply.state)
+            }
+            CtlCommand::Weight { server, .. } => {
+                let reply: ServerReply = parse_json(body)?;
+                format!("{server}: weight {}\n", reply.weight)
+            }
+            CtlCommand::Add { pool, .. } => {
+                let reply: ServerReply = parse_json(body)?;
+                format!(
+                    "{pool}/{}: added at {}, weight {}, {}\n",
+                    reply.name, reply.addr, reply.weight, reply.state
+                )
+            }
+            CtlCommand::Remove { server } => {
+                let reply: ServerReply = parse_json(body)?;
+                format!("{server}: removed (was at {})\n", reply.addr)
+            }
+            CtlCommand::Reload => {
+                let reply: ReloadReply = parse_json(body)?;
+                format!("reloaded: generation {}\n", reply.generation)
+            }
+            CtlCommand::TestToken { .. } => {
+                let reply: TestTokenReply = parse_json(body)?;
+                // The token alone first, for scripts; then how to use it.
+                format!("{}\n{}: {}\n", reply.token, reply.header, reply.token)
+            }
+        };
+        Ok(text)
+    }
+}
+
+/// Why a `ctl` command failed.
+#[derive(Debug, thiserror::Error)]
+pub enum CtlError {
+    #[error("--admin {admin}: {why}")]
+    BadAddress { admin: String, why: String },
+    #[error(
+        "cannot reach the admin API at {admin}: {why} — is herdsman running with \
+         [admin] bind = \"{admin}\"? (another address: --admin ADDR)"
+    )]
+    Unreachable { admin: String, why: String },
+    #[error("the admin API at {admin} did not answer: {why}")]
+    NoAnswer { admin: String, why: String },
+    #[error(
+        "the admin API wants a token: set {TOKEN_ENV} to the token herdsman was started with \
+         (the variable its [admin] token_env names)"
+    )]
+    TokenMissing,
+    #[error(
+        "the admin API refused the token: set {TOKEN_ENV} to the token herdsman was started \
+         with (the variable its [admin] token_env names)"
+    )]
+    TokenRefused,
+    /// The API's own reason, and a refused reload's problems.
+    #[error("{}", refusal_text(.message, .problems))]
+    Refused {
+        status: u16,
+        message: String,
+        problems: Vec<String>,
+    },
+    #[error("the admin API's answer is not understood: {0}")]
+    Malformed(String),
+}
+
+fn refusal_text(message: &str, problems: &[String]) -> String {
+    let mut text = message.to_string();
+    for problem in problems {
+        let _ = write!(text, "\n  {problem}");
+    }
+    text
+}
+
+/// Runs one command against the admin API at `args.admin`, sending `token` if there is one;
+/// returns what to print.
+pub fn run(args: &CtlArgs, token: Option<&str>) -> Result<String, CtlError> {
+    let call = args.command.call();
+    let response = exchange(&args.admin, token, &call)?;
+    match response.status {
+        200..=299 => args.command.describe_success(&response.body),
+        401 if token.is_some() => Err(CtlError::TokenRefused),
+        401 => Err(CtlError::TokenMissing),
+        status => Err(refusal(status, &response.body)),
+    }
+}
+
+/// The API's `{"error": …, "problems": […]}`, or the raw body when it is not that.
+fn refusal(status: u16, body: &[u8]) -> CtlError {
+    match serde_json::from_slice::<ErrorReply>(body) {
+        Ok(reply) => CtlError::Refused {
+            status,
+            message: reply.error,
+            problems: reply.problems,
+        },
+        Err(_) => {
+            let text = String::from_utf8_lossy(body);
+            let text = text.trim();
+            CtlError::Refused {
+                status,
+                message: if text.is_empty() {
+                    format!("the admin API answered {status}")
+                } else {
+                    format!("the admin API answered {status}: {text}")
+                },
+                problems: Vec::new(),
+            }
+        }
+    }
+}
+
+/// A response as read: the status and the body.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+}
+
+/// Makes `call` on a new connection to `admin` and reads the whole response.
+fn exchange(admin: &str, token: Option<&str>, call: &Call) -> Result<Reply, CtlError> {
+    let mut stream = connect(admin)?;
+    let no_answer = |error: io::Error| CtlError::NoAnswer {
+        admin: admin.to_string(),
+        why: describe_io(&error),
+    };
+    stream
+        .set_read_timeout(Some(IO_TIMEOUT))
+        .and_then(|()| stream.set_write_timeout(Some(IO_TIMEOUT)))
+        .map_err(no_answer)?;
+    stream
+        .write_all(&request_bytes(admin, token, call))
+        .map_err(no_answer)?;
+    let mut received = Vec::new();
+    let read = (&mut stream).take(MAX_RESPONSE).read_to_end(&mut received);
+    match (parse_reply(&received), read) {
+        (Ok(reply), _) => Ok(reply),
+        // A reset after the whole response does not matter; before it, it is the failure.
+        (Err(_), Err(error)) => Err(no_answer(error)),
+        (Err(why), Ok(_)) => Err(CtlError::Malformed(why)),
+    }
+}
+
+fn connect(admin: &str) -> Result<TcpStream, CtlError> {
+    let bad_address = |why: String| CtlError::BadAddress {
+        admin: admin.to_string(),
+        why,
+    };
+    let addrs: Vec<SocketAddr> = admin
+        .to_socket_addrs()
+        .map_err(|error| bad_address(format!("not an address and port ({error})")))?
+        .collect();
+    let mut last_error = None;
+    for addr in &addrs {
+        match TcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
+            Ok(stream) => return Ok(stream),
+            Err(error) => last_error = Some(error),
+        }
+    }
+    Err(CtlError::Unreachable {
+        admin: admin.to_string(),
+        why: last_error.map_or_else(
+            || "the name has no address".to_string(),
+            |e| describe_io(&e),
+        ),
+    })
+}
+
+/// An io error in the words a person expects.
+fn describe_io(error: &io::Error) -> String {
+    match error.kind() {
+        io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
+        io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "no answer in time".to_string(),
+        io::ErrorKind::ConnectionReset => "the connection was reset".to_string(),
+        _ => error.to_string(),
+    }
+}
+
+pub fn request_bytes(host: &str, token: Option<&str>, call: &Call) -> Vec<u8> {
+    let mut head = format!(
+        "{} {} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: herdsman-ctl/{}\r\n\
+         Accept: application/json\r\nConnection: close\r\n",
+        call.method,
+        call.path,
+        env!("CARGO_PKG_VERSION"),
+    );
+    if let Some(token) = token {
+        let _ = write!(head, "Authorization: Bearer {token}\r\n");
+    }
+    let body = call.body.as_deref().unwrap_or("");
+    if call.body.is_some() {
+        head.push_str("Content-Type: application/json\r\n");
+    }
+    if call.body.is_some() || call.method == "POST" {
+        let _ = write!(head, "Content-Length: {}\r\n", body.len());
+    }
+    head.push_str("\r\n");
+    head.push_str(body);
+    head.into_bytes()
+}
+
+/// Parses a whole response: the status line, the head, and a body of Content-Length bytes (or
+/// everything after the head when there is none: the server closes after it).
+pub fn parse_reply(bytes: &[u8]) -> Result<Reply, String> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let head_len = match response.parse(bytes) {
+        Ok(httparse::Status::Complete(len)) => len,
+        Ok(httparse::Status::Partial) if bytes.is_empty() => {
+            return Err("the connection closed without a response".to_string())
+        }
+        Ok(httparse::Status::Partial) => return Err("the response head is cut short".to_string()),
+        Err(error) => return Err(format!("not an HTTP response ({error})")),
+    };
+    let status = response.code.unwrap_or(0);
+    let rest = &bytes[head_len..];
+    let length = response
+        .headers
+        .iter()
+        .find(|header| header.name.eq_ignore_ascii_case("content-length"))
+        .map(|header| {
+            std::str::from_utf8(header.value)
+                .ok()
+                .and_then(|value| value.trim().parse::<usize>().ok())
+                .ok_or("a Content-Length that is not a number")
+        })
+        .transpose()?;
+    let body = match length {
+        Some(length) if length > rest.len() => {
+            return Err(format!(
+                "the body is cut short ({} of {length} bytes)",
+                rest.len()
+            ))
+        }
+        Some(length) => &rest[..length],
+        None => rest,
+    };
+    Ok(Reply {
+        status,
+        body: body.to_vec(),
+    })
+}
+
+fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CtlError> {
+    serde_json::from_slice(body).map_err(|error| CtlError::Malformed(error.to_string()))
+}
+
+/// `GET /api/pools`, as far as `ctl` reads it (unknown fields ignored, so that a newer herdsman
+/// still answers an older `ctl`).
+#[derive(Debug, Deserialize)]
+pub struct PoolsReply {
+    pub pools: Vec<PoolReply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PoolReply {
+    pub name: String,
+    pub servers: Vec<ServerReply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerReply {
+    pub name: String,
+    pub addr: String,
+    pub state: String,
+    pub weight: u32,
+    #[serde(default)]
+    pub active: u64,
+    #[serde(default)]
+    pub requests: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct ReloadReply {
+    generation: u64,
+}
+
+#[derive(Debug, Deserialize)]
+struct TestTokenReply {
+    header: String,
+    token: String,
+}
+
+#[derive(Debug, Deserialize)]
+struct ErrorReply {
+    error: String,
+    #[serde(default)]
+    problems: Vec<String>,
+}
+
+/// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right.
+/// A pool without servers gets a row saying so.
+pub fn servers_table(reply: &PoolsReply) -> String {
+    const HEADINGS: [&str; 7] = [
+        "POOL", "SERVER", "ADDR", "STATE", "WEIGHT", "ACTIVE", "REQUESTS",
+    ];
+    /// The columns whose cells are numbers.
+    const NUMERIC: [bool; 7] = [false, false, false, false, true, true, true];
+    let mut rows: Vec<[String; 7]> = vec![HEADINGS.map(str::to_string)];
+    for pool in &reply.pools {
+        if pool.servers.is_empty() {
+            let mut row: [String; 7] = Default::default();
+            row[0] = pool.name.clone();
+            row[1] = "(no servers)".to_string();
+            rows.push(row);
+        }
+        for server in &pool.servers {
+            rows.push([
+                pool.name.clone(),
+                server.name.clone(),
+                server.addr.clone(),
+                server.state.clone(),
+                server.weight.to_string(),
+                server.active.to_string(),
+                server.requests.to_string(),
+            ]);
+        }
+    }
+    let mut widths = [0; 7];
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let mut table = String::new();
+    for row in &rows {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            if column > 0 {
+                line.push_str("  ");
+            }
+            let width = widths[column];
+            if NUMERIC[column] {
+                let _ = write!(line, "{cell:>width$}");
+            } else {
+                let _ = write!(line, "{cell:<width$}");
+            }
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// `ctl`'s arguments as the binary wraps them.
+    #[derive(Debug, Parser)]
+    struct Wrapper {
+        #[command(flatten)]
+        ctl: CtlArgs,
+    }
+
+    fn parse(args: &[&str]) -> Result<CtlArgs, clap::Error> {
+        Wrapper::try_parse_from(std::iter::once("ctl").chain(args.iter().copied()))
+            .map(|wrapper| wrapper.ctl)
+    }
+
+    fn call_of(args: &[&str]) -> Call {
+        parse(args)
+            .unwrap_or_else(|error| panic!("{args:?}: {error}"))
+            .command
+            .call()
+    }
+
+    fn body_json(call: &Call) -> Value {
+        serde_json::from_str(call.body.as_deref().expect("a body")).unwrap()
+    }
+
+    #[test]
+    fn commands_become_requests() {
+        let call = call_of(&["servers"]);
+        assert_eq!((call.method, call.path.as_str()), ("GET", "/api/pools"));
+        assert_eq!(call.body, None);
+
+        for state in ["drain", "ready", "maint", "test"] {
+            let call = call_of(&[state, "app/b"]);
+            assert_eq!(call.method, "PUT");
+            assert_eq!(call.path, "/api/pools/app/servers/b/state");
+            assert_eq!(body_json(&call), json!({ "state": state }));
+        }
+
+        let call = call_of(&["weight", "app/b", "3"]);
+        assert_eq!(
+            (call.method, call.path.as_str()),
+            ("PUT", "/api/pools/app/servers/b/weight")
+        );
+        assert_eq!(body_json(&call), json!({ "weight": 3 }));
+
+        let call = call_of(&["add", "app", "c", "127.0.0.1:9003"]);
+        assert_eq!(
+            (call.method, call.path.as_str()),
+            ("POST", "/api/pools/app/servers")
+        );
+        assert_eq!(
+            body_json(&call),
+            json!({ "name": "c", "addr": "127.0.0.1:9003" })
+        );
+        let call = call_of(&[
+            "add",
+            "app",
+            "c",
+            "127.0.0.1:9003",
+            "--weight",
+            "2",
+            "--state",
+            "test",
+        ]);
+        assert_eq!(
+            body_json(&call),
+            json!({ "name": "c", "addr": "127.0.0.1:9003", "weight": 2, "state": "test" })
+        );
+
+        let call = call_of(&["remove", "app/c"]);
+        assert_eq!(
+            (call.method, call.path.as_str()),
+            ("DELETE", "/api/pools/app/servers/c")
+        );
+        let call = call_of(&["reload"]);
+        assert_eq!((call.method, call.path.as_str()), ("POST", "/api/reload"));
+        let call = call_of(&["test-token", "web.v2/b-1"]);
+        assert_eq!(call.path, "/api/pools/web.v2/servers/b-1/test-token");
+    }
+
+    #[test]
+    fn the_admin_address_is_an_option_anywhere() {
+        assert_eq!(parse(&["servers"]).unwrap().admin, DEFAULT_ADMIN);
+        let before = parse(&["--admin", "10.0.0.1:9999", "servers"]).unwrap();
+        assert_eq!(before.admin, "10.0.0.1:9999");
+        let after = parse(&["drain", "app/b", "--admin", "localhost:9901"]).unwrap();
+        assert_eq!(after.admin, "localhost:9901");
+    }
+
+    #[test]
+    fn bad_arguments_are_refused_before_any_request() {
+        for args in [
+            &["drain", "app"][..],
+            &["drain", "app/b c"],
+            &["drain", "/b"],
+            &["drain", "app/b/c"],
+            &["weight", "app/b", "heavy"],
+            &["weight", "app/b", "-1"],
+            &["add", "app", "c d", "127.0.0.1:1"],
+            &["add", "app", "c"],
+            &["frobnicate"],
+            &[],
+        ] {
+            assert!(parse(args).is_err(), "{args:?} was accepted");
+        }
+        let message = parse(&["drain", "app"]).unwrap_err().to_string();
+        assert!(message.contains("POOL/SERVER"), "{message}");
+    }
+
+    #[test]
+    fn requests_are_complete_http() {
+        let call = call_of(&["weight", "app/b", "3"]);
+        let bytes = request_bytes("127.0.0.1:9900", Some("s3cret"), &call);
+        let text = String::from_utf8(bytes).unwrap();
+        assert!(
+            text.starts_with(
+                "PUT /api/pools/app/servers/b/weight HTTP/1.1\r\nHost: 127.0.0.1:9900\r\n"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("Authorization: Bearer s3cret\r\n"), "{text}");
+        assert!(text.contains("Connection: close\r\n"), "{text}");
+        assert!(
+            text.ends_with("Content-Length: 12\r\n\r\n{\"weight\":3}"),
+            "{text}"
+        );
+
+        let text = String::from_utf8(request_bytes("h:1", None, &call_of(&["reload"]))).unwrap();
+        assert!(!text.contains("Authorization"), "{text}");
+        assert!(text.ends_with("Content-Length: 0\r\n\r\n"), "{text}");
+        let text = String::from_utf8(request_bytes("h:1", None, &call_of(&["servers"]))).unwrap();
+        assert!(!text.contains("Content-Length"), "{text}");
+    }
+
+    #[test]
+    fn replies_are_parsed_by_their_length() {
+        let reply = parse_reply(
+            b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\ncontent-length: 2\r\n\r\n{}extra",
+        )
+        .unwrap();
+        assert_eq!(
+            reply,
+            Reply {
+                status: 200,
+                body: b"{}".to_vec()
+            }
+        );
+        let reply = parse_reply(b"HTTP/1.1 404 Not Found\r\n\r\nno length").unwrap();
+        assert_eq!(
+            (reply.status, reply.body.as_slice()),
+            (404, &b"no length"[..])
+        );
+        assert!(parse_reply(b"").unwrap_err().contains("without a response"));
+        assert!(parse_reply(b"HTTP/1.1 200 OK\r\nContent-Le")
+            .unwrap_err()
+            .contains("cut short"));
+        assert!(
+            parse_reply(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n{}")
+                .unwrap_err()
+                .contains("2 of 10")
+        );
+        assert!(parse_reply(b"SSH-2.0-OpenSSH\r\n\r\n").is_err());
+    }
+
+    #[test]
+    fn refusals_carry_the_api_reason_and_problems() {
+        let error = refusal(
+            404,
+            br#"{"error":"pool \"app\" has no server named \"zz\""}"#,
+        );
+        assert_eq!(error.to_string(), r#"pool "app" has no server named "zz""#);
+        let error = refusal(
+            400,
+            br#"{"error":"the new config was refused; the running one stays","problems":["line 3: a","line 9: b"]}"#,
+        );
+        assert_eq!(
+            error.to_string(),
+            "the new config was refused; the running one stays\n  line 3: a\n  line 9: b"
+        );
+        let error = refusal(502, b"502 Bad Gateway\n");
+        assert_eq!(
+            error.to_string(),
+            "the admin API answered 502: 502 Bad Gateway"
+        );
+    }
+
+    #[test]
+    fn successes_print_one_line() {
+        let server = br#"{"name":"b","addr":"127.0.0.1:9002","state":"drain","weight":3,
+            "active":0,"requests":5,"added_at_run_time":false}"#;
+        let describe = |args: &[&str], body: &[u8]| {
+            parse(args).unwrap().command.describe_success(body).unwrap()
+        };
+        assert_eq!(describe(&["drain", "app/b"], server), "app/b: drain\n");
+        assert_eq!(
+            describe(&["weight", "app/b", "3"], server),
+            "app/b: weight 3\n"
+        );
+        assert_eq!(
+            describe(&["add", "app", "b", "127.0.0.1:9002"], server),
+            "app/b: added at 127.0.0.1:9002, weight 3, drain\n"
+        );
+        assert_eq!(
+            describe(&["remove", "app/b"], server),
+            "app/b: removed (was at 127.0.0.1:9002)\n"
+        );
+        assert_eq!(
+            describe(&["reload"], br#"{"generation":7}"#),
+            "reloaded: generation 7\n"
+        );
+        assert_eq!(
+            describe(
+                &["test-token", "app/b"],
+                br#"{"header":"X-Herdsman-Test","token":"abc123"}"#
+            ),
+            "abc123\nX-Herdsman-Test: abc123\n"
+        );
+        let error = parse(&["drain", "app/b"])
+            .unwrap()
+            .command
+            .describe_success(b"<html>")
+            .unwrap_err();
+        assert!(matches!(error, CtlError::Malformed(_)), "{error}");
+    }
+
+    #[test]
+    fn the_servers_table_lines_up() {
+        let reply: PoolsReply = serde_json::from_value(json!({
+            "generation": 4,
+            "pools": [
+                { "name": "app", "balance": "round-robin", "servers": [
+                    { "name": "a", "addr": "127.0.0.1:9001", "state": "ready", "weight": 1,
+                      "active": 12, "requests": 1234567, "added_at_run_time": false },
+                    { "name": "backend-2", "addr": "[::1]:9002", "state": "drain", "weight": 256,
+                      "active": 0, "requests": 3, "added_at_run_time": true },
+                ]},
+                { "name": "empty", "balance": "p2c", "servers": [] },
+            ],
+        }))
+        .unwrap();
+        let expected = "\
+POOL   SERVER        ADDR            STATE  WEIGHT  ACTIVE  REQUESTS
+app    a             127.0.0.1:9001  ready       1      12   1234567
+app    backend-2     [::1]:9002      drain     256       0         3
+empty  (no servers)
+";
+        assert_eq!(servers_table(&reply), expected);
+    }
+
+    #[test]
+    fn io_errors_read_as_sentences() {
+        let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+        let error = CtlError::Unreachable {
+            admin: "127.0.0.1:9900".into(),
+            why: describe_io(&refused),
+        };
+        let message = error.to_string();
+        assert!(
+            message.starts_with("cannot reach the admin API at 127.0.0.1:9900: connection refused"),
+            "{message}"
+        );
+        assert!(
+            message.contains("[admin] bind = \"127.0.0.1:9900\""),
+            "{message}"
+        );
+        assert!(CtlError::TokenRefused.to_string().contains(TOKEN_ENV));
+        assert!(CtlError::TokenMissing.to_string().contains(TOKEN_ENV));
+    }
+}

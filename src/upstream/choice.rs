@@ -1,0 +1,129 @@
+//! Which pool and server a request goes to: the first matching route, then a test token, a valid
+//! sticky cookie, or the pool's balancer — in that order.
+
+use std::net::IpAddr;
+
+use super::hash_ring::key_hash;
+use super::sticky::{find_cookie, MAX_NAME_LEN};
+use super::{Pool, Snapshot};
+use crate::config::{HashKey, ServerState};
+use crate::http1::Request;
+
+/// The header whose value, a server's test token, lets a request reach it in the `test` state.
+pub const TEST_HEADER: &str = "x-herdsman-test";
+
+/// Where a request goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Choice {
+    /// Index into `Snapshot::pools`.
+    pub pool: usize,
+    /// Index into the pool's servers; `None` when no server may take the request (503).
+    pub server: Option<usize>,
+    /// The response assigns the client to the server with the pool's sticky cookie.
+    pub assign_cookie: bool,
+}
+
+/// Chooses for `request`, which arrived on listener `listener` from `client`.
+pub fn choose(
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+    client: IpAddr,
+    rng: &mut fastrand::Rng,
+) -> Choice {
+    let pool_index = route(snapshot, listener, request);
+    let pool = &snapshot.pools[pool_index];
+    let chosen = |server, assign_cookie| Choice {
+        pool: pool_index,
+        server,
+        assign_cookie,
+    };
+    if let Some(server) = tested_server(pool, request) {
+        return chosen(Some(server), false);
+    }
+    if let Some(cookie) = &pool.sticky_cookie {
+        if let Some(server) = sticky_server(pool, request, cookie) {
+            return chosen(Some(server), false);
+        }
+    }
+    let server = pool
+        .balancer
+        .pick(&pool.servers, rng, || hash_of_key(pool, request, client));
+    chosen(server, server.is_some() && pool.sticky_cookie.is_some())
+}
+
+/// The pool of the first route whose host and path prefix match, or else the listener's.
+fn route(snapshot: &Snapshot, listener: usize, request: &Request<'_, '_>) -> usize {
+    let host = request.host.unwrap_or_default();
+    snapshot
+        .routes
+        .iter()
+        .find(|route| {
+            route
+                .host
+                .as_ref()
+                .is_none_or(|pattern| pattern.matches(host))
+                && route
+                    .path_prefix
+                    .as_ref()
+                    .is_none_or(|prefix| request.target.starts_with(prefix.as_str()))
+        })
+        .map_or(snapshot.listener_pools[listener], |route| route.pool)
+}
+
+/// The server in `test` state whose token the request carries.
+fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
+    let token = header(request, TEST_HEADER)?;
+    pool.servers.iter().position(|server| {
+        server.state == ServerState::Test
+            && pool.key.verify_test_token(&pool.name, &server.name, token)
+    })
+}
+
+/// The server a valid cookie names, if it may still take the client's requests (`ready` or
+/// `drain`). A forged, foreign or stale cookie counts as none: the request is balanced and the
+/// response sets a fresh one.
+fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option<usize> {
+    let value = cookies(request).find_map(|header| find_cookie(header, cookie))?;
+    let mut name = [0; MAX_NAME_LEN];
+    let name = pool.key.verify_cookie_into(value, &mut name)?;
+    let index = pool.position(name)?;
+    matches!(
+        pool.servers[index].state,
+        ServerState::Ready | ServerState::Drain
+    )
+    .then_some(index)
+}
+
+/// The hash of the part of the request `balance = "hash"` keys on; the client's address when the
+/// header or cookie named is absent.
+fn hash_of_key(pool: &Pool, request: &Request<'_, '_>, client: IpAddr) -> u64 {
+    let value = match &pool.hash_key {
+        HashKey::SourceIp => None,
+        HashKey::Header(name) => header(request, name),
+        HashKey::Cookie(name) => cookies(request).find_map(|header| find_cookie(header, name)),
+    };
+    match (value, client) {
+        (Some(value), _) => key_hash(value),
+        (None, IpAddr::V4(v4)) => key_hash(&v4.octets()),
+        (None, IpAddr::V6(v6)) => key_hash(&v6.octets()),
+    }
+}
+
+/// The value of the first header named `name` (lowercase).
+fn header<'b>(request: &Request<'_, 'b>, name: &str) -> Option<&'b [u8]> {
+    request
+        .headers
+        .iter()
+        .find(|field| field.name.eq_ignore_ascii_case(name))
+        .map(|field| field.value)
+}
+
+/// The values of every Cookie header (HTTP/1.1 clients send one, but may send several).
+fn cookies<'r, 'b>(request: &'r Request<'_, 'b>) -> impl Iterator<Item = &'b [u8]> + 'r {
+    request
+        .headers
+        .iter()
+        .filter(|field| field.name.eq_ignore_ascii_case("cookie"))
+        .map(|field| field.value)
+}

@@ -1,0 +1,404 @@
+//! The admin API's pool routes over real sockets: what `GET /api/pools` shows, and that each
+//! change (state, weight, a server added or removed, a reload) is what the proxy then does with
+//! requests. Refusals say why and change nothing.
+
+mod admin_support;
+mod common;
+
+use admin_support::{api, count, Running};
+use common::*;
+use serde_json::{json, Value};
+
+/// Servers "a" and "b" (mocks answering with their names) behind round-robin, with the admin
+/// API on.
+fn two_servers(a: &Mock, b: &Mock) -> Setup {
+    Setup::new().admin().server("a", a.addr).server("b", b.addr)
+}
+
+fn servers_of(json: &Value) -> &Vec<Value> {
+    json["pools"][0]["servers"].as_array().unwrap()
+}
+
+#[test]
+fn pools_list_their_servers_with_state_and_weight() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(
+        Setup::new()
+            .admin()
+            .balance("least-conn")
+            .server("a", a.addr)
+            .weighted("b", b.addr, 2),
+    );
+    let (status, json) = herdsman.api("GET", "/api/pools", None);
+    assert_eq!(status, 200, "{json}");
+    assert!(json["generation"].is_u64(), "{json}");
+    let pool = &json["pools"][0];
+    assert_eq!(
+        (&pool["name"], &pool["balance"]),
+        (&json!("app"), &json!("least-conn"))
+    );
+    let servers = servers_of(&json);
+    assert_eq!(servers.len(), 2, "{json}");
+    for (server, name, addr, weight) in
+        [(&servers[0], "a", a.addr, 1), (&servers[1], "b", b.addr, 2)]
+    {
+        assert_eq!(server["name"], name);
+        assert_eq!(server["addr"], addr.to_string());
+        assert_eq!(server["state"], "ready");
+        assert_eq!(server["weight"], weight);
+        assert_eq!(server["added_at_run_time"], false);
+    }
+    // Requests are counted where they went.
+    herdsman.answers(4);
+    let (_, json) = herdsman.api("GET", "/api/pools", None);
+    let requests: u64 = servers_of(&json)
+        .iter()
+        .map(|server| server["requests"].as_u64().unwrap())
+        .sum();
+    assert_eq!(requests, 4, "{json}");
+}
+
+#[test]
+fn a_drained_server_gets_no_new_requests_until_ready_again() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    assert_eq!(count(&herdsman.answers(4), "b"), 2);
+
+    let (status, json) = herdsman.api(
+        "PUT",
+        "/api/pools/app/servers/b/state",
+        Some(r#"{"state":"drain"}"#),
+    );
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(
+        (&json["name"], &json["state"]),
+        (&json!("b"), &json!("drain"))
+    );
+    assert_eq!(
+        herdsman.servers(),
+        [
+            ("a".into(), "ready".into(), 1),
+            ("b".into(), "drain".into(), 1)
+        ]
+    );
+    let answers = herdsman.answers(6);
+    assert_eq!(count(&answers, "a"), 6, "{answers:?}");
+
+    let (status, _) = herdsman.api(
+        "PUT",
+        "/api/pools/app/servers/b/state",
+        Some(r#"{"state":"ready"}"#),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(count(&herdsman.answers(6), "b"), 3);
+}
+
+#[test]
+fn a_weight_changes_the_share_of_requests() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let (status, json) = herdsman.api(
+        "PUT",
+        "/api/pools/app/servers/b/weight",
+        Some(r#"{"weight":3}"#),
+    );
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["weight"], 3);
+    assert_eq!(herdsman.servers()[1], ("b".into(), "ready".into(), 3));
+    let answers = herdsman.answers(8);
+    assert_eq!(
+        (count(&answers, "a"), count(&answers, "b")),
+        (2, 6),
+        "{answers:?}"
+    );
+
+    // Weight 0: no new requests.
+    let (status, _) = herdsman.api(
+        "PUT",
+        "/api/pools/app/servers/b/weight",
+        Some(r#"{"weight":0}"#),
+    );
+    assert_eq!(status, 200);
+    assert_eq!(count(&herdsman.answers(4), "a"), 4);
+}
+
+#[test]
+fn an_added_server_takes_requests_and_a_removed_one_none() {
+    let (a, c) = (Mock::named("a"), Mock::named("c"));
+    let herdsman = Running::start(Setup::new().admin().server("a", a.addr));
+    let body = format!(r#"{{"name":"c","addr":"{}"}}"#, c.addr);
+    let (status, json) = herdsman.api("POST", "/api/pools/app/servers", Some(&body));
+    assert_eq!(status, 201, "{json}");
+    assert_eq!(
+        json,
+        json!({
+            "name": "c", "addr": c.addr.to_string(), "state": "ready", "weight": 1,
+            "active": 0, "requests": 0, "added_at_run_time": true,
+        })
+    );
+    let answers = herdsman.answers(6);
+    assert_eq!(
+        (count(&answers, "a"), count(&answers, "c")),
+        (3, 3),
+        "{answers:?}"
+    );
+
+    let (status, json) = herdsman.api("DELETE", "/api/pools/app/servers/c", None);
+    assert_eq!(status, 200, "{json}");
+    assert_eq!((&json["name"], &json["requests"]), (&json!("c"), &json!(3)));
+    assert_eq!(herdsman.servers(), [("a".into(), "ready".into(), 1)]);
+    let reached_c = c.requests().len();
+    assert_eq!(count(&herdsman.answers(4), "a"), 4);
+    assert_eq!(c.requests().len(), reached_c);
+
+    // Added with a weight and a state.
+    let body = format!(
+        r#"{{"name":"c","addr":"{}","weight":5,"state":"maint"}}"#,
+        c.addr
+    );
+    let (status, json) = herdsman.api("POST", "/api/pools/app/servers", Some(&body));
+    assert_eq!(
+        (status, &json["weight"], &json["state"]),
+        (201, &json!(5), &json!("maint"))
+    );
+    assert_eq!(count(&herdsman.answers(3), "a"), 3);
+}
+
+#[test]
+fn a_test_token_reaches_a_server_in_test() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let (status, _) = herdsman.api(
+        "PUT",
+        "/api/pools/app/servers/b/state",
+        Some(r#"{"state":"test"}"#),
+    );
+    assert_eq!(status, 200);
+    let (status, json) = herdsman.api("GET", "/api/pools/app/servers/b/test-token", None);
+    assert_eq!(status, 200, "{json}");
+    assert_eq!(json["header"], "X-Herdsman-Test");
+    let token = json["token"].as_str().unwrap();
+    assert!(!token.is_empty());
+
+    assert_eq!(count(&herdsman.answers(4), "a"), 4);
+    let mut conn = Conn::connect(herdsman.web);
+    let response = conn.roundtrip(&get_request(
+        "/",
+        &format!("X-Herdsman-Test: {token}\r\nConnection: close\r\n"),
+    ));
+    assert_eq!(response.body_text(), "b");
+}
+
+#[test]
+fn refusals_say_why_and_change_nothing() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let before = herdsman.api("GET", "/api/pools", None).1;
+    let c = format!(r#"{{"name":"c","addr":"{}"}}"#, refusing_addr());
+    for (method, path, body, status, says) in [
+        (
+            "GET",
+            "/api/pools/app/servers/zz/test-token",
+            None,
+            404,
+            r#"no server named "zz""#,
+        ),
+        (
+            "PUT",
+            "/api/pools/web/servers/a/state",
+            Some(r#"{"state":"drain"}"#),
+            404,
+            r#"no pool named "web""#,
+        ),
+        ("DELETE", "/api/pools/app/servers/zz", None, 404, "zz"),
+        (
+            "POST",
+            "/api/pools/nope/servers",
+            Some(c.as_str()),
+            404,
+            "nope",
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/state",
+            Some(r#"{"state":"#),
+            400,
+            "not valid JSON",
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/state",
+            Some(r#"{"state":"asleep"}"#),
+            400,
+            r#""state": "asleep" is not a state; accepted: ready, drain, maint, test"#,
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/state",
+            Some(r#"{"sate":"drain"}"#),
+            400,
+            r#"unknown field "sate""#,
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/weight",
+            Some(r#"{"weight":300}"#),
+            400,
+            r#""weight": 300 is out of range"#,
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/weight",
+            Some(r#"{"weight":"3"}"#),
+            400,
+            r#""weight": "3" is a string"#,
+        ),
+        (
+            "PUT",
+            "/api/pools/app/servers/b/weight",
+            Some(""),
+            400,
+            "the body is empty",
+        ),
+        (
+            "POST",
+            "/api/pools/app/servers",
+            Some(r#"{"name":"c d","addr":"127.0.0.1:1"}"#),
+            400,
+            r#""name": "c d" is not a valid name"#,
+        ),
+        (
+            "POST",
+            "/api/pools/app/servers",
+            Some(r#"{"name":"c","addr":"localhost:1"}"#),
+            400,
+            r#""addr": "localhost:1""#,
+        ),
+        (
+            "POST",
+            "/api/pools/app/servers",
+            Some(r#"{"name":"b","addr":"127.0.0.1:1"}"#),
+            409,
+            r#"already has a server named "b""#,
+        ),
+        ("GET", "/api/pools/app/servers/b/weight", None, 405, "PUT"),
+        (
+            "GET",
+            "/api/pools/app/servers/b%2F",
+            None,
+            404,
+            "no such path",
+        ),
+    ] {
+        let (got, json) = herdsman.api(method, path, body);
+        let error = json["error"].as_str().unwrap_or_default();
+        assert_eq!(got, status, "{method} {path} {body:?}: {json}");
+        assert!(
+            error.contains(says),
+            "{method} {path} {body:?}: {error:?} lacks {says:?}"
+        );
+    }
+    assert_eq!(herdsman.api("GET", "/api/pools", None).1, before);
+}
+
+#[test]
+fn without_the_token_nothing_changes() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start_with_token(two_servers(&a, &b), "s3cret-t0ken");
+    let drain = Some(r#"{"state":"drain"}"#);
+    for token in [None, Some("wrong"), Some("s3cret-t0ke")] {
+        let (status, json) = api(
+            herdsman.admin,
+            "PUT",
+            "/api/pools/app/servers/b/state",
+            drain,
+            token,
+        );
+        assert_eq!(status, 401, "{token:?}: {json}");
+        let (status, _) = api(herdsman.admin, "GET", "/api/pools", None, token);
+        assert_eq!(status, 401);
+    }
+    assert_eq!(herdsman.servers()[1], ("b".into(), "ready".into(), 1));
+    assert_eq!(count(&herdsman.answers(4), "b"), 2);
+    let (status, _) = herdsman.api("PUT", "/api/pools/app/servers/b/state", drain);
+    assert_eq!(status, 200);
+    assert_eq!(herdsman.servers()[1], ("b".into(), "drain".into(), 1));
+}
+
+#[test]
+fn a_broken_file_is_refused_and_the_running_config_stays() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let before = herdsman.api("GET", "/api/pools", None).1;
+    let good = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman.rewrite_text(&good.replace("round-robin", "fastest-first"));
+
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 400, "{json}");
+    assert_eq!(
+        json["error"],
+        "the new config was refused; the running one stays"
+    );
+    let problems = json["problems"].as_array().expect("problems");
+    assert!(
+        problems.iter().any(|problem| {
+            let problem = problem.as_str().unwrap();
+            problem.starts_with("line ") && problem.contains("fastest-first")
+        }),
+        "{json}"
+    );
+    assert_eq!(
+        herdsman.api("GET", "/api/pools", None).1["generation"],
+        before["generation"]
+    );
+    let answers = herdsman.answers(4);
+    assert_eq!(
+        (count(&answers, "a"), count(&answers, "b")),
+        (2, 2),
+        "{answers:?}"
+    );
+
+    // Unparsable TOML is refused the same way.
+    herdsman.rewrite_text("[[pool]\n");
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 400, "{json}");
+    assert!(!json["problems"].as_array().unwrap().is_empty(), "{json}");
+    assert_eq!(herdsman.answers(2).len(), 2);
+}
+
+#[test]
+fn a_reload_applies_the_changed_file() {
+    let (a, b, c) = (Mock::named("a"), Mock::named("b"), Mock::named("c"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let generation = herdsman.api("GET", "/api/pools", None).1["generation"]
+        .as_u64()
+        .unwrap();
+    herdsman.rewrite(
+        Setup::new()
+            .admin()
+            .server("a", a.addr)
+            .weighted("b", b.addr, 3)
+            .server("c", c.addr),
+    );
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 200, "{json}");
+    assert!(json["generation"].as_u64().unwrap() > generation, "{json}");
+    assert_eq!(
+        herdsman.servers(),
+        [
+            ("a".into(), "ready".into(), 1),
+            ("b".into(), "ready".into(), 3),
+            ("c".into(), "ready".into(), 1)
+        ]
+    );
+    let answers = herdsman.answers(10);
+    assert_eq!(
+        (
+            count(&answers, "a"),
+            count(&answers, "b"),
+            count(&answers, "c")
+        ),
+        (2, 6, 2),
+        "{answers:?}"
+    );
+}

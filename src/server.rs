@@ -10,7 +10,7 @@ use tokio::sync::watch;
 use crate::config::{Config, IntakeMode};
 use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::control::kernel_watch;
-use crate::control::registry::Registry;
+use crate::control::registry::{ListenerControl, Registry};
 use crate::intake::{self, HandoffBoard};
 use crate::stats::Stats;
 use crate::upstream::Snapshot;
@@ -40,7 +40,6 @@ pub enum StartError {
 /// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
 /// gracefully and waits.
 pub struct Server {
-    listener_addrs: Vec<(String, SocketAddr)>,
     registry: Arc<Registry>,
     stats: Arc<Stats>,
     stop: watch::Sender<bool>,
@@ -91,7 +90,17 @@ impl Server {
             .map(|l| (l.name.clone(), l.backlog))
             .collect();
         kernel_watch::warn_if_backlog_capped(&backlogs);
-        let registry = Arc::new(Registry::new(config.clone(), path).map_err(StartError::Keys)?);
+        let (change_senders, mut change_receivers): (Vec<_>, Vec<_>) = (0..config.workers)
+            .map(|_| tokio::sync::mpsc::unbounded_channel())
+            .unzip();
+        let control = ListenerControl {
+            intake: config.intake,
+            workers: change_senders,
+        };
+        let bound: Vec<SocketAddr> = listener_addrs.iter().map(|(_, addr)| *addr).collect();
+        let registry = Arc::new(
+            Registry::new(config.clone(), path, Some(control), &bound).map_err(StartError::Keys)?,
+        );
         let stats = Stats::new(config.workers);
         let (stop, stop_receiver) = watch::channel(false);
         let admin = match &config.admin {
@@ -124,6 +133,7 @@ impl Server {
             let setup = WorkerSetup {
                 index,
                 listeners,
+                listener_changes: change_receivers.remove(0),
                 intake: config.intake,
                 handoff,
                 stats: Arc::clone(&stats),
@@ -141,7 +151,6 @@ impl Server {
             tracing::info!(addr = %admin.local_addr(), "admin API listening");
         }
         Ok(Server {
-            listener_addrs,
             registry,
             stats,
             stop,
@@ -160,12 +169,10 @@ impl Server {
         Arc::clone(&self.stats)
     }
 
-    /// The address a listener is bound to (its real port when the config said port 0).
+    /// The address an open listener is bound to (its real port when the config said port 0),
+    /// including listeners a reload opened.
     pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
-        self.listener_addrs
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, a)| *a)
+        self.registry.listener_addr(name)
     }
 
     /// The snapshot the workers read now.

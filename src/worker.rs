@@ -6,6 +6,7 @@
 //! A panic inside a connection task is caught by the runtime and closes that connection only.
 
 use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
 use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -17,11 +18,11 @@ use std::sync::atomic::Ordering;
 
 use socket2::Socket;
 use tokio::net::TcpStream;
-use tokio::sync::{watch, Notify};
+use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::config::IntakeMode;
-use crate::intake::{HandoffBoard, HandoffInbox};
+use crate::intake::{HandoffBoard, HandoffInbox, ListenerChange};
 use crate::proxy::parking::{Parked, ParkingLot};
 use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
@@ -30,8 +31,10 @@ use crate::upstream::{Snapshot, SnapshotHandle};
 /// What a worker is given when it starts.
 pub struct WorkerSetup {
     pub index: usize,
-    /// (listener index in the config, this worker's descriptor for its socket)
+    /// (listener slot, this worker's descriptor for its socket)
     pub listeners: Vec<(usize, Socket)>,
+    /// Listeners opened and closed later, by reloads.
+    pub listener_changes: mpsc::UnboundedReceiver<ListenerChange>,
     pub intake: IntakeMode,
     /// For `balanced`: every worker's queue, and this worker's own.
     pub handoff: Option<(Arc<HandoffBoard>, HandoffInbox)>,
@@ -263,6 +266,7 @@ async fn run(setup: WorkerSetup) {
     let WorkerSetup {
         index,
         listeners,
+        listener_changes,
         intake,
         handoff,
         stats,
@@ -279,14 +283,12 @@ async fn run(setup: WorkerSetup) {
         None => (None, None),
     };
     let context = Rc::new(WorkerContext::new(index, snapshot, stats, board));
-    for (listener, socket) in listeners {
-        tokio::task::spawn_local(crate::intake::accept_loop(
-            Rc::clone(&context),
-            listener,
-            socket,
-            intake,
-        ));
-    }
+    tokio::task::spawn_local(accept_on_listeners(
+        Rc::clone(&context),
+        listeners,
+        listener_changes,
+        intake,
+    ));
     if let Some(inbox) = inbox {
         tokio::task::spawn_local(take_handoffs(Rc::clone(&context), inbox));
     }
@@ -306,6 +308,42 @@ async fn run(setup: WorkerSetup) {
             open = context.connections.get(),
             "shutdown grace ended; closing connections still open"
         );
+    }
+}
+
+/// Runs an accept loop per listener — those given at start, then those reloads open — and ends
+/// the loops of listeners reloads close.
+async fn accept_on_listeners(
+    context: Rc<WorkerContext>,
+    listeners: Vec<(usize, Socket)>,
+    mut changes: mpsc::UnboundedReceiver<ListenerChange>,
+    intake: IntakeMode,
+) {
+    let mut accepting = HashMap::new();
+    let open = |slot, socket| {
+        let accept = crate::intake::accept_loop(Rc::clone(&context), slot, socket, intake);
+        tokio::task::spawn_local(accept).abort_handle()
+    };
+    for (slot, socket) in listeners {
+        accepting.insert(slot, open(slot, socket));
+    }
+    loop {
+        let change = tokio::select! {
+            change = changes.recv() => change,
+            () = context.stopped() => return,
+        };
+        match change {
+            Some(ListenerChange::Open { slot, socket }) => {
+                accepting.insert(slot, open(slot, socket));
+            }
+            Some(ListenerChange::Close { slot }) => {
+                // Aborting drops the loop's socket, which deregisters and closes it.
+                if let Some(accept) = accepting.remove(&slot) {
+                    accept.abort();
+                }
+            }
+            None => return,
+        }
     }
 }
 

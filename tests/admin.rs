@@ -49,7 +49,7 @@ servers = [{ name = "a", addr = "127.0.0.1:9" }]
         "test",
     )
     .unwrap();
-    Arc::new(Registry::new(config, None).unwrap())
+    Arc::new(Registry::new(config, None, None, &[]).unwrap())
 }
 
 /// A response as read from the wire.

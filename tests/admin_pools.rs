@@ -8,6 +8,7 @@ mod common;
 use admin_support::{api, count, Running};
 use common::*;
 use serde_json::{json, Value};
+use std::time::Duration;
 
 /// Servers "a" and "b" (mocks answering with their names) behind round-robin, with the admin
 /// API on.
@@ -399,6 +400,84 @@ fn a_reload_applies_the_changed_file() {
             count(&answers, "c")
         ),
         (2, 6, 2),
+        "{answers:?}"
+    );
+}
+
+#[test]
+fn a_reload_opens_the_listeners_the_file_adds_and_closes_those_it_removes() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let original = std::fs::read_to_string(&herdsman.path).unwrap();
+    // A second listener, for pool "solo" of server b only.
+    let solo_pool = format!(
+        "\n[[pool]]\nname = \"solo\"\nservers = [{{ name = \"b\", addr = \"{}\" }}]\n",
+        b.addr
+    );
+    let extra_listener =
+        "\n[[listener]]\nname = \"extra\"\nbind = \"127.0.0.1:0\"\npool = \"solo\"\n";
+    herdsman.rewrite_text(&format!("{original}{solo_pool}{extra_listener}"));
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 200, "{json}");
+    let extra = herdsman
+        .listener("extra")
+        .expect("the reload opened listener extra");
+    for i in 0..6 {
+        let mut conn = Conn::connect(extra);
+        let response = conn.roundtrip(&get_request(&format!("/e/{i}"), "Connection: close\r\n"));
+        assert_eq!(
+            (response.status(), response.body_text()),
+            (200, "b".to_string())
+        );
+    }
+
+    // A keep-alive connection accepted on "web" before the reload that closes it.
+    let mut kept = Conn::connect(herdsman.web);
+    assert_eq!(kept.roundtrip(&get_request("/before", "")).status(), 200);
+    let without_web = format!("{original}{solo_pool}{extra_listener}").replacen(
+        "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n",
+        "",
+        1,
+    );
+    assert!(!without_web.contains("name = \"web\""), "{without_web}");
+    herdsman.rewrite_text(&without_web);
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 200, "{json}");
+    assert!(
+        eventually(Duration::from_secs(2), || Conn::try_connect(herdsman.web)
+            .is_err()),
+        "the removed listener still accepts connections"
+    );
+    assert_eq!(herdsman.listener("web"), None);
+    // The connection it accepted before is still served, by its pool.
+    assert_eq!(kept.roundtrip(&get_request("/after", "")).status(), 200);
+    let mut conn = Conn::connect(extra);
+    assert_eq!(conn.roundtrip(&get_request("/still", "")).status(), 200);
+}
+
+#[test]
+fn a_reload_whose_new_listener_cannot_bind_changes_nothing() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    let original = std::fs::read_to_string(&herdsman.path).unwrap();
+    // The admin API's own address is taken.
+    let taken = format!(
+        "{original}\n[[listener]]\nname = \"extra\"\nbind = \"{}\"\npool = \"app\"\n",
+        herdsman.admin
+    );
+    herdsman.rewrite_text(&taken.replace("balance = \"round-robin\"", "balance = \"random\""));
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 400, "{json}");
+    let error = json["error"].as_str().unwrap();
+    assert!(error.contains("listener extra: cannot bind"), "{error}");
+    let (_, pools) = herdsman.api("GET", "/api/pools", None);
+    assert_eq!(pools["generation"], 1, "{pools}");
+    assert_eq!(pools["pools"][0]["balance"], "round-robin");
+    assert_eq!(herdsman.listener("extra"), None);
+    let answers = herdsman.answers(4);
+    assert_eq!(
+        (count(&answers, "a"), count(&answers, "b")),
+        (2, 2),
         "{answers:?}"
     );
 }

@@ -683,7 +683,7 @@ mod tests {
             "test",
         )
         .unwrap();
-        Arc::new(Registry::new(config, None).unwrap())
+        Arc::new(Registry::new(config, None, None, &[]).unwrap())
     }
 
     fn shared(token: Option<&str>) -> Shared {

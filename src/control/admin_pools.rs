@@ -15,7 +15,7 @@ use super::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 use crate::config::{is_valid_name, ServerState};
 
 /// The header a request carries a test token in, as `GET …/test-token` tells clients to send it.
-pub const TEST_TOKEN_HEADER: &str = "X-Herdsman-Test";
+const TEST_TOKEN_HEADER: &str = "X-Herdsman-Test";
 
 /// Every state, in the order the API lists them.
 const STATES: [ServerState; 4] = [
@@ -70,7 +70,8 @@ impl From<ChangeError> for ApiError {
         let status = match &error {
             ChangeError::NoPool(_) | ChangeError::NoServer { .. } => 404,
             ChangeError::Exists { .. } => 409,
-            ChangeError::Invalid(_) | ChangeError::Refused(_) => 400,
+            // A new listener that cannot bind refuses the file as a bad value would.
+            ChangeError::Invalid(_) | ChangeError::Refused(_) | ChangeError::Bind { .. } => 400,
             // The request is fine; this herdsman cannot do it (started from text, not a file).
             ChangeError::NoConfigFile => 409,
             ChangeError::Snapshot(_) => 500,

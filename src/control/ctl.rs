@@ -73,8 +73,10 @@ pub enum CtlCommand {
     },
     /// Add a server to a pool while herdsman runs.
     Add {
+        /// The pool to add it to.
         #[arg(value_parser = parse_name)]
         pool: String,
+        /// The new server's name, unique in the pool.
         #[arg(value_parser = parse_name)]
         name: String,
         /// An IP address and port, e.g. 127.0.0.1:9003.

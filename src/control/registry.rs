@@ -5,7 +5,8 @@
 //! and publishes it; the request path only ever loads the published snapshot, so it never waits
 //! on this lock. A reload merges the file's new config with the run-time changes that still
 //! apply: states and weights of servers that still exist, and added servers the file does not
-//! now define itself.
+//! now define itself. It also opens the listeners the file adds (binding them before anything
+//! changes, so a bind failure refuses the reload) and closes those it removes.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -14,9 +15,12 @@ use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch};
 
-use crate::config::{is_valid_name, Config, ConfigError, ServerConfig, ServerState};
+use crate::config::{
+    is_valid_name, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig, ServerState,
+};
+use crate::intake::{self, ListenerChange};
 use crate::upstream::snapshot::Lineage;
 use crate::upstream::{Snapshot, SnapshotHandle};
 
@@ -50,6 +54,20 @@ pub enum ChangeError {
     NoConfigFile,
     #[error("cannot build the new snapshot: {0}")]
     Snapshot(io::Error),
+    /// A reload's new listener could not be opened; the running config stays.
+    #[error("listener {listener}: cannot bind {addr}: {error}; the running config stays")]
+    Bind {
+        listener: String,
+        addr: SocketAddr,
+        error: io::Error,
+    },
+}
+
+/// How the registry reaches the workers' accept loops, to open and close listeners.
+pub struct ListenerControl {
+    pub intake: IntakeMode,
+    /// One sender per worker, in worker order.
+    pub workers: Vec<mpsc::UnboundedSender<ListenerChange>>,
 }
 
 /// `GET /api/pools`.
@@ -86,11 +104,26 @@ pub struct Registry {
     published: watch::Sender<u64>,
     /// The file a reload reads; `None` for a config that did not come from a file (the demo).
     config_path: Option<PathBuf>,
+    /// `None` when no workers listen (a registry on its own, in tests): reloads then leave
+    /// listeners as they are.
+    listener_control: Option<ListenerControl>,
+}
+
+/// A listener as the workers know it (see `intake::ListenerChange`).
+struct ListenerSlot {
+    name: String,
+    bound: SocketAddr,
+    open: bool,
+    /// Its pool's name: kept when the listener closes, so that connections it accepted before
+    /// keep going to the same pool.
+    pool: String,
 }
 
 struct State {
-    /// The running config, run-time changes included.
+    /// The running config, run-time changes included; its listeners are the open ones.
     config: Config,
+    /// Every listener slot ever opened, in slot order.
+    slots: Vec<ListenerSlot>,
     lineage: Lineage,
     /// Servers added through the API: (pool, server) → how they were added.
     added: HashMap<(String, String), ServerConfig>,
@@ -105,17 +138,42 @@ fn key(pool: &str, server: &str) -> (String, String) {
 }
 
 impl Registry {
-    /// The registry of `config`, with its first snapshot built and published.
-    pub fn new(config: Config, config_path: Option<PathBuf>) -> io::Result<Registry> {
+    /// The registry of `config`, with its first snapshot built and published. Its listeners
+    /// take slots 0, 1, … in config order, at the addresses in `bound` (their real ports), or
+    /// at their configured addresses when `bound` is shorter.
+    pub fn new(
+        config: Config,
+        config_path: Option<PathBuf>,
+        listener_control: Option<ListenerControl>,
+        bound: &[SocketAddr],
+    ) -> io::Result<Registry> {
+        let slots: Vec<ListenerSlot> = config
+            .listeners
+            .iter()
+            .enumerate()
+            .map(|(slot, listener)| ListenerSlot {
+                name: listener.name.clone(),
+                bound: bound.get(slot).copied().unwrap_or(listener.bind),
+                open: true,
+                pool: config.pools[listener.pool].name.clone(),
+            })
+            .collect();
+        let mut slots = slots;
         let mut lineage = Lineage::new();
-        let first = lineage.next(&config, &HashSet::new())?;
+        let first = lineage.next(
+            &config,
+            &HashSet::new(),
+            listener_pools(&config, &mut slots),
+        )?;
         let (published, _) = watch::channel(first.generation);
         Ok(Registry {
             snapshot: Arc::new(arc_swap::ArcSwap::from_pointee(first)),
             published,
             config_path,
+            listener_control,
             state: Mutex::new(State {
                 config,
+                slots,
                 lineage,
                 added: HashMap::new(),
                 states: HashMap::new(),
@@ -137,6 +195,15 @@ impl Registry {
     /// The running config, run-time changes included.
     pub fn config(&self) -> Config {
         self.lock().config.clone()
+    }
+
+    /// The address an open listener is bound to (its real port when the config said port 0).
+    pub fn listener_addr(&self, name: &str) -> Option<SocketAddr> {
+        self.lock()
+            .slots
+            .iter()
+            .find(|slot| slot.open && slot.name == name)
+            .map(|slot| slot.bound)
     }
 
     /// Every pool and server as of the current snapshot, with live counters.
@@ -268,7 +335,7 @@ impl Registry {
         let mut fresh = Config::load(path).map_err(ChangeError::Refused)?;
         let mut state = self.lock();
         warn_about_restart_only_changes(&state.config, &fresh);
-        fresh.listeners = running_listeners(&state.config, &fresh);
+        let (opening, closing) = self.listener_changes(&state.config, &mut fresh)?;
         let State {
             added,
             states,
@@ -305,17 +372,117 @@ impl Registry {
         states.retain(|server_key, _| still_there.contains(server_key));
         weights.retain(|server_key, _| still_there.contains(server_key));
         state.config = fresh;
+        // Slots first, so that the snapshot maps each new listener to its pool before any
+        // worker accepts on it.
+        let mut closed = Vec::new();
+        for (index, slot) in state.slots.iter_mut().enumerate() {
+            if slot.open && closing.contains(&slot.name) {
+                slot.open = false;
+                closed.push(index);
+                tracing::info!(listener = %slot.name, addr = %slot.bound, "listener closed by reload");
+            }
+        }
+        let mut opened = Vec::new();
+        for (name, bound, sockets) in opening {
+            opened.push((state.slots.len(), sockets));
+            state.slots.push(ListenerSlot {
+                name: name.clone(),
+                bound,
+                open: true,
+                pool: String::new(),
+            });
+            tracing::info!(listener = %name, addr = %bound, "listener opened by reload");
+        }
         let generation = self.publish(&mut state)?;
+        if let Some(control) = &self.listener_control {
+            for (slot, sockets) in opened {
+                for (worker, socket) in control.workers.iter().zip(sockets) {
+                    let _ = worker.send(ListenerChange::Open { slot, socket });
+                }
+            }
+            for slot in closed {
+                for worker in &control.workers {
+                    let _ = worker.send(ListenerChange::Close { slot });
+                }
+            }
+        }
         tracing::info!(generation, path = %path.display(), "config reloaded");
         Ok(generation)
+    }
+
+    /// The listeners a reload to `fresh` opens (bound now: name, address, one socket per
+    /// worker) and closes (names). A listener whose address changed is closed and opened anew;
+    /// `fresh.listeners` keeps only listeners that will be open. Binds nothing, and changes
+    /// nothing, without workers to give sockets to.
+    #[allow(clippy::type_complexity)]
+    fn listener_changes(
+        &self,
+        running: &Config,
+        fresh: &mut Config,
+    ) -> Result<
+        (
+            Vec<(String, SocketAddr, Vec<socket2::Socket>)>,
+            HashSet<String>,
+        ),
+        ChangeError,
+    > {
+        let Some(control) = &self.listener_control else {
+            fresh.listeners = running_listeners(running, fresh);
+            return Ok((Vec::new(), HashSet::new()));
+        };
+        let same = |new: &ListenerConfig| {
+            running
+                .listeners
+                .iter()
+                .find(|old| old.name == new.name)
+                .is_some_and(|old| old.bind == new.bind)
+        };
+        let closing: HashSet<String> = running
+            .listeners
+            .iter()
+            .filter(|old| {
+                !fresh
+                    .listeners
+                    .iter()
+                    .any(|new| new.name == old.name && same(new))
+            })
+            .map(|old| old.name.clone())
+            .collect();
+        let mut opening = Vec::new();
+        for new in fresh.listeners.iter().filter(|new| !same(new)) {
+            let bind_error = |error| ChangeError::Bind {
+                listener: new.name.clone(),
+                addr: new.bind,
+                error,
+            };
+            let sockets =
+                intake::bind_listener(control.intake, new.bind, new.backlog, control.workers.len())
+                    .map_err(bind_error)?;
+            let bound = sockets[0]
+                .local_addr()
+                .map_err(bind_error)?
+                .as_socket()
+                .unwrap_or(new.bind);
+            opening.push((new.name.clone(), bound, sockets));
+        }
+        for new in &fresh.listeners {
+            let backlog_changed = running.listeners.iter().any(|old| {
+                old.name == new.name && old.bind == new.bind && old.backlog != new.backlog
+            });
+            if backlog_changed {
+                tracing::warn!(listener = %new.name, "a backlog change takes effect on restart");
+            }
+        }
+        Ok((opening, closing))
     }
 
     /// Builds the snapshot of the running config and publishes it; returns its generation.
     fn publish(&self, state: &mut State) -> Result<u64, ChangeError> {
         let added: HashSet<(String, String)> = state.added.keys().cloned().collect();
+        let pools = listener_pools(&state.config, &mut state.slots);
         let snapshot = state
             .lineage
-            .next(&state.config, &added)
+            .next(&state.config, &added, pools)
             .map_err(ChangeError::Snapshot)?;
         let generation = snapshot.generation;
         self.snapshot.store(Arc::new(snapshot));
@@ -397,8 +564,27 @@ fn find<'s>(
     Ok((found, index))
 }
 
-/// The listeners as running, in their running order (workers know them by position), each with
-/// the file's new settings where the file still has it.
+/// Each slot's pool, noting an open listener's pool name in its slot: a closed slot keeps the
+/// pool it had (the first pool, should that one be gone too).
+fn listener_pools(config: &Config, slots: &mut [ListenerSlot]) -> Vec<usize> {
+    slots
+        .iter_mut()
+        .map(|slot| {
+            let listener = config.listeners.iter().find(|l| l.name == slot.name);
+            if let (true, Some(listener)) = (slot.open, listener) {
+                slot.pool = config.pools[listener.pool].name.clone();
+            }
+            config
+                .pools
+                .iter()
+                .position(|p| p.name == slot.pool)
+                .unwrap_or(0)
+        })
+        .collect()
+}
+
+/// Without workers to open listeners for: the listeners as running, each with the file's new
+/// pool where the file still has it.
 fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::ListenerConfig> {
     for listener in &fresh.listeners {
         if !running.listeners.iter().any(|l| l.name == listener.name) {

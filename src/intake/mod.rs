@@ -24,6 +24,18 @@ pub use handoff::{HandoffBoard, HandoffInbox};
 
 use crate::config::IntakeMode;
 
+/// A listener opened or closed while herdsman runs (a reload), as one worker is told of it.
+/// Listeners are known by slot: a number given when the listener is opened and never reused,
+/// so that connections accepted on a closed listener still find its pool.
+#[derive(Debug)]
+pub enum ListenerChange {
+    /// Start accepting on `socket`, this worker's descriptor for the listener in `slot`.
+    Open { slot: usize, socket: Socket },
+    /// Stop accepting on the listener in `slot` and close this worker's descriptor for it.
+    /// Connections already accepted carry on.
+    Close { slot: usize },
+}
+
 /// Refuses a mode this platform cannot provide, saying why.
 pub fn check_supported(mode: IntakeMode) -> Result<(), String> {
     check_supported_on(mode, sys::epoll_exclusive_supported())

@@ -29,7 +29,7 @@ pub struct Snapshot {
     pub limits: Limits,
     pub routes: Vec<RouteConfig>,
     pub pools: Vec<Pool>,
-    /// For each listener (in config order), the index of its default pool.
+    /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
     pub listener_pools: Vec<usize>,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
@@ -143,12 +143,14 @@ impl Lineage {
     }
 
     /// The next snapshot of `config`, whose servers in `added_at_run_time` (pool, server names)
-    /// are marked as added through the admin API. Fails only when a pool needs a generated key
-    /// and the system's random source cannot be read.
+    /// are marked as added through the admin API; `listener_pools` gives each listener slot's
+    /// pool. Fails only when a pool needs a generated key and the system's random source cannot
+    /// be read.
     pub fn next(
         &mut self,
         config: &Config,
         added_at_run_time: &HashSet<(String, String)>,
+        listener_pools: Vec<usize>,
     ) -> io::Result<Snapshot> {
         self.generation += 1;
         let mut seen = HashMap::new();
@@ -222,7 +224,7 @@ impl Lineage {
             limits: config.limits,
             routes: config.routes.clone(),
             pools,
-            listener_pools: config.listeners.iter().map(|l| l.pool).collect(),
+            listener_pools,
             server_ids,
         })
     }

@@ -77,6 +77,11 @@ impl Running {
         std::fs::write(&self.path, text).unwrap();
     }
 
+    /// Where the listener `name` accepts connections now (listeners a reload opened included).
+    pub fn listener(&self, name: &str) -> Option<SocketAddr> {
+        self.server.as_ref()?.listener_addr(name)
+    }
+
     /// Replaces the config file with `text` as it is.
     pub fn rewrite_text(&self, text: &str) {
         std::fs::write(&self.path, text).unwrap();

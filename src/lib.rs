@@ -8,8 +8,10 @@
 //! - [`intake`]: listening sockets and the socket options they need (`sys.rs`: Linux-only calls).
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting (RFC 9112).
 //! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
-//! - [`upstream`]: pools of servers, the published snapshot, balancing, idle connections.
-//! - [`control`]: signals, the admin API (`/api/workers`), the kernel listen-queue watch.
+//! - [`upstream`]: pools of servers, the published snapshot, the choice of pool and server
+//!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle connections.
+//! - [`control`]: the registry of pools changed at run time and by reload, signals, the admin API
+//!   (`/api/workers`, `/api/pools`, `/api/reload`), `herdsman ctl`, the kernel listen-queue watch.
 //! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
 //!

@@ -481,3 +481,45 @@ fn a_reload_whose_new_listener_cannot_bind_changes_nothing() {
         "{answers:?}"
     );
 }
+
+#[test]
+fn idle_connections_to_a_removed_or_readdressed_server_are_closed_at_once() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    // backend_idle far longer than the test, so only the change can close them.
+    let herdsman = Running::start(two_servers(&a, &b).timeout("backend_idle", "60s"));
+    // Keep-alive clients leave pooled connections to both servers behind.
+    for _ in 0..3 {
+        let mut conn = Conn::connect(herdsman.web);
+        for i in 0..4 {
+            assert_eq!(
+                conn.roundtrip(&get_request(&format!("/{i}"), "")).status(),
+                200
+            );
+        }
+    }
+    let pooled_to_b = b.connections();
+    assert!(pooled_to_b > 0);
+    assert_eq!(b.closed_by_peer(), 0, "closed before the change");
+    let (status, json) = herdsman.api("DELETE", "/api/pools/app/servers/b", None);
+    assert_eq!(status, 200, "{json}");
+    assert!(
+        eventually(Duration::from_millis(100), || b.closed_by_peer()
+            == pooled_to_b),
+        "{} of {pooled_to_b} pooled connections to the removed server closed within 100 ms",
+        b.closed_by_peer()
+    );
+
+    // Re-addressed by a reload: "a" now lives where "b" did.
+    let pooled_to_a = a.connections();
+    let text = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman.rewrite_text(&text.replace(&a.addr.to_string(), &b.addr.to_string()));
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 200, "{json}");
+    assert!(
+        eventually(Duration::from_millis(100), || a.closed_by_peer()
+            == pooled_to_a),
+        "{} of {pooled_to_a} pooled connections to the old address closed within 100 ms",
+        a.closed_by_peer()
+    );
+    assert_eq!(herdsman.answers(2), ["b", "b"]);
+}

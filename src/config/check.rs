@@ -38,9 +38,6 @@ const NEED_A_SERVER: &str =
 /// The words a key accepts, each with the value it stands for.
 pub(super) struct Words<T: 'static> {
     accepted: &'static [(&'static str, T)],
-    /// Words DESIGN.md names that are not built yet. They are refused as "not available yet"
-    /// rather than "unknown", so a reader of the design is not told they misspelt them.
-    planned: &'static [&'static str],
     /// The value when the key is not written.
     default: T,
 }
@@ -71,7 +68,6 @@ pub(super) const INTAKE_MODES: Words<IntakeMode> = Words {
         ("exclusive", IntakeMode::Exclusive),
         ("shared", IntakeMode::Shared),
     ],
-    planned: &[],
     // No herd and a spread by load; see src/intake/handoff.rs.
     default: IntakeMode::Balanced,
 };
@@ -85,7 +81,6 @@ pub(super) const BALANCES: Words<Balance> = Words {
         ("random", Balance::Random),
         ("hash", Balance::Hash),
     ],
-    planned: &[],
     default: Balance::RoundRobin,
 };
 
@@ -97,7 +92,6 @@ pub(super) const SERVER_STATES: Words<ServerState> = Words {
         ("maint", ServerState::Maint),
         ("test", ServerState::Test),
     ],
-    planned: &[],
     default: ServerState::Ready,
 };
 
@@ -702,11 +696,7 @@ impl Checker<'_> {
         if let Some((_, value)) = words.accepted.iter().find(|(word, _)| *word == text) {
             return *value;
         }
-        let why = if words.planned.contains(&text) {
-            "not available yet"
-        } else {
-            "unknown"
-        };
+        let why = "unknown";
         let accepted = words
             .accepted
             .iter()

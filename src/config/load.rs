@@ -308,6 +308,17 @@ mod tests {
             "servers",
             "addr",
             "weight",
+            "state",
+            "hash_key",
+            "[pool.sticky]",
+            "cookie",
+            "key_env",
+            "max_age",
+            "[[route]]",
+            "host",
+            "path_prefix",
+            "[admin]",
+            "token_env",
         ] {
             let written = example
                 .lines()

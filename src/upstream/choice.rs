@@ -38,8 +38,10 @@ pub fn choose(
         server,
         assign_cookie,
     };
-    if let Some(server) = tested_server(pool, request) {
-        return chosen(Some(server), false);
+    if pool.has_test_servers {
+        if let Some(server) = tested_server(pool, request) {
+            return chosen(Some(server), false);
+        }
     }
     if let Some(cookie) = &pool.sticky_cookie {
         if let Some(server) = sticky_server(pool, request, cookie) {

@@ -44,6 +44,8 @@ pub struct Pool {
     pub hash_key: HashKey,
     /// The cookie's name, when the pool is sticky.
     pub sticky_cookie: Option<String>,
+    /// Some server is in the `test` state (otherwise requests are not searched for a token).
+    pub has_test_servers: bool,
     /// Signs the pool's cookies and its servers' test tokens.
     pub key: Arc<StickyKey>,
 }
@@ -211,6 +213,7 @@ impl Lineage {
                 balancer: Balancer::new(pool.balance, &candidates),
                 hash_key: pool.hash_key.clone(),
                 sticky_cookie: pool.sticky.as_ref().map(|sticky| sticky.cookie.clone()),
+                has_test_servers: servers.iter().any(|s| s.state == ServerState::Test),
                 key,
                 servers,
             });

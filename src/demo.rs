@@ -65,7 +65,11 @@ pub fn config(listen: SocketAddr, admin: SocketAddr, backends: &[(String, Socket
 /// What `herdsman demo` prints once the proxy listens.
 pub fn banner(proxy: SocketAddr, admin: Option<SocketAddr>) -> String {
     let admin = admin.map_or(String::new(), |admin| {
-        format!("  curl http://{admin}/api/workers                      # each worker's counters\n")
+        format!(
+            "  curl http://{admin}/api/workers                      # each worker's counters\n  \
+             herdsman ctl --admin {admin} servers               # servers, states, requests\n  \
+             herdsman ctl --admin {admin} drain demo/a          # a takes no new requests\n"
+        )
     });
     format!(
         "herdsman demo: three backends (a, b, c) behind the proxy at http://{proxy}\n\

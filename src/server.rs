@@ -147,9 +147,6 @@ impl Server {
         for (name, addr) in &listener_addrs {
             tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
         }
-        if let Some(admin) = &admin {
-            tracing::info!(addr = %admin.local_addr(), "admin API listening");
-        }
         Ok(Server {
             registry,
             stats,

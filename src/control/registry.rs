@@ -639,3 +639,184 @@ fn warn_about_restart_only_changes(running: &Config, fresh: &Config) {
         tracing::warn!("[admin] changed: takes effect on restart");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = r#"
+[[listener]]
+name = "web"
+bind = "127.0.0.1:0"
+pool = "app"
+
+[[pool]]
+name = "app"
+servers = [
+  { name = "a", addr = "127.0.0.1:9001" },
+  { name = "b", addr = "127.0.0.1:9002" },
+]
+"#;
+
+    /// A registry of the config in a file of its own, which `write` replaces.
+    struct Fixture {
+        registry: Registry,
+        path: PathBuf,
+    }
+
+    impl Fixture {
+        fn new(name: &str) -> Fixture {
+            let path = std::env::temp_dir().join(format!(
+                "herdsman-registry-{name}-{}.toml",
+                std::process::id()
+            ));
+            std::fs::write(&path, FILE).unwrap();
+            let config = Config::load(&path).unwrap();
+            let registry = Registry::new(config, Some(path.clone()), None, &[]).unwrap();
+            Fixture { registry, path }
+        }
+
+        fn write(&self, text: &str) {
+            std::fs::write(&self.path, text).unwrap();
+        }
+
+        /// (name, addr, state, weight, added at run time) of pool app's servers.
+        fn servers(&self) -> Vec<(String, String, &'static str, u32, bool)> {
+            let pools = self.registry.pools();
+            pools.pools[0]
+                .servers
+                .iter()
+                .map(|s| {
+                    let ServerView {
+                        name,
+                        addr,
+                        state,
+                        weight,
+                        added_at_run_time,
+                        ..
+                    } = s.clone();
+                    (name, addr, state, weight, added_at_run_time)
+                })
+                .collect()
+        }
+    }
+
+    impl Drop for Fixture {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+
+    fn server(
+        name: &str,
+        addr: &str,
+        state: &'static str,
+        weight: u32,
+        added: bool,
+    ) -> (String, String, &'static str, u32, bool) {
+        (name.into(), addr.into(), state, weight, added)
+    }
+
+    #[test]
+    fn run_time_changes_survive_a_reload_while_their_servers_do() {
+        let fixture = Fixture::new("survive");
+        let registry = &fixture.registry;
+        registry.set_state("app", "a", ServerState::Drain).unwrap();
+        registry.set_weight("app", "b", 5).unwrap();
+        let added = NewServer {
+            name: "d".into(),
+            addr: "127.0.0.1:9004".parse().unwrap(),
+            weight: 2,
+            state: ServerState::Ready,
+        };
+        registry.add_server("app", added).unwrap();
+        registry.reload().unwrap();
+        assert_eq!(
+            fixture.servers(),
+            [
+                server("a", "127.0.0.1:9001", "drain", 1, false),
+                server("b", "127.0.0.1:9002", "ready", 5, false),
+                server("d", "127.0.0.1:9004", "ready", 2, true),
+            ]
+        );
+
+        // The file now defines d itself and drops a: the file's d wins, a's drain is forgotten.
+        fixture.write(&FILE.replace(
+            r#"{ name = "a", addr = "127.0.0.1:9001" },"#,
+            r#"{ name = "d", addr = "127.0.0.1:9104" },"#,
+        ));
+        registry.reload().unwrap();
+        assert_eq!(
+            fixture.servers(),
+            [
+                server("d", "127.0.0.1:9104", "ready", 1, false),
+                server("b", "127.0.0.1:9002", "ready", 5, false),
+            ]
+        );
+        // a comes back as the file says: ready.
+        fixture.write(FILE);
+        registry.reload().unwrap();
+        assert_eq!(
+            fixture.servers()[0],
+            server("a", "127.0.0.1:9001", "ready", 1, false)
+        );
+    }
+
+    #[test]
+    fn a_refused_change_changes_nothing() {
+        let fixture = Fixture::new("refused");
+        let registry = &fixture.registry;
+        let before = fixture.servers();
+        let generation = registry.pools().generation;
+        fixture.write(&FILE.replace("127.0.0.1:9002", "nowhere"));
+        assert!(matches!(registry.reload(), Err(ChangeError::Refused(_))));
+        assert!(matches!(
+            registry.set_weight("app", "a", 257),
+            Err(ChangeError::Invalid(_))
+        ));
+        assert!(matches!(
+            registry.set_state("app", "zz", ServerState::Drain),
+            Err(ChangeError::NoServer { .. })
+        ));
+        assert!(matches!(
+            registry.remove_server("shop", "a"),
+            Err(ChangeError::NoPool(_))
+        ));
+        let duplicate = NewServer {
+            name: "b".into(),
+            addr: "127.0.0.1:9009".parse().unwrap(),
+            weight: 1,
+            state: ServerState::Ready,
+        };
+        assert!(matches!(
+            registry.add_server("app", duplicate),
+            Err(ChangeError::Exists { .. })
+        ));
+        assert_eq!(fixture.servers(), before);
+        assert_eq!(registry.pools().generation, generation);
+    }
+
+    #[test]
+    fn a_server_keeps_its_counters_across_changes_but_not_a_new_address() {
+        let fixture = Fixture::new("counters");
+        let registry = &fixture.registry;
+        let counted = |name: &str| {
+            let snapshot = registry.snapshot_handle().load_full();
+            let pool = &snapshot.pools[0];
+            let server = &pool.servers[pool.position(name).unwrap()];
+            (server.id, Arc::clone(&server.counters))
+        };
+        let (id, counters) = counted("a");
+        drop(crate::upstream::snapshot::ActiveGuard::new(&counters));
+        registry.set_weight("app", "a", 3).unwrap();
+        registry.reload().unwrap();
+        assert_eq!(counted("a").0, id);
+        assert_eq!(counted("a").1.requests(), 1);
+        fixture.write(&FILE.replace("127.0.0.1:9001", "127.0.0.1:9011"));
+        registry.reload().unwrap();
+        let (new_id, new_counters) = counted("a");
+        assert_ne!(new_id, id, "a re-addressed server is a new server");
+        assert_eq!(new_counters.requests(), 0);
+        assert!(!registry.snapshot_handle().load().has_server(id));
+    }
+}

@@ -1,0 +1,66 @@
+//! SIGHUP reloads the config file of a running `herdsman run`: a valid change applies, a broken
+//! file is refused and the running config keeps serving.
+
+mod common;
+
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use common::*;
+
+/// Which mock answered each of `n` requests (each on a new connection).
+fn answers(addr: std::net::SocketAddr, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let mut conn = Conn::connect(addr);
+            let response = conn.roundtrip(&get_request(&format!("/{i}"), "Connection: close\r\n"));
+            assert_eq!(response.status(), 200);
+            response.body_text()
+        })
+        .collect()
+}
+
+#[test]
+fn sighup_applies_a_valid_file_and_refuses_a_broken_one() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = |b_weight: u32| {
+        format!(
+            "workers = 2\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
+             [[pool]]\nname = \"app\"\nservers = [\n  {{ name = \"a\", addr = \"{}\" }},\n  \
+             {{ name = \"b\", addr = \"{}\", weight = {b_weight} }},\n]\n",
+            a.addr, b.addr
+        )
+    };
+    let path = write_temp("sighup.toml", &config(1));
+    let child = ChildGuard(
+        Command::new(binary())
+            .args(["run", "-c", path.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn herdsman run"),
+    );
+    assert!(wait_listening(addr, Duration::from_secs(10)));
+    let first = answers(addr, 4);
+    assert!(first.contains(&"b".to_string()), "{first:?}");
+
+    std::fs::write(&path, config(0)).unwrap();
+    child.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(5), || answers(addr, 4)
+            .iter()
+            .all(|s| s == "a")),
+        "weight 0 for b did not apply"
+    );
+
+    std::fs::write(&path, config(1).replace("weight = 1", "weight = -1")).unwrap();
+    child.signal(libc::SIGHUP);
+    std::thread::sleep(Duration::from_millis(300));
+    let after = answers(addr, 6);
+    assert!(
+        after.iter().all(|s| s == "a"),
+        "the refused file changed something: {after:?}"
+    );
+}

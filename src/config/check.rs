@@ -212,6 +212,7 @@ impl Checker<'_> {
             })
             .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
+        self.unique_sticky_cookies(&raw.pool, &pools);
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
 
         Config {
@@ -450,6 +451,36 @@ impl Checker<'_> {
                 self.sticky(&sticky_table, sticky.get_ref())
             }),
             servers: self.servers(table, &pool.servers),
+        }
+    }
+
+    /// No two sticky pools may share a cookie name: a browser keeps one cookie per name and path,
+    /// so a client of both would send each pool the other's cookie and be re-balanced every time.
+    fn unique_sticky_cookies(&mut self, raw: &[Spanned<RawPool>], pools: &[PoolConfig]) {
+        let mut first: HashMap<&str, &str> = HashMap::new();
+        for (index, (raw_pool, pool)) in raw.iter().zip(pools).enumerate() {
+            let (Some(sticky), Some(raw_sticky)) = (&pool.sticky, &raw_pool.get_ref().sticky)
+            else {
+                continue;
+            };
+            let Some(earlier) = first.get(sticky.cookie.as_str()) else {
+                first.insert(&sticky.cookie, &pool.name);
+                continue;
+            };
+            let key = format!("pool[{index}].sticky.cookie");
+            let suggestion = format!("{}_{}", sticky.cookie, pool.name.to_ascii_uppercase());
+            let why = format!(
+                "also the cookie of pool {earlier:?}; a browser keeps one cookie per name, so \
+                 each sticky pool needs its own, e.g. cookie = {suggestion:?}"
+            );
+            match &raw_sticky.get_ref().cookie {
+                Some(cookie) => self.reject(&key, cookie.span(), &quoted(cookie.get_ref()), why),
+                None => {
+                    let line = line_of(self.text, raw_sticky.span().start);
+                    let message = format!("{key}: the default {:?} is {why}", sticky.cookie);
+                    self.report(&key, Some(line), &message);
+                }
+            }
         }
     }
 
@@ -1162,6 +1193,23 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
         }
         let unknown = only_problem(&valid_with("path_prefix = \"/api/\"", "path = \"/api/\""));
         assert_eq!(unknown.key, "route[0].path");
+    }
+
+    #[test]
+    fn two_sticky_pools_need_two_cookie_names() {
+        let sticky_api = valid_with(
+            "servers = [{ name = \"x\", addr = \"10.0.0.7:80\", weight = 0 }]\n",
+            "servers = [{ name = \"x\", addr = \"10.0.0.7:80\", weight = 0 }]\n[pool.sticky]\n",
+        );
+        from_toml(&sticky_api, "t").expect("HERDSMAN and SHOP differ");
+        let clash = only_problem(&sticky_api.replace("cookie = \"SHOP\"", "cookie = \"HERDSMAN\""));
+        assert_eq!(clash.key, "pool[2].sticky.cookie");
+        assert!(
+            clash.message.contains(r#"also the cookie of pool "api""#)
+                && clash.message.contains(r#"e.g. cookie = "HERDSMAN_SHOP""#),
+            "{}",
+            clash.message
+        );
     }
 
     #[test]

@@ -56,7 +56,10 @@ pub fn choose(
 
 /// The pool of the first route whose host and path prefix match, or else the listener's.
 fn route(snapshot: &Snapshot, listener: usize, request: &Request<'_, '_>) -> usize {
-    let host = request.host.unwrap_or_default();
+    if snapshot.routes.is_empty() {
+        return snapshot.listener_pools[listener];
+    }
+    let (host, path) = host_and_path(request);
     snapshot
         .routes
         .iter()
@@ -68,9 +71,37 @@ fn route(snapshot: &Snapshot, listener: usize, request: &Request<'_, '_>) -> usi
                 && route
                     .path_prefix
                     .as_ref()
-                    .is_none_or(|prefix| request.target.starts_with(prefix.as_str()))
+                    .is_none_or(|prefix| path.starts_with(prefix.as_bytes()))
         })
         .map_or(snapshot.listener_pools[listener], |route| route.pool)
+}
+
+/// The host and path a request is for. An absolute-form target (`http://host/path`) names both
+/// itself, and its host wins over the Host field (RFC 9112 §3.2.2): otherwise a client could
+/// reach any path route's pool, or miss it, by choosing the form.
+fn host_and_path<'b>(request: &Request<'_, 'b>) -> (&'b [u8], &'b [u8]) {
+    let target = request.target.as_bytes();
+    let scheme_end = target.windows(3).position(|w| w == b"://");
+    let absolute = scheme_end.filter(|&end| {
+        let scheme = &target[..end];
+        scheme.eq_ignore_ascii_case(b"http") || scheme.eq_ignore_ascii_case(b"https")
+    });
+    let Some(end) = absolute else {
+        return (request.host.unwrap_or_default(), target);
+    };
+    let rest = &target[end + 3..];
+    let authority_end = rest
+        .iter()
+        .position(|&b| matches!(b, b'/' | b'?' | b'#'))
+        .unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    // user:password@ before the host is not part of it.
+    let host = match authority.iter().rposition(|&b| b == b'@') {
+        Some(at) => &authority[at + 1..],
+        None => authority,
+    };
+    let path = &rest[authority_end..];
+    (host, if path.is_empty() { b"/" } else { path })
 }
 
 /// The server in `test` state whose token the request carries.
@@ -128,4 +159,41 @@ fn cookies<'r, 'b>(request: &'r Request<'_, 'b>) -> impl Iterator<Item = &'b [u8
         .iter()
         .filter(|field| field.name.eq_ignore_ascii_case("cookie"))
         .map(|field| field.value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::http1::{header_slots, parse_request};
+
+    fn host_and_path_of(text: &str) -> (String, String) {
+        let mut headers = header_slots();
+        let request = parse_request(text.as_bytes(), &mut headers, 8192)
+            .unwrap()
+            .unwrap();
+        let (host, path) = host_and_path(&request);
+        (
+            String::from_utf8_lossy(host).into_owned(),
+            String::from_utf8_lossy(path).into_owned(),
+        )
+    }
+
+    #[test]
+    fn an_absolute_form_target_names_the_host_and_path() {
+        let pair = |h: &str, p: &str| (h.to_string(), p.to_string());
+        assert_eq!(
+            host_and_path_of("GET /a/b HTTP/1.1\r\nHost: x.org\r\n\r\n"),
+            pair("x.org", "/a/b")
+        );
+        assert_eq!(
+            host_and_path_of(
+                "GET http://API.example.com:8080/v1?q HTTP/1.1\r\nHost: x.org\r\n\r\n"
+            ),
+            pair("API.example.com:8080", "/v1?q")
+        );
+        assert_eq!(
+            host_and_path_of("GET HTTP://user@a.org HTTP/1.1\r\nHost: x.org\r\n\r\n"),
+            pair("a.org", "/")
+        );
+    }
 }

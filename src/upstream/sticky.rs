@@ -94,15 +94,8 @@ impl StickyKey {
     }
 
     /// The server name a cookie value names, if its signature is valid under this key; `None`
-    /// for a malformed, forged or tampered value, or one signed with another key.
-    pub fn verify_cookie(&self, value: &str) -> Option<String> {
-        let mut name = [0u8; MAX_NAME_LEN];
-        self.verify_cookie_into(value.as_bytes(), &mut name)
-            .map(str::to_owned)
-    }
-
-    /// [`verify_cookie`](Self::verify_cookie) without allocating: the name is decoded into
-    /// `name_out` and returned borrowed from it.
+    /// for a malformed, forged or tampered value, or one signed with another key. The name is
+    /// decoded into `name_out` and returned borrowed from it, so that checking allocates nothing.
     pub fn verify_cookie_into<'n>(
         &self,
         value: &[u8],
@@ -252,6 +245,15 @@ fn decode_base64url(text: &[u8], out: &mut [u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    impl StickyKey {
+        /// `verify_cookie_into` with an owned result, for assertions.
+        fn verify_cookie(&self, value: &str) -> Option<String> {
+            let mut name = [0u8; MAX_NAME_LEN];
+            self.verify_cookie_into(value.as_bytes(), &mut name)
+                .map(str::to_owned)
+        }
+    }
 
     fn key() -> StickyKey {
         StickyKey::from_secret("correct horse battery staple")

@@ -80,7 +80,9 @@ fn main() -> ExitCode {
 fn check(path: &std::path::Path) -> ExitCode {
     match Config::load(path) {
         Ok(config) => {
-            println!("{}: ok\n{}", path.display(), config.summary());
+            // Written, not println!: a reader that stops early (`| head`) is not a crash.
+            let summary = format!("{}: ok\n{}\n", path.display(), config.summary());
+            let _ = std::io::Write::write_all(&mut std::io::stdout(), summary.as_bytes());
             ExitCode::SUCCESS
         }
         Err(error) => {

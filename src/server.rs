@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::config::{Config, IntakeMode};
 use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
+use crate::control::health::{self, HealthHandle};
 use crate::control::kernel_watch;
 use crate::control::registry::{ListenerControl, Registry};
 use crate::intake::{self, HandoffBoard};
@@ -45,6 +46,7 @@ pub struct Server {
     stop: watch::Sender<bool>,
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminHandle>,
+    health: Option<HealthHandle>,
 }
 
 impl Server {
@@ -103,6 +105,13 @@ impl Server {
         );
         let stats = Stats::new(config.workers);
         let (stop, stop_receiver) = watch::channel(false);
+        let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();
+        let health = health::start(
+            Arc::clone(&registry),
+            failing_receiver,
+            stop_receiver.clone(),
+        )
+        .map_err(StartError::Thread)?;
         let admin = match &config.admin {
             Some(settings) => Some(admin::start(
                 AdminConfig {
@@ -139,6 +148,7 @@ impl Server {
                 stats: Arc::clone(&stats),
                 snapshot: registry.snapshot_handle(),
                 published: registry.subscribe(),
+                failing: failing.clone(),
                 stop: stop_receiver.clone(),
                 shutdown_grace: config.shutdown_grace,
             };
@@ -153,6 +163,7 @@ impl Server {
             stop,
             workers,
             admin,
+            health: Some(health),
         })
     }
 
@@ -194,6 +205,9 @@ impl Server {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
+        }
+        if let Some(health) = self.health.take() {
+            health.join();
         }
         if let Some(admin) = self.admin.take() {
             admin.join();

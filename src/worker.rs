@@ -43,6 +43,8 @@ pub struct WorkerSetup {
     /// The generation of each snapshot published, to close idle connections to servers that
     /// left without waiting for a request.
     pub published: watch::Receiver<u64>,
+    /// Where passive checks report a server whose failures in a row reached its pool's limit.
+    pub failing: mpsc::UnboundedSender<u64>,
     /// Becomes true when the proxy is to stop gracefully.
     pub stop: watch::Receiver<bool>,
     pub shutdown_grace: Duration,
@@ -83,6 +85,7 @@ pub struct WorkerContext {
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
     pub parking: Option<ParkingLot>,
     pub rng: RefCell<fastrand::Rng>,
+    failing: mpsc::UnboundedSender<u64>,
     stopping: Cell<bool>,
     stop_notify: Notify,
     connections: Cell<usize>,
@@ -95,6 +98,7 @@ impl WorkerContext {
         snapshot: SnapshotHandle,
         stats: Arc<Stats>,
         handoff: Option<Arc<HandoffBoard>>,
+        failing: mpsc::UnboundedSender<u64>,
     ) -> WorkerContext {
         let current = snapshot.load_full();
         let parking = ParkingLot::new(Arc::clone(&stats), index)
@@ -112,6 +116,7 @@ impl WorkerContext {
             idle_added: Notify::new(),
             parking,
             rng: RefCell::new(fastrand::Rng::new()),
+            failing,
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
             connections: Cell::new(0),
@@ -133,6 +138,21 @@ impl WorkerContext {
                 .retain_servers(|server| current.has_server(server));
         }
         Rc::clone(&local)
+    }
+
+    /// Counts a failure a request met on `server`; the worker whose count reaches the pool's
+    /// limit (or another multiple of it, should the server fail on after an ejection) tells the
+    /// health checker, which decides on ejection.
+    pub fn server_failed(
+        &self,
+        server: &crate::upstream::Server,
+        passive: &crate::config::Passive,
+    ) {
+        let in_a_row = server.counters.failed();
+        let limit = passive.consecutive_failures;
+        if limit > 0 && in_a_row.is_multiple_of(limit) {
+            let _ = self.failing.send(server.id);
+        }
     }
 
     /// True once a graceful stop has begun: finish what is in flight, start nothing new.
@@ -272,6 +292,7 @@ async fn run(setup: WorkerSetup) {
         stats,
         snapshot,
         published,
+        failing,
         mut stop,
         shutdown_grace,
     } = setup;
@@ -282,7 +303,7 @@ async fn run(setup: WorkerSetup) {
         Some((board, inbox)) => (Some(board), Some(inbox)),
         None => (None, None),
     };
-    let context = Rc::new(WorkerContext::new(index, snapshot, stats, board));
+    let context = Rc::new(WorkerContext::new(index, snapshot, stats, board, failing));
     tokio::task::spawn_local(accept_on_listeners(
         Rc::clone(&context),
         listeners,

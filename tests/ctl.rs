@@ -79,19 +79,19 @@ fn servers_prints_an_aligned_table() {
     };
     assert_eq!(
         words(lines[0]),
-        ["POOL", "SERVER", "ADDR", "STATE", "WEIGHT", "ACTIVE", "REQUESTS"]
+        ["POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS"]
     );
     assert_eq!(
-        words(lines[1])[..5],
-        ["app", "a", &a.addr.to_string(), "ready", "1"]
+        words(lines[1])[..6],
+        ["app", "a", &a.addr.to_string(), "ready", "up", "1"]
     );
     assert_eq!(
-        words(lines[2])[..5],
-        ["app", "backend-b", &b.addr.to_string(), "ready", "12"]
+        words(lines[2])[..6],
+        ["app", "backend-b", &b.addr.to_string(), "ready", "up", "12"]
     );
     let requests: u64 = lines[1..]
         .iter()
-        .map(|line| words(line)[6].parse::<u64>().unwrap())
+        .map(|line| words(line)[7].parse::<u64>().unwrap())
         .sum();
     assert_eq!(requests, 3, "{table}");
     // Aligned: every column starts at the same offset on every line.

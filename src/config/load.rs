@@ -319,6 +319,22 @@ mod tests {
             "path_prefix",
             "[admin]",
             "token_env",
+            "slow_start",
+            "[pool.health]",
+            "check",
+            "method",
+            "path",
+            "expect",
+            "interval",
+            "timeout",
+            "rise",
+            "fall",
+            "[pool.passive]",
+            "consecutive_failures",
+            "count_5xx",
+            "ejection",
+            "max_ejection",
+            "max_ejected_percent",
         ] {
             let written = example
                 .lines()

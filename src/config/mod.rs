@@ -176,8 +176,73 @@ pub struct PoolConfig {
     pub hash_key: HashKey,
     /// `[pool.sticky]`: a signed cookie keeps a client on the server it was first sent to.
     pub sticky: Option<StickyConfig>,
+    /// `[pool.health]`: active checks, run by one checker for the whole process.
+    pub health: Option<HealthCheck>,
+    /// `[pool.passive]`: ejection of a server on consecutive failures seen by requests.
+    pub passive: Passive,
+    /// A server returning to service ramps its weight from low to full over this long. Zero
+    /// (the default): at once.
+    pub slow_start: Duration,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
+}
+
+/// `[pool.health]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HealthCheck {
+    pub kind: HealthKind,
+    /// Between the starts of two checks of one server, give or take a tenth. Default 2s.
+    pub interval: Duration,
+    /// A check that takes longer fails. Default 1s.
+    pub timeout: Duration,
+    /// Consecutive successes that bring a down server back. Default 2.
+    pub rise: u32,
+    /// Consecutive failures that take a server down. Default 3.
+    pub fall: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HealthKind {
+    /// A connection that opens is a success.
+    Tcp,
+    /// A request whose response status is within `expect`.
+    Http {
+        method: String,
+        path: String,
+        /// The Host sent; the server's address when `None`.
+        host: Option<String>,
+        /// Inclusive. Default 200–399.
+        expect: (u16, u16),
+    },
+}
+
+/// `[pool.passive]`: how requests' failures eject a server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Passive {
+    /// Consecutive failures (connect failures, resets, timeouts) that eject a server; 0 turns
+    /// passive ejection off. Default 5.
+    pub consecutive_failures: u32,
+    /// 5xx responses count as failures too. Default false.
+    pub count_5xx: bool,
+    /// The first ejection's length; each further one doubles it. Default 10s.
+    pub ejection: Duration,
+    /// The longest an ejection lasts. Default 5m.
+    pub max_ejection: Duration,
+    /// At most this share of a pool's servers is ejected at once, so that a pool never empties
+    /// itself on a transient fault. Default 50.
+    pub max_ejected_percent: u32,
+}
+
+impl Default for Passive {
+    fn default() -> Passive {
+        Passive {
+            consecutive_failures: 5,
+            count_5xx: false,
+            ejection: Duration::from_secs(10),
+            max_ejection: Duration::from_secs(300),
+            max_ejected_percent: 50,
+        }
+    }
 }
 
 /// `hash_key`: the part of a request `balance = "hash"` hashes.

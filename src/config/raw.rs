@@ -86,7 +86,36 @@ pub struct RawPool {
     pub balance: Option<Spanned<String>>,
     pub hash_key: Option<Spanned<String>>,
     pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
+    pub slow_start: Option<Spanned<String>>,
     pub sticky: Option<Spanned<RawSticky>>,
+    pub health: Option<Spanned<RawHealth>>,
+    pub passive: Option<Spanned<RawPassive>>,
+}
+
+/// A pool's `[pool.health]`: active checks.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHealth {
+    pub check: Option<Spanned<String>>,
+    pub method: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
+    pub host: Option<Spanned<String>>,
+    pub expect: Option<Spanned<String>>,
+    pub interval: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub rise: Option<Spanned<i64>>,
+    pub fall: Option<Spanned<i64>>,
+}
+
+/// A pool's `[pool.passive]`: ejection on failures seen by requests.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPassive {
+    pub consecutive_failures: Option<Spanned<i64>>,
+    pub count_5xx: Option<Spanned<bool>>,
+    pub ejection: Option<Spanned<String>>,
+    pub max_ejection: Option<Spanned<String>>,
+    pub max_ejected_percent: Option<Spanned<i64>>,
 }
 
 /// A pool's `[pool.sticky]`.

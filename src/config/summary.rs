@@ -44,8 +44,17 @@ pub(super) fn summary(config: &Config) -> String {
         let sticky = pool.sticky.as_ref().map_or(String::new(), |sticky| {
             format!("  sticky cookie {}", sticky.cookie)
         });
+        let health = match &pool.health {
+            None => String::new(),
+            Some(check) => match &check.kind {
+                super::HealthKind::Tcp => format!("  tcp check every {:?}", check.interval),
+                super::HealthKind::Http { method, path, .. } => {
+                    format!("  {method} {path} check every {:?}", check.interval)
+                }
+            },
+        };
         lines.push(format!(
-            "pool {}  {balance}  {count} server{plural}{sticky}",
+            "pool {}  {balance}  {count} server{plural}{sticky}{health}",
             pool.name
         ));
         for server in &pool.servers {

@@ -473,11 +473,18 @@ pub struct ServerReply {
     pub name: String,
     pub addr: String,
     pub state: String,
+    /// "up", "down" or "ejected" (absent from herdsman before health checks: up).
+    #[serde(default = "up")]
+    pub health: String,
     pub weight: u32,
     #[serde(default)]
     pub active: u64,
     #[serde(default)]
     pub requests: u64,
+}
+
+fn up() -> String {
+    "up".to_string()
 }
 
 #[derive(Debug, Deserialize)]
@@ -501,15 +508,15 @@ struct ErrorReply {
 /// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right.
 /// A pool without servers gets a row saying so.
 pub fn servers_table(reply: &PoolsReply) -> String {
-    const HEADINGS: [&str; 7] = [
-        "POOL", "SERVER", "ADDR", "STATE", "WEIGHT", "ACTIVE", "REQUESTS",
+    const HEADINGS: [&str; 8] = [
+        "POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS",
     ];
     /// The columns whose cells are numbers.
-    const NUMERIC: [bool; 7] = [false, false, false, false, true, true, true];
-    let mut rows: Vec<[String; 7]> = vec![HEADINGS.map(str::to_string)];
+    const NUMERIC: [bool; 8] = [false, false, false, false, false, true, true, true];
+    let mut rows: Vec<[String; 8]> = vec![HEADINGS.map(str::to_string)];
     for pool in &reply.pools {
         if pool.servers.is_empty() {
-            let mut row: [String; 7] = Default::default();
+            let mut row: [String; 8] = Default::default();
             row[0] = pool.name.clone();
             row[1] = "(no servers)".to_string();
             rows.push(row);
@@ -520,13 +527,14 @@ pub fn servers_table(reply: &PoolsReply) -> String {
                 server.name.clone(),
                 server.addr.clone(),
                 server.state.clone(),
+                server.health.clone(),
                 server.weight.to_string(),
                 server.active.to_string(),
                 server.requests.to_string(),
             ]);
         }
     }
-    let mut widths = [0; 7];
+    let mut widths = [0; 8];
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
@@ -789,6 +797,7 @@ mod tests {
                     { "name": "a", "addr": "127.0.0.1:9001", "state": "ready", "weight": 1,
                       "active": 12, "requests": 1234567, "added_at_run_time": false },
                     { "name": "backend-2", "addr": "[::1]:9002", "state": "drain", "weight": 256,
+                      "health": "ejected", "remaining_ms": 900,
                       "active": 0, "requests": 3, "added_at_run_time": true },
                 ]},
                 { "name": "empty", "balance": "p2c", "servers": [] },
@@ -796,9 +805,9 @@ mod tests {
         }))
         .unwrap();
         let expected = "\
-POOL   SERVER        ADDR            STATE  WEIGHT  ACTIVE  REQUESTS
-app    a             127.0.0.1:9001  ready       1      12   1234567
-app    backend-2     [::1]:9002      drain     256       0         3
+POOL   SERVER        ADDR            STATE  HEALTH   WEIGHT  ACTIVE  REQUESTS
+app    a             127.0.0.1:9001  ready  up            1      12   1234567
+app    backend-2     [::1]:9002      drain  ejected     256       0         3
 empty  (no servers)
 ";
         assert_eq!(servers_table(&reply), expected);

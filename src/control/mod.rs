@@ -5,6 +5,7 @@
 pub mod admin;
 mod admin_pools;
 pub mod ctl;
+pub mod health;
 pub mod kernel_watch;
 pub mod registry;
 pub mod signals;

@@ -21,6 +21,7 @@ use crate::config::{
     is_valid_name, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig, ServerState,
 };
 use crate::intake::{self, ListenerChange};
+use crate::upstream::health::HealthView;
 use crate::upstream::snapshot::Lineage;
 use crate::upstream::{Snapshot, SnapshotHandle};
 
@@ -90,7 +91,12 @@ pub struct ServerView {
     pub name: String,
     pub addr: String,
     pub state: &'static str,
+    /// `"health": "up" | "down" (with "reason") | "ejected" (with "remaining_ms")`.
+    #[serde(flatten)]
+    pub health: HealthView,
     pub weight: u32,
+    /// The weight it takes new sessions with now (below `weight` during slow start).
+    pub effective_weight: u32,
     pub active: u32,
     pub requests: u64,
     pub added_at_run_time: bool,
@@ -476,6 +482,122 @@ impl Registry {
         Ok((opening, closing))
     }
 
+    /// Active checks: marks the server with this id down, with the reason, or (`None`) up again.
+    /// Changes nothing, and publishes nothing, when it already was.
+    pub fn set_down(&self, id: u64, reason: Option<String>) {
+        let mut state = self.lock();
+        let Some(health) = state.lineage.health_mut(id) else {
+            return;
+        };
+        if health.down == reason {
+            return;
+        }
+        let name = self.name_of(id);
+        match &reason {
+            Some(why) => tracing::warn!(server = %name, reason = %why, "server down"),
+            None => {
+                tracing::info!(server = %name, "server up again");
+                health.back_since = Some(std::time::Instant::now());
+            }
+        }
+        health.down = reason;
+        let _ = self.publish_logged(&mut state);
+    }
+
+    /// Passive checks: ejects the server with this id for its back-off, unless that would eject
+    /// more than its pool's `max_ejected_percent`. Returns how long, if it was ejected.
+    pub fn eject(&self, id: u64) -> Option<std::time::Duration> {
+        let now = std::time::Instant::now();
+        let snapshot = self.snapshot.load_full();
+        let pool = snapshot
+            .pools
+            .iter()
+            .find(|pool| pool.servers.iter().any(|s| s.id == id))?;
+        let ids: HashSet<u64> = pool.servers.iter().map(|s| s.id).collect();
+        let mut state = self.lock();
+        let ejected = state
+            .lineage
+            .healths()
+            .filter(|(_, other, health)| ids.contains(other) && health.is_ejected(now))
+            .count();
+        let allowed = pool.servers.len() * pool.passive.max_ejected_percent as usize / 100;
+        let name = self.name_of(id);
+        if ejected + 1 > allowed {
+            tracing::warn!(
+                server = %name,
+                ejected,
+                allowed,
+                "server failing, but not ejected: the pool's max_ejected_percent is reached"
+            );
+            return None;
+        }
+        let health = state.lineage.health_mut(id)?;
+        if health.is_ejected(now) {
+            return None;
+        }
+        let length = health.eject(now, &pool.passive);
+        tracing::warn!(server = %name, seconds = length.as_secs_f64(), "server ejected after consecutive failures");
+        let _ = self.publish_logged(&mut state);
+        Some(length)
+    }
+
+    /// Ends ejections whose time is up and steps slow-start ramps, publishing when anything
+    /// changed. Returns when it next needs calling (`None`: nothing pending).
+    pub fn tick(&self) -> Option<std::time::Instant> {
+        let now = std::time::Instant::now();
+        let snapshot = self.snapshot.load_full();
+        let mut state = self.lock();
+        let mut changed = false;
+        let mut due: Option<std::time::Instant> = None;
+        let mut next = |at: std::time::Instant| due = Some(due.map_or(at, |d| d.min(at)));
+        for pool in &snapshot.pools {
+            for server in &pool.servers {
+                let Some(health) = state.lineage.health_mut(server.id) else {
+                    continue;
+                };
+                if health.end_ejection(now) {
+                    tracing::info!(pool = %pool.name, server = %server.name, "ejection over");
+                    changed = true;
+                }
+                if let Some(until) = health.ejected_until {
+                    next(until);
+                }
+                let ramping = health.ramp(now, pool.slow_start) < 1.0;
+                if ramping || server.effective_weight != server.weight && health.is_available(now) {
+                    // Each second of a ramp, a new weight.
+                    changed = true;
+                    if ramping {
+                        next(now + std::time::Duration::from_secs(1));
+                    }
+                }
+            }
+        }
+        if changed {
+            let _ = self.publish_logged(&mut state);
+        }
+        due
+    }
+
+    /// "pool/server" for the server with this id, for logs.
+    fn name_of(&self, id: u64) -> String {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .pools
+            .iter()
+            .find_map(|pool| {
+                let server = pool.servers.iter().find(|s| s.id == id)?;
+                Some(format!("{}/{}", pool.name, server.name))
+            })
+            .unwrap_or_else(|| format!("#{id}"))
+    }
+
+    /// [`Registry::publish`] for changes nobody waits on: a failure is logged.
+    fn publish_logged(&self, state: &mut State) -> Result<u64, ChangeError> {
+        self.publish(state).inspect_err(|error| {
+            tracing::error!("cannot publish a health change: {error}");
+        })
+    }
+
     /// Builds the snapshot of the running config and publishes it; returns its generation.
     fn publish(&self, state: &mut State) -> Result<u64, ChangeError> {
         let added: HashSet<(String, String)> = state.added.keys().cloned().collect();
@@ -510,7 +632,9 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         name: server.name.clone(),
         addr: server.addr.to_string(),
         state: server.state.word(),
+        health: server.health.clone(),
         weight: server.weight,
+        effective_weight: server.effective_weight,
         active: server.counters.active(),
         requests: server.counters.requests(),
         added_at_run_time: server.added_at_run_time,

@@ -70,6 +70,9 @@ pub async fn serve_one(
         Ok(next) => next,
         Err(failure) => {
             report(client, failure, Some(server));
+            if failure.is_server_unreachable() {
+                context.server_failed(server, &pool.passive);
+            }
             if !response_started {
                 answer_error(client, failure, Some(facts.method), snapshot).await;
             }
@@ -176,6 +179,12 @@ async fn forward(
     } else {
         send_streaming(context, client, snapshot, server, facts, &mut upload).await?
     };
+    let pool = &snapshot.pools[facts.choice.pool];
+    if pool.passive.count_5xx && start.status >= 500 {
+        context.server_failed(server, &pool.passive);
+    } else {
+        server.counters.succeeded();
+    }
     respond::respond(
         context,
         client,

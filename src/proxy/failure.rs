@@ -82,6 +82,19 @@ impl Failure {
     }
 
     /// True when the client caused it (logged at a lower level: it is not the operator's fault).
+    /// The server could not be reached or did not answer: what passive checks count (a server
+    /// that answered badly or stopped mid-body answered, and is not counted).
+    pub fn is_server_unreachable(self) -> bool {
+        matches!(
+            self,
+            Failure::ConnectFailed(_)
+                | Failure::ConnectTimeout
+                | Failure::ServerClosed
+                | Failure::ServerIo(_)
+                | Failure::ResponseTimeout
+        )
+    }
+
     pub fn is_client_side(self) -> bool {
         matches!(
             self,

@@ -24,6 +24,8 @@ const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 /// is already written into `client.out`, from the one parse of the server's head.
 #[derive(Debug, Clone, Copy)]
 pub struct ResponseStart {
+    /// The final response's status.
+    pub status: u16,
     switching: bool,
     body: Body,
     dechunk: bool,
@@ -147,6 +149,7 @@ fn examine_head(
     };
     write_response_head(&response, framing, set_cookie, scratch(out));
     let start = ResponseStart {
+        status: response.code,
         switching,
         body: response.body,
         dechunk,

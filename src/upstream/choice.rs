@@ -109,23 +109,22 @@ fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
     let token = header(request, TEST_HEADER)?;
     pool.servers.iter().position(|server| {
         server.state == ServerState::Test
+            && server.available
             && pool.key.verify_test_token(&pool.name, &server.name, token)
     })
 }
 
 /// The server a valid cookie names, if it may still take the client's requests (`ready` or
-/// `drain`). A forged, foreign or stale cookie counts as none: the request is balanced and the
+/// `drain`, and neither down nor ejected). A forged, foreign or stale cookie counts as none: the request is balanced and the
 /// response sets a fresh one.
 fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option<usize> {
     let value = cookies(request).find_map(|header| find_cookie(header, cookie))?;
     let mut name = [0; MAX_NAME_LEN];
     let name = pool.key.verify_cookie_into(value, &mut name)?;
     let index = pool.position(name)?;
-    matches!(
-        pool.servers[index].state,
-        ServerState::Ready | ServerState::Drain
-    )
-    .then_some(index)
+    let server = &pool.servers[index];
+    let may_serve = matches!(server.state, ServerState::Ready | ServerState::Drain);
+    (may_serve && server.available).then_some(index)
 }
 
 /// The hash of the part of the request `balance = "hash"` keys on; the client's address when the

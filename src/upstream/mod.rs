@@ -4,6 +4,7 @@
 pub mod balance;
 pub mod choice;
 pub mod hash_ring;
+pub mod health;
 pub mod idle;
 pub mod snapshot;
 pub mod sticky;

@@ -16,9 +16,11 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use super::balance::Balancer;
+use super::health::{Health, HealthView};
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    Balance, Config, HashKey, Limits, PoolConfig, RouteConfig, ServerState, Timeouts,
+    Balance, Config, HashKey, HealthCheck, Limits, Passive, PoolConfig, RouteConfig, ServerState,
+    Timeouts,
 };
 
 /// Everything the request path needs to know, as of one generation.
@@ -48,6 +50,9 @@ pub struct Pool {
     pub has_test_servers: bool,
     /// Signs the pool's cookies and its servers' test tokens.
     pub key: Arc<StickyKey>,
+    pub health: Option<HealthCheck>,
+    pub passive: Passive,
+    pub slow_start: std::time::Duration,
 }
 
 /// One server of a pool.
@@ -60,6 +65,11 @@ pub struct Server {
     pub addr: SocketAddr,
     pub weight: u32,
     pub state: ServerState,
+    /// Neither down by active checks nor ejected by passive ones, as of this snapshot.
+    pub available: bool,
+    pub health: HealthView,
+    /// `weight` scaled down while the server ramps up after coming back (slow start).
+    pub effective_weight: u32,
     /// Requests in flight and served, summed over all workers and kept across snapshots.
     pub counters: Arc<ServerCounters>,
     /// The `Set-Cookie` line that assigns a client to this server (sticky pools only), made
@@ -76,6 +86,8 @@ pub struct Server {
 pub struct ServerCounters {
     active: AtomicU32,
     requests: AtomicU64,
+    /// Failures seen by requests since the last success (passive checks).
+    consecutive_failures: AtomicU32,
 }
 
 impl ServerCounters {
@@ -87,6 +99,19 @@ impl ServerCounters {
     /// Requests sent to the server since it was first configured.
     pub fn requests(&self) -> u64 {
         self.requests.load(Ordering::Relaxed)
+    }
+
+    /// Counts a failure a request met; returns the failures in a row so far.
+    pub fn failed(&self) -> u32 {
+        self.consecutive_failures.fetch_add(1, Ordering::Relaxed) + 1
+    }
+
+    /// A request succeeded: the run of failures is over. Reads first, so that the usual case
+    /// (no failures) does not write the shared line.
+    pub fn succeeded(&self) {
+        if self.consecutive_failures.load(Ordering::Relaxed) != 0 {
+            self.consecutive_failures.store(0, Ordering::Relaxed);
+        }
     }
 }
 
@@ -128,15 +153,23 @@ impl Pool {
 /// Where the current snapshot is published. Cloned into every worker.
 pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 
-/// What one snapshot hands on to the next: each server's id and counters (keyed by pool, name
-/// and address, so a re-addressed server is a new server whose pooled connections are not
-/// reused), each pool's signing key, and the generation.
+/// What one snapshot hands on to the next: each server's id, counters and health (keyed by
+/// pool, name and address, so a re-addressed server is a new server whose pooled connections are
+/// not reused), each pool's signing key, and the generation.
 #[derive(Default)]
 pub struct Lineage {
     generation: u64,
     next_id: u64,
-    servers: HashMap<(String, String, SocketAddr), (u64, Arc<ServerCounters>)>,
+    servers: HashMap<(String, String, SocketAddr), ServerRecord>,
     keys: HashMap<String, Arc<StickyKey>>,
+}
+
+/// What is kept of one server from snapshot to snapshot.
+#[derive(Clone)]
+struct ServerRecord {
+    id: u64,
+    counters: Arc<ServerCounters>,
+    health: Health,
 }
 
 impl Lineage {
@@ -155,6 +188,7 @@ impl Lineage {
         listener_pools: Vec<usize>,
     ) -> io::Result<Snapshot> {
         self.generation += 1;
+        let now = std::time::Instant::now();
         let mut seen = HashMap::new();
         let mut pools = Vec::with_capacity(config.pools.len());
         for pool in &config.pools {
@@ -164,14 +198,23 @@ impl Lineage {
                 .iter()
                 .map(|server| {
                     let identity = (pool.name.clone(), server.name.clone(), server.addr);
-                    let (id, counters) = match self.servers.remove(&identity) {
-                        Some(known) => known,
-                        None => {
-                            self.next_id += 1;
-                            (self.next_id, Arc::default())
+                    let record = self.servers.remove(&identity).unwrap_or_else(|| {
+                        self.next_id += 1;
+                        ServerRecord {
+                            id: self.next_id,
+                            counters: Arc::default(),
+                            health: Health::default(),
                         }
+                    });
+                    let (id, counters) = (record.id, Arc::clone(&record.counters));
+                    let available = record.health.is_available(now);
+                    let health = record.health.view(now);
+                    let ramp = record.health.ramp(now, pool.slow_start);
+                    let effective_weight = match server.weight {
+                        0 => 0,
+                        weight => ((f64::from(weight) * ramp).round() as u32).max(1),
                     };
-                    seen.insert(identity, (id, Arc::clone(&counters)));
+                    seen.insert(identity, record);
                     let set_cookie = pool.sticky.as_ref().map(|sticky| {
                         let mut line = Vec::new();
                         write_set_cookie(
@@ -189,6 +232,9 @@ impl Lineage {
                         addr: server.addr,
                         weight: server.weight,
                         state: server.state,
+                        available,
+                        health,
+                        effective_weight,
                         counters,
                         set_cookie,
                         added_at_run_time: added_at_run_time
@@ -196,12 +242,13 @@ impl Lineage {
                     }
                 })
                 .collect();
-            // Only ready servers take new sessions; the others are reached by cookie or token.
+            // Only ready, available servers take new sessions; the others are reached by cookie
+            // or token, or not at all.
             let candidates: Vec<(&str, u32)> = servers
                 .iter()
                 .map(|server| {
-                    let weight = if server.state == ServerState::Ready {
-                        server.weight
+                    let weight = if server.state == ServerState::Ready && server.available {
+                        server.effective_weight
                     } else {
                         0
                     };
@@ -215,12 +262,15 @@ impl Lineage {
                 sticky_cookie: pool.sticky.as_ref().map(|sticky| sticky.cookie.clone()),
                 has_test_servers: servers.iter().any(|s| s.state == ServerState::Test),
                 key,
+                health: pool.health.clone(),
+                passive: pool.passive,
+                slow_start: pool.slow_start,
                 servers,
             });
         }
         // Servers no longer configured are forgotten: one added again later is a new server.
         self.servers = seen;
-        let server_ids = self.servers.values().map(|(id, _)| *id).collect();
+        let server_ids = self.servers.values().map(|record| record.id).collect();
         Ok(Snapshot {
             generation: self.generation,
             timeouts: config.timeouts,
@@ -230,6 +280,21 @@ impl Lineage {
             listener_pools,
             server_ids,
         })
+    }
+
+    /// The health of the server with this id, to change before the next snapshot.
+    pub fn health_mut(&mut self, id: u64) -> Option<&mut Health> {
+        self.servers
+            .values_mut()
+            .find(|record| record.id == id)
+            .map(|record| &mut record.health)
+    }
+
+    /// Every server's pool name, id and health.
+    pub fn healths(&self) -> impl Iterator<Item = (&str, u64, &Health)> {
+        self.servers
+            .iter()
+            .map(|((pool, _, _), record)| (pool.as_str(), record.id, &record.health))
     }
 
     /// The pool's signing key: from the secret in its `key_env` variable, or else the one

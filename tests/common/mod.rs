@@ -782,7 +782,15 @@ impl Mock {
     where
         F: Fn(&mut Exchange<'_>) -> io::Result<Flow> + Send + Sync + 'static,
     {
-        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        Mock::start_on("127.0.0.1:0".parse().unwrap(), handler)
+    }
+
+    /// Like [`Mock::start`], listening on `addr` (e.g. a server coming back on its old port).
+    pub fn start_on<F>(addr: SocketAddr, handler: F) -> Mock
+    where
+        F: Fn(&mut Exchange<'_>) -> io::Result<Flow> + Send + Sync + 'static,
+    {
+        let listener = TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap();
         let stats = Arc::new(MockStats::default());
         let stop = Arc::new(AtomicBool::new(false));

@@ -1,0 +1,250 @@
+//! Health over real sockets: active checks take a failing server out of rotation within
+//! `fall × interval` and bring it back after `rise` successes, with the reason in
+//! `GET /api/pools`; passive checks eject a server whose connections fail, never more than
+//! `max_ejected_percent` of a pool; slow start ramps a returning server's weight.
+
+mod admin_support;
+mod common;
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use admin_support::{count, Running};
+use common::*;
+use serde_json::Value;
+
+/// A mock answering with its name, whose `/healthz` answers 200 or 503 as `healthy` says.
+fn with_health(name: &str, healthy: Arc<AtomicBool>) -> Mock {
+    let name = name.to_string();
+    Mock::start(move |ex| {
+        ex.read_body()?;
+        if ex.head.target() == "/healthz" {
+            let status = if healthy.load(Ordering::SeqCst) {
+                200
+            } else {
+                503
+            };
+            ex.respond(status, &[], b"")?;
+        } else {
+            ex.respond(200, &[("X-Server", &name)], name.as_bytes())?;
+        }
+        Ok(Flow::KeepAlive)
+    })
+}
+
+/// Pool "app"'s server `name` as `GET /api/pools` shows it.
+fn server(herdsman: &Running, name: &str) -> Value {
+    let (status, json) = herdsman.api("GET", "/api/pools", None);
+    assert_eq!(status, 200, "{json}");
+    json["pools"][0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == name)
+        .unwrap_or_else(|| panic!("no server {name}: {json}"))
+        .clone()
+}
+
+/// The config text of `setup` with `tables` (e.g. `[pool.health]`) appended to pool "app".
+fn start(setup: Setup, tables: &str) -> Running {
+    let herdsman = Running::start(setup);
+    let text = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman.rewrite_text(&format!("{text}{tables}"));
+    let (status, json) = herdsman.api("POST", "/api/reload", None);
+    assert_eq!(status, 200, "{json}");
+    herdsman
+}
+
+#[test]
+fn a_failing_server_is_taken_out_within_fall_checks_and_returns_after_rise() {
+    let b_healthy = Arc::new(AtomicBool::new(true));
+    let a = with_health("a", Arc::new(AtomicBool::new(true)));
+    let b = with_health("b", Arc::clone(&b_healthy));
+    let herdsman = start(
+        Setup::new().admin().server("a", a.addr).server("b", b.addr),
+        "[pool.health]\npath = \"/healthz\"\ninterval = \"50ms\"\ntimeout = \"200ms\"\nrise = 2\nfall = 3\n",
+    );
+    assert_eq!(server(&herdsman, "b")["health"], "up");
+    let answers = herdsman.answers(4);
+    assert_eq!(count(&answers, "b"), 2, "{answers:?}");
+
+    b_healthy.store(false, Ordering::SeqCst);
+    let failed_at = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(2), || server(&herdsman, "b")["health"]
+            == "down"),
+        "b not marked down"
+    );
+    // fall × interval, with the jitter and one check in flight: well under half a second.
+    let took = failed_at.elapsed();
+    assert!(took < Duration::from_millis(500), "down after {took:?}");
+    let b_view = server(&herdsman, "b");
+    assert!(
+        b_view["reason"]
+            .as_str()
+            .unwrap()
+            .contains("answered 503, expected 200-399"),
+        "{b_view}"
+    );
+    let answers = herdsman.answers(6);
+    assert_eq!(
+        count(&answers, "a"),
+        6,
+        "a down server still got requests: {answers:?}"
+    );
+
+    b_healthy.store(true, Ordering::SeqCst);
+    assert!(
+        eventually(Duration::from_secs(2), || server(&herdsman, "b")["health"]
+            == "up"),
+        "b not back"
+    );
+    let answers = herdsman.answers(6);
+    assert_eq!(count(&answers, "b"), 3, "{answers:?}");
+}
+
+#[test]
+fn a_tcp_check_takes_out_a_server_that_refuses_connections() {
+    let a = Mock::named("a");
+    // An address nothing listens on.
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let herdsman = start(
+        Setup::new()
+            .admin()
+            .server("a", a.addr)
+            .server("gone", gone),
+        "[pool.health]\ncheck = \"tcp\"\ninterval = \"50ms\"\ntimeout = \"200ms\"\nfall = 2\n",
+    );
+    assert!(
+        eventually(Duration::from_secs(2), || server(&herdsman, "gone")
+            ["health"]
+            == "down"),
+        "the refusing server was not marked down"
+    );
+    assert!(server(&herdsman, "gone")["reason"]
+        .as_str()
+        .unwrap()
+        .starts_with("connect:"));
+    let answers = herdsman.answers(8);
+    assert_eq!(count(&answers, "a"), 8, "{answers:?}");
+}
+
+#[test]
+fn consecutive_connection_failures_eject_a_server_but_never_half_the_pool() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let gone = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let setup = Setup::new()
+        .admin()
+        .server("a", a.addr)
+        .server("b", b.addr)
+        .server("gone", gone)
+        .server(
+            "gone2",
+            std::net::TcpListener::bind("127.0.0.1:0")
+                .unwrap()
+                .local_addr()
+                .unwrap(),
+        );
+    // 4 servers, 50%: two may be ejected; gone and gone2 both fail.
+    let herdsman = start(
+        setup,
+        "[pool.passive]\nconsecutive_failures = 2\nejection = \"30s\"\nmax_ejected_percent = 50\n",
+    );
+    // Each dead server fails at most twice before it is ejected: then every request succeeds.
+    let mut failed = 0;
+    let ejected = eventually(Duration::from_secs(2), || {
+        failed += herdsman
+            .answers(4)
+            .iter()
+            .filter(|answer| answer.starts_with("HTTP/1.1 502"))
+            .count();
+        server(&herdsman, "gone")["health"] == "ejected"
+            && server(&herdsman, "gone2")["health"] == "ejected"
+    });
+    assert!(
+        ejected,
+        "{} {}",
+        server(&herdsman, "gone"),
+        server(&herdsman, "gone2")
+    );
+    assert!(failed <= 4, "{failed} requests failed before the ejections");
+    let answers = herdsman.answers(12);
+    assert_eq!(
+        count(&answers, "a") + count(&answers, "b"),
+        12,
+        "{answers:?}"
+    );
+
+    // A pool of two where both fail: 50% of two is one; the other stays in.
+    let (c, d) = (
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap(),
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap(),
+    );
+    let both = start(
+        Setup::new().admin().server("c", c).server("d", d),
+        "[pool.passive]\nconsecutive_failures = 2\nejection = \"30s\"\n",
+    );
+    let _ = both.answers(8);
+    std::thread::sleep(Duration::from_millis(200));
+    let ejected = ["c", "d"]
+        .iter()
+        .filter(|name| server(&both, name)["health"] == "ejected")
+        .count();
+    assert_eq!(ejected, 1, "{} {}", server(&both, "c"), server(&both, "d"));
+}
+
+#[test]
+fn a_server_back_from_ejection_ramps_its_weight_under_slow_start() {
+    let a = Mock::named("a");
+    // b refuses connections at first, then comes up on the same port.
+    let b_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let b_addr = b_listener.local_addr().unwrap();
+    drop(b_listener);
+    let herdsman = start(
+        Setup::new()
+            .admin()
+            .server("a", a.addr)
+            .weighted("b", b_addr, 10),
+        "slow_start = \"2s\"\n[pool.passive]\nconsecutive_failures = 1\nejection = \"300ms\"\n",
+    );
+    let _ = herdsman.answers(4);
+    assert!(
+        eventually(Duration::from_secs(1), || server(&herdsman, "b")["health"]
+            == "ejected"),
+        "{}",
+        server(&herdsman, "b")
+    );
+    let b = Mock::start_on(b_addr, |ex| {
+        ex.read_body()?;
+        ex.respond(200, &[], b"b")?;
+        Ok(Flow::KeepAlive)
+    });
+    assert!(
+        eventually(Duration::from_secs(2), || server(&herdsman, "b")["health"]
+            == "up"),
+        "the ejection did not end"
+    );
+    let ramping = server(&herdsman, "b")["effective_weight"].as_u64().unwrap();
+    assert!(ramping < 10, "no slow start: effective weight {ramping}");
+    assert!(
+        eventually(Duration::from_secs(4), || server(&herdsman, "b")
+            ["effective_weight"]
+            == 10),
+        "the ramp did not reach the full weight: {}",
+        server(&herdsman, "b")
+    );
+    drop(b);
+}

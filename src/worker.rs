@@ -28,6 +28,10 @@ use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
 use crate::upstream::{Snapshot, SnapshotHandle};
 
+/// Retries a worker may bank: enough that a quiet worker can retry the few requests it gets,
+/// few enough that a storm is cut short after them.
+const RETRY_CREDIT_CAP: f64 = 10.0;
+
 /// What a worker is given when it starts.
 pub struct WorkerSetup {
     pub index: usize,
@@ -86,6 +90,9 @@ pub struct WorkerContext {
     pub parking: Option<ParkingLot>,
     pub rng: RefCell<fastrand::Rng>,
     failing: mpsc::UnboundedSender<u64>,
+    /// Retries this worker may still make: each request earns a share of one (its pool's
+    /// `retry_budget_percent`), each retry spends one.
+    retry_credit: Cell<f64>,
     stopping: Cell<bool>,
     stop_notify: Notify,
     connections: Cell<usize>,
@@ -117,6 +124,7 @@ impl WorkerContext {
             parking,
             rng: RefCell::new(fastrand::Rng::new()),
             failing,
+            retry_credit: Cell::new(RETRY_CREDIT_CAP),
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
             connections: Cell::new(0),
@@ -153,6 +161,22 @@ impl WorkerContext {
         if limit > 0 && in_a_row.is_multiple_of(limit) {
             let _ = self.failing.send(server.id);
         }
+    }
+
+    /// A request was sent: it earns `percent` hundredths of a retry.
+    pub fn earn_retry_credit(&self, percent: u32) {
+        let credit = self.retry_credit.get() + f64::from(percent) / 100.0;
+        self.retry_credit.set(credit.min(RETRY_CREDIT_CAP));
+    }
+
+    /// Spends one retry, if the budget has one.
+    pub fn spend_retry_credit(&self) -> bool {
+        let credit = self.retry_credit.get();
+        let allowed = credit >= 1.0;
+        if allowed {
+            self.retry_credit.set(credit - 1.0);
+        }
+        allowed
     }
 
     /// True once a graceful stop has begun: finish what is in flight, start nothing new.

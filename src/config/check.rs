@@ -469,6 +469,20 @@ impl Checker<'_> {
                 Duration::ZERO,
                 Zero::Allowed,
             ),
+            retries: self.integer(
+                &table.key("retries"),
+                &pool.retries,
+                0..=10,
+                "0 to 10 (default 2)",
+                2,
+            ),
+            retry_budget_percent: self.integer(
+                &table.key("retry_budget_percent"),
+                &pool.retry_budget_percent,
+                0..=100,
+                "0 to 100 (default 20)",
+                20,
+            ),
             servers: self.servers(table, &pool.servers),
         }
     }
@@ -1087,6 +1101,8 @@ mod tests {
                     health: None,
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
+                    retries: 2,
+                    retry_budget_percent: 20,
                     servers: vec![
                         ServerConfig {
                             name: "a".into(),
@@ -1110,6 +1126,8 @@ mod tests {
                     health: None,
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
+                    retries: 2,
+                    retry_budget_percent: 20,
                     servers: vec![ServerConfig {
                         name: "x".into(),
                         addr: addr("10.0.0.7:80"),
@@ -1129,6 +1147,8 @@ mod tests {
                     health: None,
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
+                    retries: 2,
+                    retry_budget_percent: 20,
                     servers: vec![
                         ServerConfig {
                             name: "s1".into(),

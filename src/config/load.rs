@@ -335,6 +335,8 @@ mod tests {
             "ejection",
             "max_ejection",
             "max_ejected_percent",
+            "retries",
+            "retry_budget_percent",
         ] {
             let written = example
                 .lines()

@@ -183,6 +183,11 @@ pub struct PoolConfig {
     /// A server returning to service ramps its weight from low to full over this long. Zero
     /// (the default): at once.
     pub slow_start: Duration,
+    /// Other servers a request is tried on when its server cannot be reached (or, for an
+    /// idempotent request, fails before any response byte). Default 2.
+    pub retries: u32,
+    /// Retries add at most this share of a worker's requests. Default 20.
+    pub retry_budget_percent: u32,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
 }

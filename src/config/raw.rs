@@ -87,6 +87,8 @@ pub struct RawPool {
     pub hash_key: Option<Spanned<String>>,
     pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
     pub slow_start: Option<Spanned<String>>,
+    pub retries: Option<Spanned<i64>>,
+    pub retry_budget_percent: Option<Spanned<i64>>,
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
     pub passive: Option<Spanned<RawPassive>>,

@@ -55,7 +55,6 @@ pub async fn serve_one(
         answer_error(client, Failure::NoServer, Some(facts.method), snapshot).await;
         return Next::Close;
     };
-    let _active = ActiveGuard::new(&server.counters);
     let mut response_started = false;
     match forward(
         context,
@@ -69,10 +68,6 @@ pub async fn serve_one(
     {
         Ok(next) => next,
         Err(failure) => {
-            report(client, failure, Some(server));
-            if failure.is_server_unreachable() {
-                context.server_failed(server, &pool.passive);
-            }
             if !response_started {
                 answer_error(client, failure, Some(facts.method), snapshot).await;
             }
@@ -160,42 +155,101 @@ async fn read_request(
     }
 }
 
-/// Sends the request to `server` and relays the response.
+/// Sends the request to `server` and relays the response. When the server cannot be reached —
+/// or, for an idempotent request whose bytes are all at hand, fails before any response byte —
+/// the request goes to another server of the pool, up to the pool's `retries` and within the
+/// worker's retry budget. Each failure is logged and counted for passive checks here.
 async fn forward(
     context: &Rc<WorkerContext>,
     client: &mut Client,
     snapshot: &Snapshot,
-    server: &Server,
-    facts: RequestFacts,
+    first: &Server,
+    mut facts: RequestFacts,
     response_started: &mut bool,
 ) -> Result<Next, Failure> {
-    let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
-    upload
-        .take_buffered(&mut client.buffer, &mut client.out)
-        .map_err(upload_failure)?;
-
-    let (upstream, start, upload_finished) = if upload.is_done() {
-        send_whole(context, client, snapshot, server, facts).await?
-    } else {
-        send_streaming(context, client, snapshot, server, facts, &mut upload).await?
-    };
     let pool = &snapshot.pools[facts.choice.pool];
-    if pool.passive.count_5xx && start.status >= 500 {
-        context.server_failed(server, &pool.passive);
-    } else {
-        server.counters.succeeded();
+    let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
+    if let Err(error) = upload.take_buffered(&mut client.buffer, &mut client.out) {
+        let failure = upload_failure(error);
+        report(client, failure, None);
+        return Err(failure);
     }
-    respond::respond(
-        context,
-        client,
-        snapshot,
-        server,
-        start,
-        upstream,
-        upload_finished,
-        response_started,
-    )
-    .await
+    let whole = upload.is_done();
+    context.earn_retry_credit(pool.retry_budget_percent);
+    // Servers tried so far, by index in the pool (at most 1 + retries, and retries ≤ 10).
+    let mut tried = [usize::MAX; 11];
+    tried[0] = facts.choice.server.unwrap_or(usize::MAX);
+    let mut attempts = 1;
+    let mut server = first;
+    loop {
+        let _active = ActiveGuard::new(&server.counters);
+        let sent = if whole {
+            send_whole(context, client, snapshot, server, facts).await
+        } else {
+            send_streaming(context, client, snapshot, server, facts, &mut upload).await
+        };
+        let failure = match sent {
+            Ok((upstream, start, upload_finished)) => {
+                if pool.passive.count_5xx && start.status >= 500 {
+                    context.server_failed(server, &pool.passive);
+                } else {
+                    server.counters.succeeded();
+                }
+                let relayed = respond::respond(
+                    context,
+                    client,
+                    snapshot,
+                    server,
+                    start,
+                    upstream,
+                    upload_finished,
+                    response_started,
+                )
+                .await;
+                if let Err(failure) = relayed {
+                    report(client, failure, Some(server));
+                }
+                return relayed;
+            }
+            Err(failure) => failure,
+        };
+        report(client, failure, Some(server));
+        if failure.is_server_unreachable() {
+            context.server_failed(server, &pool.passive);
+        }
+        // Nothing was sent when connecting failed; otherwise only a whole idempotent request
+        // with no response byte back may go again.
+        let nothing_sent = matches!(failure, Failure::ConnectFailed(_) | Failure::ConnectTimeout);
+        let replayable = whole
+            && facts.method.is_idempotent()
+            && client.server_buffer.is_empty()
+            && matches!(
+                failure,
+                Failure::ServerClosed | Failure::ServerIo(_) | Failure::ResponseTimeout
+            );
+        if attempts > pool.retries as usize || !(nothing_sent || replayable) {
+            return Err(failure);
+        }
+        let next = pool.balancer.pick_other(
+            &pool.servers,
+            &mut context.rng.borrow_mut(),
+            &tried[..attempts],
+        );
+        let Some(next) = next else {
+            return Err(failure);
+        };
+        if !context.spend_retry_credit() {
+            tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
+            return Err(failure);
+        }
+        tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "retrying on another server");
+        tried[attempts] = next;
+        attempts += 1;
+        facts.choice.server = Some(next);
+        // The client is now on this server: a sticky pool says so with its cookie.
+        facts.choice.assign_cookie = pool.sticky_cookie.is_some();
+        server = &pool.servers[next];
+    }
 }
 
 /// Sends a request whose head and body are all in `client.out`, and reads the response head.

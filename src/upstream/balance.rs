@@ -133,6 +133,34 @@ impl Balancer {
     }
 }
 
+impl Balancer {
+    /// For a retry: the least loaded server that may take new requests, other than those in
+    /// `tried` (ties broken by a random start).
+    pub fn pick_other(
+        &self,
+        servers: &[Server],
+        rng: &mut fastrand::Rng,
+        tried: &[usize],
+    ) -> Option<usize> {
+        let count = self.eligible.len();
+        if count == 0 {
+            return None;
+        }
+        let start = rng.usize(..count);
+        let mut best: Option<usize> = None;
+        for offset in 0..count {
+            let candidate = self.eligible[(start + offset) % count] as usize;
+            if tried.contains(&candidate) {
+                continue;
+            }
+            if best.is_none_or(|b| lighter(&servers[candidate], &servers[b])) {
+                best = Some(candidate);
+            }
+        }
+        best
+    }
+}
+
 /// `a` carries fewer active requests per unit of weight than `b`.
 fn lighter(a: &Server, b: &Server) -> bool {
     u64::from(a.counters.active()) * u64::from(b.weight)

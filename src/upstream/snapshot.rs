@@ -53,6 +53,8 @@ pub struct Pool {
     pub health: Option<HealthCheck>,
     pub passive: Passive,
     pub slow_start: std::time::Duration,
+    pub retries: u32,
+    pub retry_budget_percent: u32,
 }
 
 /// One server of a pool.
@@ -265,6 +267,8 @@ impl Lineage {
                 health: pool.health.clone(),
                 passive: pool.passive,
                 slow_start: pool.slow_start,
+                retries: pool.retries,
+                retry_budget_percent: pool.retry_budget_percent,
                 servers,
             });
         }

@@ -116,6 +116,18 @@ impl Running {
             .collect()
     }
 
+    /// `GET /api/pools`: the pool "app"'s servers as JSON, by name.
+    pub fn servers_json(&self) -> serde_json::Map<String, Value> {
+        let (status, json) = self.api("GET", "/api/pools", None);
+        assert_eq!(status, 200, "{json}");
+        json["pools"][0]["servers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|server| (server["name"].as_str().unwrap().to_string(), server.clone()))
+            .collect()
+    }
+
     /// Sends `n` GETs through the proxy, each on a new connection, and returns the bodies (the
     /// mocks answer with their names), or the status line for anything but 200.
     pub fn answers(&self, n: usize) -> Vec<String> {

@@ -275,3 +275,42 @@ fn demo_serves_three_backends_in_turn() {
         "backends do not take turns: {bodies:?}"
     );
 }
+
+/// The systemd unit in contrib/ keeps the promises the README makes for it, and the commands it
+/// runs are ones this binary accepts.
+#[test]
+fn the_systemd_unit_restarts_on_failure_with_least_privilege() {
+    let unit = include_str!("../contrib/herdsman.service");
+    let settings: Vec<(&str, &str)> = unit
+        .lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| line.split_once('='))
+        .collect();
+    let value = |key: &str| {
+        settings
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+            .unwrap_or_else(|| panic!("the unit has no {key}"))
+    };
+    assert_eq!(value("Restart"), "on-failure");
+    assert_eq!(value("NoNewPrivileges"), "yes");
+    assert_eq!(value("ProtectSystem"), "strict");
+    assert_eq!(value("CapabilityBoundingSet"), "CAP_NET_BIND_SERVICE");
+    assert_eq!(value("AmbientCapabilities"), "CAP_NET_BIND_SERVICE");
+    assert!(value("LimitNOFILE").parse::<u64>().unwrap() >= 100_000);
+    // The commands, run against the example config instead of /etc/herdsman/herdsman.toml.
+    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/herdsman.toml");
+    let check = value("ExecStartPre");
+    let args: Vec<&str> = check.split_whitespace().skip(1).collect();
+    assert_eq!(args, ["check", "-c", "/etc/herdsman/herdsman.toml"]);
+    let status = std::process::Command::new(common::binary())
+        .args(["check", "-c", example])
+        .stdout(std::process::Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let run: Vec<&str> = value("ExecStart").split_whitespace().skip(1).collect();
+    assert_eq!(run, ["run", "-c", "/etc/herdsman/herdsman.toml"]);
+    assert_eq!(value("ExecReload"), "/bin/kill -HUP $MAINPID");
+}

@@ -134,7 +134,7 @@ fn an_added_server_takes_requests_and_a_removed_one_none() {
         json,
         json!({
             "name": "c", "addr": c.addr.to_string(), "state": "ready", "health": "up",
-            "weight": 1, "effective_weight": 1, "active": 0, "requests": 0,
+            "weight": 1, "effective_weight": 1, "max_connections": 0, "active": 0, "requests": 0,
             "added_at_run_time": true,
         })
     );

@@ -931,6 +931,7 @@ fn hash_moves_only_the_keys_it_must_when_a_server_comes_or_goes() {
                 addr: d.addr,
                 weight: 1,
                 state: ServerState::Ready,
+                max_connections: 0,
             },
         )
         .unwrap();
@@ -1094,6 +1095,7 @@ fn adding_and_removing_servers_under_full_load_loses_no_request() {
                     addr: server.mock.addr,
                     weight: 1,
                     state: ServerState::Ready,
+                    max_connections: 0,
                 },
             )
             .unwrap();
@@ -1314,6 +1316,7 @@ fn sessions_stay_put_when_servers_come_and_go() {
                 addr: d.addr,
                 weight: 1,
                 state: ServerState::Ready,
+                max_connections: 0,
             },
         )
         .unwrap();
@@ -1362,6 +1365,7 @@ fn a_reload_keeps_run_time_servers_and_weights_unless_the_file_names_them() {
                 addr: c.addr,
                 weight: 1,
                 state: ServerState::Ready,
+                max_connections: 0,
             },
         )
         .unwrap();

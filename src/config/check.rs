@@ -483,6 +483,12 @@ impl Checker<'_> {
                 "0 to 100 (default 20)",
                 20,
             ),
+            queue_timeout: self.duration(
+                &table.key("queue_timeout"),
+                &pool.queue_timeout,
+                Duration::from_secs(2),
+                Zero::Allowed,
+            ),
             servers: self.servers(table, &pool.servers),
         }
     }
@@ -804,6 +810,13 @@ impl Checker<'_> {
                 DEFAULT_WEIGHT,
             ),
             state: self.word(&table.key("state"), &server.state, &SERVER_STATES),
+            max_connections: self.integer(
+                &table.key("max_connections"),
+                &server.max_connections,
+                0..=1_000_000,
+                "0 (no limit, the default) to 1000000",
+                0,
+            ),
         }
     }
 
@@ -1103,18 +1116,21 @@ mod tests {
                     slow_start: Duration::ZERO,
                     retries: 2,
                     retry_budget_percent: 20,
+                    queue_timeout: Duration::from_secs(2),
                     servers: vec![
                         ServerConfig {
                             name: "a".into(),
                             addr: addr("127.0.0.1:9001"),
                             weight: 1,
                             state: ServerState::Ready,
+                            max_connections: 0,
                         },
                         ServerConfig {
                             name: "b".into(),
                             addr: addr("127.0.0.1:9002"),
                             weight: 2,
                             state: ServerState::Ready,
+                            max_connections: 0,
                         },
                     ],
                 },
@@ -1128,11 +1144,13 @@ mod tests {
                     slow_start: Duration::ZERO,
                     retries: 2,
                     retry_budget_percent: 20,
+                    queue_timeout: Duration::from_secs(2),
                     servers: vec![ServerConfig {
                         name: "x".into(),
                         addr: addr("10.0.0.7:80"),
                         weight: 0,
                         state: ServerState::Ready,
+                        max_connections: 0,
                     }],
                 },
                 PoolConfig {
@@ -1149,18 +1167,21 @@ mod tests {
                     slow_start: Duration::ZERO,
                     retries: 2,
                     retry_budget_percent: 20,
+                    queue_timeout: Duration::from_secs(2),
                     servers: vec![
                         ServerConfig {
                             name: "s1".into(),
                             addr: addr("127.0.0.1:9101"),
                             weight: 1,
                             state: ServerState::Ready,
+                            max_connections: 0,
                         },
                         ServerConfig {
                             name: "s2".into(),
                             addr: addr("127.0.0.1:9102"),
                             weight: 1,
                             state: ServerState::Drain,
+                            max_connections: 0,
                         },
                     ],
                 },

@@ -337,6 +337,8 @@ mod tests {
             "max_ejected_percent",
             "retries",
             "retry_budget_percent",
+            "max_connections",
+            "queue_timeout",
         ] {
             let written = example
                 .lines()

@@ -188,6 +188,9 @@ pub struct PoolConfig {
     pub retries: u32,
     /// Retries add at most this share of a worker's requests. Default 20.
     pub retry_budget_percent: u32,
+    /// How long a request waits for a server below its `max_connections` before it gets 503.
+    /// Default 2s.
+    pub queue_timeout: Duration,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
 }
@@ -298,6 +301,9 @@ pub struct ServerConfig {
     pub weight: u32,
     /// The state it starts in. Default `ready`.
     pub state: ServerState,
+    /// Requests it is sent at once, over all workers; 0 (the default): no limit. When every
+    /// server that may take a request is at its limit, the request waits in the pool's queue.
+    pub max_connections: u32,
 }
 
 /// What a server may be sent.

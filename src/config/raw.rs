@@ -88,6 +88,7 @@ pub struct RawPool {
     pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
     pub slow_start: Option<Spanned<String>>,
     pub retries: Option<Spanned<i64>>,
+    pub queue_timeout: Option<Spanned<String>>,
     pub retry_budget_percent: Option<Spanned<i64>>,
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
@@ -137,6 +138,7 @@ pub struct RawServer {
     pub addr: Option<Spanned<String>>,
     pub weight: Option<Spanned<i64>>,
     pub state: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
 }
 
 /// A table whose `name` must differ from those of the other tables in its array: a listener, a

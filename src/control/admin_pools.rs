@@ -105,17 +105,26 @@ impl From<ChangeError> for ApiError {
 
 /// `POST /api/pools/{pool}/servers` → 201 and the server.
 pub(super) fn add_server(registry: &Registry, pool: &str, body: &[u8]) -> Result<Answer, ApiError> {
-    let mut fields = JsonObject::parse(body, &["name", "addr", "weight", "state"], ADD_EXAMPLE)?;
+    let mut fields = JsonObject::parse(
+        body,
+        &["name", "addr", "weight", "state", "max_connections"],
+        ADD_EXAMPLE,
+    )?;
     let name = name_field(fields.required("name")?)?;
     let addr = addr_field(fields.required("addr")?)?;
     // Defaults as in the config file: weight 1, ready.
     let weight = fields.optional("weight").map(weight_field).transpose()?;
     let state = fields.optional("state").map(state_field).transpose()?;
+    let max_connections = fields
+        .optional("max_connections")
+        .map(max_connections_field)
+        .transpose()?;
     let server = NewServer {
         name,
         addr,
         weight: weight.unwrap_or(1),
         state: state.unwrap_or(ServerState::Ready),
+        max_connections: max_connections.unwrap_or(0),
     };
     Ok(Answer::json(201, &registry.add_server(pool, server)?))
 }
@@ -281,11 +290,25 @@ fn addr_field(field: Field) -> Result<SocketAddr, ApiError> {
 /// A weight: a whole number from 0 (no new requests) to `MAX_WEIGHT`.
 fn weight_field(field: Field) -> Result<u32, ApiError> {
     let accepted = format!("a whole number from 0 to {MAX_WEIGHT} (0 takes no new requests)");
+    whole_number_field(field, MAX_WEIGHT, &accepted)
+}
+
+/// A server's `max_connections`.
+fn max_connections_field(field: Field) -> Result<u32, ApiError> {
+    whole_number_field(
+        field,
+        1_000_000,
+        "a whole number from 0 (no limit) to 1000000",
+    )
+}
+
+/// A whole number from 0 to `max`; `accepted` says so in a refusal.
+fn whole_number_field(field: Field, max: u32, accepted: &str) -> Result<u32, ApiError> {
     let Value::Number(number) = &field.value else {
         return Err(field.refuse(&format!("is {}; send {accepted}", describe(&field.value))));
     };
     match number.as_u64() {
-        Some(weight) if weight <= u64::from(MAX_WEIGHT) => Ok(weight as u32),
+        Some(value) if value <= u64::from(max) => Ok(value as u32),
         Some(_) => Err(field.refuse(&format!("is out of range; accepted: {accepted}"))),
         None if number.is_i64() => {
             Err(field.refuse(&format!("is out of range; accepted: {accepted}")))

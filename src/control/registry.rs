@@ -35,6 +35,8 @@ pub struct NewServer {
     pub addr: SocketAddr,
     pub weight: u32,
     pub state: ServerState,
+    /// 0: no limit.
+    pub max_connections: u32,
 }
 
 /// Why a change was not made. Nothing changes when one is returned.
@@ -83,6 +85,10 @@ pub struct PoolView {
     pub name: String,
     pub balance: &'static str,
     pub sticky_cookie: Option<String>,
+    /// Requests waiting now for a server below its `max_connections`.
+    pub queued: u32,
+    /// Requests that waited `queue_timeout` in vain (answered 503), since start.
+    pub queue_timeouts: u64,
     pub servers: Vec<ServerView>,
 }
 
@@ -97,6 +103,8 @@ pub struct ServerView {
     pub weight: u32,
     /// The weight it takes new sessions with now (below `weight` during slow start).
     pub effective_weight: u32,
+    /// 0: no limit.
+    pub max_connections: u32,
     pub active: u32,
     pub requests: u64,
     pub added_at_run_time: bool,
@@ -224,6 +232,8 @@ impl Registry {
                     name: pool.name.clone(),
                     balance: pool.balance().name(),
                     sticky_cookie: pool.sticky_cookie.clone(),
+                    queued: pool.queue.waiting(),
+                    queue_timeouts: pool.queue.timed_out(),
                     servers: pool.servers.iter().map(server_view).collect(),
                 })
                 .collect(),
@@ -257,6 +267,7 @@ impl Registry {
             addr: server.addr,
             weight: server.weight,
             state: server.state,
+            max_connections: server.max_connections,
         };
         servers.push(added.clone());
         state.added.insert(key(pool, &server.name), added);
@@ -635,6 +646,7 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         health: server.health.clone(),
         weight: server.weight,
         effective_weight: server.effective_weight,
+        max_connections: server.max_connections,
         active: server.counters.active(),
         requests: server.counters.requests(),
         added_at_run_time: server.added_at_run_time,
@@ -852,6 +864,7 @@ servers = [
             addr: "127.0.0.1:9004".parse().unwrap(),
             weight: 2,
             state: ServerState::Ready,
+            max_connections: 0,
         };
         registry.add_server("app", added).unwrap();
         registry.reload().unwrap();
@@ -911,6 +924,7 @@ servers = [
             addr: "127.0.0.1:9009".parse().unwrap(),
             weight: 1,
             state: ServerState::Ready,
+            max_connections: 0,
         };
         assert!(matches!(
             registry.add_server("app", duplicate),

@@ -25,9 +25,15 @@ pub fn reason(status: u16) -> &'static str {
 pub fn write_error_response(status: u16, detail: &str, head_only: bool, out: &mut Vec<u8>) {
     let reason = reason(status);
     let body_len = 3 + 1 + reason.len() + 2 + detail.len() + 1;
+    // 503 is for now: no server may take the request, or all are busy. Say when to come back.
+    let retry_after = if status == 503 {
+        "Retry-After: 1\r\n"
+    } else {
+        ""
+    };
     let _ = write!(
         out,
-        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\nConnection: close\r\n\r\n"
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {body_len}\r\n{retry_after}Connection: close\r\n\r\n"
     );
     if !head_only {
         let _ = writeln!(out, "{status} {reason}: {detail}");

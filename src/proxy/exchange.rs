@@ -18,7 +18,7 @@ use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::snapshot::ActiveGuard;
-use crate::upstream::{Server, Snapshot};
+use crate::upstream::{Pool, Server, Snapshot};
 use crate::worker::{client_ip, WorkerContext};
 
 /// What is kept of a request once its head has been consumed.
@@ -55,12 +55,22 @@ pub async fn serve_one(
         answer_error(client, Failure::NoServer, Some(facts.method), snapshot).await;
         return Next::Close;
     };
+    let mut facts = facts;
+    let (server, slot) = match take_slot(context, pool, server, &mut facts).await {
+        Ok(taken) => taken,
+        Err(failure) => {
+            report(client, failure, Some(server));
+            answer_error(client, failure, Some(facts.method), snapshot).await;
+            return Next::Close;
+        }
+    };
     let mut response_started = false;
     match forward(
         context,
         client,
         snapshot,
         server,
+        slot,
         facts,
         &mut response_started,
     )
@@ -74,6 +84,42 @@ pub async fn serve_one(
             Next::Close
         }
     }
+}
+
+/// A slot on the chosen server, or, when it is at its `max_connections`, on the least loaded
+/// other server that may take the request; when every one is full, the first slot that frees
+/// within the pool's `queue_timeout`. A request that names its server (cookie, test token) waits
+/// for that one.
+async fn take_slot<'s>(
+    context: &WorkerContext,
+    pool: &'s Pool,
+    chosen: &'s Server,
+    facts: &mut RequestFacts,
+) -> Result<(&'s Server, ActiveGuard<'s>), Failure> {
+    if let Some(slot) = ActiveGuard::try_take(chosen, &pool.queue) {
+        return Ok((chosen, slot));
+    }
+    let pinned = facts.choice.pinned;
+    let take = || {
+        if pinned {
+            return ActiveGuard::try_take(chosen, &pool.queue).map(|slot| (chosen, slot));
+        }
+        let other = pool
+            .balancer
+            .pick_other(&pool.servers, &mut context.rng.borrow_mut(), &[])?;
+        let server = &pool.servers[other];
+        ActiveGuard::try_take(server, &pool.queue).map(|slot| (server, slot))
+    };
+    let (server, slot) = pool
+        .queue
+        .wait_for(pool.queue_timeout, take)
+        .await
+        .ok_or(Failure::QueueTimeout)?;
+    if server.id != chosen.id {
+        facts.choice.server = pool.position(&server.name);
+        facts.choice.assign_cookie = pool.sticky_cookie.is_some();
+    }
+    Ok((server, slot))
 }
 
 /// Reads the rest of a request head whose first bytes are in `client.buffer`, and chooses its
@@ -159,11 +205,12 @@ async fn read_request(
 /// or, for an idempotent request whose bytes are all at hand, fails before any response byte —
 /// the request goes to another server of the pool, up to the pool's `retries` and within the
 /// worker's retry budget. Each failure is logged and counted for passive checks here.
-async fn forward(
+async fn forward<'s>(
     context: &Rc<WorkerContext>,
     client: &mut Client,
-    snapshot: &Snapshot,
-    first: &Server,
+    snapshot: &'s Snapshot,
+    first: &'s Server,
+    first_slot: ActiveGuard<'s>,
     mut facts: RequestFacts,
     response_started: &mut bool,
 ) -> Result<Next, Failure> {
@@ -181,8 +228,9 @@ async fn forward(
     tried[0] = facts.choice.server.unwrap_or(usize::MAX);
     let mut attempts = 1;
     let mut server = first;
+    let mut slot = Some(first_slot);
     loop {
-        let _active = ActiveGuard::new(&server.counters);
+        let _slot = slot.take();
         let sent = if whole {
             send_whole(context, client, snapshot, server, facts).await
         } else {
@@ -238,6 +286,9 @@ async fn forward(
         let Some(next) = next else {
             return Err(failure);
         };
+        let Some(next_slot) = ActiveGuard::try_take(&pool.servers[next], &pool.queue) else {
+            return Err(failure);
+        };
         if !context.spend_retry_credit() {
             tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
             return Err(failure);
@@ -249,6 +300,7 @@ async fn forward(
         // The client is now on this server: a sticky pool says so with its cookie.
         facts.choice.assign_cookie = pool.sticky_cookie.is_some();
         server = &pool.servers[next];
+        slot = Some(next_slot);
     }
 }
 

@@ -25,6 +25,8 @@ pub enum Failure {
     ClientGone,
     /// The pool has no server that may take the request.
     NoServer,
+    /// Every server that may take the request was at its `max_connections` for `queue_timeout`.
+    QueueTimeout,
     /// Connecting to the server failed (refused, unreachable).
     ConnectFailed(io::ErrorKind),
     ConnectTimeout,
@@ -49,7 +51,7 @@ impl Failure {
             Failure::BodyTooLarge => 413,
             Failure::HeadTooLarge => 431,
             Failure::NotImplemented(_) => 501,
-            Failure::NoServer => 503,
+            Failure::NoServer | Failure::QueueTimeout => 503,
             Failure::ConnectFailed(_)
             | Failure::ServerClosed
             | Failure::ServerIo(_)
@@ -72,6 +74,7 @@ impl Failure {
             Failure::ClientStalled => "client stalled",
             Failure::ClientGone => "client closed the connection",
             Failure::NoServer => "no server available",
+            Failure::QueueTimeout => "every server is busy; try again shortly",
             Failure::ConnectFailed(_) => "cannot connect to the server",
             Failure::ConnectTimeout => "timed out connecting to the server",
             Failure::ServerClosed => "server closed the connection without responding",
@@ -81,7 +84,6 @@ impl Failure {
         }
     }
 
-    /// True when the client caused it (logged at a lower level: it is not the operator's fault).
     /// The server could not be reached or did not answer: what passive checks count (a server
     /// that answered badly or stopped mid-body answered, and is not counted).
     pub fn is_server_unreachable(self) -> bool {
@@ -95,6 +97,7 @@ impl Failure {
         )
     }
 
+    /// True when the client caused it (logged at a lower level: it is not the operator's fault).
     pub fn is_client_side(self) -> bool {
         matches!(
             self,

@@ -134,8 +134,9 @@ impl Balancer {
 }
 
 impl Balancer {
-    /// For a retry: the least loaded server that may take new requests, other than those in
-    /// `tried` (ties broken by a random start).
+    /// The least loaded server that may take new requests and has room under its
+    /// `max_connections`, other than those in `tried` (ties broken by a random start): for a
+    /// retry, or when the balancer's pick is full.
     pub fn pick_other(
         &self,
         servers: &[Server],
@@ -150,7 +151,10 @@ impl Balancer {
         let mut best: Option<usize> = None;
         for offset in 0..count {
             let candidate = self.eligible[(start + offset) % count] as usize;
-            if tried.contains(&candidate) {
+            let server = &servers[candidate];
+            let full =
+                server.max_connections > 0 && server.counters.active() >= server.max_connections;
+            if full || tried.contains(&candidate) {
                 continue;
             }
             if best.is_none_or(|b| lighter(&servers[candidate], &servers[b])) {
@@ -223,6 +227,7 @@ mod tests {
                 available: true,
                 health: crate::upstream::health::HealthView::Up,
                 effective_weight: weight,
+                max_connections: 0,
                 counters: Default::default(),
                 set_cookie: None,
                 added_at_run_time: false,

@@ -21,6 +21,9 @@ pub struct Choice {
     pub server: Option<usize>,
     /// The response assigns the client to the server with the pool's sticky cookie.
     pub assign_cookie: bool,
+    /// The request names its server (a sticky cookie, a test token): it waits for that server
+    /// rather than go to another when the server is at its `max_connections`.
+    pub pinned: bool,
 }
 
 /// Chooses for `request`, which arrived on listener `listener` from `client`.
@@ -33,25 +36,30 @@ pub fn choose(
 ) -> Choice {
     let pool_index = route(snapshot, listener, request);
     let pool = &snapshot.pools[pool_index];
-    let chosen = |server, assign_cookie| Choice {
+    let chosen = |server, assign_cookie, pinned| Choice {
         pool: pool_index,
         server,
         assign_cookie,
+        pinned,
     };
     if pool.has_test_servers {
         if let Some(server) = tested_server(pool, request) {
-            return chosen(Some(server), false);
+            return chosen(Some(server), false, true);
         }
     }
     if let Some(cookie) = &pool.sticky_cookie {
         if let Some(server) = sticky_server(pool, request, cookie) {
-            return chosen(Some(server), false);
+            return chosen(Some(server), false, true);
         }
     }
     let server = pool
         .balancer
         .pick(&pool.servers, rng, || hash_of_key(pool, request, client));
-    chosen(server, server.is_some() && pool.sticky_cookie.is_some())
+    chosen(
+        server,
+        server.is_some() && pool.sticky_cookie.is_some(),
+        false,
+    )
 }
 
 /// The pool of the first route whose host and path prefix match, or else the listener's.

@@ -55,6 +55,63 @@ pub struct Pool {
     pub slow_start: std::time::Duration,
     pub retries: u32,
     pub retry_budget_percent: u32,
+    /// Requests waiting for a server below its `max_connections`; kept across snapshots.
+    pub queue: Arc<PoolQueue>,
+    pub queue_timeout: std::time::Duration,
+}
+
+/// A pool's queue: requests wait here, on any worker, when every server that may take them is
+/// at its `max_connections`, and a request ending on a limited server wakes one of them.
+#[derive(Debug, Default)]
+pub struct PoolQueue {
+    waiting: AtomicU32,
+    timed_out: AtomicU64,
+    freed: tokio::sync::Notify,
+}
+
+impl PoolQueue {
+    /// Requests waiting now.
+    pub fn waiting(&self) -> u32 {
+        self.waiting.load(Ordering::Relaxed)
+    }
+
+    /// Requests that waited `queue_timeout` in vain, since start.
+    pub fn timed_out(&self) -> u64 {
+        self.timed_out.load(Ordering::Relaxed)
+    }
+
+    /// Waits until `take` succeeds (it is tried again each time a slot frees) or `patience` runs
+    /// out. Counts the wait in the queue's depth, and a timeout in `timed_out`.
+    pub async fn wait_for<T>(
+        &self,
+        patience: std::time::Duration,
+        mut take: impl FnMut() -> Option<T>,
+    ) -> Option<T> {
+        self.waiting.fetch_add(1, Ordering::Relaxed);
+        let deadline = tokio::time::Instant::now() + patience;
+        let taken = loop {
+            let freed = self.freed.notified();
+            tokio::pin!(freed);
+            // Registered before looking, so that a slot freed in between is not missed.
+            freed.as_mut().enable();
+            if let Some(taken) = take() {
+                break Some(taken);
+            }
+            if tokio::time::timeout_at(deadline, freed).await.is_err() {
+                self.timed_out.fetch_add(1, Ordering::Relaxed);
+                break None;
+            }
+        };
+        self.waiting.fetch_sub(1, Ordering::Relaxed);
+        taken
+    }
+
+    /// A slot freed on one of the pool's limited servers: wakes a waiter, if there is one.
+    fn slot_freed(&self) {
+        if self.waiting.load(Ordering::Relaxed) > 0 {
+            self.freed.notify_one();
+        }
+    }
 }
 
 /// One server of a pool.
@@ -72,6 +129,8 @@ pub struct Server {
     pub health: HealthView,
     /// `weight` scaled down while the server ramps up after coming back (slow start).
     pub effective_weight: u32,
+    /// Requests at once, over all workers; 0: no limit.
+    pub max_connections: u32,
     /// Requests in flight and served, summed over all workers and kept across snapshots.
     pub counters: Arc<ServerCounters>,
     /// The `Set-Cookie` line that assigns a client to this server (sticky pools only), made
@@ -118,19 +177,51 @@ impl ServerCounters {
 }
 
 /// Counts a request to a server and holds its active count up while it is in flight.
-pub struct ActiveGuard<'s>(&'s ServerCounters);
+pub struct ActiveGuard<'s> {
+    counters: &'s ServerCounters,
+    /// The pool's queue, for a server with a limit: told when this slot frees.
+    queue: Option<&'s PoolQueue>,
+}
 
 impl<'s> ActiveGuard<'s> {
+    /// For a server without a limit.
     pub fn new(counters: &'s ServerCounters) -> ActiveGuard<'s> {
         counters.active.fetch_add(1, Ordering::Relaxed);
         counters.requests.fetch_add(1, Ordering::Relaxed);
-        ActiveGuard(counters)
+        ActiveGuard {
+            counters,
+            queue: None,
+        }
+    }
+
+    /// A slot on `server` if it has one free (always, without a limit). Taking it and checking
+    /// the limit are one step, so workers taking slots at once cannot pass the limit.
+    pub fn try_take(server: &'s Server, queue: &'s PoolQueue) -> Option<ActiveGuard<'s>> {
+        let max = server.max_connections;
+        if max == 0 {
+            return Some(ActiveGuard::new(&server.counters));
+        }
+        let counters = &server.counters;
+        counters
+            .active
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |active| {
+                (active < max).then_some(active + 1)
+            })
+            .ok()?;
+        counters.requests.fetch_add(1, Ordering::Relaxed);
+        Some(ActiveGuard {
+            counters,
+            queue: Some(queue),
+        })
     }
 }
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
-        self.0.active.fetch_sub(1, Ordering::Relaxed);
+        self.counters.active.fetch_sub(1, Ordering::Relaxed);
+        if let Some(queue) = self.queue {
+            queue.slot_freed();
+        }
     }
 }
 
@@ -164,6 +255,8 @@ pub struct Lineage {
     next_id: u64,
     servers: HashMap<(String, String, SocketAddr), ServerRecord>,
     keys: HashMap<String, Arc<StickyKey>>,
+    /// Each pool's queue, by pool name.
+    queues: HashMap<String, Arc<PoolQueue>>,
 }
 
 /// What is kept of one server from snapshot to snapshot.
@@ -237,6 +330,7 @@ impl Lineage {
                         available,
                         health,
                         effective_weight,
+                        max_connections: server.max_connections,
                         counters,
                         set_cookie,
                         added_at_run_time: added_at_run_time
@@ -269,11 +363,15 @@ impl Lineage {
                 slow_start: pool.slow_start,
                 retries: pool.retries,
                 retry_budget_percent: pool.retry_budget_percent,
+                queue: Arc::clone(self.queues.entry(pool.name.clone()).or_default()),
+                queue_timeout: pool.queue_timeout,
                 servers,
             });
         }
         // Servers no longer configured are forgotten: one added again later is a new server.
         self.servers = seen;
+        self.queues
+            .retain(|name, _| config.pools.iter().any(|pool| &pool.name == name));
         let server_ids = self.servers.values().map(|record| record.id).collect();
         Ok(Snapshot {
             generation: self.generation,

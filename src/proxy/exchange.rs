@@ -465,6 +465,8 @@ fn upload_failure(error: RelayError) -> Failure {
         RelayError::SourceEnded | RelayError::SourceIo(_) => Failure::ClientGone,
         RelayError::SourceTimeout => Failure::ClientStalled,
         RelayError::SinkIo(kind) => Failure::ServerIo(kind),
+        // Uploads do not watch their server (it may answer early); kept for completeness.
+        RelayError::SinkGone => Failure::ServerClosed,
         RelayError::SinkTimeout => Failure::ResponseTimeout,
         RelayError::Framing(why) => Failure::BadRequest(why),
         RelayError::TooLarge => Failure::BodyTooLarge,

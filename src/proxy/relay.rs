@@ -1,6 +1,7 @@
 //! Streaming one message body from one socket to another, as framed or re-framed, with bounded
 //! memory: at most one buffer of bytes is held, whatever the body's size.
 
+use std::future::Future;
 use std::io;
 use std::time::Duration;
 
@@ -24,6 +25,8 @@ pub enum RelayError {
     SourceTimeout,
     SinkIo(io::ErrorKind),
     SinkTimeout,
+    /// The sink's peer went away (seen while waiting for the source).
+    SinkGone,
     /// The body's framing is malformed (a bad chunk).
     Framing(&'static str),
     /// More body data than the limit allows.
@@ -201,13 +204,39 @@ impl BodyRelay {
         R: AsyncRead + Unpin,
         W: AsyncWrite + Unpin,
     {
+        let never = std::future::pending();
+        self.relay_watching(source, buffer, sink, read_wait, write_wait, never)
+            .await
+    }
+
+    /// [`BodyRelay::relay`], ending with [`RelayError::SinkGone`] as soon as `sink_gone`
+    /// completes while the source keeps it waiting: a response body's client that went away
+    /// must not hold its server connection until the server sends more.
+    pub async fn relay_watching<R, W>(
+        &mut self,
+        source: &mut R,
+        buffer: &mut Buffer,
+        sink: &mut W,
+        read_wait: Duration,
+        write_wait: Duration,
+        sink_gone: impl Future<Output = ()>,
+    ) -> Result<(), RelayError>
+    where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin,
+    {
+        tokio::pin!(sink_gone);
         while !self.is_done() {
             if buffer.is_empty() {
                 let read = timeout(
                     read_wait,
                     buffer.read_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
-                )
-                .await;
+                );
+                let read = tokio::select! {
+                    biased;
+                    read = read => read,
+                    () = &mut sink_gone => return Err(RelayError::SinkGone),
+                };
                 match read {
                     Err(_) => return Err(RelayError::SourceTimeout),
                     Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),

@@ -189,16 +189,20 @@ pub async fn respond(
         tunnel(client, upstream).await;
         return Ok(Next::Close);
     }
-    download
-        .relay(
-            &mut upstream,
-            &mut client.server_buffer,
-            &mut client.stream,
-            timeouts.backend_response,
-            timeouts.client_idle,
-        )
-        .await
-        .map_err(download_failure)?;
+    {
+        let (mut client_read, mut client_write) = client.stream.split();
+        download
+            .relay_watching(
+                &mut upstream,
+                &mut client.server_buffer,
+                &mut client_write,
+                timeouts.backend_response,
+                timeouts.client_idle,
+                client_gone(&mut client_read),
+            )
+            .await
+            .map_err(download_failure)?;
+    }
 
     // Reuse only a connection whose last message ended exactly where the server said it would.
     if start.server_keeps_alive && upload_finished && client.server_buffer.is_empty() {
@@ -237,12 +241,23 @@ async fn tunnel(client: &mut Client, mut upstream: TcpStream) {
 }
 
 /// A response body that could not be relayed, as the server's or the client's failure.
+/// Completes when the client closed or reset its connection. Bytes it sends meanwhile (a
+/// pipelined request) are left for later, and then it is not watched for the rest of the
+/// response.
+async fn client_gone(client: &mut tokio::net::tcp::ReadHalf<'_>) {
+    let mut probe = [0u8; 1];
+    match client.peek(&mut probe).await {
+        Ok(0) | Err(_) => {}
+        Ok(_) => std::future::pending().await,
+    }
+}
+
 fn download_failure(error: RelayError) -> Failure {
     match error {
         RelayError::SourceEnded => Failure::ServerTruncated,
         RelayError::SourceIo(kind) => Failure::ServerIo(kind),
         RelayError::SourceTimeout => Failure::ResponseTimeout,
-        RelayError::SinkIo(_) => Failure::ClientGone,
+        RelayError::SinkIo(_) | RelayError::SinkGone => Failure::ClientGone,
         RelayError::SinkTimeout => Failure::ClientStalled,
         RelayError::Framing(why) => Failure::BadResponse(why),
         RelayError::TooLarge => Failure::BadResponse("response body too large"),

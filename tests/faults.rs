@@ -1,0 +1,182 @@
+//! Faults with real processes and real sockets, each with counted outcomes: a server process
+//! killed with SIGKILL under load, a client that vanishes mid-response, and a pool whose servers
+//! are all down.
+
+mod admin_support;
+mod common;
+
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread;
+use std::time::{Duration, Instant};
+
+use admin_support::Running;
+use common::*;
+
+/// A server in its own process: `herdsman run` in front of the mock `behind`, so that it can be
+/// killed like any server. Returns the process and where it listens.
+fn server_process(behind: &Mock) -> (ChildGuard, std::net::SocketAddr) {
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = format!(
+        "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"b\", addr = \"{}\" }}]\n",
+        behind.addr
+    );
+    let path = write_temp("server-process.toml", &config);
+    let child = Command::new(binary())
+        .args(["run", "-c", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn the server process");
+    let child = ChildGuard(child);
+    assert!(wait_listening(addr, Duration::from_secs(10)));
+    (child, addr)
+}
+
+/// `GET /api/pools`: server `name`'s health.
+fn health(herdsman: &Running, name: &str) -> String {
+    herdsman.servers_json()[name]["health"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn a_server_killed_under_load_costs_no_request_and_is_marked_down_in_time() {
+    let a = Mock::named("a");
+    let b_inner = Mock::named("b");
+    let (b_process, b_addr) = server_process(&b_inner);
+    let herdsman = Running::start(Setup::new().admin().server("a", a.addr).server("b", b_addr));
+    let text = std::fs::read_to_string(&herdsman.path).unwrap();
+    // fall × interval = 200 ms.
+    herdsman.rewrite_text(&format!(
+        "{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nfall = 2\n"
+    ));
+    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+
+    let stop = Arc::new(AtomicBool::new(false));
+    let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let clients: Vec<_> = (0..4)
+        .map(|c| {
+            let (stop, ok, failed, web) = (
+                Arc::clone(&stop),
+                Arc::clone(&ok),
+                Arc::clone(&failed),
+                herdsman.web,
+            );
+            thread::spawn(move || {
+                let mut conn = Conn::connect(web);
+                let mut i = 0;
+                while !stop.load(Ordering::SeqCst) {
+                    let response = conn.roundtrip(&get_request(&format!("/{c}/{i}"), ""));
+                    let counter = if response.status() == 200 {
+                        &ok
+                    } else {
+                        &failed
+                    };
+                    counter.fetch_add(1, Ordering::SeqCst);
+                    if response.says_close() {
+                        conn = Conn::connect(web);
+                    }
+                    i += 1;
+                }
+            })
+        })
+        .collect();
+    thread::sleep(Duration::from_millis(300));
+    let served_by_b_before = b_inner.connections();
+    b_process.signal(libc::SIGKILL);
+    let killed = Instant::now();
+    let marked = eventually(Duration::from_secs(3), || health(&herdsman, "b") == "down");
+    let took = killed.elapsed();
+    thread::sleep(Duration::from_millis(300));
+    stop.store(true, Ordering::SeqCst);
+    for client in clients {
+        client.join().unwrap();
+    }
+    assert!(
+        served_by_b_before > 0,
+        "b took no requests before it was killed"
+    );
+    assert!(marked, "b was not marked down");
+    // Two failed checks 100 ms apart, the first up to an interval away, and the API's own time.
+    assert!(
+        took < Duration::from_millis(600),
+        "marked down after {took:?}"
+    );
+    let (ok, failed) = (ok.load(Ordering::SeqCst), failed.load(Ordering::SeqCst));
+    assert!(ok > 100, "only {ok} requests in the run");
+    assert_eq!(failed, 0, "{failed} of {} requests failed", ok + failed);
+}
+
+#[test]
+fn a_client_gone_mid_response_closes_the_server_connection_too() {
+    // A server that sends 1 kB of a 1 MB body, then waits (up to 10 s) to be closed: herdsman has
+    // relayed all it got and waits on the server, not on the client.
+    let closed = Arc::new(AtomicBool::new(false));
+    let seen = Arc::clone(&closed);
+    let server = Mock::start(move |ex| {
+        ex.read_body()?;
+        ex.write(b"HTTP/1.1 200 OK\r\nContent-Length: 1000000\r\n\r\n")?;
+        ex.write(&[b'x'; 1_000])?;
+        let waiting = Instant::now();
+        ex.wait_for_close(Duration::from_secs(10));
+        if waiting.elapsed() < Duration::from_secs(9) {
+            seen.store(true, Ordering::SeqCst);
+        }
+        Ok(Flow::Close)
+    });
+    let herdsman = Running::start(Setup::new().admin().server("s", server.addr));
+    let mut client = Conn::connect(herdsman.web);
+    client.send(&get_request("/big", ""));
+    assert_eq!(client.response_head().status(), 200);
+    let gone = Instant::now();
+    drop(client);
+    assert!(
+        eventually(Duration::from_secs(3), || closed.load(Ordering::SeqCst)),
+        "the server connection of a vanished client was kept"
+    );
+    assert!(
+        gone.elapsed() < Duration::from_secs(1),
+        "closed after {:?}",
+        gone.elapsed()
+    );
+    // And it was not kept for another request: the next one opens a connection of its own.
+    let mut next = Conn::connect(herdsman.web);
+    next.send(&get_request("/next", ""));
+    assert_eq!(next.response_head().status(), 200);
+    assert_eq!(server.connections(), 2);
+}
+
+#[test]
+fn with_every_server_down_requests_get_503_at_once() {
+    let gone = |_| {
+        std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+    };
+    let (x, y): (std::net::SocketAddr, std::net::SocketAddr) = (gone(0), gone(1));
+    let herdsman = Running::start(Setup::new().admin().server("x", x).server("y", y));
+    let text = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman.rewrite_text(&format!(
+        "{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"50ms\"\nfall = 1\n"
+    ));
+    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+    assert!(eventually(Duration::from_secs(2), || {
+        health(&herdsman, "x") == "down" && health(&herdsman, "y") == "down"
+    }));
+    for _ in 0..5 {
+        let started = Instant::now();
+        let answer = &herdsman.answers(1)[0];
+        assert!(answer.starts_with("HTTP/1.1 503"), "{answer}");
+        assert!(
+            started.elapsed() < Duration::from_millis(200),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+}

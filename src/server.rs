@@ -12,7 +12,7 @@ use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::control::health::{self, HealthHandle};
 use crate::control::kernel_watch;
 use crate::control::registry::{ListenerControl, Registry};
-use crate::intake::{self, HandoffBoard};
+use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::stats::Stats;
 use crate::upstream::Snapshot;
 use crate::worker::{self, WorkerSetup};
@@ -60,7 +60,7 @@ impl Server {
     /// Like [`Server::start`], for a config read from `path`, which a reload reads again.
     pub fn start_with_file(config: Config, path: Option<PathBuf>) -> Result<Server, StartError> {
         intake::check_supported(config.intake).map_err(StartError::Intake)?;
-        let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket)>> =
+        let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket, Arc<ListenerLoad>)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
         for (index, listener) in config.listeners.iter().enumerate() {
@@ -81,9 +81,10 @@ impl Server {
                 .map_err(bind_error)?
                 .as_socket()
                 .unwrap_or(listener.bind);
-            listener_addrs.push((listener.name.clone(), bound));
+            let load = Arc::new(ListenerLoad::new(listener.max_connections));
+            listener_addrs.push((listener.name.clone(), bound, Arc::clone(&load)));
             for (worker, socket) in sockets.into_iter().enumerate() {
-                sockets_by_worker[worker].push((index, socket));
+                sockets_by_worker[worker].push((index, socket, Arc::clone(&load)));
             }
         }
         let backlogs: Vec<(String, u32)> = config
@@ -99,7 +100,10 @@ impl Server {
             intake: config.intake,
             workers: change_senders,
         };
-        let bound: Vec<SocketAddr> = listener_addrs.iter().map(|(_, addr)| *addr).collect();
+        let bound: Vec<(SocketAddr, Arc<ListenerLoad>)> = listener_addrs
+            .iter()
+            .map(|(_, addr, load)| (*addr, Arc::clone(load)))
+            .collect();
         let registry = Arc::new(
             Registry::new(config.clone(), path, Some(control), &bound).map_err(StartError::Keys)?,
         );
@@ -154,7 +158,7 @@ impl Server {
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }
-        for (name, addr) in &listener_addrs {
+        for (name, addr, _) in &listener_addrs {
             tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
         }
         Ok(Server {

@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
 use crate::config::IntakeMode;
-use crate::intake::{HandoffBoard, HandoffInbox, ListenerChange};
+use crate::intake::{HandoffBoard, HandoffInbox, ListenerChange, ListenerLoad};
 use crate::proxy::parking::{Parked, ParkingLot};
 use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
@@ -35,8 +35,8 @@ const RETRY_CREDIT_CAP: f64 = 10.0;
 /// What a worker is given when it starts.
 pub struct WorkerSetup {
     pub index: usize,
-    /// (listener slot, this worker's descriptor for its socket)
-    pub listeners: Vec<(usize, Socket)>,
+    /// (listener slot, this worker's descriptor for its socket, its shared load)
+    pub listeners: Vec<(usize, Socket, Arc<ListenerLoad>)>,
     /// Listeners opened and closed later, by reloads.
     pub listener_changes: mpsc::UnboundedReceiver<ListenerChange>,
     pub intake: IntakeMode,
@@ -89,6 +89,8 @@ pub struct WorkerContext {
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
     pub parking: Option<ParkingLot>,
     pub rng: RefCell<fastrand::Rng>,
+    /// Each open listener's shared load, by slot.
+    listener_loads: RefCell<HashMap<usize, Arc<ListenerLoad>>>,
     failing: mpsc::UnboundedSender<u64>,
     /// Retries this worker may still make: each request earns a share of one (its pool's
     /// `retry_budget_percent`), each retry spends one.
@@ -123,6 +125,7 @@ impl WorkerContext {
             idle_added: Notify::new(),
             parking,
             rng: RefCell::new(fastrand::Rng::new()),
+            listener_loads: RefCell::new(HashMap::new()),
             failing,
             retry_credit: Cell::new(RETRY_CREDIT_CAP),
             stopping: Cell::new(false),
@@ -233,11 +236,16 @@ impl WorkerContext {
         }
     }
 
+    /// The shared load of the listener in `slot`.
+    pub fn listener_load(&self, slot: usize) -> Option<Arc<ListenerLoad>> {
+        self.listener_loads.borrow().get(&slot).cloned()
+    }
+
     /// Starts serving a connection on this worker.
     pub fn serve(self: &Rc<Self>, stream: std::net::TcpStream, peer: SocketAddr, listener: usize) {
         // Responses are written whole; Nagle would only delay the last segment.
         let _ = stream.set_nodelay(true);
-        let guard = self.connection_guard();
+        let guard = self.connection_guard(listener);
         self.spawn_connection_task(stream, peer, listener, guard);
     }
 
@@ -266,13 +274,21 @@ impl WorkerContext {
         });
     }
 
-    /// Counts a client connection as open until the guard drops (also when its task panics).
-    fn connection_guard(self: &Rc<Self>) -> ConnectionGuard {
+    /// Counts a client connection of listener `slot` as open, on this worker and on its
+    /// listener, until the guard drops (also when its task panics).
+    fn connection_guard(self: &Rc<Self>, slot: usize) -> ConnectionGuard {
         self.connections.set(self.connections.get() + 1);
         self.stats.loads[self.index]
             .active
             .fetch_add(1, Ordering::Relaxed);
-        ConnectionGuard(Rc::clone(self))
+        let listener = self.listener_load(slot);
+        if let Some(load) = &listener {
+            load.opened();
+        }
+        ConnectionGuard {
+            worker: Rc::clone(self),
+            listener,
+        }
     }
 
     fn begin_stop(&self) {
@@ -291,17 +307,24 @@ impl WorkerContext {
     }
 }
 
-pub struct ConnectionGuard(Rc<WorkerContext>);
+pub struct ConnectionGuard {
+    worker: Rc<WorkerContext>,
+    listener: Option<Arc<ListenerLoad>>,
+}
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {
-        let left = self.0.connections.get() - 1;
-        self.0.connections.set(left);
-        self.0.stats.loads[self.0.index]
+        let worker = &self.worker;
+        let left = worker.connections.get() - 1;
+        worker.connections.set(left);
+        worker.stats.loads[worker.index]
             .active
             .fetch_sub(1, Ordering::Relaxed);
+        if let Some(load) = &self.listener {
+            load.closed();
+        }
         if left == 0 {
-            self.0.connections_done.notify_waiters();
+            worker.connections_done.notify_waiters();
         }
     }
 }
@@ -360,17 +383,18 @@ async fn run(setup: WorkerSetup) {
 /// the loops of listeners reloads close.
 async fn accept_on_listeners(
     context: Rc<WorkerContext>,
-    listeners: Vec<(usize, Socket)>,
+    listeners: Vec<(usize, Socket, Arc<ListenerLoad>)>,
     mut changes: mpsc::UnboundedReceiver<ListenerChange>,
     intake: IntakeMode,
 ) {
     let mut accepting = HashMap::new();
-    let open = |slot, socket| {
+    let open = |slot, socket, load| {
+        context.listener_loads.borrow_mut().insert(slot, load);
         let accept = crate::intake::accept_loop(Rc::clone(&context), slot, socket, intake);
         tokio::task::spawn_local(accept).abort_handle()
     };
-    for (slot, socket) in listeners {
-        accepting.insert(slot, open(slot, socket));
+    for (slot, socket, load) in listeners {
+        accepting.insert(slot, open(slot, socket, load));
     }
     loop {
         let change = tokio::select! {
@@ -378,8 +402,8 @@ async fn accept_on_listeners(
             () = context.stopped() => return,
         };
         match change {
-            Some(ListenerChange::Open { slot, socket }) => {
-                accepting.insert(slot, open(slot, socket));
+            Some(ListenerChange::Open { slot, socket, load }) => {
+                accepting.insert(slot, open(slot, socket, load));
             }
             Some(ListenerChange::Close { slot }) => {
                 // Aborting drops the loop's socket, which deregisters and closes it.

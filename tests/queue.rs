@@ -1,6 +1,7 @@
 //! `max_connections` and the pool's queue over real sockets: a server never has more requests at
 //! once than its limit; the others wait and are served as slots free; past `queue_timeout` they
-//! get 503 with Retry-After, and the API counts them.
+//! get 503 with Retry-After, and the API counts them. A listener at its `max_connections` stops
+//! accepting until a connection closes.
 
 mod admin_support;
 mod common;
@@ -113,4 +114,46 @@ fn past_the_queue_timeout_a_request_gets_503_with_retry_after() {
     assert_eq!(most.load(Ordering::SeqCst), 1);
     let (_, pools) = herdsman.api("GET", "/api/pools", None);
     assert_eq!(pools["pools"][0]["queue_timeouts"], 2, "{pools}");
+}
+
+#[test]
+fn a_listener_at_its_limit_stops_accepting_until_a_connection_closes() {
+    let a = Mock::named("a");
+    let herdsman = Running::start(Setup::new().admin().server("a", a.addr));
+    let text = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman
+        .rewrite_text(&text.replace("name = \"web\"\n", "name = \"web\"\nmax_connections = 2\n"));
+    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+    let accepted = || -> u64 {
+        let (_, json) = herdsman.api("GET", "/api/workers", None);
+        json["workers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|w| w["accepted"].as_u64().unwrap())
+            .sum()
+    };
+    let before = accepted();
+    let mut first = Conn::connect(herdsman.web);
+    let mut second = Conn::connect(herdsman.web);
+    assert_eq!(first.roundtrip(&get_request("/1", "")).status(), 200);
+    assert_eq!(second.roundtrip(&get_request("/2", "")).status(), 200);
+    // The third connects (the kernel queues it) but is not accepted, so it gets no answer.
+    let mut third = Conn::connect(herdsman.web);
+    third.send(&get_request("/3", ""));
+    third.set_read_timeout(Duration::from_millis(300));
+    assert!(
+        third.read_head().is_err(),
+        "a third connection was served over the limit"
+    );
+    assert_eq!(accepted() - before, 2);
+    drop(first);
+    third.set_read_timeout(Duration::from_secs(5));
+    let head = third
+        .read_head()
+        .unwrap()
+        .expect("a response once a connection closed");
+    assert_eq!(head.status(), 200);
+    assert_eq!(accepted() - before, 3);
+    drop(second);
 }

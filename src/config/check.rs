@@ -398,6 +398,13 @@ impl Checker<'_> {
                 DEFAULT_BACKLOG,
             ),
             pool: self.pool_index(table, &listener.pool, pools),
+            max_connections: self.integer(
+                &table.key("max_connections"),
+                &listener.max_connections,
+                0..=10_000_000,
+                "0 (no limit, the default) to 10000000",
+                0,
+            ),
         }
     }
 
@@ -1085,12 +1092,14 @@ mod tests {
                     bind: addr("127.0.0.1:8080"),
                     backlog: 1024,
                     pool: 0,
+                    max_connections: 0,
                 },
                 ListenerConfig {
                     name: "internal".into(),
                     bind: addr("[::1]:0"),
                     backlog: 4096,
                     pool: 1,
+                    max_connections: 0,
                 },
             ],
             timeouts: Timeouts {

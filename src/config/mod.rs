@@ -91,6 +91,9 @@ pub struct ListenerConfig {
     pub backlog: u32,
     /// Index into `Config::pools` of the pool used when no route matches.
     pub pool: usize,
+    /// Client connections open at once, over all workers; at the limit herdsman stops accepting
+    /// (new connections wait in the kernel's backlog). 0 (the default): no limit.
+    pub max_connections: u32,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

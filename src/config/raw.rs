@@ -49,6 +49,7 @@ pub struct RawListener {
     pub bind: Option<Spanned<String>>,
     pub backlog: Option<Spanned<i64>>,
     pub pool: Option<Spanned<String>>,
+    pub max_connections: Option<Spanned<i64>>,
 }
 
 /// One `[[route]]`.

@@ -20,7 +20,7 @@ use tokio::sync::{mpsc, watch};
 use crate::config::{
     is_valid_name, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig, ServerState,
 };
-use crate::intake::{self, ListenerChange};
+use crate::intake::{self, ListenerChange, ListenerLoad};
 use crate::upstream::health::HealthView;
 use crate::upstream::snapshot::Lineage;
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -127,6 +127,8 @@ pub struct Registry {
 struct ListenerSlot {
     name: String,
     bound: SocketAddr,
+    /// Its open connections and `max_connections`, shared with the workers.
+    load: Arc<ListenerLoad>,
     open: bool,
     /// Its pool's name: kept when the listener closes, so that connections it accepted before
     /// keep going to the same pool.
@@ -153,13 +155,14 @@ fn key(pool: &str, server: &str) -> (String, String) {
 
 impl Registry {
     /// The registry of `config`, with its first snapshot built and published. Its listeners
-    /// take slots 0, 1, … in config order, at the addresses in `bound` (their real ports), or
-    /// at their configured addresses when `bound` is shorter.
+    /// take slots 0, 1, … in config order, at the addresses in `bound` (their real ports) with
+    /// the loads the workers count on; at their configured addresses with loads of their own
+    /// when `bound` is shorter.
     pub fn new(
         config: Config,
         config_path: Option<PathBuf>,
         listener_control: Option<ListenerControl>,
-        bound: &[SocketAddr],
+        bound: &[(SocketAddr, Arc<ListenerLoad>)],
     ) -> io::Result<Registry> {
         let slots: Vec<ListenerSlot> = config
             .listeners
@@ -167,7 +170,11 @@ impl Registry {
             .enumerate()
             .map(|(slot, listener)| ListenerSlot {
                 name: listener.name.clone(),
-                bound: bound.get(slot).copied().unwrap_or(listener.bind),
+                bound: bound.get(slot).map_or(listener.bind, |(addr, _)| *addr),
+                load: bound.get(slot).map_or_else(
+                    || Arc::new(ListenerLoad::new(listener.max_connections)),
+                    |(_, load)| Arc::clone(load),
+                ),
                 open: true,
                 pool: config.pools[listener.pool].name.clone(),
             })
@@ -399,12 +406,26 @@ impl Registry {
                 tracing::info!(listener = %slot.name, addr = %slot.bound, "listener closed by reload");
             }
         }
+        // Open listeners take the file's max_connections, new ones with a load of their own.
+        for slot in state.slots.iter().filter(|slot| slot.open) {
+            if let Some(listener) = state.config.listeners.iter().find(|l| l.name == slot.name) {
+                slot.load.set_limit(listener.max_connections);
+            }
+        }
         let mut opened = Vec::new();
         for (name, bound, sockets) in opening {
-            opened.push((state.slots.len(), sockets));
+            let limit = state
+                .config
+                .listeners
+                .iter()
+                .find(|l| l.name == name)
+                .map_or(0, |l| l.max_connections);
+            let load = Arc::new(ListenerLoad::new(limit));
+            opened.push((state.slots.len(), sockets, Arc::clone(&load)));
             state.slots.push(ListenerSlot {
                 name: name.clone(),
                 bound,
+                load,
                 open: true,
                 pool: String::new(),
             });
@@ -412,9 +433,10 @@ impl Registry {
         }
         let generation = self.publish(&mut state)?;
         if let Some(control) = &self.listener_control {
-            for (slot, sockets) in opened {
+            for (slot, sockets, load) in opened {
                 for (worker, socket) in control.workers.iter().zip(sockets) {
-                    let _ = worker.send(ListenerChange::Open { slot, socket });
+                    let load = Arc::clone(&load);
+                    let _ = worker.send(ListenerChange::Open { slot, socket, load });
                 }
             }
             for slot in closed {

@@ -51,7 +51,16 @@ pub async fn accept_loop(
     let counters = context.counters();
     // Each acceptor starts its rotation at itself, so that acceptors do not move in step.
     let rotation = Cell::new(context.index);
+    let load = context.listener_load(listener);
     loop {
+        // At its max_connections a listener accepts nothing: new connections wait in the
+        // kernel's backlog until one closes.
+        if let Some(load) = &load {
+            tokio::select! {
+                () = load.room() => {}
+                () = context.stopped() => return,
+            }
+        }
         let mut ready = tokio::select! {
             ready = socket.readable() => match ready {
                 Ok(ready) => ready,
@@ -65,6 +74,11 @@ pub async fn accept_loop(
         let mut accepted = 0;
         let mut failure = None;
         while accepted < ACCEPT_BATCH {
+            // Checked before each accept: the limit may have been reached while this loop
+            // waited for readiness. The readiness is kept for when there is room again.
+            if load.as_ref().is_some_and(|load| load.is_full()) {
+                break;
+            }
             match sys::accept_nonblocking(ready.get_inner()) {
                 Ok((stream, peer)) => {
                     accepted += 1;

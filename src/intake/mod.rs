@@ -12,6 +12,7 @@
 
 mod accept;
 pub mod handoff;
+pub mod limit;
 mod sys;
 
 use std::io;
@@ -21,6 +22,7 @@ use socket2::{Domain, Protocol, Socket, Type};
 
 pub use accept::accept_loop;
 pub use handoff::{HandoffBoard, HandoffInbox};
+pub use limit::ListenerLoad;
 
 use crate::config::IntakeMode;
 
@@ -29,8 +31,13 @@ use crate::config::IntakeMode;
 /// so that connections accepted on a closed listener still find its pool.
 #[derive(Debug)]
 pub enum ListenerChange {
-    /// Start accepting on `socket`, this worker's descriptor for the listener in `slot`.
-    Open { slot: usize, socket: Socket },
+    /// Start accepting on `socket`, this worker's descriptor for the listener in `slot`, whose
+    /// open connections `load` counts.
+    Open {
+        slot: usize,
+        socket: Socket,
+        load: std::sync::Arc<ListenerLoad>,
+    },
     /// Stop accepting on the listener in `slot` and close this worker's descriptor for it.
     /// Connections already accepted carry on.
     Close { slot: usize },

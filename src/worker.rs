@@ -91,6 +91,9 @@ pub struct WorkerContext {
     pub rng: RefCell<fastrand::Rng>,
     /// Each open listener's shared load, by slot.
     listener_loads: RefCell<HashMap<usize, Arc<ListenerLoad>>>,
+    /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
+    #[cfg(feature = "fault-injection")]
+    pub panic_next_accept: Cell<bool>,
     failing: mpsc::UnboundedSender<u64>,
     /// Retries this worker may still make: each request earns a share of one (its pool's
     /// `retry_budget_percent`), each retry spends one.
@@ -126,6 +129,8 @@ impl WorkerContext {
             parking,
             rng: RefCell::new(fastrand::Rng::new()),
             listener_loads: RefCell::new(HashMap::new()),
+            #[cfg(feature = "fault-injection")]
+            panic_next_accept: Cell::new(false),
             failing,
             retry_credit: Cell::new(RETRY_CREDIT_CAP),
             stopping: Cell::new(false),
@@ -390,7 +395,7 @@ async fn accept_on_listeners(
     let mut accepting = HashMap::new();
     let open = |slot, socket, load| {
         context.listener_loads.borrow_mut().insert(slot, load);
-        let accept = crate::intake::accept_loop(Rc::clone(&context), slot, socket, intake);
+        let accept = supervise_accept(Rc::clone(&context), slot, socket, intake);
         tokio::task::spawn_local(accept).abort_handle()
     };
     for (slot, socket, load) in listeners {
@@ -413,6 +418,51 @@ async fn accept_on_listeners(
             }
             None => return,
         }
+    }
+}
+
+/// Runs the accept loop of listener `slot` and, should it panic, counts that, says so and starts
+/// it again on a duplicate of the socket kept for that: a bug there must not leave the worker
+/// deaf to a listener while its connections go on.
+async fn supervise_accept(
+    context: Rc<WorkerContext>,
+    slot: usize,
+    mut socket: Socket,
+    intake: IntakeMode,
+) {
+    loop {
+        let spare = socket.try_clone();
+        let accept = crate::intake::accept_loop(Rc::clone(&context), slot, socket, intake);
+        let running = tokio::task::spawn_local(accept);
+        // Ending this task (a reload closed the listener) ends the loop with it.
+        let _stop_with_me = AbortOnDrop(running.abort_handle());
+        match running.await {
+            Err(error) if error.is_panic() => {
+                WorkerCounters::bump(&context.counters().restarts);
+                tracing::error!(
+                    worker = context.index,
+                    listener = slot,
+                    "accept loop panicked; starting it again"
+                );
+            }
+            _ => return,
+        }
+        socket = match spare {
+            Ok(spare) => spare,
+            Err(error) => {
+                tracing::error!(worker = context.index, listener = slot, %error, "cannot restart the accept loop");
+                return;
+            }
+        };
+    }
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::AbortHandle);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 

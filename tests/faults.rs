@@ -180,3 +180,34 @@ fn with_every_server_down_requests_get_503_at_once() {
         );
     }
 }
+
+#[test]
+fn an_accept_loop_that_panics_is_started_again_and_counted() {
+    let a = Mock::named("a");
+    let herdsman = Running::start(Setup::new().admin().workers(1).server("a", a.addr));
+    let mut conn = Conn::connect(herdsman.web);
+    // Arms the fault: the worker's next accept panics its accept loop.
+    assert_eq!(
+        conn.roundtrip(&get_request("/__herdsman/panic-accept", ""))
+            .status(),
+        200
+    );
+    // The connection accepted by the panicking loop is lost with it; say nothing of its fate.
+    if let Ok(mut victim) = Conn::try_connect(herdsman.web) {
+        victim.set_read_timeout(Duration::from_secs(2));
+        let _ = victim.try_send(&get_request("/victim", "Connection: close\r\n"));
+        let _ = victim.read_head();
+    }
+    let restarts = || -> u64 {
+        let (_, json) = herdsman.api("GET", "/api/workers", None);
+        json["workers"][0]["restarts"].as_u64().unwrap()
+    };
+    assert!(
+        eventually(Duration::from_secs(2), || restarts() == 1),
+        "no restart counted"
+    );
+    // New connections are accepted again, and the kept one still works.
+    let answers = herdsman.answers(5);
+    assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
+    assert_eq!(conn.roundtrip(&get_request("/still", "")).status(), 200);
+}

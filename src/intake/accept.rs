@@ -81,6 +81,11 @@ pub async fn accept_loop(
             }
             match sys::accept_nonblocking(ready.get_inner()) {
                 Ok((stream, peer)) => {
+                    #[cfg(feature = "fault-injection")]
+                    if context.panic_next_accept.replace(false) {
+                        // The connection is dropped with the panic; its client sees a close.
+                        panic!("fault injection: a panic in an accept loop");
+                    }
                     accepted += 1;
                     WorkerCounters::bump(&counters.accepted);
                     context.dispatch(stream, peer, listener, &rotation);

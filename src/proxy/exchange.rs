@@ -146,6 +146,8 @@ async fn read_request(
                     "/__herdsman/panic" => {
                         panic!("fault injection: a panic inside a connection task")
                     }
+                    // The next connection this worker accepts panics its accept loop.
+                    "/__herdsman/panic-accept" => context.panic_next_accept.set(true),
                     // Blocks the whole worker thread, as a long computation or a page fault storm
                     // would: the intake benchmarks measure what new connections suffer meanwhile.
                     "/__herdsman/stall" => {

@@ -34,6 +34,9 @@ pub struct WorkerCounters {
     /// Of the worker's client connections, those quiet long enough to wait in its parking lot
     /// (out of their tasks) now.
     pub parked: AtomicU32,
+    /// Worker tasks other than connections (accept loops, the hand-off taker) restarted after
+    /// a panic.
+    pub restarts: AtomicU64,
 }
 
 /// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
@@ -91,6 +94,7 @@ impl Stats {
                     handoffs_sent: counters.handoffs_sent.load(Ordering::Relaxed),
                     handoffs_received: received,
                     spurious_wakeups: counters.spurious_wakeups.load(Ordering::Relaxed),
+                    restarts: counters.restarts.load(Ordering::Relaxed),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
@@ -133,6 +137,7 @@ pub struct WorkerReport {
     pub handoffs_sent: u64,
     pub handoffs_received: u64,
     pub spurious_wakeups: u64,
+    pub restarts: u64,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
 }

@@ -123,11 +123,28 @@ type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
 /// SIGINT, then stops gracefully. SIGHUP reloads `path`, the file the config came from.
 fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyhow::Result<()> {
     let first_listener = config.listeners[0].name.clone();
+    // Read before the binary file can be replaced: an upgrade starts whatever is there then.
+    let relaunch = herdsman::control::upgrade::Relaunch::of_this_process()
+        .context("finding this executable")?;
     let server = Server::start_with_file(config, path)?;
+    herdsman::control::upgrade::tell_ready();
     if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
         print!("{}", banner(addr, server.admin_addr()));
     }
-    let signal = herdsman::control::signals::wait_for_stop(&server.registry())
+    let upgrade = || match herdsman::control::upgrade::start_successor(
+        &relaunch,
+        &server.upgrade_sockets(),
+    ) {
+        Ok(pid) => {
+            tracing::info!(pid, "the new process serves; this one stops gracefully");
+            true
+        }
+        Err(why) => {
+            tracing::error!("upgrade failed, still serving: {why}");
+            false
+        }
+    };
+    let signal = herdsman::control::signals::wait_for_stop(&server.registry(), &upgrade)
         .context("installing signal handlers")?;
     tracing::info!(signal, "stopping gracefully");
     server.stop();

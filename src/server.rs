@@ -12,6 +12,7 @@ use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::control::health::{self, HealthHandle};
 use crate::control::kernel_watch;
 use crate::control::registry::{ListenerControl, Registry};
+use crate::control::upgrade::{self, Inherited};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::stats::Stats;
 use crate::upstream::Snapshot;
@@ -63,26 +64,36 @@ impl Server {
         let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket, Arc<ListenerLoad>)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
+        // Sockets handed down by the process this one replaces (a binary upgrade), if any.
+        let mut inherited = Inherited::from_env();
         for (index, listener) in config.listeners.iter().enumerate() {
             let bind_error = |error| StartError::Bind {
                 listener: listener.name.clone(),
                 addr: listener.bind,
                 error,
             };
-            let sockets = intake::bind_listener(
-                config.intake,
-                listener.bind,
-                listener.backlog,
-                config.workers,
-            )
+            let sockets = match inherited.take_listener(&listener.name, listener.bind) {
+                Some(socket) => {
+                    tracing::info!(listener = %listener.name, "listening socket handed down by the previous process");
+                    intake::adopt_listener(config.intake, socket, listener.backlog, config.workers)
+                }
+                None => intake::bind_listener(
+                    config.intake,
+                    listener.bind,
+                    listener.backlog,
+                    config.workers,
+                ),
+            }
             .map_err(bind_error)?;
+            // Kept for a later upgrade, which hands it down in turn.
+            let kept = sockets[0].try_clone().map_err(bind_error)?;
             let bound = sockets[0]
                 .local_addr()
                 .map_err(bind_error)?
                 .as_socket()
                 .unwrap_or(listener.bind);
             let load = Arc::new(ListenerLoad::new(listener.max_connections));
-            listener_addrs.push((listener.name.clone(), bound, Arc::clone(&load)));
+            listener_addrs.push((listener.name.clone(), bound, Arc::clone(&load), kept));
             for (worker, socket) in sockets.into_iter().enumerate() {
                 sockets_by_worker[worker].push((index, socket, Arc::clone(&load)));
             }
@@ -100,12 +111,16 @@ impl Server {
             intake: config.intake,
             workers: change_senders,
         };
-        let bound: Vec<(SocketAddr, Arc<ListenerLoad>)> = listener_addrs
+        let names: Vec<(String, SocketAddr)> = listener_addrs
             .iter()
-            .map(|(_, addr, load)| (*addr, Arc::clone(load)))
+            .map(|(name, addr, _, _)| (name.clone(), *addr))
+            .collect();
+        let bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<socket2::Socket>)> = listener_addrs
+            .into_iter()
+            .map(|(_, addr, load, kept)| (addr, load, Some(kept)))
             .collect();
         let registry = Arc::new(
-            Registry::new(config.clone(), path, Some(control), &bound).map_err(StartError::Keys)?,
+            Registry::new(config.clone(), path, Some(control), bound).map_err(StartError::Keys)?,
         );
         let stats = Stats::new(config.workers);
         let (stop, stop_receiver) = watch::channel(false);
@@ -122,6 +137,7 @@ impl Server {
                     bind: settings.bind,
                     token: settings.token(),
                     intake: config.intake.name(),
+                    inherited: inherited.take_admin(settings.bind).map(Arc::new),
                 },
                 Arc::clone(&stats),
                 Arc::clone(&registry),
@@ -158,7 +174,7 @@ impl Server {
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }
-        for (name, addr, _) in &listener_addrs {
+        for (name, addr) in &names {
             tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
         }
         Ok(Server {
@@ -192,6 +208,16 @@ impl Server {
         self.registry.snapshot_handle().load_full()
     }
 
+    /// The listening sockets to hand down at a binary upgrade: each open listener's and the
+    /// admin API's, by name, as descriptors this process keeps open.
+    pub fn upgrade_sockets(&self) -> Vec<(String, std::os::fd::RawFd)> {
+        let mut sockets = self.registry.listener_sockets();
+        if let Some(admin) = &self.admin {
+            sockets.push((upgrade::admin_name(), admin.socket_fd()));
+        }
+        sockets
+    }
+
     /// The pools as the operator changes them (the admin API's and reload's way in).
     pub fn registry(&self) -> Arc<Registry> {
         Arc::clone(&self.registry)
@@ -200,6 +226,7 @@ impl Server {
     /// Begins a graceful stop: stop accepting, close idle connections, let requests in flight
     /// finish up to `shutdown_grace`. Returns at once; [`Server::wait`] blocks until done.
     pub fn stop(&self) {
+        self.registry.drop_listener_sockets();
         self.stop.send_replace(true);
     }
 

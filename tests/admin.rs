@@ -28,6 +28,7 @@ fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
         bind: "127.0.0.1:0".parse().unwrap(),
         token: token.map(str::to_string),
         intake: "balanced",
+        inherited: None,
     };
     let handle =
         admin::start(config, stats, registry(), stopped).expect("the admin listener starts");
@@ -49,7 +50,7 @@ servers = [{ name = "a", addr = "127.0.0.1:9" }]
         "test",
     )
     .unwrap();
-    Arc::new(Registry::new(config, None, None, &[]).unwrap())
+    Arc::new(Registry::new(config, None, None, Vec::new()).unwrap())
 }
 
 /// A response as read from the wire.
@@ -214,6 +215,7 @@ fn an_exposed_address_needs_a_token() {
         bind: "0.0.0.0:0".parse().unwrap(),
         token: None,
         intake: "balanced",
+        inherited: None,
     };
     let error = admin::start(config, Stats::new(3), registry(), stopped).unwrap_err();
     let message = error.to_string();

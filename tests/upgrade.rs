@@ -1,161 +1,156 @@
-//! Upgrade (WebSocket-style) tunnelling: after the server's 101, bytes flow both ways until
-//! either side closes; an upgrade the server declines stays plain HTTP.
+//! Zero-downtime binary upgrade of the real binary under load: SIGUSR2 starts the binary again
+//! with the listening sockets, the old process stops once the new one serves, and a load
+//! generator running across it sees no failed request and no refused connection. The same for a
+//! SIGHUP reload.
 
 mod common;
 
-use std::io::Write;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::thread;
+use std::time::{Duration, Instant};
 
 use common::*;
 
-const UPGRADE_REQUEST: &[u8] = b"GET /ws HTTP/1.1\r\nHost: t\r\nConnection: Upgrade\r\n\
-    Upgrade: websocket\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\
-    Sec-WebSocket-Version: 13\r\n\r\n";
-
-const SWITCHING: &[u8] =
-    b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n\r\n";
-
-/// Upgrades when asked, then echoes every byte until the peer closes, then closes.
-fn echo_upgrade_server() -> Mock {
-    Mock::start(|ex| {
-        if !ex.head.has("upgrade") {
-            ex.read_body()?;
-            ex.respond(200, &[], b"plain")?;
-            return Ok(Flow::KeepAlive);
-        }
-        ex.write(SWITCHING)?;
-        loop {
-            let data = ex.conn.read_some()?;
-            if data.is_empty() {
-                return Ok(Flow::Close);
-            }
-            ex.write(&data)?;
-        }
-    })
+/// Counted outcomes of a load generator: 4 clients on keep-alive connections that reconnect
+/// when told to close.
+struct Load {
+    stop: Arc<AtomicBool>,
+    ok: Arc<AtomicUsize>,
+    failed: Arc<AtomicUsize>,
+    refused: Arc<AtomicUsize>,
+    clients: Vec<thread::JoinHandle<()>>,
 }
 
-fn upgrade(client: &mut Conn) -> Response {
-    client.send(UPGRADE_REQUEST);
-    let response = client.response();
-    assert_eq!(response.status(), 101, "{:?}", response.head.first_line);
-    assert!(
-        response.head.has_token("connection", "upgrade"),
-        "{:?}",
-        response.head.headers
-    );
-    assert_eq!(response.header("upgrade"), Some("websocket"));
-    response
-}
-
-#[test]
-fn upgraded_connection_carries_bytes_both_ways_until_the_client_closes() {
-    let server = echo_upgrade_server();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    upgrade(&mut client);
-
-    let head = &server.heads()[0];
-    assert!(
-        head.has_token("connection", "upgrade"),
-        "{:?}",
-        head.headers
-    );
-    assert_eq!(head.header("upgrade"), Some("websocket"));
-    assert_eq!(
-        head.header("sec-websocket-key"),
-        Some("dGhlIHNhbXBsZSBub25jZQ==")
-    );
-
-    for i in 0..5 {
-        let message = format!("ping {i}");
-        client.send(message.as_bytes());
-        let echoed = client
-            .read_exact_vec(message.len())
-            .unwrap_or_else(|e| panic!("echo {i}: {}", describe(&e)));
-        assert_eq!(echoed, message.as_bytes());
+impl Load {
+    fn start(web: std::net::SocketAddr) -> Load {
+        let stop = Arc::new(AtomicBool::new(false));
+        let (ok, failed, refused) = (
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+            Arc::new(AtomicUsize::new(0)),
+        );
+        let clients = (0..4)
+            .map(|c| {
+                let (stop, ok, failed, refused) =
+                    (stop.clone(), ok.clone(), failed.clone(), refused.clone());
+                thread::spawn(move || {
+                    let mut conn: Option<Conn> = None;
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        let current = match conn.take() {
+                            Some(current) => current,
+                            None => match Conn::try_connect(web) {
+                                Ok(fresh) => fresh,
+                                Err(_) => {
+                                    refused.fetch_add(1, Ordering::SeqCst);
+                                    continue;
+                                }
+                            },
+                        };
+                        let mut current = current;
+                        current.set_read_timeout(Duration::from_secs(5));
+                        let sent = current.try_send(&get_request(&format!("/{c}/{i}"), ""));
+                        i += 1;
+                        match sent.and_then(|()| current.read_response(false)) {
+                            Ok(response) if response.status() == 200 => {
+                                ok.fetch_add(1, Ordering::SeqCst);
+                                if !response.says_close() {
+                                    conn = Some(current);
+                                }
+                            }
+                            _ => {
+                                failed.fetch_add(1, Ordering::SeqCst);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        Load {
+            stop,
+            ok,
+            failed,
+            refused,
+            clients,
+        }
     }
 
-    // A megabyte each way at once: the tunnel must not stall one direction on the other.
-    const LEN: usize = 1 << 20;
-    let mut writer = client.stream.try_clone().unwrap();
-    let sender = thread::spawn(move || {
-        writer.write_all(&Pattern::bytes(11, LEN)).unwrap();
-    });
-    let mut check = PatternCheck::new(11);
-    client
-        .read_exact_with(LEN as u64, &mut |piece| check.feed(piece))
-        .unwrap_or_else(|e| panic!("after {} echoed bytes: {}", check.received, describe(&e)));
-    sender.join().unwrap();
-    assert_eq!(check.mismatch, None, "echoed bytes differ");
-
-    // Client closes its side: the server sees the end, closes, and the client sees that.
-    client.shutdown_write();
-    client.expect_closed();
-}
-
-#[test]
-fn upgraded_connection_ends_when_the_server_closes() {
-    let server = Mock::start(|ex| {
-        ex.write(SWITCHING)?;
-        ex.write(b"bye")?;
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    upgrade(&mut client);
-    let rest = client.read_until_closed();
-    assert_eq!(rest, b"bye");
-}
-
-#[test]
-fn server_sending_data_first_reaches_the_client() {
-    let server = Mock::start(|ex| {
-        let mut out = SWITCHING.to_vec();
-        out.extend_from_slice(b"hello from the server");
-        ex.write(&out)?;
-        let data = ex.conn.read_some()?;
-        ex.write(&data)?;
-        ex.wait_for_close(std::time::Duration::from_secs(15));
-        Ok(Flow::Close)
-    });
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    upgrade(&mut client);
-    let greeting = client.read_exact_vec(21).expect("greeting");
-    assert_eq!(greeting, b"hello from the server");
-    client.send(b"and back");
-    assert_eq!(client.read_exact_vec(8).expect("echo"), b"and back");
-}
-
-#[test]
-fn bytes_sent_right_after_the_upgrade_request_reach_the_server() {
-    let server = echo_upgrade_server();
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    let mut request = UPGRADE_REQUEST.to_vec();
-    request.extend_from_slice(b"early bytes");
-    client.send(&request);
-    let response = client.response();
-    assert_eq!(response.status(), 101);
-    let echoed = client.read_exact_vec(11).unwrap_or_else(|e| {
-        panic!(
-            "bytes sent with the request never came back: {}",
-            describe(&e)
+    /// Stops the clients; returns (ok, failed, refused).
+    fn finish(self) -> (usize, usize, usize) {
+        self.stop.store(true, Ordering::SeqCst);
+        for client in self.clients {
+            client.join().unwrap();
+        }
+        (
+            self.ok.load(Ordering::SeqCst),
+            self.failed.load(Ordering::SeqCst),
+            self.refused.load(Ordering::SeqCst),
         )
-    });
-    assert_eq!(echoed, b"early bytes");
+    }
+}
+
+/// The pid serving the admin API at `admin`.
+fn serving_pid(admin: std::net::SocketAddr) -> Option<u64> {
+    let mut conn = Conn::try_connect(admin).ok()?;
+    conn.set_read_timeout(Duration::from_secs(2));
+    conn.try_send(&get_request("/api/workers", "Connection: close\r\n"))
+        .ok()?;
+    let response = conn.read_response(false).ok()?;
+    let json: serde_json::Value = serde_json::from_str(&response.body_text()).ok()?;
+    json["pid"].as_u64()
 }
 
 #[test]
-fn declined_upgrade_stays_plain_http() {
-    let server = Mock::named("plain");
-    let proxy = Setup::new().server("a", server.addr).start();
-    let mut client = proxy.connect();
-    client.send(UPGRADE_REQUEST);
-    let response = client.response();
-    assert_eq!(response.status(), 200);
-    assert_eq!(response.body_text(), "plain");
-    let next = client.roundtrip(&get_request("/again", ""));
-    assert_eq!(next.status(), 200);
-    assert_eq!(next.body_text(), "plain");
+fn an_upgrade_and_a_reload_under_load_lose_no_request() {
+    let a = Mock::named("a");
+    let (web, admin): (std::net::SocketAddr, std::net::SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    let config = format!(
+        "workers = 2\n[[listener]]\nname = \"web\"\nbind = \"{web}\"\npool = \"app\"\n\
+         [admin]\nbind = \"{admin}\"\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        a.addr
+    );
+    let path = write_temp("upgrade.toml", &config);
+    let mut old = ChildGuard(
+        Command::new(binary())
+            .args(["run", "-c", path.to_str().unwrap()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn herdsman run"),
+    );
+    assert!(wait_listening(web, Duration::from_secs(10)));
+    let old_pid = u64::from(old.0.id());
+    assert_eq!(serving_pid(admin), Some(old_pid));
+
+    let load = Load::start(web);
+    thread::sleep(Duration::from_millis(300));
+    old.signal(libc::SIGUSR2);
+    // The old process exits once the new one serves and its requests in flight are done.
+    let exited = old.wait_timeout(Duration::from_secs(15));
+    assert!(
+        exited.is_some(),
+        "the old process did not stop after the upgrade"
+    );
+    let new_pid = serving_pid(admin).expect("the admin API after the upgrade");
+    assert_ne!(new_pid, old_pid);
+    // A reload of the new process under the same load.
+    // SAFETY: a signal to the process this test started (through its parent).
+    unsafe { libc::kill(new_pid as libc::pid_t, libc::SIGHUP) };
+    thread::sleep(Duration::from_millis(300));
+    let (ok, failed, refused) = load.finish();
+
+    let still = Instant::now();
+    // SAFETY: as above; the new process stops gracefully.
+    unsafe { libc::kill(new_pid as libc::pid_t, libc::SIGTERM) };
+    let gone = eventually(Duration::from_secs(10), || Conn::try_connect(web).is_err());
+    assert!(gone, "the new process did not stop ({:?})", still.elapsed());
+    assert!(ok > 100, "only {ok} requests across the upgrade");
+    assert_eq!((failed, refused), (0, 0), "{ok} requests served");
 }

@@ -64,6 +64,9 @@ pub struct AdminConfig {
     pub token: Option<String>,
     /// The intake mode's config name (`reuseport`, `balanced`, …), reported by `/api/workers`.
     pub intake: &'static str,
+    /// A listening socket on `bind` handed down by the process this one replaces (a binary
+    /// upgrade), used instead of binding.
+    pub inherited: Option<Arc<StdTcpListener>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -95,9 +98,16 @@ pub struct AdminHandle {
     /// The bound address (the real port when `[admin] bind` asked for port 0).
     pub local_addr: SocketAddr,
     thread: JoinHandle<()>,
+    /// A descriptor of the listening socket, to hand down at a binary upgrade.
+    kept: StdTcpListener,
 }
 
 impl AdminHandle {
+    /// The listening socket's descriptor, for a binary upgrade.
+    pub fn socket_fd(&self) -> std::os::fd::RawFd {
+        std::os::fd::AsRawFd::as_raw_fd(&self.kept)
+    }
+
     pub fn local_addr(&self) -> SocketAddr {
         self.local_addr
     }
@@ -125,9 +135,15 @@ pub fn start(
         addr: config.bind,
         error,
     };
-    let listener = StdTcpListener::bind(config.bind).map_err(bind_error)?;
+    let listener = match &config.inherited {
+        Some(inherited) => inherited.try_clone(),
+        None => StdTcpListener::bind(config.bind),
+    }
+    .map_err(bind_error)?;
     listener.set_nonblocking(true).map_err(bind_error)?;
     let local_addr = listener.local_addr().map_err(bind_error)?;
+    // Kept to hand down at a binary upgrade.
+    let kept = listener.try_clone().map_err(bind_error)?;
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -158,7 +174,11 @@ pub fn start(
         })
         .map_err(AdminError::Thread)?;
     tracing::info!(addr = %local_addr, "admin API listening");
-    Ok(AdminHandle { local_addr, thread })
+    Ok(AdminHandle {
+        local_addr,
+        thread,
+        kept,
+    })
 }
 
 /// Without a token, only loopback: the admin API reveals (and will later change) the proxy's
@@ -450,6 +470,8 @@ enum Route<'t> {
     Pools,
     /// `/api/reload`
     Reload,
+    /// `/api/upgrade`
+    Upgrade,
     /// `/api/pools/{pool}/servers`
     Servers {
         pool: &'t str,
@@ -512,6 +534,7 @@ impl<'t> Route<'t> {
             "/api/workers" => return Some(Route::Workers),
             "/api/pools" => return Some(Route::Pools),
             "/api/reload" => return Some(Route::Reload),
+            "/api/upgrade" => return Some(Route::Upgrade),
             _ => {}
         }
         let mut segments = path.strip_prefix("/api/pools/")?.split('/');
@@ -537,7 +560,7 @@ impl<'t> Route<'t> {
     fn allowed(self) -> Allowed {
         match self {
             Route::Health | Route::Workers | Route::Pools => Allowed::Read,
-            Route::Reload | Route::Servers { .. } => Allowed::Post,
+            Route::Reload | Route::Upgrade | Route::Servers { .. } => Allowed::Post,
             Route::Server { part, .. } => match part {
                 ServerPart::Whole => Allowed::Delete,
                 ServerPart::State | ServerPart::Weight => Allowed::Put,
@@ -550,6 +573,8 @@ impl<'t> Route<'t> {
 /// The body of `GET /api/workers`.
 #[derive(Serialize)]
 struct WorkersBody<'a> {
+    /// This process: it changes with a binary upgrade.
+    pid: u32,
     intake: &'a str,
     workers: Vec<WorkerReport>,
     /// The kernel's counters for the whole network namespace; `null` when /proc is unreadable.
@@ -578,6 +603,7 @@ fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
         Route::Workers => Ok(Answer::json(
             200,
             &WorkersBody {
+                pid: std::process::id(),
                 intake: shared.intake,
                 workers: shared.stats.report(),
                 listen_queue: procfs::listen_queue_drops(),
@@ -585,6 +611,17 @@ fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
         )),
         Route::Pools => Ok(Answer::json(200, &registry.pools())),
         Route::Reload => admin_pools::reload(registry),
+        // The upgrade is the signal's: the main thread starts the new binary, and this process
+        // stops once that one serves. 202: asked, not done.
+        Route::Upgrade => {
+            // SAFETY: kill with this process's own id and a signal it handles.
+            let sent = unsafe { libc::kill(libc::getpid(), libc::SIGUSR2) } == 0;
+            Ok(if sent {
+                Answer::json(202, &serde_json::json!({ "upgrading": true }))
+            } else {
+                Answer::error(500, "cannot signal this process")
+            })
+        }
         Route::Servers { pool } => admin_pools::add_server(registry, pool, body),
         Route::Server { pool, server, part } => match part {
             ServerPart::Whole => admin_pools::remove_server(registry, pool, server),
@@ -683,7 +720,7 @@ mod tests {
             "test",
         )
         .unwrap();
-        Arc::new(Registry::new(config, None, None, &[]).unwrap())
+        Arc::new(Registry::new(config, None, None, Vec::new()).unwrap())
     }
 
     fn shared(token: Option<&str>) -> Shared {

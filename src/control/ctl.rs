@@ -95,6 +95,9 @@ pub enum CtlCommand {
     },
     /// Re-read the config file; run-time changes that still apply are kept.
     Reload,
+    /// Start the binary again (the new one, if the file was replaced), handing it the listening
+    /// sockets; this process stops once the new one serves (as SIGUSR2 does).
+    Upgrade,
     /// Print the token that reaches a server in the `test` state, and the header to send it in.
     TestToken {
         #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
@@ -186,6 +189,7 @@ impl CtlCommand {
             }
             CtlCommand::Remove { server } => call("DELETE", server_path(server), None),
             CtlCommand::Reload => call("POST", "/api/reload".into(), None),
+            CtlCommand::Upgrade => call("POST", "/api/upgrade".into(), None),
             CtlCommand::TestToken { server } => {
                 call("GET", format!("{}/test-token", server_path(server)), None)
             }
@@ -231,6 +235,9 @@ impl CtlCommand {
             CtlCommand::Reload => {
                 let reply: ReloadReply = parse_json(body)?;
                 format!("reloaded: generation {}\n", reply.generation)
+            }
+            CtlCommand::Upgrade => {
+                "upgrading: the new process takes over once it serves (see the log)\n".to_string()
             }
             CtlCommand::TestToken { .. } => {
                 let reply: TestTokenReply = parse_json(body)?;

@@ -9,3 +9,4 @@ pub mod health;
 pub mod kernel_watch;
 pub mod registry;
 pub mod signals;
+pub mod upgrade;

@@ -129,6 +129,9 @@ struct ListenerSlot {
     bound: SocketAddr,
     /// Its open connections and `max_connections`, shared with the workers.
     load: Arc<ListenerLoad>,
+    /// A descriptor of its socket, to hand down at a binary upgrade (`None` in a registry with
+    /// no workers).
+    socket: Option<socket2::Socket>,
     open: bool,
     /// Its pool's name: kept when the listener closes, so that connections it accepted before
     /// keep going to the same pool.
@@ -162,21 +165,25 @@ impl Registry {
         config: Config,
         config_path: Option<PathBuf>,
         listener_control: Option<ListenerControl>,
-        bound: &[(SocketAddr, Arc<ListenerLoad>)],
+        bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<socket2::Socket>)>,
     ) -> io::Result<Registry> {
+        let mut bound = bound.into_iter();
         let slots: Vec<ListenerSlot> = config
             .listeners
             .iter()
-            .enumerate()
-            .map(|(slot, listener)| ListenerSlot {
-                name: listener.name.clone(),
-                bound: bound.get(slot).map_or(listener.bind, |(addr, _)| *addr),
-                load: bound.get(slot).map_or_else(
-                    || Arc::new(ListenerLoad::new(listener.max_connections)),
-                    |(_, load)| Arc::clone(load),
-                ),
-                open: true,
-                pool: config.pools[listener.pool].name.clone(),
+            .map(|listener| {
+                let (addr, load, socket) = bound.next().unwrap_or_else(|| {
+                    let load = Arc::new(ListenerLoad::new(listener.max_connections));
+                    (listener.bind, load, None)
+                });
+                ListenerSlot {
+                    name: listener.name.clone(),
+                    bound: addr,
+                    load,
+                    socket,
+                    open: true,
+                    pool: config.pools[listener.pool].name.clone(),
+                }
             })
             .collect();
         let mut slots = slots;
@@ -216,6 +223,27 @@ impl Registry {
     /// The running config, run-time changes included.
     pub fn config(&self) -> Config {
         self.lock().config.clone()
+    }
+
+    /// Closes the descriptors kept for an upgrade (a stop): with the workers' closed too, the
+    /// listening sockets close and new connections are refused.
+    pub fn drop_listener_sockets(&self) {
+        for slot in &mut self.lock().slots {
+            slot.socket = None;
+        }
+    }
+
+    /// Each open listener's name and socket descriptor, to hand down at a binary upgrade.
+    pub fn listener_sockets(&self) -> Vec<(String, std::os::fd::RawFd)> {
+        self.lock()
+            .slots
+            .iter()
+            .filter(|slot| slot.open)
+            .filter_map(|slot| {
+                let socket = slot.socket.as_ref()?;
+                Some((slot.name.clone(), std::os::fd::AsRawFd::as_raw_fd(socket)))
+            })
+            .collect()
     }
 
     /// The address an open listener is bound to (its real port when the config said port 0).
@@ -402,6 +430,7 @@ impl Registry {
         for (index, slot) in state.slots.iter_mut().enumerate() {
             if slot.open && closing.contains(&slot.name) {
                 slot.open = false;
+                slot.socket = None;
                 closed.push(index);
                 tracing::info!(listener = %slot.name, addr = %slot.bound, "listener closed by reload");
             }
@@ -421,11 +450,13 @@ impl Registry {
                 .find(|l| l.name == name)
                 .map_or(0, |l| l.max_connections);
             let load = Arc::new(ListenerLoad::new(limit));
+            let socket = sockets.first().and_then(|first| first.try_clone().ok());
             opened.push((state.slots.len(), sockets, Arc::clone(&load)));
             state.slots.push(ListenerSlot {
                 name: name.clone(),
                 bound,
                 load,
+                socket,
                 open: true,
                 pool: String::new(),
             });
@@ -830,7 +861,7 @@ servers = [
             ));
             std::fs::write(&path, FILE).unwrap();
             let config = Config::load(&path).unwrap();
-            let registry = Registry::new(config, Some(path.clone()), None, &[]).unwrap();
+            let registry = Registry::new(config, Some(path.clone()), None, Vec::new()).unwrap();
             Fixture { registry, path }
         }
 

@@ -1,13 +1,15 @@
-//! Signals: SIGTERM and SIGINT begin a graceful stop; SIGHUP reloads the config file.
+//! Signals: SIGTERM and SIGINT begin a graceful stop; SIGHUP reloads the config file; SIGUSR2
+//! upgrades the binary (see `upgrade`), and the old process then stops gracefully.
 
 use std::io;
 
 use super::registry::Registry;
 
-/// Blocks the calling thread until SIGTERM or SIGINT arrives, reloading `registry`'s config file
-/// at each SIGHUP meanwhile; returns the stopping signal's name. A reload that fails is logged
-/// with its reasons, and the running config stays.
-pub fn wait_for_stop(registry: &Registry) -> io::Result<&'static str> {
+/// Blocks the calling thread until SIGTERM or SIGINT arrives, or a SIGUSR2 for which `upgrade`
+/// started a successor that serves; returns the signal's name. Meanwhile each SIGHUP reloads
+/// `registry`'s config file. A reload or an upgrade that fails is logged with its reasons, and
+/// this process goes on serving as it was.
+pub fn wait_for_stop(registry: &Registry, upgrade: &dyn Fn() -> bool) -> io::Result<&'static str> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
@@ -18,10 +20,17 @@ pub fn wait_for_stop(registry: &Registry) -> io::Result<&'static str> {
             let mut terminate = signal(SignalKind::terminate())?;
             let mut interrupt = signal(SignalKind::interrupt())?;
             let mut hangup = signal(SignalKind::hangup())?;
+            let mut user2 = signal(SignalKind::user_defined2())?;
             loop {
                 tokio::select! {
                     _ = terminate.recv() => return Ok("SIGTERM"),
                     _ = interrupt.recv() => return Ok("SIGINT"),
+                    _ = user2.recv() => {
+                        tracing::info!("SIGUSR2: upgrading the binary");
+                        if upgrade() {
+                            return Ok("SIGUSR2");
+                        }
+                    }
                     _ = hangup.recv() => {
                         tracing::info!("SIGHUP: reloading the config");
                         if let Err(error) = registry.reload() {
@@ -33,7 +42,7 @@ pub fn wait_for_stop(registry: &Registry) -> io::Result<&'static str> {
         }
         #[cfg(not(unix))]
         {
-            let _ = registry;
+            let _ = (registry, upgrade);
             tokio::signal::ctrl_c().await?;
             Ok("Ctrl-C")
         }

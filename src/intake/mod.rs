@@ -85,6 +85,32 @@ pub fn bind_listener(
     Ok(sockets)
 }
 
+/// Like [`bind_listener`], starting from `socket`, a listening socket handed down by the process
+/// this one replaces (see `control::upgrade`): the same socket for every worker, or for
+/// `reuseport` the first worker's, the others binding beside it.
+pub fn adopt_listener(
+    mode: IntakeMode,
+    socket: Socket,
+    backlog: u32,
+    workers: usize,
+) -> io::Result<Vec<Socket>> {
+    socket.set_nonblocking(true)?;
+    let addr = socket
+        .local_addr()?
+        .as_socket()
+        .ok_or_else(|| io::Error::other("the inherited socket has no IP address"))?;
+    let mut sockets = Vec::with_capacity(workers);
+    for _ in 1..workers {
+        sockets.push(if mode == IntakeMode::ReusePort {
+            bind_one(addr, backlog, true)?
+        } else {
+            socket.try_clone()?
+        });
+    }
+    sockets.insert(0, socket);
+    Ok(sockets)
+}
+
 fn bind_one(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<Socket> {
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
     socket.set_reuse_address(true)?;

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::{timeout, timeout_at, Instant};
 
 pub use buffer::Buffer;
 pub use failure::Failure;
@@ -138,15 +138,24 @@ async fn wait_for_request(
         }
     };
     let wait = if parks { PARK_AFTER } else { idle };
+    tokio::pin!(first_bytes);
     tokio::select! {
-        waited = timeout_at(since + wait, first_bytes) => waited.unwrap_or(if parks {
+        waited = timeout_at(since + wait, &mut first_bytes) => waited.unwrap_or(if parks {
             Waited::Quiet { deadline: since + idle }
         } else {
             Waited::Close
         }),
-        () = context.stopped() => Waited::Close,
+        () = context.stopped() => {
+            // Last call: a request already on its way (a busy client sends its next one at
+            // once) is served, with Connection: close, rather than met with a close that could
+            // cross it on the wire and fail it. A connection that stays silent closes.
+            timeout(LAST_CALL, first_bytes).await.unwrap_or(Waited::Close)
+        }
     }
 }
+
+/// How long a stop waits for the next request of a connection that is between requests.
+const LAST_CALL: Duration = Duration::from_millis(250);
 
 /// Moves a quiet connection from its task into the worker's parking lot (closing it if that
 /// fails); the task then ends.

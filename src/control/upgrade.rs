@@ -1,0 +1,192 @@
+//! Zero-downtime binary upgrade. On SIGUSR2 (or `herdsman ctl upgrade`) the running process
+//! starts the binary again — the new one, if the file was replaced — with the same arguments,
+//! handing it its listening sockets (descriptors left open across exec, named in
+//! `HERDSMAN_INHERIT`). The new process adopts them instead of binding, starts serving, and says
+//! so on a pipe (`HERDSMAN_READY_FD`); only then does the old one stop gracefully: it stops
+//! accepting, finishes its requests in flight and exits. The listening sockets themselves never
+//! close, so no connection is refused meanwhile. A new process that fails to start changes
+//! nothing: the old one logs why and keeps serving.
+
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::io::{self, Read};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
+use std::os::unix::process::CommandExt;
+use std::path::PathBuf;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+/// Names the inherited sockets: `listener=FD,listener=FD` and `admin` for the admin API's.
+pub const INHERIT_ENV: &str = "HERDSMAN_INHERIT";
+/// The pipe on which the new process says it serves.
+pub const READY_ENV: &str = "HERDSMAN_READY_FD";
+/// The name the admin API's socket goes by in `HERDSMAN_INHERIT`.
+const ADMIN: &str = "admin";
+/// How long the old process waits for the new one to serve before giving up on it.
+const READY_WAIT: Duration = Duration::from_secs(30);
+
+/// How to start this process again: its executable as it was at start (the path, so that a
+/// replaced file starts the new binary) and its arguments.
+#[derive(Debug, Clone)]
+pub struct Relaunch {
+    pub exe: PathBuf,
+    pub args: Vec<OsString>,
+}
+
+impl Relaunch {
+    /// This process's, read now (call at start, before the file can be replaced).
+    pub fn of_this_process() -> io::Result<Relaunch> {
+        let exe = std::env::current_exe()?;
+        Ok(Relaunch {
+            exe,
+            args: std::env::args_os().skip(1).collect(),
+        })
+    }
+}
+
+/// Starts the successor with `sockets` (name, descriptor) and waits until it serves. `Ok` with
+/// its pid: the caller stops gracefully. `Err`: the caller keeps serving.
+pub fn start_successor(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u32, String> {
+    let (ready_read, ready_write) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+    let inherit = sockets
+        .iter()
+        .map(|(name, fd)| format!("{name}={fd}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let mut keep: Vec<RawFd> = sockets.iter().map(|(_, fd)| *fd).collect();
+    keep.push(ready_write.as_raw_fd());
+    let mut command = Command::new(&relaunch.exe);
+    command
+        .args(&relaunch.args)
+        .env(INHERIT_ENV, inherit)
+        .env(READY_ENV, ready_write.as_raw_fd().to_string())
+        .stdin(Stdio::null());
+    // SAFETY: between fork and exec only async-signal-safe calls (fcntl) are made.
+    unsafe {
+        command.pre_exec(move || {
+            for fd in &keep {
+                if libc::fcntl(*fd, libc::F_SETFD, 0) == -1 {
+                    return Err(io::Error::last_os_error());
+                }
+            }
+            Ok(())
+        });
+    }
+    let mut child = command
+        .spawn()
+        .map_err(|e| format!("cannot start {}: {e}", relaunch.exe.display()))?;
+    // Only the child may hold the write end now: its exit then ends the read below.
+    drop(ready_write);
+    let pid = child.id();
+    let (sender, receiver) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut ready_read = std::fs::File::from(ready_read);
+        let mut said = String::new();
+        let _ = ready_read.read_to_string(&mut said);
+        let _ = sender.send(said);
+    });
+    match receiver.recv_timeout(READY_WAIT) {
+        Ok(said) if said.starts_with("ready") => Ok(pid),
+        Ok(_) => {
+            let status = child
+                .wait()
+                .map_or("unknown".to_string(), |s| s.to_string());
+            Err(format!(
+                "the new process (pid {pid}) exited before serving: {status}"
+            ))
+        }
+        Err(_) => {
+            let _ = child.kill();
+            Err(format!(
+                "the new process (pid {pid}) did not serve within {READY_WAIT:?}; killed it"
+            ))
+        }
+    }
+}
+
+fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
+    let mut fds = [0; 2];
+    // SAFETY: pipe2 writes two descriptors into the array, which are then owned here.
+    if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } == -1 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: both descriptors were just created and belong to nobody else.
+    Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+/// The sockets handed down by the process this one replaces, by listener name.
+#[derive(Debug, Default)]
+pub struct Inherited {
+    sockets: HashMap<String, OwnedFd>,
+}
+
+impl Inherited {
+    /// Reads (and clears, so that no later child sees them) the variables the old process set.
+    /// Without them: nothing inherited.
+    pub fn from_env() -> Inherited {
+        let Some(list) = std::env::var_os(INHERIT_ENV) else {
+            return Inherited::default();
+        };
+        // Called at start, before the threads that might read the environment.
+        std::env::remove_var(INHERIT_ENV);
+        let mut sockets = HashMap::new();
+        for entry in list.to_string_lossy().split(',').filter(|e| !e.is_empty()) {
+            let Some((name, fd)) = entry.split_once('=') else {
+                continue;
+            };
+            let Ok(fd) = fd.parse::<RawFd>() else {
+                continue;
+            };
+            // SAFETY: the old process left this descriptor open for this process to own.
+            let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+            set_cloexec(&owned);
+            sockets.insert(name.to_string(), owned);
+        }
+        Inherited { sockets }
+    }
+
+    /// The inherited socket of listener `name`, if it listens on `addr` (or on any port of its
+    /// IP when `addr`'s port is 0); one on another address is closed.
+    pub fn take_listener(
+        &mut self,
+        name: &str,
+        addr: std::net::SocketAddr,
+    ) -> Option<socket2::Socket> {
+        let socket = socket2::Socket::from(self.sockets.remove(name)?);
+        let bound = socket.local_addr().ok()?.as_socket()?;
+        let same = bound == addr || (addr.port() == 0 && bound.ip() == addr.ip());
+        same.then_some(socket)
+    }
+
+    /// The admin API's inherited socket, if it listens on `addr`.
+    pub fn take_admin(&mut self, addr: std::net::SocketAddr) -> Option<std::net::TcpListener> {
+        self.take_listener(ADMIN, addr)
+            .map(std::net::TcpListener::from)
+    }
+}
+
+/// Tells the old process, if there is one, that this one serves now.
+pub fn tell_ready() {
+    let Some(fd) = std::env::var_os(READY_ENV) else {
+        return;
+    };
+    std::env::remove_var(READY_ENV);
+    let Ok(fd) = fd.to_string_lossy().parse::<RawFd>() else {
+        return;
+    };
+    // SAFETY: the old process left the pipe's write end open for this process.
+    let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let _ = io::Write::write_all(&mut pipe, b"ready\n");
+}
+
+/// The name an admin socket goes by, for [`start_successor`].
+pub fn admin_name() -> String {
+    ADMIN.to_string()
+}
+
+fn set_cloexec(fd: &OwnedFd) {
+    // SAFETY: fcntl on a descriptor this process owns.
+    unsafe {
+        libc::fcntl(fd.as_raw_fd(), libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+}

@@ -2,6 +2,11 @@
 //! 19-byte body. It must cost far less per request than the proxies put in front of it, so it runs
 //! one current-thread runtime, writes precomputed response bytes, and answers a whole batch of
 //! pipelined requests with one write.
+//!
+//! Two paths behave otherwise, for `slowloris`: `/big` answers with a 1 MiB body (written from one
+//! static chunk, so a thousand slow readers cost no per-connection copy), and `/upload` answers
+//! only once the whole request body has arrived, as an application that reads its input first
+//! does (every other path answers as soon as the head is in, and skips the body).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -19,6 +24,18 @@ const OK_KEEP_ALIVE_10: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: keep-alive\r\n\r\nhello from bench!!\n";
 const OK_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\nhello from bench!!\n";
+/// The body of `/big`, and the heads announcing it (the length is spelled out; a test checks it).
+pub const BIG_BODY_LEN: usize = 1 << 20;
+const BIG_KEEP_ALIVE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\n\r\n";
+const BIG_KEEP_ALIVE_10: &[u8] =
+    b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\nConnection: keep-alive\r\n\r\n";
+const BIG_CLOSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\nConnection: close\r\n\r\n";
+/// `/big`'s body is this chunk, written again and again.
+static BIG_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+/// Paths that do not get the small fixed answer.
+const BIG_PATH: &str = "/big";
+const UPLOAD_PATH: &str = "/upload";
+
 const BAD_REQUEST: &[u8] =
     b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 const NOT_IMPLEMENTED: &[u8] =
@@ -83,12 +100,24 @@ async fn serve(mut stream: TcpStream) {
             Ok(n) => n,
         };
         filled += n;
-        let consumed = scanner.answer(&input[..filled], &mut output);
-        if !output.is_empty() {
-            if stream.write_all(&output).await.is_err() {
+        // The scanner stops after the head of a `/big` response, whose body goes out here before
+        // the requests after it are answered.
+        let mut consumed = 0;
+        loop {
+            consumed += scanner.answer(&input[consumed..filled], &mut output);
+            if !output.is_empty() {
+                if stream.write_all(&output).await.is_err() {
+                    return;
+                }
+                output.clear();
+            }
+            if !scanner.big_body_due {
+                break;
+            }
+            scanner.big_body_due = false;
+            if write_big_body(&mut stream).await.is_err() {
                 return;
             }
-            output.clear();
         }
         if scanner.closing {
             return;
@@ -103,14 +132,49 @@ async fn serve(mut stream: TcpStream) {
     }
 }
 
+async fn write_big_body(stream: &mut TcpStream) -> std::io::Result<()> {
+    let mut left = BIG_BODY_LEN;
+    while left > 0 {
+        let n = left.min(BIG_CHUNK.len());
+        stream.write_all(&BIG_CHUNK[..n]).await?;
+        left -= n;
+    }
+    Ok(())
+}
+
+/// One response: its bytes (a whole response, or the head of `/big`), and what follows them.
+#[derive(Debug, Clone, Copy)]
+struct Answer {
+    bytes: &'static [u8],
+    /// The connection closes after it.
+    close: bool,
+    /// `/big`'s body is to be written after `bytes`.
+    big_body: bool,
+}
+
+impl Answer {
+    fn small(bytes: &'static [u8], close: bool) -> Answer {
+        Answer {
+            bytes,
+            close,
+            big_body: false,
+        }
+    }
+}
+
 /// Finds the complete requests in a byte stream and queues one response per request, in order.
 /// Survives requests split across reads at any byte, and skips Content-Length request bodies.
 #[derive(Debug, Default)]
 pub struct RequestScanner {
     /// Body bytes of the current request not yet received; skipped before the next head.
     body_remaining: u64,
+    /// An `/upload` request's answer, held until its body has all arrived.
+    after_body: Option<Answer>,
     /// Set once a response asked for the connection to close; nothing after it is answered.
     pub closing: bool,
+    /// Set when the last bytes queued are the head of a `/big` response: its body must be written
+    /// next, before anything else. `answer` queues nothing more while it is set.
+    pub big_body_due: bool,
 }
 
 impl RequestScanner {
@@ -118,11 +182,16 @@ impl RequestScanner {
     /// bytes of `input` were consumed; the rest is an incomplete head to keep for the next read.
     pub fn answer(&mut self, input: &[u8], output: &mut Vec<u8>) -> usize {
         let mut at = 0;
-        while at < input.len() && !self.closing {
+        while at < input.len() && !self.closing && !self.big_body_due {
             if self.body_remaining > 0 {
                 let skip = self.body_remaining.min((input.len() - at) as u64);
                 self.body_remaining -= skip;
                 at += skip as usize;
+                if self.body_remaining == 0 {
+                    if let Some(answer) = self.after_body.take() {
+                        self.queue(answer, output);
+                    }
+                }
                 continue;
             }
             let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
@@ -130,20 +199,31 @@ impl RequestScanner {
             match request.parse(&input[at..]) {
                 Ok(httparse::Status::Complete(head_len)) => {
                     at += head_len;
-                    let response = self.response_for(&request);
-                    output.extend_from_slice(response);
+                    let answer = self.response_for(&request);
+                    // Refusals (400, 501) go out at once; a 200 to `/upload` waits.
+                    let waits_for_body = request.path == Some(UPLOAD_PATH)
+                        && self.body_remaining > 0
+                        && answer.bytes.starts_with(b"HTTP/1.1 200");
+                    if waits_for_body {
+                        self.after_body = Some(answer);
+                    } else {
+                        self.queue(answer, output);
+                    }
                 }
                 Ok(httparse::Status::Partial) => break,
-                Err(_) => {
-                    output.extend_from_slice(BAD_REQUEST);
-                    self.closing = true;
-                }
+                Err(_) => self.queue(Answer::small(BAD_REQUEST, true), output),
             }
         }
         at
     }
 
-    fn response_for(&mut self, request: &httparse::Request) -> &'static [u8] {
+    fn queue(&mut self, answer: Answer, output: &mut Vec<u8>) {
+        output.extend_from_slice(answer.bytes);
+        self.closing |= answer.close;
+        self.big_body_due |= answer.big_body;
+    }
+
+    fn response_for(&mut self, request: &httparse::Request) -> Answer {
         let http10 = request.version == Some(0);
         let mut keep_alive = !http10;
         for header in request.headers.iter() {
@@ -153,15 +233,11 @@ impl RequestScanner {
                     .and_then(|v| v.trim().parse::<u64>().ok());
                 match parsed {
                     Some(length) => self.body_remaining = length,
-                    None => {
-                        self.closing = true;
-                        return BAD_REQUEST;
-                    }
+                    None => return Answer::small(BAD_REQUEST, true),
                 }
             } else if header.name.eq_ignore_ascii_case("transfer-encoding") {
                 // Chunked uploads are not part of any benchmark here.
-                self.closing = true;
-                return NOT_IMPLEMENTED;
+                return Answer::small(NOT_IMPLEMENTED, true);
             } else if header.name.eq_ignore_ascii_case("connection") {
                 let value = header.value;
                 if contains_token(value, b"close") {
@@ -172,14 +248,24 @@ impl RequestScanner {
             }
         }
         let head_only = request.method == Some("HEAD");
-        match (keep_alive, http10, head_only) {
-            (false, _, _) => {
-                self.closing = true;
-                without_body(OK_CLOSE, head_only)
-            }
-            (true, true, _) => without_body(OK_KEEP_ALIVE_10, head_only),
-            (true, false, _) => without_body(OK_KEEP_ALIVE, head_only),
+        if request.path == Some(BIG_PATH) {
+            let head = match (keep_alive, http10) {
+                (false, _) => BIG_CLOSE,
+                (true, true) => BIG_KEEP_ALIVE_10,
+                (true, false) => BIG_KEEP_ALIVE,
+            };
+            return Answer {
+                bytes: head,
+                close: !keep_alive,
+                big_body: !head_only,
+            };
         }
+        let bytes = match (keep_alive, http10) {
+            (false, _) => OK_CLOSE,
+            (true, true) => OK_KEEP_ALIVE_10,
+            (true, false) => OK_KEEP_ALIVE,
+        };
+        Answer::small(without_body(bytes, head_only), !keep_alive)
     }
 }
 
@@ -258,6 +344,52 @@ mod tests {
         );
         assert_eq!(out, OK_KEEP_ALIVE_10);
         assert!(!scanner.closing);
+    }
+
+    #[test]
+    fn big_heads_announce_the_big_body() {
+        for head in [BIG_KEEP_ALIVE, BIG_KEEP_ALIVE_10, BIG_CLOSE] {
+            let text = std::str::from_utf8(head).unwrap();
+            assert!(text.contains(&format!("Content-Length: {BIG_BODY_LEN}\r\n")));
+        }
+    }
+
+    #[test]
+    fn big_stops_the_scan_until_its_body_is_written() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        let input = [&b"GET /big HTTP/1.1\r\n\r\n"[..], GET].concat();
+        let consumed = scanner.answer(&input, &mut out);
+        assert_eq!(out, BIG_KEEP_ALIVE);
+        assert!(scanner.big_body_due && !scanner.closing);
+        // The caller writes the body, clears the flag, and scans the rest.
+        scanner.big_body_due = false;
+        out.clear();
+        assert_eq!(scanner.answer(&input[consumed..], &mut out), GET.len());
+        assert_eq!(out, OK_KEEP_ALIVE);
+        // HEAD /big: the head alone.
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        scanner.answer(b"HEAD /big HTTP/1.1\r\n\r\n", &mut out);
+        assert_eq!(out, BIG_KEEP_ALIVE);
+        assert!(!scanner.big_body_due);
+    }
+
+    #[test]
+    fn upload_is_answered_once_its_body_has_arrived() {
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        let head = b"POST /upload HTTP/1.1\r\nContent-Length: 6\r\n\r\nabc";
+        assert_eq!(scanner.answer(head, &mut out), head.len());
+        assert!(out.is_empty());
+        let rest = [&b"def"[..], GET].concat();
+        assert_eq!(scanner.answer(&rest, &mut out), rest.len());
+        assert_eq!(out, [OK_KEEP_ALIVE, OK_KEEP_ALIVE].concat());
+        // Any other path answers at once.
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        scanner.answer(b"POST / HTTP/1.1\r\nContent-Length: 6\r\n\r\n", &mut out);
+        assert_eq!(out, OK_KEEP_ALIVE);
     }
 
     #[test]

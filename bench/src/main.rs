@@ -7,6 +7,7 @@
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
+//! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
 //! - `plot`        — line charts as PNG files for bench/results/
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
@@ -31,6 +32,7 @@ mod proxies;
 mod report;
 mod results;
 mod scratch;
+mod slowloris;
 mod stall;
 mod targets;
 mod tools;
@@ -49,7 +51,8 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Serve a fixed 19-byte response to every request (HTTP/1.1 keep-alive, one thread).
+    /// Serve a fixed 19-byte response to every request (HTTP/1.1 keep-alive, one thread); /big
+    /// answers 1 MiB and /upload answers after the whole body, for `slowloris`.
     Backend {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: SocketAddr,
@@ -68,6 +71,11 @@ enum Command {
     FairnessClient(fairness::client::ClientArgs),
     /// Connect-to-first-byte latency while one worker stalls; writes bench/results/stall.md.
     Stall(stall::StallArgs),
+    /// The others' requests/s with and without 1,000 slow clients; writes bench/results/slowloris.md.
+    Slowloris(slowloris::SlowlorisArgs),
+    /// One process of slow connections for `slowloris` (started by it).
+    #[command(hide = true)]
+    SlowClients(slowloris::clients::SlowClientsArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -79,5 +87,7 @@ fn main() -> anyhow::Result<()> {
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),
+        Command::Slowloris(args) => slowloris::run(args),
+        Command::SlowClients(args) => slowloris::clients::run(args),
     }
 }

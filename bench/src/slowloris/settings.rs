@@ -1,0 +1,139 @@
+//! The options of `slowloris` and what they resolve to: the full run by default (three rounds of
+//! 10 s runs, 1,000 slow connections), or with `--short` one round of 2 s runs with 200, written
+//! under target/ for the test. An option given explicitly wins over either set of defaults.
+
+use std::path::{Path, PathBuf};
+
+/// Options of `slowloris`.
+#[derive(Debug, clap::Args)]
+pub struct SlowlorisArgs {
+    /// Slow connections held open during the runs "with", a quarter of each kind. Default: 1000;
+    /// with --short, 200.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(4..=12_000))]
+    pub slow: Option<u32>,
+    /// herdsman's worker threads.
+    #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub workers: u32,
+    /// wrk's connections: the other clients, whose requests/s is measured.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=5000))]
+    pub connections: u32,
+    /// Seconds per wrk run. Default: 10; with --short, 2.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=600))]
+    pub duration: Option<u32>,
+    /// Rounds; each has one run without and one with the slow connections. Default: 3; with
+    /// --short, 1.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub rounds: Option<u32>,
+    /// One round of 2 s runs with 200 slow connections, written by default under target/ rather
+    /// than over bench/results/slowloris.md.
+    #[arg(long)]
+    pub short: bool,
+    /// The results file; the plot goes beside it with a .png extension.
+    /// Default: bench/results/slowloris.md, or target/herdsman-bench/slowloris-short.md with --short.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Use the existing target/release/herdsman without running cargo build first.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+/// One set of defaults.
+struct Defaults {
+    slow: u32,
+    seconds: u32,
+    rounds: u32,
+    /// Relative to the workspace.
+    out: &'static str,
+}
+
+/// The issue's setup: 1,000 slow connections; three rounds of 10 s runs, about two minutes.
+const FULL: Defaults = Defaults {
+    slow: 1000,
+    seconds: 10,
+    rounds: 3,
+    out: "bench/results/slowloris.md",
+};
+
+/// Enough to prove it still runs end to end, in about 15 s after the build.
+const SHORT: Defaults = Defaults {
+    slow: 200,
+    seconds: 2,
+    rounds: 1,
+    out: "target/herdsman-bench/slowloris-short.md",
+};
+
+/// What a run measures, with every default applied.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    pub slow: u32,
+    pub workers: u32,
+    pub connections: u32,
+    pub seconds: u32,
+    pub rounds: u32,
+    pub out: PathBuf,
+}
+
+impl Settings {
+    pub fn resolve(args: &SlowlorisArgs, workspace: &Path) -> Settings {
+        let defaults = if args.short { &SHORT } else { &FULL };
+        Settings {
+            slow: args.slow.unwrap_or(defaults.slow),
+            workers: args.workers,
+            connections: args.connections,
+            seconds: args.duration.unwrap_or(defaults.seconds),
+            rounds: args.rounds.unwrap_or(defaults.rounds),
+            out: args
+                .out
+                .clone()
+                .unwrap_or_else(|| workspace.join(defaults.out)),
+        }
+    }
+
+    /// Descriptors herdsman needs at the peak: every client connection, a server connection for
+    /// each slow upload and slow reader (half the slow ones) and each wrk connection, and spares.
+    pub fn herdsman_descriptors(&self) -> u64 {
+        let slow = u64::from(self.slow);
+        let wrk = u64::from(self.connections);
+        slow + slow / 2 + 2 * wrk + 100
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Parser)]
+    struct Cli {
+        #[command(flatten)]
+        args: SlowlorisArgs,
+    }
+
+    fn resolve(args: &[&str]) -> Settings {
+        let cli =
+            Cli::try_parse_from(std::iter::once("slowloris").chain(args.iter().copied())).unwrap();
+        Settings::resolve(&cli.args, Path::new("/w"))
+    }
+
+    #[test]
+    fn the_defaults_are_the_issue_setup() {
+        let s = resolve(&[]);
+        assert_eq!((s.slow, s.workers, s.connections), (1000, 2, 50));
+        assert_eq!((s.seconds, s.rounds), (10, 3));
+        assert_eq!(s.out, Path::new("/w/bench/results/slowloris.md"));
+    }
+
+    #[test]
+    fn short_mode_is_brief_and_writes_under_target() {
+        let s = resolve(&["--short"]);
+        assert_eq!((s.slow, s.seconds, s.rounds), (200, 2, 1));
+        assert!(s.out.starts_with("/w/target"));
+        let s = resolve(&["--short", "--slow", "400", "--out", "x.md"]);
+        assert_eq!((s.slow, s.out), (400, PathBuf::from("x.md")));
+    }
+
+    #[test]
+    fn herdsman_needs_a_descriptor_per_connection_and_per_held_server_connection() {
+        assert_eq!(resolve(&[]).herdsman_descriptors(), 1000 + 500 + 100 + 100);
+    }
+}

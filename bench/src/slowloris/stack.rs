@@ -1,0 +1,146 @@
+//! herdsman in front of the backend for `slowloris`, started together and stopped together (on
+//! drop). herdsman's configuration is `compare`'s (the same keep-alive and idle settings as its
+//! herdsman row), with one change: a `client_header` timeout longer than any slow head is held.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::process::{free_port, Supervised};
+use crate::proxies::{self, Plan};
+
+/// A slow head is held for one run "with" (its wrk run plus a few seconds); herdsman's default
+/// `client_header` of 10 s would answer it with 408 and close it in the middle of that run, and
+/// the cost of holding it would go unmeasured. Also at least this long.
+const CLIENT_HEADER_AT_LEAST_SECONDS: u32 = 300;
+
+/// The `client_header` timeout for runs of `seconds`: longer than a slow head is ever held.
+pub fn client_header_seconds(seconds: u32) -> u32 {
+    CLIENT_HEADER_AT_LEAST_SECONDS.max(seconds + 120)
+}
+
+/// compare's herdsman configuration with `client_header` set.
+pub fn config(plan: Plan, client_header_seconds: u32) -> String {
+    let base = proxies::herdsman_config(plan, None);
+    base.replacen(
+        "[timeouts]\n",
+        &format!(
+            "[timeouts]\n\
+             # Longer than a slow head is held (herdsman's default is 10s), so that herdsman\n\
+             # holds it for the whole run instead of answering 408.\n\
+             client_header = \"{client_header_seconds}s\"\n"
+        ),
+        1,
+    )
+}
+
+/// A running backend and herdsman.
+pub struct Stack {
+    /// herdsman's port on 127.0.0.1.
+    pub port: u16,
+    /// herdsman's configuration, as written.
+    pub config: String,
+    /// Declared before the backend so that herdsman stops first.
+    pub herdsman: Supervised,
+    pub backend: Supervised,
+}
+
+impl Stack {
+    /// Starts the backend (this program's `backend` subcommand) and `herdsman` with `workers`,
+    /// and waits until both answer; the config and logs go into `dir`.
+    pub fn start(
+        herdsman: &Path,
+        workers: u32,
+        client_header_seconds: u32,
+        dir: &Path,
+    ) -> anyhow::Result<Stack> {
+        let backend_port = free_port()?;
+        let mut command = Command::new(std::env::current_exe()?);
+        command
+            .arg("backend")
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{backend_port}"));
+        let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
+        backend.wait_until_serving(backend_port, Duration::from_secs(10))?;
+
+        let port = free_port()?;
+        let plan = Plan {
+            workers,
+            port,
+            backend_port,
+            // compare's default: herdsman's own 64 idle server connections per worker.
+            backend_idle: 64,
+            // Not used by herdsman's configuration (it has no connection limit).
+            client_connections: 0,
+            descriptor_limit: 0,
+        };
+        let config = config(plan, client_header_seconds);
+        let file = dir.join("herdsman.toml");
+        std::fs::write(&file, &config).with_context(|| format!("writing {}", file.display()))?;
+        let mut command = Command::new(herdsman);
+        command.arg("run").arg("-c").arg(&file).current_dir(dir);
+        let mut process = Supervised::spawn("herdsman", command, &dir.join("herdsman.log"))?;
+        process.wait_until_serving(port, Duration::from_secs(15))?;
+        eprintln!(
+            "backend on 127.0.0.1:{backend_port} (pid {}), herdsman on 127.0.0.1:{port} (pid {})",
+            backend.pid(),
+            process.pid()
+        );
+        Ok(Stack {
+            port,
+            config,
+            herdsman: process,
+            backend,
+        })
+    }
+
+    /// Fails with the reason if either process has exited.
+    pub fn check_alive(&mut self) -> anyhow::Result<()> {
+        for process in [&mut self.herdsman, &mut self.backend] {
+            if let Some(reason) = process.exit_reason() {
+                anyhow::bail!("{reason}");
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const PLAN: Plan = Plan {
+        workers: 2,
+        port: 4100,
+        backend_port: 4200,
+        backend_idle: 64,
+        client_connections: 0,
+        descriptor_limit: 0,
+    };
+
+    #[test]
+    fn the_header_timeout_goes_into_compare_s_timeouts_table() {
+        let text = config(PLAN, 300);
+        assert_eq!(text.matches("[timeouts]").count(), 1, "{text}");
+        assert_eq!(text.matches("client_header = ").count(), 1, "{text}");
+        let table = text.split("[timeouts]\n").nth(1).unwrap();
+        let table = table.split("\n[").next().unwrap();
+        assert!(table.contains("client_header = \"300s\"\n"), "{text}");
+        assert!(table.contains("client_idle = \"300s\""), "{text}");
+        // Everything else is compare's configuration.
+        let without: String = text
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.starts_with("client_header"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        assert_eq!(without, proxies::herdsman_config(PLAN, None));
+    }
+
+    #[test]
+    fn the_header_timeout_outlasts_long_runs() {
+        assert_eq!(client_header_seconds(10), 300);
+        assert_eq!(client_header_seconds(600), 720);
+    }
+}

@@ -1,0 +1,176 @@
+//! End to end: `herdsman-bench slowloris --short`, so that the slow-client benchmark cannot rot. It
+//! builds herdsman's release binary (as `slowloris` always does), runs wrk through it once without
+//! and once with 200 slow connections (50 of each kind), and checks that the results file has
+//! every figure both ways and their ratio, that every slow connection was opened, and that
+//! herdsman answered every one of wrk's requests while they were open. Whether the ratio meets the
+//! 90% target is a figure for the results file, not a pass or fail here: timing on a shared
+//! machine is no test.
+//!
+//! It needs wrk (`slowloris` installs it with apt-get when it runs as root; CI installs it first).
+//! It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every benchmark
+//! on a shared machine (or runs under it when started by `flock` on it).
+
+use std::fs::{File, OpenOptions};
+use std::os::fd::AsRawFd;
+use std::path::Path;
+use std::process::Command;
+use std::time::Instant;
+
+const LOCK: &str = "/tmp/herdsman-bench.lock";
+const KINDS: [&str; 4] = ["slow-head", "slow-body", "slow-reader", "reset-upload"];
+
+/// Holds the benchmark lock until dropped: taken here (waiting for any benchmark that runs), or
+/// None when this process already runs under it — `flock LOCK cargo test …` passes its open lock
+/// file down, and taking the lock again through a new descriptor would wait for ourselves.
+fn take_benchmark_lock() -> Option<File> {
+    let inherited = std::fs::read_dir("/proc/self/fd")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == Path::new(LOCK)));
+    if inherited {
+        return None;
+    }
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(LOCK)
+        .unwrap_or_else(|e| panic!("opening {LOCK}: {e}"));
+    eprintln!("waiting for {LOCK} (another benchmark may be running)…");
+    // SAFETY: flock only locks the descriptor, which `file` keeps open while the lock is needed.
+    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
+    assert_eq!(
+        locked,
+        0,
+        "flock {LOCK}: {}",
+        std::io::Error::last_os_error()
+    );
+    Some(file)
+}
+
+/// The cells of the rows of the first Markdown table after the line starting with `heading`.
+fn table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
+    let start = md
+        .lines()
+        .position(|l| l.starts_with(heading))
+        .unwrap_or_else(|| panic!("no heading {heading:?} in the results"));
+    rows(
+        md.lines()
+            .skip(start + 1)
+            .skip_while(|l| !l.starts_with('|')),
+    )
+}
+
+/// The rows of the Markdown table whose header line starts with `header`.
+fn table_starting(md: &str, header: &str) -> Vec<Vec<String>> {
+    let table = rows(md.lines().skip_while(|l| !l.starts_with(header)));
+    assert!(!table.is_empty(), "no table {header:?} in the results");
+    table
+}
+
+/// The cells of a table's rows, from its header line on.
+fn rows<'a>(lines: impl Iterator<Item = &'a str>) -> Vec<Vec<String>> {
+    lines
+        .take_while(|l| l.starts_with('|'))
+        .skip(2) // the header and the alignment row
+        .map(|l| {
+            l.trim_matches('|')
+                .split('|')
+                .map(|c| c.trim().to_string())
+                .collect()
+        })
+        .collect()
+}
+
+/// A figure as the results print it: "57,123", "16.26", "98.1%", "1.05×".
+fn is_number(cell: &str) -> bool {
+    let bare = cell.replace(',', "");
+    let bare = bare.split(' ').next().unwrap_or_default();
+    bare.trim_end_matches(['%', '×']).parse::<f64>().is_ok()
+}
+
+fn row<'a>(table: &'a [Vec<String>], first: &str) -> &'a [String] {
+    table
+        .iter()
+        .find(|r| r[0] == first)
+        .unwrap_or_else(|| panic!("no row {first:?} in {table:#?}"))
+}
+
+#[test]
+fn the_short_slowloris_run_measures_both_ways() {
+    let _lock = take_benchmark_lock();
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("slowloris-short");
+    let out = dir.join("slowloris-short.md");
+    // Nothing left from an earlier run may stand in for what this one writes.
+    std::fs::remove_dir_all(&dir).ok();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
+        .args(["slowloris", "--short", "--out"])
+        .arg(&out)
+        .output()
+        .expect("starting herdsman-bench");
+    eprintln!(
+        "slowloris --short took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "slowloris --short failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let md = std::fs::read_to_string(&out).expect("the results file");
+    assert!(!md.contains("## Stopped early"), "{md}");
+
+    // The summary on stdout gives both figures and the ratio.
+    for part in ["without", "with 200 slow", "with ÷ without requests/s: "] {
+        assert!(
+            stdout.contains(part),
+            "{part:?} not in the summary:\n{stdout}"
+        );
+    }
+
+    // Requests/s, p50 and p99 without and with, and with ÷ without.
+    let figures = table_after(&md, "## The other clients (wrk)");
+    for title in ["requests/s", "p50 latency, µs", "p99 latency, µs"] {
+        let cells = row(&figures, title);
+        for cell in &cells[1..4] {
+            assert!(is_number(cell), "{title}: {cells:?}");
+        }
+    }
+    assert!(row(&figures, "requests/s")[3].ends_with('%'));
+    assert!(
+        md.contains("target ≥ 90%: met") || md.contains("target ≥ 90%: **NOT MET**"),
+        "no verdict:\n{md}"
+    );
+
+    // herdsman answered every request of wrk, with the slow connections open too.
+    assert!(
+        md.contains("wrk errors over all runs (socket errors + status ≥ 400): 0."),
+        "{md}"
+    );
+
+    // Every slow connection opened, 50 of each kind, and counted at the end.
+    let slow = table_starting(&md, "| kind | opened |");
+    for kind in KINDS {
+        let cells = row(&slow, kind);
+        assert!(is_number(&cells[2]), "{kind}: {cells:?}");
+        if kind != "reset-upload" {
+            assert_eq!(
+                (cells[1].as_str(), cells[4].as_str()),
+                ("50", "0"),
+                "{kind}"
+            );
+        }
+    }
+
+    let bytes = std::fs::read(dir.join("slowloris-short.png")).expect("the plot");
+    assert!(bytes.starts_with(b"\x89PNG"), "the plot is not a PNG");
+    assert!(
+        md.contains("](slowloris-short.png)"),
+        "the plot is not referenced"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -98,6 +98,9 @@ fn server_that_never_answers_is_504_after_backend_response() {
         "504 after only {waited:?}; backend_response is 300ms"
     );
     assert!(waited < Duration::from_secs(5), "504 only after {waited:?}");
+    // The connection that never answered is not reused: the next request opens another.
+    assert_error_response(&proxy.get("/again"), 504);
+    assert_eq!(server.connections(), 2, "the silent connection was reused");
 }
 
 /// Answers every request with `response`, then sends nothing more, holding the connection open

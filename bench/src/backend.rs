@@ -9,11 +9,15 @@
 //! does (every other path answers as soon as the head is in, and skips the body).
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
+
+use crate::process::Supervised;
 
 /// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
 pub const BODY: &[u8] = b"hello from bench!!\n";
@@ -60,6 +64,19 @@ fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
     socket.set_reuseaddr(true)?;
     socket.bind(listen)?;
     socket.listen(BACKLOG)
+}
+
+/// Starts this program's `backend` subcommand on 127.0.0.1:`port` as a supervised child, its log
+/// in `dir`, and waits until it answers.
+pub fn start(port: u16, dir: &Path) -> anyhow::Result<Supervised> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command
+        .arg("backend")
+        .arg("--listen")
+        .arg(format!("127.0.0.1:{port}"));
+    let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
+    backend.wait_until_serving(port, Duration::from_secs(10))?;
+    Ok(backend)
 }
 
 /// Serves until the process is killed; the compare command owns the process and stops it.

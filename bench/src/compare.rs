@@ -29,7 +29,7 @@ use crate::report::idle::IdleSweep;
 use crate::report::{self, goals, worker_count, Run, Session, BACKEND_LABEL};
 use crate::scratch::ScratchDir;
 use crate::wrk::{self, Load};
-use crate::{environment, procstat, targets, tools};
+use crate::{backend, environment, procstat, targets, tools};
 use progress::Progress;
 use settings::Settings;
 
@@ -76,7 +76,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let busy_at_start = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy_at_start);
     let scratch = ScratchDir::create()?;
-    let mut backend = start_backend(backend_port, scratch.path())?;
+    let mut backend = backend::start(backend_port, scratch.path())?;
+    eprintln!(
+        "backend on 127.0.0.1:{backend_port} (pid {})",
+        backend.pid()
+    );
 
     let mut progress = Progress::new(planned_runs(&settings, targets.len()));
     eprintln!(
@@ -330,18 +334,6 @@ fn turn_order(targets: usize, round: u32) -> impl Iterator<Item = usize> {
     (0..targets).map(move |turn| (turn + shift) % targets)
 }
 
-fn start_backend(port: u16, scratch: &Path) -> anyhow::Result<Supervised> {
-    let mut command = std::process::Command::new(std::env::current_exe()?);
-    command
-        .arg("backend")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"));
-    let mut backend = Supervised::spawn("backend", command, &scratch.join("backend.log"))?;
-    backend.wait_until_serving(port, Duration::from_secs(10))?;
-    eprintln!("backend on 127.0.0.1:{port} (pid {})", backend.pid());
-    Ok(backend)
-}
-
 /// Writes the target's config into `dir`, starts it and waits for an answer. Returns the process,
 /// its port, and the config (file name, text).
 fn start_target(
@@ -393,9 +385,7 @@ fn measure(
     let before = procstat::tree_cpu_time(pid)?;
     let report = wrk::run(wrk_path, port, load)?;
     let after = procstat::tree_cpu_time(pid)?;
-    if let Some(reason) = process.exit_reason() {
-        bail!("{reason}");
-    }
+    process.check_running()?;
     if report.requests == 0 {
         bail!("no request completed");
     }

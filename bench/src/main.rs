@@ -13,6 +13,7 @@
 //! - `proxies`     — the proxies' equivalent configurations and command lines
 //! - `wrk`         — running wrk and parsing its report
 //! - `procstat`    — CPU time and RSS of a process tree, connections on a port, from /proc
+//! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
 //! - `report`      — compare's medians, spreads, ratios, targets and Markdown results file
@@ -25,6 +26,7 @@ mod compare;
 mod environment;
 mod fairness;
 mod herd;
+mod holders;
 mod plot;
 mod process;
 mod procstat;

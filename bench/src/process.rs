@@ -82,6 +82,14 @@ impl Supervised {
         }
     }
 
+    /// Fails with `exit_reason` if the process has exited.
+    pub fn check_running(&mut self) -> anyhow::Result<()> {
+        match self.exit_reason() {
+            Some(reason) => bail!("{reason}"),
+            None => Ok(()),
+        }
+    }
+
     /// The last `lines` lines of the process's output, on one line.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

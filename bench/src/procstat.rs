@@ -149,7 +149,8 @@ fn count_established(table: &str, port: u16) -> usize {
         .count()
 }
 
-fn clock_ticks_per_second() -> u64 {
+/// The kernel's USER_HZ: the unit of every tick count in /proc/PID/stat and /proc/stat.
+pub(crate) fn clock_ticks_per_second() -> u64 {
     // SAFETY: sysconf has no preconditions; it only reads a system constant.
     let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
     if ticks > 0 {
@@ -189,8 +190,10 @@ mod tests {
     fn this_process_is_measurable() {
         let me = std::process::id();
         assert_eq!(process_tree(me)[0], me);
-        let peak = tree_peak_rss_kib(me).unwrap();
+        // Current first: other tests' threads allocate meanwhile, and the peak read after it can
+        // only have grown.
         let now = tree_rss_kib(me).unwrap();
+        let peak = tree_peak_rss_kib(me).unwrap();
         assert!(now > 0 && now <= peak, "VmRSS {now} KiB, VmHWM {peak} KiB");
         tree_cpu_time(me).unwrap();
     }

@@ -11,65 +11,15 @@
 //! It puts about two minutes of load on the machine, so it takes /tmp/herdsman-bench.lock first,
 //! like every benchmark on a shared machine (or runs under it when started by `flock` on it).
 
-use std::fs::{File, OpenOptions};
-use std::os::fd::AsRawFd;
 use std::path::Path;
 use std::process::Command;
 use std::time::Instant;
 
-const LOCK: &str = "/tmp/herdsman-bench.lock";
+mod support;
+use support::{table_after, take_benchmark_lock};
+
 const PROXIES: [&str; 3] = ["herdsman", "haproxy", "nginx"];
 const CONNECTIONS: [u32; 3] = [50, 200, 1000];
-
-/// Holds the benchmark lock until dropped: taken here (waiting for any benchmark that runs), or
-/// None when this process already runs under it — `flock LOCK cargo test …` passes its open lock
-/// file down, and taking the lock again through a new descriptor would wait for ourselves.
-fn take_benchmark_lock() -> Option<File> {
-    let inherited = std::fs::read_dir("/proc/self/fd")
-        .into_iter()
-        .flatten()
-        .flatten()
-        .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == Path::new(LOCK)));
-    if inherited {
-        return None;
-    }
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(LOCK)
-        .unwrap_or_else(|e| panic!("opening {LOCK}: {e}"));
-    eprintln!("waiting for {LOCK} (another benchmark may be running)…");
-    // SAFETY: flock only locks the descriptor, which `file` keeps open while the lock is needed.
-    let locked = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX) };
-    assert_eq!(
-        locked,
-        0,
-        "flock {LOCK}: {}",
-        std::io::Error::last_os_error()
-    );
-    Some(file)
-}
-
-/// The cells of the rows of the first Markdown table after the line `heading`.
-fn table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
-    let start = md
-        .lines()
-        .position(|l| l == heading)
-        .unwrap_or_else(|| panic!("no heading {heading:?} in the results"));
-    md.lines()
-        .skip(start + 1)
-        .skip_while(|l| !l.starts_with('|'))
-        .take_while(|l| l.starts_with('|'))
-        .skip(2) // the header and the alignment row
-        .map(|l| {
-            l.trim_matches('|')
-                .split('|')
-                .map(|c| c.trim().to_string())
-                .collect()
-        })
-        .collect()
-}
 
 /// A figure as the results print it: "57,123", "16.26", "0".
 fn is_number(cell: &str) -> bool {

@@ -11,19 +11,18 @@
 //!
 //! A connection that is refused, reset or closed while opening ends the holder with an error.
 
-use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{ChildStdin, Command};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{anyhow, bail, Context};
 use tokio::net::TcpStream;
 
 use crate::fairness::client::keep_alive_exchange;
-use crate::process::{split_evenly, Supervised};
+use crate::holders::{say, wait_until_told_to_finish, Holders};
+use crate::process::split_evenly;
 
 /// Connections one holder process opens at most: each is one descriptor, so a holder stays far
 /// under the 20,000 files a process may open here.
@@ -72,19 +71,11 @@ pub fn run(args: IdleClientsArgs) -> anyhow::Result<()> {
     })?;
     say(&format!("ready {}", streams.len()));
 
-    // Until the parent closes our stdin (or dies, which closes it too).
-    let mut ignored = Vec::new();
-    let _ = std::io::stdin().lock().read_to_end(&mut ignored);
+    wait_until_told_to_finish();
 
     let closed = streams.iter().filter(|s| !still_open(s)).count();
     say(&format!("closed {closed} of {}", streams.len()));
     Ok(())
-}
-
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
 }
 
 /// Opens `count` connections, `concurrency` at a time, each serving one keep-alive request. The
@@ -148,7 +139,7 @@ pub fn parse_closed(line: &str) -> Option<(u32, u32)> {
 
 /// Idle clients held open by holder processes; dropping it kills them.
 pub struct IdleClients {
-    holders: Vec<(Supervised, Option<ChildStdin>)>,
+    holders: Holders,
 }
 
 impl IdleClients {
@@ -163,59 +154,25 @@ impl IdleClients {
     ) -> anyhow::Result<IdleClients> {
         let processes = holders_for(count);
         let per_holder = (concurrency / processes.max(1)).max(1);
-        let mut clients = IdleClients {
-            holders: Vec::new(),
-        };
+        let mut holders = Holders::default();
         for (index, share) in split_evenly(count, processes).into_iter().enumerate() {
-            let mut command = Command::new(std::env::current_exe()?);
-            command
-                .arg("idle-clients")
-                .arg("--port")
-                .arg(port.to_string())
-                .arg("--count")
-                .arg(share.to_string())
-                .arg("--concurrency")
-                .arg(per_holder.to_string());
-            let log = dir.join(format!("idle-clients-{count}-{index}.log"));
-            let (holder, stdin) = Supervised::spawn_with_stdin("idle-clients", command, &log)?;
-            clients.holders.push((holder, Some(stdin)));
+            holders.start(
+                "idle-clients",
+                port,
+                share,
+                &["--concurrency".to_string(), per_holder.to_string()],
+                &dir.join(format!("idle-clients-{count}-{index}.log")),
+            )?;
         }
-        let deadline = Instant::now() + READY_LIMIT;
-        while !clients
-            .holders
-            .iter()
-            .all(|(h, _)| h.said("ready").is_some())
-        {
-            for (holder, _) in &mut clients.holders {
-                if holder.said("ready").is_none() {
-                    if let Some(reason) = holder.exit_reason() {
-                        bail!("could not open {count} idle connections: {reason}");
-                    }
-                }
-            }
-            if Instant::now() >= deadline {
-                bail!("{count} idle connections were not all open within {READY_LIMIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(clients)
+        holders.wait_until_ready(&format!("{count} idle connections"), READY_LIMIT)?;
+        Ok(IdleClients { holders })
     }
 
     /// Tells every holder to finish, and returns how many of its connections the proxy had
     /// closed while they were held.
-    pub fn close(mut self) -> anyhow::Result<u32> {
-        for (_, stdin) in &mut self.holders {
-            drop(stdin.take());
-        }
-        let deadline = Instant::now() + FINISH_LIMIT;
+    pub fn close(self) -> anyhow::Result<u32> {
         let mut closed = 0;
-        for (holder, _) in &mut self.holders {
-            while holder.exit_reason().is_none() {
-                if Instant::now() >= deadline {
-                    bail!("an idle-clients process did not finish within {FINISH_LIMIT:?}");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        for holder in self.holders.finish(FINISH_LIMIT)? {
             let (k, _) = holder
                 .said("closed")
                 .as_deref()
@@ -234,6 +191,8 @@ impl IdleClients {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Instant;
+
     use super::*;
 
     #[test]

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::backend;
 use crate::process::{free_port, Supervised};
 
 /// herdsman's `intake` modes, in the order the benchmarks run them by default.
@@ -93,13 +94,7 @@ impl Stack {
     /// until both answer; logs and the config go into `dir`.
     pub fn start(herdsman: &Path, mode: Mode, workers: u32, dir: &Path) -> anyhow::Result<Stack> {
         let backend_port = free_port()?;
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .arg("backend")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{backend_port}"));
-        let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
-        backend.wait_until_serving(backend_port, Duration::from_secs(10))?;
+        let backend = backend::start(backend_port, dir)?;
 
         let port = free_port()?;
         let admin_port = free_port()?;
@@ -122,12 +117,8 @@ impl Stack {
 
     /// Fails with the reason if either process has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        for process in [&mut self.herdsman, &mut self.backend] {
-            if let Some(reason) = process.exit_reason() {
-                anyhow::bail!("{reason}");
-            }
-        }
-        Ok(())
+        self.herdsman.check_running()?;
+        self.backend.check_running()
     }
 }
 

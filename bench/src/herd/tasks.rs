@@ -106,7 +106,8 @@ pub fn read_counters(tid: Tid, source: CpuSource) -> anyhow::Result<TaskCounters
                 .with_context(|| format!("reading {dir}/stat"))?;
             let stat =
                 procstat::parse_stat(&text).with_context(|| format!("cannot parse {dir}/stat"))?;
-            (stat.utime + stat.stime).saturating_mul(1_000_000_000) / clock_ticks_per_second()
+            (stat.utime + stat.stime).saturating_mul(1_000_000_000)
+                / procstat::clock_ticks_per_second()
         }
     };
     Ok(TaskCounters {
@@ -150,16 +151,6 @@ pub fn parse_schedstat_ns(text: &str) -> Option<u64> {
 /// after the last `)` because the command name in field 2 may hold spaces and parentheses.
 pub fn parse_stat_state(line: &str) -> Option<char> {
     line[line.rfind(')')? + 1..].trim_start().chars().next()
-}
-
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100
-    }
 }
 
 /// One thread's stat file, kept open: reading it again from offset 0 makes the kernel regenerate

@@ -9,10 +9,8 @@
 //! - one line per kind (`slow-head opened=… held=… ended=… …`, see `kinds::Tally::line`): what
 //!   that kind saw, counted when told to finish.
 
-use std::io::{Read as _, Write as _};
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
-use std::process::{ChildStdin, Command};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -20,7 +18,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::kinds::{self, Kind, Shared, Tally, TRICKLE};
-use crate::process::{split_evenly, Supervised};
+use crate::holders::{say, wait_until_told_to_finish, Holders};
+use crate::process::split_evenly;
 
 /// Slow connections one holder process runs at most: one descriptor each (the reset loop opens
 /// its next connection only after closing the last), far under the 20,000 files a process may
@@ -62,8 +61,7 @@ pub fn run(args: SlowClientsArgs) -> anyhow::Result<()> {
     // stdin closes when the parent says so, or dies.
     let watcher = Arc::clone(&shared);
     std::thread::spawn(move || {
-        let mut ignored = Vec::new();
-        let _ = std::io::stdin().lock().read_to_end(&mut ignored);
+        wait_until_told_to_finish();
         watcher.stop();
     });
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -110,12 +108,6 @@ async fn hold(shared: Arc<Shared>, count: u32, hold_seconds: u64) -> Vec<Tally> 
     tallies
 }
 
-fn say(line: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{line}");
-    let _ = out.flush();
-}
-
 /// Holder processes for `count` slow connections: as few as `MAX_PER_PROCESS` allows.
 pub fn holders_for(count: u32) -> u32 {
     count.div_ceil(MAX_PER_PROCESS)
@@ -123,73 +115,44 @@ pub fn holders_for(count: u32) -> u32 {
 
 /// Slow connections run by holder processes; dropping it kills them.
 pub struct SlowClients {
-    holders: Vec<(Supervised, Option<ChildStdin>)>,
+    holders: Holders,
 }
 
 impl SlowClients {
     /// Starts holders for `count` slow connections to 127.0.0.1:`port` and waits until every one
     /// has said `ready`. Each stops by itself after `hold`. Logs go into `dir`.
     pub fn open(port: u16, count: u32, hold: Duration, dir: &Path) -> anyhow::Result<SlowClients> {
-        let mut clients = SlowClients {
-            holders: Vec::new(),
-        };
+        let mut holders = Holders::default();
         for (index, share) in split_evenly(count, holders_for(count))
             .into_iter()
             .enumerate()
         {
-            let mut command = Command::new(std::env::current_exe()?);
-            command
-                .arg("slow-clients")
-                .arg("--port")
-                .arg(port.to_string())
-                .arg("--count")
-                .arg(share.to_string())
-                .arg("--hold-seconds")
-                .arg(hold.as_secs().max(1).to_string());
-            let log = dir.join(format!("slow-clients-{index}.log"));
-            let (holder, stdin) = Supervised::spawn_with_stdin("slow-clients", command, &log)?;
-            clients.holders.push((holder, Some(stdin)));
+            holders.start(
+                "slow-clients",
+                port,
+                share,
+                &[
+                    "--hold-seconds".to_string(),
+                    hold.as_secs().max(1).to_string(),
+                ],
+                &dir.join(format!("slow-clients-{index}.log")),
+            )?;
         }
-        let deadline = Instant::now() + READY_LIMIT;
-        while !clients
-            .holders
-            .iter()
-            .all(|(h, _)| h.said("ready").is_some())
-        {
-            for (holder, _) in &mut clients.holders {
-                if let Some(reason) = holder.exit_reason() {
-                    bail!("a slow-clients process ended before it was ready: {reason}");
-                }
-            }
-            if Instant::now() >= deadline {
-                bail!("{count} slow connections were not all open within {READY_LIMIT:?}");
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        Ok(clients)
+        holders.wait_until_ready(&format!("{count} slow connections"), READY_LIMIT)?;
+        Ok(SlowClients { holders })
     }
 
     /// The holders' process ids, for their CPU time.
     pub fn pids(&self) -> Vec<u32> {
-        self.holders.iter().map(|(h, _)| h.pid()).collect()
+        self.holders.pids()
     }
 
     /// Tells every holder to finish and returns what each kind saw, summed over holders, in
     /// `Kind::ALL` order.
-    pub fn close(mut self) -> anyhow::Result<Vec<(Kind, Tally)>> {
-        for (_, stdin) in &mut self.holders {
-            drop(stdin.take());
-        }
-        let deadline = Instant::now() + FINISH_LIMIT;
+    pub fn close(self) -> anyhow::Result<Vec<(Kind, Tally)>> {
         let mut sums: Vec<(Kind, Tally)> =
             Kind::ALL.iter().map(|&k| (k, Tally::default())).collect();
-        for (holder, _) in &mut self.holders {
-            while holder.exit_reason().is_none() {
-                if Instant::now() >= deadline {
-                    bail!("a slow-clients process did not finish within {FINISH_LIMIT:?}");
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
+        for holder in self.holders.finish(FINISH_LIMIT)? {
             for (kind, sum) in &mut sums {
                 let (_, tally) = holder
                     .said(&format!("{} ", kind.label()))

@@ -137,7 +137,7 @@ impl MachineTicks {
 
     /// (busy, interrupts, idle) since `earlier`, in CPUs over `seconds`.
     fn since(self, earlier: MachineTicks, seconds: f64) -> (f64, f64, f64) {
-        let ticks_per_second = clock_ticks_per_second() as f64;
+        let ticks_per_second = procstat::clock_ticks_per_second() as f64;
         let cpus = |later: u64, before: u64| {
             later.saturating_sub(before) as f64 / ticks_per_second / seconds
         };
@@ -146,16 +146,6 @@ impl MachineTicks {
             cpus(self.interrupts, earlier.interrupts),
             cpus(self.idle, earlier.idle),
         )
-    }
-}
-
-fn clock_ticks_per_second() -> u64 {
-    // SAFETY: sysconf has no preconditions; it only reads a system constant.
-    let ticks = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if ticks > 0 {
-        ticks as u64
-    } else {
-        100 // USER_HZ on every Linux architecture this runs on
     }
 }
 

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::backend;
 use crate::process::{free_port, Supervised};
 use crate::proxies::{self, Plan};
 
@@ -57,13 +58,7 @@ impl Stack {
         dir: &Path,
     ) -> anyhow::Result<Stack> {
         let backend_port = free_port()?;
-        let mut command = Command::new(std::env::current_exe()?);
-        command
-            .arg("backend")
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{backend_port}"));
-        let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
-        backend.wait_until_serving(backend_port, Duration::from_secs(10))?;
+        let backend = backend::start(backend_port, dir)?;
 
         let port = free_port()?;
         let plan = Plan {
@@ -98,12 +93,8 @@ impl Stack {
 
     /// Fails with the reason if either process has exited.
     pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        for process in [&mut self.herdsman, &mut self.backend] {
-            if let Some(reason) = process.exit_reason() {
-                anyhow::bail!("{reason}");
-            }
-        }
-        Ok(())
+        self.herdsman.check_running()?;
+        self.backend.check_running()
     }
 }
 

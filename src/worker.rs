@@ -54,23 +54,86 @@ pub struct WorkerSetup {
     pub shutdown_grace: Duration,
 }
 
-/// Starts a worker thread.
+/// Starts a worker thread. Should the worker's own event loop panic (outside any task, which
+/// the runtime would contain), the thread counts it, says so, and runs the worker again on the
+/// same listeners, queues and counters: its connections of the moment are lost, its listeners
+/// are not.
 pub fn spawn(setup: WorkerSetup) -> io::Result<JoinHandle<()>> {
     std::thread::Builder::new()
         .name(format!("herdsman-w{}", setup.index))
         .spawn(move || {
-            let runtime = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(runtime) => runtime,
-                Err(error) => {
-                    tracing::error!(worker = setup.index, %error, "cannot start the worker's runtime");
+            let lasting = Lasting::from(setup);
+            loop {
+                let runtime = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime,
+                    Err(error) => {
+                        tracing::error!(worker = lasting.index, %error, "cannot start the worker's runtime");
+                        return;
+                    }
+                };
+                let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                    LocalSet::new().block_on(&runtime, run(&lasting));
+                }));
+                drop(runtime);
+                if ran.is_ok() || *lasting.stop.borrow() {
                     return;
                 }
-            };
-            LocalSet::new().block_on(&runtime, run(setup));
+                WorkerCounters::bump(&lasting.stats.counters[lasting.index].restarts);
+                tracing::error!(worker = lasting.index, "the worker's event loop panicked; starting it again");
+            }
         })
+}
+
+/// A worker's descriptor of each open listener, and its load, by slot.
+type KeptListeners = Rc<RefCell<HashMap<usize, (Socket, Arc<ListenerLoad>)>>>;
+
+/// What a worker keeps across a restart of its event loop: its listening sockets (one spare
+/// descriptor each, the loops getting duplicates), the queues it is told things on, and what it
+/// shares with the rest of the process.
+struct Lasting {
+    index: usize,
+    intake: IntakeMode,
+    listeners: KeptListeners,
+    listener_changes: Rc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ListenerChange>>>,
+    board: Option<Arc<HandoffBoard>>,
+    inbox: Option<Rc<tokio::sync::Mutex<HandoffInbox>>>,
+    stats: Arc<Stats>,
+    snapshot: SnapshotHandle,
+    published: watch::Receiver<u64>,
+    failing: mpsc::UnboundedSender<u64>,
+    stop: watch::Receiver<bool>,
+    shutdown_grace: Duration,
+}
+
+impl From<WorkerSetup> for Lasting {
+    fn from(setup: WorkerSetup) -> Lasting {
+        let (board, inbox) = match setup.handoff {
+            Some((board, inbox)) => (Some(board), Some(Rc::new(tokio::sync::Mutex::new(inbox)))),
+            None => (None, None),
+        };
+        let listeners = setup
+            .listeners
+            .into_iter()
+            .map(|(slot, socket, load)| (slot, (socket, load)))
+            .collect();
+        Lasting {
+            index: setup.index,
+            intake: setup.intake,
+            listeners: Rc::new(RefCell::new(listeners)),
+            listener_changes: Rc::new(tokio::sync::Mutex::new(setup.listener_changes)),
+            board,
+            inbox,
+            stats: setup.stats,
+            snapshot: setup.snapshot,
+            published: setup.published,
+            failing: setup.failing,
+            stop: setup.stop,
+            shutdown_grace: setup.shutdown_grace,
+        }
+    }
 }
 
 /// The worker's state, shared by its tasks through an `Rc`.
@@ -94,6 +157,9 @@ pub struct WorkerContext {
     /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
     #[cfg(feature = "fault-injection")]
     pub panic_next_accept: Cell<bool>,
+    /// Fault injection: the worker's event loop panics (see `/__herdsman/panic-worker`).
+    #[cfg(feature = "fault-injection")]
+    pub panic_loop: Notify,
     failing: mpsc::UnboundedSender<u64>,
     /// Retries this worker may still make: each request earns a share of one (its pool's
     /// `retry_budget_percent`), each retry spends one.
@@ -131,6 +197,8 @@ impl WorkerContext {
             listener_loads: RefCell::new(HashMap::new()),
             #[cfg(feature = "fault-injection")]
             panic_next_accept: Cell::new(false),
+            #[cfg(feature = "fault-injection")]
+            panic_loop: Notify::new(),
             failing,
             retry_credit: Cell::new(RETRY_CREDIT_CAP),
             stopping: Cell::new(false),
@@ -334,45 +402,48 @@ impl Drop for ConnectionGuard {
     }
 }
 
-async fn run(setup: WorkerSetup) {
-    let WorkerSetup {
-        index,
-        listeners,
-        listener_changes,
-        intake,
-        handoff,
-        stats,
-        snapshot,
-        published,
-        failing,
-        mut stop,
-        shutdown_grace,
-    } = setup;
-    stats.counters[index]
+async fn run(lasting: &Lasting) {
+    let index = lasting.index;
+    lasting.stats.counters[index]
         .tid
         .store(procfs::current_thread_id(), Ordering::Relaxed);
-    let (board, inbox) = match handoff {
-        Some((board, inbox)) => (Some(board), Some(inbox)),
-        None => (None, None),
-    };
-    let context = Rc::new(WorkerContext::new(index, snapshot, stats, board, failing));
+    let context = Rc::new(WorkerContext::new(
+        index,
+        Arc::clone(&lasting.snapshot),
+        Arc::clone(&lasting.stats),
+        lasting.board.clone(),
+        lasting.failing.clone(),
+    ));
     tokio::task::spawn_local(accept_on_listeners(
         Rc::clone(&context),
-        listeners,
-        listener_changes,
-        intake,
+        Rc::clone(&lasting.listeners),
+        Rc::clone(&lasting.listener_changes),
+        lasting.intake,
     ));
-    if let Some(inbox) = inbox {
-        tokio::task::spawn_local(take_handoffs(Rc::clone(&context), inbox));
+    if let Some(inbox) = &lasting.inbox {
+        tokio::task::spawn_local(take_handoffs(Rc::clone(&context), Rc::clone(inbox)));
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
     tokio::task::spawn_local(resume_parked(Rc::clone(&context)));
-    tokio::task::spawn_local(follow_snapshots(Rc::clone(&context), published));
+    tokio::task::spawn_local(follow_snapshots(
+        Rc::clone(&context),
+        lasting.published.clone(),
+    ));
 
     // A dropped sender means the server handle is gone: stop as well.
+    let mut stop = lasting.stop.clone();
+    #[cfg(feature = "fault-injection")]
+    tokio::select! {
+        _ = stop.wait_for(|stop| *stop) => {}
+        () = context.panic_loop.notified() => panic!("fault injection: a panic in a worker's event loop"),
+    }
+    #[cfg(not(feature = "fault-injection"))]
     let _ = stop.wait_for(|stop| *stop).await;
+    // Let go of the listening sockets, so that (with the other workers' gone) they close and
+    // new connections are refused rather than queued for nobody.
+    lasting.listeners.borrow_mut().clear();
     context.begin_stop();
-    if tokio::time::timeout(shutdown_grace, context.all_connections_closed())
+    if tokio::time::timeout(lasting.shutdown_grace, context.all_connections_closed())
         .await
         .is_err()
     {
@@ -384,23 +455,37 @@ async fn run(setup: WorkerSetup) {
     }
 }
 
-/// Runs an accept loop per listener — those given at start, then those reloads open — and ends
-/// the loops of listeners reloads close.
+/// Runs an accept loop per listener — those open now, then those reloads open — and ends the
+/// loops of listeners reloads close. `listeners` keeps a descriptor of each open one, from
+/// which the loops get duplicates, so that a restart of the worker finds them all.
 async fn accept_on_listeners(
     context: Rc<WorkerContext>,
-    listeners: Vec<(usize, Socket, Arc<ListenerLoad>)>,
-    mut changes: mpsc::UnboundedReceiver<ListenerChange>,
+    listeners: KeptListeners,
+    changes: Rc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ListenerChange>>>,
     intake: IntakeMode,
 ) {
     let mut accepting = HashMap::new();
-    let open = |slot, socket, load| {
-        context.listener_loads.borrow_mut().insert(slot, load);
+    let open = |slot: usize, socket: &Socket, load: &Arc<ListenerLoad>| {
+        context
+            .listener_loads
+            .borrow_mut()
+            .insert(slot, Arc::clone(load));
+        let socket = match socket.try_clone() {
+            Ok(socket) => socket,
+            Err(error) => {
+                tracing::error!(worker = context.index, listener = slot, %error, "cannot accept on this listener");
+                return None;
+            }
+        };
         let accept = supervise_accept(Rc::clone(&context), slot, socket, intake);
-        tokio::task::spawn_local(accept).abort_handle()
+        Some(AbortOnDrop(tokio::task::spawn_local(accept).abort_handle()))
     };
-    for (slot, socket, load) in listeners {
-        accepting.insert(slot, open(slot, socket, load));
+    for (slot, (socket, load)) in listeners.borrow().iter() {
+        if let Some(accept) = open(*slot, socket, load) {
+            accepting.insert(*slot, accept);
+        }
     }
+    let mut changes = changes.lock().await;
     loop {
         let change = tokio::select! {
             change = changes.recv() => change,
@@ -408,13 +493,16 @@ async fn accept_on_listeners(
         };
         match change {
             Some(ListenerChange::Open { slot, socket, load }) => {
-                accepting.insert(slot, open(slot, socket, load));
+                if let Some(accept) = open(slot, &socket, &load) {
+                    accepting.insert(slot, accept);
+                }
+                listeners.borrow_mut().insert(slot, (socket, load));
             }
             Some(ListenerChange::Close { slot }) => {
-                // Aborting drops the loop's socket, which deregisters and closes it.
-                if let Some(accept) = accepting.remove(&slot) {
-                    accept.abort();
-                }
+                // Dropping the loop aborts it, and with the kept descriptor gone too, the socket
+                // closes (once the other workers let go of theirs).
+                accepting.remove(&slot);
+                listeners.borrow_mut().remove(&slot);
             }
             None => return,
         }
@@ -468,7 +556,8 @@ impl Drop for AbortOnDrop {
 
 /// Serves the connections other workers hand to this one, until a graceful stop: those still
 /// queued then are closed with the inbox, like any connection that has sent no request yet.
-async fn take_handoffs(context: Rc<WorkerContext>, mut inbox: HandoffInbox) {
+async fn take_handoffs(context: Rc<WorkerContext>, inbox: Rc<tokio::sync::Mutex<HandoffInbox>>) {
+    let mut inbox = inbox.lock().await;
     loop {
         let handed = tokio::select! {
             handed = inbox.take() => handed,

@@ -211,3 +211,30 @@ fn an_accept_loop_that_panics_is_started_again_and_counted() {
     assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
     assert_eq!(conn.roundtrip(&get_request("/still", "")).status(), 200);
 }
+
+#[test]
+fn a_worker_whose_event_loop_panics_is_started_again_on_its_listeners() {
+    let a = Mock::named("a");
+    let herdsman = Running::start(Setup::new().admin().workers(1).server("a", a.addr));
+    let restarts = || -> u64 {
+        let (_, json) = herdsman.api("GET", "/api/workers", None);
+        json["workers"][0]["restarts"].as_u64().unwrap()
+    };
+    assert_eq!(restarts(), 0);
+    // The request that triggers it may or may not be answered before the loop goes down.
+    if let Ok(mut trigger) = Conn::try_connect(herdsman.web) {
+        trigger.set_read_timeout(Duration::from_secs(2));
+        let _ = trigger.try_send(&get_request(
+            "/__herdsman/panic-worker",
+            "Connection: close\r\n",
+        ));
+        let _ = trigger.read_head();
+    }
+    assert!(
+        eventually(Duration::from_secs(2), || restarts() == 1),
+        "no restart counted"
+    );
+    // The listener survives with the worker: new connections are served as before.
+    let answers = herdsman.answers(5);
+    assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
+}

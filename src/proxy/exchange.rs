@@ -148,6 +148,8 @@ async fn read_request(
                     }
                     // The next connection this worker accepts panics its accept loop.
                     "/__herdsman/panic-accept" => context.panic_next_accept.set(true),
+                    // The worker's event loop panics (its connections are lost with it).
+                    "/__herdsman/panic-worker" => context.panic_loop.notify_one(),
                     // Blocks the whole worker thread, as a long computation or a page fault storm
                     // would: the intake benchmarks measure what new connections suffer meanwhile.
                     "/__herdsman/stall" => {

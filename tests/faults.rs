@@ -238,3 +238,41 @@ fn a_worker_whose_event_loop_panics_is_started_again_on_its_listeners() {
     let answers = herdsman.answers(5);
     assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
 }
+
+#[test]
+fn slow_clients_cost_only_their_own_connections() {
+    let a = Mock::named("a");
+    let herdsman = Running::start(Setup::new().admin().server("a", a.addr));
+    // 200 clients that each send half a head, and 50 that send a body 1 byte at a time (never
+    // finishing), held open while the others are served.
+    let mut slow = Vec::new();
+    for i in 0..200 {
+        let mut conn = Conn::connect(herdsman.web);
+        conn.send(format!("GET /slow/{i} HTTP/1.1\r\nHost: t\r\nX-Slow: ").as_bytes());
+        slow.push(conn);
+    }
+    for i in 0..50 {
+        let mut conn = Conn::connect(herdsman.web);
+        conn.send(
+            format!("POST /up/{i} HTTP/1.1\r\nHost: t\r\nContent-Length: 1000000\r\n\r\nx")
+                .as_bytes(),
+        );
+        slow.push(conn);
+    }
+    let started = Instant::now();
+    let answers = herdsman.answers(200);
+    let took = started.elapsed();
+    assert!(answers.iter().all(|a| a == "a"), "{answers:?}");
+    assert!(
+        took < Duration::from_secs(5),
+        "200 requests took {took:?} beside the slow clients"
+    );
+    // And the slow ones are still open (herdsman did not drop them to make room).
+    for conn in &mut slow[..10] {
+        conn.set_read_timeout(Duration::from_millis(50));
+        assert!(
+            conn.read_head().is_err(),
+            "a slow client was answered or closed early"
+        );
+    }
+}

@@ -512,10 +512,7 @@ fn idle_connections_to_a_removed_or_readdressed_server_are_closed_at_once() {
 
     // Re-addressed by a reload: "a" now lives where "b" did.
     let pooled_to_a = a.connections();
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&text.replace(&a.addr.to_string(), &b.addr.to_string()));
-    let (status, json) = herdsman.api("POST", "/api/reload", None);
-    assert_eq!(status, 200, "{json}");
+    herdsman.reconfigure(|text| text.replace(&a.addr.to_string(), &b.addr.to_string()));
     assert!(
         eventually(Duration::from_millis(100), || a.closed_by_peer()
             == pooled_to_a),

@@ -5,7 +5,6 @@
 mod admin_support;
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -17,23 +16,10 @@ use common::*;
 /// A server in its own process: `herdsman run` in front of the mock `behind`, so that it can be
 /// killed like any server. Returns the process and where it listens.
 fn server_process(behind: &Mock) -> (ChildGuard, std::net::SocketAddr) {
-    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let config = format!(
-        "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
-         [[pool]]\nname = \"app\"\nservers = [{{ name = \"b\", addr = \"{}\" }}]\n",
-        behind.addr
-    );
-    let path = write_temp("server-process.toml", &config);
-    let child = Command::new(binary())
-        .args(["run", "-c", path.to_str().unwrap()])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("spawn the server process");
-    let child = ChildGuard(child);
-    assert!(wait_listening(addr, Duration::from_secs(10)));
-    (child, addr)
+    Setup::new()
+        .workers(1)
+        .server("b", behind.addr)
+        .start_binary()
 }
 
 /// `GET /api/pools`: server `name`'s health.
@@ -50,12 +36,10 @@ fn a_server_killed_under_load_costs_no_request_and_is_marked_down_in_time() {
     let b_inner = Mock::named("b");
     let (b_process, b_addr) = server_process(&b_inner);
     let herdsman = Running::start(Setup::new().admin().server("a", a.addr).server("b", b_addr));
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
     // fall × interval = 200 ms.
-    herdsman.rewrite_text(&format!(
-        "{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nfall = 2\n"
-    ));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+    herdsman.reconfigure(|text| {
+        format!("{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"100ms\"\ntimeout = \"100ms\"\nfall = 2\n")
+    });
 
     let stop = Arc::new(AtomicBool::new(false));
     let (ok, failed) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
@@ -161,11 +145,9 @@ fn with_every_server_down_requests_get_503_at_once() {
     };
     let (x, y): (std::net::SocketAddr, std::net::SocketAddr) = (gone(0), gone(1));
     let herdsman = Running::start(Setup::new().admin().server("x", x).server("y", y));
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!(
-        "{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"50ms\"\nfall = 1\n"
-    ));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+    herdsman.reconfigure(|text| {
+        format!("{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"50ms\"\nfall = 1\n")
+    });
     assert!(eventually(Duration::from_secs(2), || {
         health(&herdsman, "x") == "down" && health(&herdsman, "y") == "down"
     }));

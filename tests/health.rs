@@ -49,10 +49,7 @@ fn server(herdsman: &Running, name: &str) -> Value {
 /// The config text of `setup` with `tables` (e.g. `[pool.health]`) appended to pool "app".
 fn start(setup: Setup, tables: &str) -> Running {
     let herdsman = Running::start(setup);
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!("{text}{tables}"));
-    let (status, json) = herdsman.api("POST", "/api/reload", None);
-    assert_eq!(status, 200, "{json}");
+    herdsman.reconfigure(|text| format!("{text}{tables}"));
     herdsman
 }
 

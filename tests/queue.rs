@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::thread;
 use std::time::Duration;
 
-use admin_support::Running;
+use admin_support::{with_pool_keys, Running};
 use common::*;
 
 /// A mock that answers after `delay`, recording the most requests it had in hand at once.
@@ -35,20 +35,15 @@ fn start(servers: &[(&str, std::net::SocketAddr, u32)], pool_keys: &str) -> Runn
         setup = setup.server(name, *addr);
     }
     let herdsman = Running::start(setup);
-    let mut text = std::fs::read_to_string(&herdsman.path).unwrap();
-    for (name, addr, max) in servers {
-        text = text.replace(
-            &format!("{{ name = {name:?}, addr = \"{addr}\" }}"),
-            &format!("{{ name = {name:?}, addr = \"{addr}\", max_connections = {max} }}"),
-        );
-    }
-    let text = text.replace(
-        "[[pool]]\nname = \"app\"\n",
-        &format!("[[pool]]\nname = \"app\"\n{pool_keys}"),
-    );
-    herdsman.rewrite_text(&text);
-    let (status, json) = herdsman.api("POST", "/api/reload", None);
-    assert_eq!(status, 200, "{json}");
+    herdsman.reconfigure(|mut text| {
+        for (name, addr, max) in servers {
+            text = text.replace(
+                &format!("{{ name = {name:?}, addr = \"{addr}\" }}"),
+                &format!("{{ name = {name:?}, addr = \"{addr}\", max_connections = {max} }}"),
+            );
+        }
+        with_pool_keys(text, pool_keys)
+    });
     herdsman
 }
 
@@ -120,10 +115,9 @@ fn past_the_queue_timeout_a_request_gets_503_with_retry_after() {
 fn a_listener_at_its_limit_stops_accepting_until_a_connection_closes() {
     let a = Mock::named("a");
     let herdsman = Running::start(Setup::new().admin().server("a", a.addr));
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman
-        .rewrite_text(&text.replace("name = \"web\"\n", "name = \"web\"\nmax_connections = 2\n"));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
+    herdsman.reconfigure(|text| {
+        text.replace("name = \"web\"\n", "name = \"web\"\nmax_connections = 2\n")
+    });
     let accepted = || -> u64 {
         let (_, json) = herdsman.api("GET", "/api/workers", None);
         json["workers"]

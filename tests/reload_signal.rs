@@ -3,7 +3,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use common::*;
@@ -33,15 +32,7 @@ fn sighup_applies_a_valid_file_and_refuses_a_broken_one() {
         )
     };
     let path = write_temp("sighup.toml", &config(1));
-    let child = ChildGuard(
-        Command::new(binary())
-            .args(["run", "-c", path.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn herdsman run"),
-    );
+    let child = run_binary_with(&path);
     assert!(wait_listening(addr, Duration::from_secs(10)));
     let first = answers(addr, 4);
     assert!(first.contains(&"b".to_string()), "{first:?}");

@@ -5,7 +5,7 @@
 mod admin_support;
 mod common;
 
-use admin_support::{count, Running};
+use admin_support::{count, with_pool_keys, Running};
 use common::*;
 
 /// An address nothing listens on: connecting is refused.
@@ -24,22 +24,16 @@ fn closer() -> Mock {
     })
 }
 
-/// herdsman with `setup`, and `pool_keys` (e.g. `retries = 0`) added to pool "app".
+/// herdsman with `setup`, and `pool_keys` (e.g. `retries = 0`) added to pool "app", whose
+/// passive ejection is off, so that a dead server stays in rotation and every retry shows.
 fn start(setup: Setup, pool_keys: &str) -> Running {
     let herdsman = Running::start(setup);
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    let text = text.replace(
-        "[[pool]]\nname = \"app\"\n",
-        &format!("[[pool]]\nname = \"app\"\n{pool_keys}"),
-    );
-    herdsman.rewrite_text(&text);
-    let (status, json) = herdsman.api("POST", "/api/reload", None);
-    assert_eq!(status, 200, "{json}");
+    herdsman.reconfigure(|text| {
+        let text = with_pool_keys(text, pool_keys);
+        format!("{text}[pool.passive]\nconsecutive_failures = 0\n")
+    });
     herdsman
 }
-
-/// Passive ejection off, so that the dead server stays in rotation and every retry shows.
-const NO_EJECTION: &str = "[pool.passive]\nconsecutive_failures = 0\n";
 
 #[test]
 fn a_refused_connection_is_retried_on_another_server() {
@@ -51,9 +45,6 @@ fn a_refused_connection_is_retried_on_another_server() {
             .server("dead", refusing()),
         "",
     );
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!("{text}{NO_EJECTION}"));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
     let answers = herdsman.answers(20);
     assert_eq!(count(&answers, "a"), 20, "{answers:?}");
     // Half of them were first sent to the dead server.
@@ -72,9 +63,6 @@ fn an_idempotent_request_is_retried_after_a_close_and_a_post_is_not() {
         .server("shut", shut.addr)
         .server("a", a.addr);
     let herdsman = start(setup, "");
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!("{text}{NO_EJECTION}"));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
     let gets: Vec<(u16, String)> = (0..6)
         .map(|i| {
             let mut conn = Conn::connect(herdsman.web);
@@ -119,9 +107,6 @@ fn retries_zero_answers_the_failure() {
             .server("dead", refusing()),
         "retries = 0\n",
     );
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!("{text}{NO_EJECTION}"));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
     let answers = herdsman.answers(10);
     assert_eq!(count(&answers, "a"), 5, "{answers:?}");
     assert_eq!(
@@ -146,9 +131,6 @@ fn the_retry_budget_stops_a_storm() {
             .server("dead", refusing()),
         "retry_budget_percent = 0\n",
     );
-    let text = std::fs::read_to_string(&herdsman.path).unwrap();
-    herdsman.rewrite_text(&format!("{text}{NO_EJECTION}"));
-    assert_eq!(herdsman.api("POST", "/api/reload", None).0, 200);
     let answers = herdsman.answers(40);
     let failed = answers
         .iter()

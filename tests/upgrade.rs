@@ -5,7 +5,6 @@
 
 mod common;
 
-use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -116,15 +115,7 @@ fn an_upgrade_and_a_reload_under_load_lose_no_request() {
         a.addr
     );
     let path = write_temp("upgrade.toml", &config);
-    let mut old = ChildGuard(
-        Command::new(binary())
-            .args(["run", "-c", path.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn herdsman run"),
-    );
+    let mut old = run_binary_with(&path);
     assert!(wait_listening(web, Duration::from_secs(10)));
     let old_pid = u64::from(old.0.id());
     assert_eq!(serving_pid(admin), Some(old_pid));

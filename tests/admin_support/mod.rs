@@ -82,6 +82,14 @@ impl Running {
         self.server.as_ref()?.listener_addr(name)
     }
 
+    /// Applies `edit` to the config file's text and reloads it; the reload must be accepted.
+    pub fn reconfigure(&self, edit: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        self.rewrite_text(&edit(text));
+        let (status, json) = self.api("POST", "/api/reload", None);
+        assert_eq!(status, 200, "{json}");
+    }
+
     /// Replaces the config file with `text` as it is.
     pub fn rewrite_text(&self, text: &str) {
         std::fs::write(&self.path, text).unwrap();
@@ -194,4 +202,12 @@ pub fn api(
 /// How many of `answers` came from `server`.
 pub fn count(answers: &[String], server: &str) -> usize {
     answers.iter().filter(|answer| *answer == server).count()
+}
+
+/// `text` with `keys` (lines such as `retries = 0\n`) added at the top of pool "app".
+pub fn with_pool_keys(text: String, keys: &str) -> String {
+    text.replace(
+        "[[pool]]\nname = \"app\"\n",
+        &format!("[[pool]]\nname = \"app\"\n{keys}"),
+    )
 }

@@ -1188,14 +1188,7 @@ impl Setup {
         let port = free_port();
         let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
         let path = write_temp("run.toml", &self.toml(&addr.to_string()));
-        let child = Command::new(binary())
-            .args(["run", "-c", path.to_str().unwrap()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn herdsman run");
-        let child = ChildGuard(child);
+        let child = run_binary_with(&path);
         assert!(
             wait_listening(addr, Duration::from_secs(10)),
             "herdsman run is not listening on {addr}"
@@ -1297,6 +1290,18 @@ pub fn write_temp(name: &str, text: &str) -> PathBuf {
     let path = dir.join(format!("{n}-{name}"));
     std::fs::write(&path, text).unwrap();
     path
+}
+
+/// Starts `herdsman run -c path` (output discarded) and returns at once.
+pub fn run_binary_with(path: &Path) -> ChildGuard {
+    let child = Command::new(binary())
+        .args(["run", "-c", path.to_str().unwrap()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn herdsman run");
+    ChildGuard(child)
 }
 
 /// Runs the binary to completion with a timeout; returns (exit code, stdout + stderr).

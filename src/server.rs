@@ -213,7 +213,7 @@ impl Server {
     pub fn upgrade_sockets(&self) -> Vec<(String, std::os::fd::RawFd)> {
         let mut sockets = self.registry.listener_sockets();
         if let Some(admin) = &self.admin {
-            sockets.push((upgrade::admin_name(), admin.socket_fd()));
+            sockets.push((upgrade::ADMIN_SOCKET.to_string(), admin.socket_fd()));
         }
         sockets
     }

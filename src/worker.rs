@@ -152,8 +152,9 @@ pub struct WorkerContext {
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
     pub parking: Option<ParkingLot>,
     pub rng: RefCell<fastrand::Rng>,
-    /// Each open listener's shared load, by slot.
-    listener_loads: RefCell<HashMap<usize, Arc<ListenerLoad>>>,
+    /// This worker's descriptor of each open listener, and its shared load, by slot (kept by
+    /// the thread across restarts of the event loop).
+    listeners: KeptListeners,
     /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
     #[cfg(feature = "fault-injection")]
     pub panic_next_accept: Cell<bool>,
@@ -177,6 +178,7 @@ impl WorkerContext {
         stats: Arc<Stats>,
         handoff: Option<Arc<HandoffBoard>>,
         failing: mpsc::UnboundedSender<u64>,
+        listeners: KeptListeners,
     ) -> WorkerContext {
         let current = snapshot.load_full();
         let parking = ParkingLot::new(Arc::clone(&stats), index)
@@ -194,7 +196,7 @@ impl WorkerContext {
             idle_added: Notify::new(),
             parking,
             rng: RefCell::new(fastrand::Rng::new()),
-            listener_loads: RefCell::new(HashMap::new()),
+            listeners,
             #[cfg(feature = "fault-injection")]
             panic_next_accept: Cell::new(false),
             #[cfg(feature = "fault-injection")]
@@ -311,7 +313,8 @@ impl WorkerContext {
 
     /// The shared load of the listener in `slot`.
     pub fn listener_load(&self, slot: usize) -> Option<Arc<ListenerLoad>> {
-        self.listener_loads.borrow().get(&slot).cloned()
+        let listeners = self.listeners.borrow();
+        listeners.get(&slot).map(|(_, load)| Arc::clone(load))
     }
 
     /// Starts serving a connection on this worker.
@@ -413,10 +416,10 @@ async fn run(lasting: &Lasting) {
         Arc::clone(&lasting.stats),
         lasting.board.clone(),
         lasting.failing.clone(),
+        Rc::clone(&lasting.listeners),
     ));
     tokio::task::spawn_local(accept_on_listeners(
         Rc::clone(&context),
-        Rc::clone(&lasting.listeners),
         Rc::clone(&lasting.listener_changes),
         lasting.intake,
     ));
@@ -456,20 +459,16 @@ async fn run(lasting: &Lasting) {
 }
 
 /// Runs an accept loop per listener — those open now, then those reloads open — and ends the
-/// loops of listeners reloads close. `listeners` keeps a descriptor of each open one, from
-/// which the loops get duplicates, so that a restart of the worker finds them all.
+/// loops of listeners reloads close. The context's `listeners` keep a descriptor of each open
+/// one, from which the loops get duplicates, so that a restart of the worker finds them all.
 async fn accept_on_listeners(
     context: Rc<WorkerContext>,
-    listeners: KeptListeners,
     changes: Rc<tokio::sync::Mutex<mpsc::UnboundedReceiver<ListenerChange>>>,
     intake: IntakeMode,
 ) {
     let mut accepting = HashMap::new();
-    let open = |slot: usize, socket: &Socket, load: &Arc<ListenerLoad>| {
-        context
-            .listener_loads
-            .borrow_mut()
-            .insert(slot, Arc::clone(load));
+    let listeners = &context.listeners;
+    let open = |slot: usize, socket: &Socket| {
         let socket = match socket.try_clone() {
             Ok(socket) => socket,
             Err(error) => {
@@ -480,8 +479,8 @@ async fn accept_on_listeners(
         let accept = supervise_accept(Rc::clone(&context), slot, socket, intake);
         Some(AbortOnDrop(tokio::task::spawn_local(accept).abort_handle()))
     };
-    for (slot, (socket, load)) in listeners.borrow().iter() {
-        if let Some(accept) = open(*slot, socket, load) {
+    for (slot, (socket, _)) in listeners.borrow().iter() {
+        if let Some(accept) = open(*slot, socket) {
             accepting.insert(*slot, accept);
         }
     }
@@ -493,7 +492,7 @@ async fn accept_on_listeners(
         };
         match change {
             Some(ListenerChange::Open { slot, socket, load }) => {
-                if let Some(accept) = open(slot, &socket, &load) {
+                if let Some(accept) = open(slot, &socket) {
                     accepting.insert(slot, accept);
                 }
                 listeners.borrow_mut().insert(slot, (socket, load));

@@ -21,7 +21,7 @@ pub const INHERIT_ENV: &str = "HERDSMAN_INHERIT";
 /// The pipe on which the new process says it serves.
 pub const READY_ENV: &str = "HERDSMAN_READY_FD";
 /// The name the admin API's socket goes by in `HERDSMAN_INHERIT`.
-const ADMIN: &str = "admin";
+pub const ADMIN_SOCKET: &str = "admin";
 /// How long the old process waits for the new one to serve before giving up on it.
 const READY_WAIT: Duration = Duration::from_secs(30);
 
@@ -160,7 +160,7 @@ impl Inherited {
 
     /// The admin API's inherited socket, if it listens on `addr`.
     pub fn take_admin(&mut self, addr: std::net::SocketAddr) -> Option<std::net::TcpListener> {
-        self.take_listener(ADMIN, addr)
+        self.take_listener(ADMIN_SOCKET, addr)
             .map(std::net::TcpListener::from)
     }
 }
@@ -177,11 +177,6 @@ pub fn tell_ready() {
     // SAFETY: the old process left the pipe's write end open for this process.
     let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
     let _ = io::Write::write_all(&mut pipe, b"ready\n");
-}
-
-/// The name an admin socket goes by, for [`start_successor`].
-pub fn admin_name() -> String {
-    ADMIN.to_string()
 }
 
 fn set_cloexec(fd: &OwnedFd) {

@@ -102,24 +102,25 @@ async fn take_slot<'s>(
     let pinned = facts.choice.pinned;
     let take = || {
         if pinned {
-            return ActiveGuard::try_take(chosen, &pool.queue).map(|slot| (chosen, slot));
+            return ActiveGuard::try_take(chosen, &pool.queue).map(|slot| (None, slot));
         }
         let other = pool
             .balancer
             .pick_other(&pool.servers, &mut context.rng.borrow_mut(), &[])?;
-        let server = &pool.servers[other];
-        ActiveGuard::try_take(server, &pool.queue).map(|slot| (server, slot))
+        ActiveGuard::try_take(&pool.servers[other], &pool.queue).map(|slot| (Some(other), slot))
     };
-    let (server, slot) = pool
+    let (other, slot) = pool
         .queue
         .wait_for(pool.queue_timeout, take)
         .await
         .ok_or(Failure::QueueTimeout)?;
-    if server.id != chosen.id {
-        facts.choice.server = pool.position(&server.name);
-        facts.choice.assign_cookie = pool.sticky_cookie.is_some();
-    }
-    Ok((server, slot))
+    let Some(other) = other else {
+        return Ok((chosen, slot));
+    };
+    // Another server: the client is now on it, which a sticky pool says with its cookie.
+    facts.choice.server = Some(other);
+    facts.choice.assign_cookie = pool.sticky_cookie.is_some();
+    Ok((&pool.servers[other], slot))
 }
 
 /// Reads the rest of a request head whose first bytes are in `client.buffer`, and chooses its

@@ -154,6 +154,17 @@ fn pool(
     text
 }
 
+/// A server to add at run time as the config's defaults would have it: ready, weight 1, no limit.
+fn ready_server(name: &str, addr: SocketAddr) -> NewServer {
+    NewServer {
+        name: name.into(),
+        addr,
+        weight: 1,
+        state: ServerState::Ready,
+        max_connections: 0,
+    }
+}
+
 /// Sets a process-wide environment variable of this test's own (so tests running at once do not
 /// meet) to `secret`, for `key_env`; returns its name.
 fn secret_variable(label: &str, secret: &str) -> String {
@@ -924,16 +935,7 @@ fn hash_moves_only_the_keys_it_must_when_a_server_comes_or_goes() {
     let start = hash_placement(&herd, &users);
 
     registry
-        .add_server(
-            "app",
-            NewServer {
-                name: "d".into(),
-                addr: d.addr,
-                weight: 1,
-                state: ServerState::Ready,
-                max_connections: 0,
-            },
-        )
+        .add_server("app", ready_server("d", d.addr))
         .unwrap();
     let with_d = hash_placement(&herd, &users);
     let mut moved = 0;
@@ -1088,16 +1090,7 @@ fn adding_and_removing_servers_under_full_load_loses_no_request() {
     let pause = || thread::sleep(Duration::from_millis(250));
     let add = |name: &str, server: &Counted| {
         let view = registry
-            .add_server(
-                "app",
-                NewServer {
-                    name: name.into(),
-                    addr: server.mock.addr,
-                    weight: 1,
-                    state: ServerState::Ready,
-                    max_connections: 0,
-                },
-            )
+            .add_server("app", ready_server(name, server.mock.addr))
             .unwrap();
         assert!(view.added_at_run_time);
         assert!(
@@ -1309,16 +1302,7 @@ fn sessions_stay_put_when_servers_come_and_go() {
     // The cookie names the server, not its place: adding d and removing a (so that b and c
     // move up) leaves b's and c's sessions where they were.
     registry
-        .add_server(
-            "app",
-            NewServer {
-                name: "d".into(),
-                addr: d.addr,
-                weight: 1,
-                state: ServerState::Ready,
-                max_connections: 0,
-            },
-        )
+        .add_server("app", ready_server("d", d.addr))
         .unwrap();
     registry.remove_server("app", "a").unwrap();
     for name in ["b", "c"] {
@@ -1358,16 +1342,7 @@ fn a_reload_keeps_run_time_servers_and_weights_unless_the_file_names_them() {
     let herd = Herd::start(&text);
     let registry = herd.registry();
     registry
-        .add_server(
-            "app",
-            NewServer {
-                name: "c".into(),
-                addr: c.addr,
-                weight: 1,
-                state: ServerState::Ready,
-                max_connections: 0,
-            },
-        )
+        .add_server("app", ready_server("c", c.addr))
         .unwrap();
     registry.set_weight("app", "b", 2).unwrap();
 

@@ -144,7 +144,8 @@ struct State {
     /// Every listener slot ever opened, in slot order.
     slots: Vec<ListenerSlot>,
     lineage: Lineage,
-    /// Servers added through the API: (pool, server) → how they were added.
+    /// Servers added through the API: (pool, server) → how they were added. States and weights
+    /// set later live in `states` and `weights`, which a reload applies to these too.
     added: HashMap<(String, String), ServerConfig>,
     /// States and weights set through the API, by (pool, server).
     states: HashMap<(String, String), ServerState>,
@@ -338,9 +339,6 @@ impl Registry {
         let index = position(servers, pool, name)?;
         servers[index].state = new_state;
         state.states.insert(key(pool, name), new_state);
-        if let Some(added) = state.added.get_mut(&key(pool, name)) {
-            added.state = new_state;
-        }
         self.publish(&mut state)?;
         tracing::info!(
             pool,
@@ -364,9 +362,6 @@ impl Registry {
         let index = position(servers, pool, name)?;
         servers[index].weight = weight;
         state.weights.insert(key(pool, name), weight);
-        if let Some(added) = state.added.get_mut(&key(pool, name)) {
-            added.weight = weight;
-        }
         self.publish(&mut state)?;
         tracing::info!(pool, server = name, weight, "server weight set");
         drop(state);
@@ -949,6 +944,27 @@ servers = [
         assert_eq!(
             fixture.servers()[0],
             server("a", "127.0.0.1:9001", "ready", 1, false)
+        );
+    }
+
+    #[test]
+    fn changes_to_a_server_added_at_run_time_survive_a_reload() {
+        let fixture = Fixture::new("added");
+        let registry = &fixture.registry;
+        let added = NewServer {
+            name: "d".into(),
+            addr: "127.0.0.1:9004".parse().unwrap(),
+            weight: 1,
+            state: ServerState::Ready,
+            max_connections: 0,
+        };
+        registry.add_server("app", added).unwrap();
+        registry.set_state("app", "d", ServerState::Drain).unwrap();
+        registry.set_weight("app", "d", 7).unwrap();
+        registry.reload().unwrap();
+        assert_eq!(
+            fixture.servers()[2],
+            server("d", "127.0.0.1:9004", "drain", 7, true)
         );
     }
 

@@ -367,12 +367,12 @@ impl WorkerContext {
         }
     }
 
-    fn begin_stop(&self) {
+    fn begin_stop(self: &Rc<Self>) {
         self.stopping.set(true);
         self.stop_notify.notify_waiters();
         self.idle.borrow_mut().clear();
         if let Some(lot) = &self.parking {
-            lot.close_all();
+            lot.take_all(|parked| self.resume(parked));
         }
     }
 

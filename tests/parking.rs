@@ -131,7 +131,7 @@ fn a_parked_connection_the_client_closes_is_forgotten() {
 }
 
 #[test]
-fn a_graceful_stop_closes_parked_connections_at_once() {
+fn a_graceful_stop_closes_silent_parked_connections() {
     let (_server, proxy) = proxy_with_client_idle("30s");
     let mut client = parked_connection(&proxy);
     let stopping = Instant::now();
@@ -141,4 +141,16 @@ fn a_graceful_stop_closes_parked_connections_at_once() {
         "a parked connection stayed open through a graceful stop"
     );
     assert!(stopping.elapsed() < Duration::from_secs(1));
+}
+
+#[test]
+fn a_request_a_parked_connection_sends_as_the_stop_begins_is_served() {
+    let (_server, proxy) = proxy_with_client_idle("30s");
+    let mut client = parked_connection(&proxy);
+    proxy.stop();
+    // Sent right after the stop began: it meets the last call, not a close.
+    let response = client.roundtrip(&get_request("/last", ""));
+    assert_eq!(response.status(), 200);
+    assert!(response.says_close(), "{:?}", response.head.headers);
+    client.expect_closed();
 }

@@ -219,13 +219,17 @@ impl ParkingLot {
         }
     }
 
-    /// Closes every parked connection (a graceful stop: they are idle).
-    pub fn close_all(&self) {
-        let slots = std::mem::take(&mut *self.slots.borrow_mut());
+    /// Hands every parked connection to `resume`, out of the lot (a graceful stop: each then
+    /// gets the last call any connection between requests gets, so that a request already on
+    /// its way is served rather than met with a close).
+    pub fn take_all(&self, mut resume: impl FnMut(Parked)) {
         self.deadlines.borrow_mut().clear();
-        self.publish_len(0);
-        // Closing a descriptor removes it from the epoll set.
-        drop(slots);
+        let keys: Vec<usize> = self.slots.borrow().iter().map(|(key, _)| key).collect();
+        for key in keys {
+            if let Some(parked) = self.unpark(key) {
+                resume(parked);
+            }
+        }
     }
 }
 

@@ -3,6 +3,8 @@
 //! # Layout
 //!
 //! - [`config`]: TOML → raw serde structs → validated, immutable [`Config`].
+//! - [`access_log`]: a line per request, per listener, formatted into per-worker buffers and
+//!   written by one thread that reopens the files on SIGUSR1.
 //! - [`server`]: the running proxy: binds listeners, starts workers, stops them gracefully.
 //! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections.
 //! - [`intake`]: listening sockets and the socket options they need (`sys.rs`: Linux-only calls).
@@ -18,6 +20,7 @@
 //! Request path rule: nothing a worker does per request takes a lock shared with other workers.
 //! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
 
+pub mod access_log;
 pub mod config;
 pub mod control;
 pub mod demo;

@@ -7,6 +7,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
+use herdsman::config::LogLevel;
 use herdsman::{Config, Server};
 
 #[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
@@ -48,24 +49,21 @@ enum Command {
     },
     /// Show and change a running herdsman's pools through its admin API.
     Ctl(herdsman::control::ctl::CtlArgs),
+    /// Watch a running herdsman's workers and servers through its admin API (`q` quits).
+    Top(herdsman::control::top::TopArgs),
 }
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    // `run` starts its log once it has read the level from its config.
+    if !matches!(cli.command, Command::Run { .. }) {
+        start_tracing(LogLevel::default());
+    }
     let result = match cli.command {
         Command::Check { config } => return check(&config),
         Command::Ctl(args) => return ctl(&args),
-        Command::Run { config: path } => Config::load(&path)
-            .map_err(anyhow::Error::from)
-            .and_then(|config| serve(config, Some(path), None)),
+        Command::Top(args) => return top(&args),
+        Command::Run { config: path } => run(path),
         Command::Demo { listen, admin } => demo(listen, admin),
     };
     match result {
@@ -75,6 +73,25 @@ fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// `herdsman run`: reads the config, starts the log at its `[log] level`, and serves.
+fn run(path: PathBuf) -> anyhow::Result<()> {
+    let config = Config::load(&path)?;
+    start_tracing(config.log.level);
+    serve(config, Some(path), None)
+}
+
+/// Errors and events to stderr, from `level` up; `RUST_LOG`, when set, wins.
+fn start_tracing(level: LogLevel) {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.name())),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
 }
 
 fn check(path: &std::path::Path) -> ExitCode {
@@ -95,9 +112,7 @@ fn check(path: &std::path::Path) -> ExitCode {
 /// Runs a `ctl` command with the token from the environment, if set; exit status 1 on failure.
 fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
     use herdsman::control::ctl;
-    let token = std::env::var(ctl::TOKEN_ENV)
-        .ok()
-        .filter(|token| !token.is_empty());
+    let token = ctl::token_from_env();
     match ctl::run(args, token.as_deref()) {
         Ok(output) => {
             print!("{output}");
@@ -105,6 +120,18 @@ fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
         }
         Err(error) => {
             eprintln!("herdsman ctl: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Runs `top` with the token from the environment, as `ctl` does; exit status 1 on failure.
+fn top(args: &herdsman::control::top::TopArgs) -> ExitCode {
+    let token = herdsman::control::ctl::token_from_env();
+    match herdsman::control::top::run(args, token.as_deref()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("herdsman top: {error}");
             ExitCode::FAILURE
         }
     }
@@ -144,8 +171,10 @@ fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyho
             false
         }
     };
-    let signal = herdsman::control::signals::wait_for_stop(&server.registry(), &upgrade)
-        .context("installing signal handlers")?;
+    let reopen_logs = || server.reopen_access_logs();
+    let signal =
+        herdsman::control::signals::wait_for_stop(&server.registry(), &upgrade, &reopen_logs)
+            .context("installing signal handlers")?;
     tracing::info!(signal, "stopping gracefully");
     server.stop();
     server.wait();

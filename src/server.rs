@@ -1,12 +1,13 @@
 //! The running proxy: binds every listener, starts the workers, and stops them gracefully.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 
 use tokio::sync::watch;
 
+use crate::access_log::{AccessLogWriter, LogFiles};
 use crate::config::{Config, IntakeMode};
 use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::control::health::{self, HealthHandle};
@@ -37,6 +38,12 @@ pub enum StartError {
     Admin(#[from] AdminError),
     #[error("cannot generate a signing key for sticky cookies: {0}")]
     Keys(std::io::Error),
+    #[error("listener {listener}: cannot open access log {}: {error}", path.display())]
+    AccessLog {
+        listener: String,
+        path: std::sync::Arc<Path>,
+        error: std::io::Error,
+    },
 }
 
 /// A started proxy. Dropping it stops it; [`Server::stop`] then [`Server::wait`] does so
@@ -48,6 +55,8 @@ pub struct Server {
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminHandle>,
     health: Option<HealthHandle>,
+    /// Ends after the workers, having written every line they handed it.
+    access_log: Option<AccessLogWriter>,
 }
 
 impl Server {
@@ -61,6 +70,23 @@ impl Server {
     /// Like [`Server::start`], for a config read from `path`, which a reload reads again.
     pub fn start_with_file(config: Config, path: Option<PathBuf>) -> Result<Server, StartError> {
         intake::check_supported(config.intake).map_err(StartError::Intake)?;
+        // Opened before anything listens, so that a log that cannot be written stops the start.
+        let mut log_files = LogFiles::new();
+        for listener in &config.listeners {
+            if let Some(log) = &listener.access_log {
+                log_files
+                    .open(&log.path)
+                    .map_err(|error| StartError::AccessLog {
+                        listener: listener.name.clone(),
+                        path: log.path.clone(),
+                        error,
+                    })?;
+            }
+        }
+        let stats = Stats::new(config.workers);
+        let access_log =
+            AccessLogWriter::start(log_files, Arc::clone(&stats.access_log_dropped_lines))
+                .map_err(StartError::Thread)?;
         let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket, Arc<ListenerLoad>)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
@@ -122,7 +148,6 @@ impl Server {
         let registry = Arc::new(
             Registry::new(config.clone(), path, Some(control), bound).map_err(StartError::Keys)?,
         );
-        let stats = Stats::new(config.workers);
         let (stop, stop_receiver) = watch::channel(false);
         let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();
         let health = health::start(
@@ -171,6 +196,7 @@ impl Server {
                 failing: failing.clone(),
                 stop: stop_receiver.clone(),
                 shutdown_grace: config.shutdown_grace,
+                access_log: access_log.sink(),
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }
@@ -184,7 +210,16 @@ impl Server {
             workers,
             admin,
             health: Some(health),
+            access_log: Some(access_log),
         })
+    }
+
+    /// Opens every access log file again by path (SIGUSR1, after a rotation). Returns at once;
+    /// lines written from then on go to the new files.
+    pub fn reopen_access_logs(&self) {
+        if let Some(writer) = &self.access_log {
+            writer.reopen();
+        }
     }
 
     /// The admin API's address, when the config has `[admin]`.
@@ -236,6 +271,9 @@ impl Server {
             if worker.join().is_err() {
                 tracing::error!("a worker thread panicked");
             }
+        }
+        if let Some(writer) = self.access_log.take() {
+            writer.finish();
         }
         if let Some(health) = self.health.take() {
             health.join();

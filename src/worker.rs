@@ -21,9 +21,12 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::LocalSet;
 
+use crate::access_log::{Entry, LogSink, WorkerAccessLog, FLUSH_AFTER};
 use crate::config::IntakeMode;
 use crate::intake::{HandoffBoard, HandoffInbox, ListenerChange, ListenerLoad};
 use crate::proxy::parking::{Parked, ParkingLot};
+use crate::proxy::{Client, Outcome};
+use crate::stats::traffic::Ending;
 use crate::stats::{procfs, Stats, WorkerCounters};
 use crate::upstream::idle::IdleConnections;
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -52,6 +55,8 @@ pub struct WorkerSetup {
     /// Becomes true when the proxy is to stop gracefully.
     pub stop: watch::Receiver<bool>,
     pub shutdown_grace: Duration,
+    /// Where the worker's access log lines go (`None`: they are dropped).
+    pub access_log: Option<LogSink>,
 }
 
 /// Starts a worker thread. Should the worker's own event loop panic (outside any task, which
@@ -106,6 +111,7 @@ struct Lasting {
     failing: mpsc::UnboundedSender<u64>,
     stop: watch::Receiver<bool>,
     shutdown_grace: Duration,
+    access_log: Option<LogSink>,
 }
 
 impl From<WorkerSetup> for Lasting {
@@ -132,6 +138,7 @@ impl From<WorkerSetup> for Lasting {
             failing: setup.failing,
             stop: setup.stop,
             shutdown_grace: setup.shutdown_grace,
+            access_log: setup.access_log,
         }
     }
 }
@@ -147,7 +154,7 @@ pub struct WorkerContext {
     /// bounce between cores once per request per worker).
     #[allow(clippy::redundant_allocation)]
     snapshot_local: RefCell<Rc<Arc<Snapshot>>>,
-    pub idle: RefCell<IdleConnections>,
+    idle: RefCell<IdleConnections>,
     idle_added: Notify,
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
     pub parking: Option<ParkingLot>,
@@ -169,6 +176,8 @@ pub struct WorkerContext {
     stop_notify: Notify,
     connections: Cell<usize>,
     connections_done: Notify,
+    /// This worker's access log lines, waiting for the writer.
+    access_log: WorkerAccessLog,
 }
 
 impl WorkerContext {
@@ -179,6 +188,7 @@ impl WorkerContext {
         handoff: Option<Arc<HandoffBoard>>,
         failing: mpsc::UnboundedSender<u64>,
         listeners: KeptListeners,
+        access_log: Option<LogSink>,
     ) -> WorkerContext {
         let current = snapshot.load_full();
         let parking = ParkingLot::new(Arc::clone(&stats), index)
@@ -207,6 +217,7 @@ impl WorkerContext {
             stop_notify: Notify::new(),
             connections: Cell::new(0),
             connections_done: Notify::new(),
+            access_log: WorkerAccessLog::new(access_log),
         }
     }
 
@@ -219,9 +230,9 @@ impl WorkerContext {
         if !Arc::ptr_eq(&local, current) {
             *local = Rc::new(Arc::clone(current));
             // Connections to servers removed or re-addressed must not carry another request.
-            self.idle
-                .borrow_mut()
-                .retain_servers(|server| current.has_server(server));
+            let mut idle = self.idle.borrow_mut();
+            idle.retain_servers(|server| current.has_server(server));
+            self.publish_idle_count(&idle);
         }
         Rc::clone(&local)
     }
@@ -280,9 +291,73 @@ impl WorkerContext {
         let mut idle = self.idle.borrow_mut();
         let was_empty = idle.is_empty();
         idle.put(server, stream, max_per_server);
+        self.publish_idle_count(&idle);
         if was_empty {
             self.idle_added.notify_one();
         }
+    }
+
+    /// An idle connection to `server` kept by this worker, if one is fresher than `max_idle`.
+    pub fn take_idle(&self, server: u64, max_idle: Duration) -> Option<TcpStream> {
+        let mut idle = self.idle.borrow_mut();
+        let taken = idle.take(server, max_idle);
+        self.publish_idle_count(&idle);
+        taken
+    }
+
+    /// Counts a finished exchange that `took` so long: in the worker's requests, and in its
+    /// pool's and server's traffic when it was routed.
+    pub fn record(&self, snapshot: &Snapshot, outcome: &Outcome, took: Duration) {
+        let counters = self.counters();
+        WorkerCounters::bump(&counters.requests);
+        let Some(pool) = outcome.pool.map(|index| &snapshot.pools[index]) else {
+            WorkerCounters::bump(&counters.rejected);
+            return;
+        };
+        pool.traffic.record(self.index, outcome.ending, took);
+        if let Some(server) = outcome.server.map(|index| &pool.servers[index]) {
+            server.traffic.record(self.index, outcome.ending, took);
+        }
+    }
+
+    /// Writes a finished exchange's line, when its listener keeps an access log (what the line
+    /// needs of the request head was captured while it was read, for such listeners only).
+    pub fn log_access(
+        &self,
+        snapshot: &Snapshot,
+        listener: usize,
+        client: &Client,
+        outcome: &Outcome,
+        took: Duration,
+    ) {
+        let Some(log) = snapshot.access_log(listener) else {
+            return;
+        };
+        let pool = outcome.pool.map(|index| &snapshot.pools[index]);
+        let server = pool
+            .zip(outcome.server)
+            .map(|(pool, index)| &pool.servers[index]);
+        let entry = Entry {
+            client: client.forwarded_for.as_bytes(),
+            request: &client.request_log,
+            status: match outcome.ending {
+                Ending::Status(status) => Some(status),
+                Ending::Unanswered => None,
+            },
+            body_bytes: outcome.body_bytes,
+            pool: pool.map(|pool| pool.name.as_str()),
+            server: server.map(|server| server.name.as_str()),
+            upstream: outcome.upstream,
+            total: took,
+            sticky: outcome.sticky,
+        };
+        self.access_log.write(log, &entry);
+    }
+
+    /// Publishes how many idle server connections this worker keeps, for the metrics.
+    fn publish_idle_count(&self, idle: &IdleConnections) {
+        let count = u32::try_from(idle.len()).unwrap_or(u32::MAX);
+        self.counters().idle_backend.store(count, Ordering::Relaxed);
     }
 
     /// This worker's own counters.
@@ -370,7 +445,9 @@ impl WorkerContext {
     fn begin_stop(self: &Rc<Self>) {
         self.stopping.set(true);
         self.stop_notify.notify_waiters();
-        self.idle.borrow_mut().clear();
+        let mut idle = self.idle.borrow_mut();
+        idle.clear();
+        self.publish_idle_count(&idle);
         if let Some(lot) = &self.parking {
             lot.take_all(|parked| self.resume(parked));
         }
@@ -417,6 +494,7 @@ async fn run(lasting: &Lasting) {
         lasting.board.clone(),
         lasting.failing.clone(),
         Rc::clone(&lasting.listeners),
+        lasting.access_log.clone(),
     ));
     tokio::task::spawn_local(accept_on_listeners(
         Rc::clone(&context),
@@ -428,6 +506,7 @@ async fn run(lasting: &Lasting) {
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
     tokio::task::spawn_local(resume_parked(Rc::clone(&context)));
+    tokio::task::spawn_local(flush_access_log(Rc::clone(&context)));
     tokio::task::spawn_local(follow_snapshots(
         Rc::clone(&context),
         lasting.published.clone(),
@@ -456,6 +535,8 @@ async fn run(lasting: &Lasting) {
             "shutdown grace ended; closing connections still open"
         );
     }
+    // Every line of the requests served, before the writer is told the workers are gone.
+    context.access_log.flush_waiting();
 }
 
 /// Runs an accept loop per listener — those open now, then those reloads open — and ends the
@@ -598,6 +679,18 @@ async fn resume_parked(context: Rc<WorkerContext>) {
     }
 }
 
+/// Hands this worker's access log lines to the writer `FLUSH_AFTER` after a line goes into an
+/// empty buffer (full buffers go at once, from the request that filled them). Sleeps without a
+/// timer while there are none, so an idle proxy does not wake up; runs on through a graceful
+/// stop, so the lines of requests finishing then are not held back.
+async fn flush_access_log(context: Rc<WorkerContext>) {
+    loop {
+        context.access_log.lines_waiting().await;
+        tokio::time::sleep(FLUSH_AFTER).await;
+        context.access_log.flush();
+    }
+}
+
 /// Closes idle server connections that outlived `backend_idle`. Sleeps without a timer while
 /// there are none, so an idle proxy does not wake up.
 async fn close_expired_idle(context: Rc<WorkerContext>) {
@@ -613,7 +706,9 @@ async fn close_expired_idle(context: Rc<WorkerContext>) {
             () = tokio::time::sleep(max_idle / 2) => {}
             () = context.stopped() => return,
         }
-        context.idle.borrow_mut().close_expired(max_idle);
+        let mut idle = context.idle.borrow_mut();
+        idle.close_expired(max_idle);
+        context.publish_idle_count(&idle);
     }
 }
 

@@ -136,6 +136,10 @@ fn an_added_server_takes_requests_and_a_removed_one_none() {
             "name": "c", "addr": c.addr.to_string(), "state": "ready", "health": "up",
             "weight": 1, "effective_weight": 1, "max_connections": 0, "active": 0, "requests": 0,
             "added_at_run_time": true,
+            "traffic": {
+                "requests": 0, "responses": [0, 0, 0, 0, 0], "unanswered": 0, "retries": 0,
+                "duration_sum_us": 0, "buckets": vec![0; 19],
+            },
         })
     );
     let answers = herdsman.answers(6);

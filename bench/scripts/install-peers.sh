@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
-# packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots. Installs only what is
-# missing (nothing, when all are there); uses sudo when not run as root. CI runs it before
-# `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs) needs them all.
+# packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
+# check herdsman with: promtool (Debian's prometheus) for the /metrics output, and chromium (run
+# headless) for the stats page. Installs only what is missing (nothing, when all are there); uses
+# sudo when not run as root. CI runs it before `cargo test --workspace`, whose short comparison
+# (bench/tests/compare_short.rs), tests/metrics.rs and tests/stats_page.rs need them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -12,10 +14,14 @@ missing=()
 have haproxy || missing+=(haproxy)
 have nginx || missing+=(nginx-light)
 have wrk || missing+=(wrk)
+# promtool (Prometheus's own checker of the text format) for tests/metrics.rs.
+have promtool || missing+=(prometheus)
+# A real browser for tests/stats_page.rs, which fails without it.
+have chromium || missing+=(chromium)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium and the plot font are installed"
   exit 0
 fi
 

@@ -13,10 +13,13 @@ backend_port=$(free_port)
 target/release/herdsman-bench backend --listen "127.0.0.1:$backend_port" >/dev/null 2>&1 &
 
 # write_config FILE PORT: one listener on PORT in front of the backend. WORKERS (default 1) and
-# INTAKE (default: herdsman's own) set those keys.
+# INTAKE (default: herdsman's own) set those keys; ACCESS_LOG (combined or json) gives the
+# listener an access log in that format, written beside FILE.
 write_config() {
-  local intake_line=""
+  local intake_line="" log_lines=""
   [ -n "${INTAKE:-}" ] && intake_line="intake = \"$INTAKE\""
+  [ -n "${ACCESS_LOG:-}" ] && log_lines="access_log = \"$1.access.log\"
+access_log_format = \"$ACCESS_LOG\""
   cat > "$1" <<EOT
 workers = ${WORKERS:-1}
 $intake_line
@@ -24,6 +27,7 @@ $intake_line
 name = "bench"
 bind = "127.0.0.1:$2"
 pool = "backend"
+$log_lines
 [[pool]]
 name = "backend"
 servers = [{ name = "b1", addr = "127.0.0.1:$backend_port" }]

@@ -8,6 +8,7 @@
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
+//! - `observability` — requests/s with access logs on and metrics scraped every second, and off
 //! - `plot`        — line charts as PNG files for bench/results/
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
@@ -27,6 +28,7 @@ mod environment;
 mod fairness;
 mod herd;
 mod holders;
+mod observability;
 mod plot;
 mod process;
 mod procstat;
@@ -78,6 +80,9 @@ enum Command {
     /// One process of slow connections for `slowloris` (started by it).
     #[command(hide = true)]
     SlowClients(slowloris::clients::SlowClientsArgs),
+    /// Requests/s with access logs on and /metrics scraped every second, against both off;
+    /// writes bench/results/observability.md.
+    Observability(observability::ObservabilityArgs),
 }
 
 fn main() -> anyhow::Result<()> {
@@ -91,5 +96,6 @@ fn main() -> anyhow::Result<()> {
         Command::Stall(args) => stall::run(args),
         Command::Slowloris(args) => slowloris::run(args),
         Command::SlowClients(args) => slowloris::clients::run(args),
+        Command::Observability(args) => observability::run(args),
     }
 }

@@ -4,7 +4,8 @@
 //! body that never ends, a reader that barely reads, an upload reset midway and started again),
 //! and reports the other clients' requests/s, p50 and p99 both ways, their ratio against the
 //! issue's 90% target, and how many slow connections herdsman still held at the end. Every process
-//! it starts is stopped when it returns, on success or error.
+//! it starts is stopped when it returns, on success or error. `--kinds` opens only some kinds;
+//! `--memory-only` skips wrk and measures herdsman's RSS per slow connection, kind by kind.
 //!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults
@@ -13,10 +14,12 @@
 //! - `clients`  — the hidden `slow-clients` holder processes, and the handle on them
 //! - `cpu`      — where the machine's CPU went during a run, process by process
 //! - `report`   — the figures, the summary, the results file and its plot
+//! - `memory`   — `--memory-only`: RSS per slow connection, per kind
 
 pub mod clients;
-mod cpu;
+pub(crate) mod cpu;
 mod kinds;
+mod memory;
 mod report;
 mod settings;
 mod stack;
@@ -40,7 +43,7 @@ use settings::Settings;
 use stack::Stack;
 
 /// Unrecorded load before the first round, so that first-run effects stay out of round 1.
-const WARMUP_SECONDS: u32 = 1;
+pub const WARMUP_SECONDS: u32 = 1;
 
 /// From "all slow connections have made their first connect" to the wrk run: herdsman accepts
 /// them all, the slow heads and bodies have sent their first bytes, and the slow readers' answers
@@ -81,6 +84,16 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
         descriptor_limit.to_string(),
     ));
     let client_header_seconds = stack::client_header_seconds(settings.seconds);
+    if settings.memory_only {
+        let scratch = ScratchDir::create()?;
+        return memory::run(
+            &settings,
+            &herdsman,
+            &wrk_path,
+            client_header_seconds,
+            scratch.path(),
+        );
+    }
     let mut session = Session {
         facts: RunFacts::new(setup),
         settings: settings.clone(),
@@ -133,7 +146,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
 }
 
 /// The workspace's release herdsman, built first unless `no_build`.
-fn herdsman_binary(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
+pub(crate) fn herdsman_binary(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
     if !no_build {
         return tools::build_herdsman(workspace);
     }
@@ -247,7 +260,7 @@ fn measure_with(
 ) -> anyhow::Result<SlowRun> {
     let hold = SETTLE_WITH + Duration::from_secs(u64::from(settings.seconds)) + HOLD_MARGIN;
     let rss_before_open_kib = procstat::tree_rss_kib(stack.herdsman.pid())?;
-    let clients = SlowClients::open(stack.port, settings.slow, hold, dir)?;
+    let clients = SlowClients::open(stack.port, settings.slow, &settings.kinds, hold, dir)?;
     let pids = clients.pids();
     let processes = Measured {
         herdsman: stack.herdsman.pid(),
@@ -344,6 +357,8 @@ mod tests {
             seconds: 10,
             rounds: 3,
             out: PathBuf::from("x.md"),
+            kinds: kinds::Kind::ALL.to_vec(),
+            memory_only: false,
         };
         let plan = planned_runs(&settings);
         assert_eq!(plan.len(), 6);

@@ -7,6 +7,8 @@ use std::fmt;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroUsize;
 use std::ops::{Range, RangeInclusive};
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use toml::Spanned;
@@ -14,13 +16,13 @@ use toml::Spanned;
 use super::duration::{format_duration, parse_duration};
 use super::load::{line_of, ConfigProblem};
 use super::raw::{
-    Named, RawAdmin, RawConfig, RawHealth, RawLimits, RawListener, RawPassive, RawPool, RawRoute,
-    RawServer, RawSticky, RawTimeouts,
+    Named, RawAdmin, RawConfig, RawHealth, RawLimits, RawListener, RawLog, RawPassive, RawPool,
+    RawRoute, RawServer, RawSticky, RawTimeouts,
 };
 use super::{
-    AdminSettings, Balance, Config, HashKey, HealthCheck, HealthKind, HostPattern, IntakeMode,
-    Limits, ListenerConfig, Passive, PoolConfig, RouteConfig, ServerConfig, ServerState,
-    StickyConfig, Timeouts,
+    AccessLogConfig, AccessLogFormat, AdminSettings, Balance, Config, HashKey, HealthCheck,
+    HealthKind, HostPattern, IntakeMode, Limits, ListenerConfig, LogLevel, LogSettings, Passive,
+    PoolConfig, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, STANDARD_OUTPUT,
 };
 
 /// Most worker threads accepted; also the cap on "auto".
@@ -50,6 +52,11 @@ impl<T: Copy + PartialEq> Words<T> {
             .iter()
             .find(|(_, candidate)| *candidate == value)
             .map_or("?", |(word, _)| *word)
+    }
+
+    /// Every accepted word, in the table's order.
+    pub(super) fn words(&self) -> impl Iterator<Item = &'static str> {
+        self.accepted.iter().map(|(word, _)| *word)
     }
 
     /// The value `word` stands for, if it is one of the accepted words.
@@ -94,6 +101,29 @@ pub(super) const SERVER_STATES: Words<ServerState> = Words {
         ("test", ServerState::Test),
     ],
     default: ServerState::Ready,
+};
+
+/// A listener's `access_log_format`.
+pub(super) const ACCESS_LOG_FORMATS: Words<AccessLogFormat> = Words {
+    accepted: &[
+        ("combined", AccessLogFormat::Combined),
+        ("json", AccessLogFormat::Json),
+    ],
+    // What nginx and Apache write, and what log analysers read first.
+    default: AccessLogFormat::Combined,
+};
+
+/// `[log] level`.
+pub(super) const LOG_LEVELS: Words<LogLevel> = Words {
+    accepted: &[
+        ("error", LogLevel::Error),
+        ("warn", LogLevel::Warn),
+        ("info", LogLevel::Info),
+        ("debug", LogLevel::Debug),
+        ("trace", LogLevel::Trace),
+    ],
+    // Starts, stops, reloads, listeners and server state changes; not one line per request.
+    default: LogLevel::Info,
 };
 
 /// `[pool.sticky] cookie` when not written.
@@ -192,6 +222,7 @@ impl Checker<'_> {
             "listener names must be unique",
             |checker, table, listener| checker.listener(table, listener, &raw.pool),
         );
+        self.one_format_per_access_log(&raw.listener, &listeners);
 
         if raw.pool.is_empty() {
             self.report(
@@ -215,6 +246,7 @@ impl Checker<'_> {
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
         self.unique_sticky_cookies(&raw.pool, &pools);
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
+        let log = self.log(&raw.log);
 
         Config {
             workers,
@@ -226,6 +258,13 @@ impl Checker<'_> {
             routes,
             pools,
             admin,
+            log,
+        }
+    }
+
+    fn log(&mut self, raw: &RawLog) -> LogSettings {
+        LogSettings {
+            level: self.word("log.level", &raw.level, &LOG_LEVELS),
         }
     }
 
@@ -405,6 +444,83 @@ impl Checker<'_> {
                 "0 (no limit, the default) to 10000000",
                 0,
             ),
+            access_log: self.access_log(table, listener),
+        }
+    }
+
+    /// A listener's `access_log` and `access_log_format`: a log when the path is written (the
+    /// format alone is ignored, so that commenting out the path turns the log off).
+    fn access_log(&mut self, table: &Table, listener: &RawListener) -> Option<AccessLogConfig> {
+        let format = self.word(
+            &table.key("access_log_format"),
+            &listener.access_log_format,
+            &ACCESS_LOG_FORMATS,
+        );
+        let raw = listener.access_log.as_ref()?;
+        let text = raw.get_ref();
+        let why = if text.is_empty() {
+            r#"empty; write an absolute path, e.g. "/var/log/herdsman/access.log", "-" for standard output, or remove the key for no access log"#
+        } else if text == STANDARD_OUTPUT {
+            return Some(AccessLogConfig {
+                path: Arc::from(Path::new(text)),
+                format,
+            });
+        } else if text.contains('\0') {
+            "a path cannot contain a NUL character"
+        } else if !Path::new(text).is_absolute() {
+            // A relative path would depend on the working directory of whoever started herdsman
+            // (systemd's is /), and a reload or a SIGUSR1 could reopen another file.
+            r#"not an absolute path; write e.g. "/var/log/herdsman/access.log", or "-" for standard output"#
+        } else if text.ends_with('/') {
+            r#"names a directory; write a file's path, e.g. "/var/log/herdsman/access.log""#
+        } else {
+            return Some(AccessLogConfig {
+                path: Arc::from(Path::new(text)),
+                format,
+            });
+        };
+        self.reject(&table.key("access_log"), raw.span(), &quoted(text), why);
+        None
+    }
+
+    /// Listeners may share an access log file only in one format: a file of mixed lines would
+    /// defeat whatever reads it.
+    fn one_format_per_access_log(
+        &mut self,
+        raw: &[Spanned<RawListener>],
+        listeners: &[ListenerConfig],
+    ) {
+        for (index, listener) in listeners.iter().enumerate() {
+            let Some(log) = &listener.access_log else {
+                continue;
+            };
+            let first = listeners[..index].iter().find(|other| {
+                other
+                    .access_log
+                    .as_ref()
+                    .is_some_and(|o| o.path == log.path)
+            });
+            let Some(first) = first else {
+                continue;
+            };
+            let first_format = first.access_log.as_ref().map_or(log.format, |o| o.format);
+            if first_format == log.format {
+                continue;
+            }
+            let Some(path) = raw[index].get_ref().access_log.as_ref() else {
+                continue;
+            };
+            self.reject(
+                &format!("listener[{index}].access_log"),
+                path.span(),
+                &quoted(path.get_ref()),
+                format!(
+                    "also the access log of listener {}, in format {}; listeners sharing a file \
+                     must share its access_log_format, or write to files of their own",
+                    first.name,
+                    ACCESS_LOG_FORMATS.word_for(first_format),
+                ),
+            );
         }
     }
 
@@ -1093,6 +1209,7 @@ mod tests {
                     backlog: 1024,
                     pool: 0,
                     max_connections: 0,
+                    access_log: None,
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -1100,6 +1217,7 @@ mod tests {
                     backlog: 4096,
                     pool: 1,
                     max_connections: 0,
+                    access_log: None,
                 },
             ],
             timeouts: Timeouts {
@@ -1208,6 +1326,9 @@ mod tests {
                 },
             ],
             admin: None,
+            log: LogSettings {
+                level: LogLevel::Info,
+            },
         };
         assert_eq!(config, expected);
     }
@@ -1717,6 +1838,125 @@ servers = []
                 "pool[0].servers",
                 7,
                 r#"pool[0].servers: missing; a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#
+            )
+        );
+    }
+
+    /// `MINIMAL` with `keys` added to its listener (at line 6 onwards).
+    fn minimal_listener_with(keys: &str) -> String {
+        let end_of_listener = "pool = \"app\"\n\n[[pool]]";
+        assert_eq!(MINIMAL.matches(end_of_listener).count(), 1);
+        MINIMAL.replace(
+            end_of_listener,
+            &format!("pool = \"app\"\n{keys}\n[[pool]]"),
+        )
+    }
+
+    #[test]
+    fn an_access_log_is_read_with_its_format_defaulting_to_combined() {
+        let config = from_toml(MINIMAL, "t").unwrap();
+        assert_eq!(config.listeners[0].access_log, None);
+        let log = |keys: &str| {
+            from_toml(&minimal_listener_with(keys), "t")
+                .unwrap()
+                .listeners[0]
+                .access_log
+                .clone()
+        };
+        let path: Arc<Path> = Arc::from(Path::new("/var/log/herdsman/web.log"));
+        assert_eq!(
+            log("access_log = \"/var/log/herdsman/web.log\"\n"),
+            Some(AccessLogConfig {
+                path: Arc::clone(&path),
+                format: AccessLogFormat::Combined,
+            })
+        );
+        assert_eq!(
+            log("access_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\n"),
+            Some(AccessLogConfig {
+                path,
+                format: AccessLogFormat::Json,
+            })
+        );
+        // The format alone: commenting out the path turns the log off.
+        assert_eq!(log("access_log_format = \"json\"\n"), None);
+    }
+
+    #[test]
+    fn access_log_keys_are_held_to_their_rules() {
+        let cases = [
+            (
+                "access_log = \"/tmp/a.log\"\naccess_log_format = \"apache\"\n",
+                "listener[0].access_log_format",
+                7,
+                r#"listener[0].access_log_format = "apache": unknown; accepted: combined, json"#,
+            ),
+            (
+                "access_log = \"logs/web.log\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "logs/web.log": not an absolute path; write e.g. "/var/log/herdsman/access.log", or "-" for standard output"#,
+            ),
+            (
+                "access_log = \"\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "": empty; write an absolute path, e.g. "/var/log/herdsman/access.log", "-" for standard output, or remove the key for no access log"#,
+            ),
+            (
+                "access_log = \"/var/log/herdsman/\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "/var/log/herdsman/": names a directory; write a file's path, e.g. "/var/log/herdsman/access.log""#,
+            ),
+        ];
+        for (keys, key, line, message) in cases {
+            assert_eq!(
+                only_problem(&minimal_listener_with(keys)),
+                problem(key, line, message),
+                "{keys}"
+            );
+        }
+    }
+
+    #[test]
+    fn listeners_may_share_an_access_log_only_in_one_format() {
+        let second = |format: &str| {
+            format!(
+                "access_log = \"/var/log/h.log\"\n\n[[listener]]\nname = \"api\"\n\
+                 bind = \"127.0.0.1:8081\"\npool = \"app\"\naccess_log = \"/var/log/h.log\"\n\
+                 access_log_format = \"{format}\"\n"
+            )
+        };
+        let shared = from_toml(&minimal_listener_with(&second("combined")), "t").unwrap();
+        assert_eq!(
+            shared.listeners[0].access_log,
+            shared.listeners[1].access_log
+        );
+        assert_eq!(
+            only_problem(&minimal_listener_with(&second("json"))),
+            problem(
+                "listener[1].access_log",
+                12,
+                r#"listener[1].access_log = "/var/log/h.log": also the access log of listener web, in format combined; listeners sharing a file must share its access_log_format, or write to files of their own"#
+            )
+        );
+    }
+
+    #[test]
+    fn the_log_level_is_one_of_tracings_levels() {
+        assert_eq!(from_toml(MINIMAL, "t").unwrap().log.level, LogLevel::Info);
+        let with = |level: &str| format!("{MINIMAL}\n[log]\nlevel = \"{level}\"\n");
+        for (word, level) in [("error", LogLevel::Error), ("trace", LogLevel::Trace)] {
+            assert_eq!(from_toml(&with(word), "t").unwrap().log.level, level);
+            assert_eq!(level.name(), word);
+        }
+        assert_eq!(
+            only_problem(&with("loud")),
+            problem(
+                "log.level",
+                12,
+                r#"log.level = "loud": unknown; accepted: error, warn, info, debug, trace"#
             )
         );
     }

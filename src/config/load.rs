@@ -179,11 +179,19 @@ mod tests {
     }
 
     #[test]
-    fn keys_of_later_issues_are_refused_as_unknown_for_now() {
-        let text = format!("{VALID}\n[log]\npool = \"app\"\n");
+    fn unknown_tables_and_keys_are_refused_where_they_are() {
+        let text = format!("{VALID}\n[logging]\npool = \"app\"\n");
         let found = only_problem(&text);
         assert_eq!(found.line, Some(64));
         assert!(found.message.contains("unknown field"), "{}", found.message);
+        let log = only_problem(&format!("{VALID}\n[log]\npool = \"app\"\n"));
+        assert_eq!((log.key.as_str(), log.line), ("log.pool", Some(65)));
+        assert!(
+            log.message
+                .contains("unknown field `pool`, expected `level`"),
+            "{}",
+            log.message
+        );
         let admin = only_problem(&format!("{VALID}\n[admin]\npool = \"app\"\n"));
         assert_eq!((admin.key.as_str(), admin.line), ("admin.pool", Some(65)));
         assert!(

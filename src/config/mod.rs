@@ -12,6 +12,8 @@ mod raw;
 mod summary;
 
 use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 pub use check::is_valid_name;
@@ -37,6 +39,34 @@ pub struct Config {
     pub pools: Vec<PoolConfig>,
     /// The admin API's listener; `None` when the config has no `[admin]`.
     pub admin: Option<AdminSettings>,
+    /// `[log]`: herdsman's own log.
+    pub log: LogSettings,
+}
+
+/// `[log]`: herdsman's own log of errors and events, written to stderr through `tracing`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct LogSettings {
+    /// The least severe events written. Default `info`. `RUST_LOG`, when set, wins. Read at
+    /// start; a reload that changes it says it takes effect on restart.
+    pub level: LogLevel,
+}
+
+/// `[log] level`: tracing's levels, most severe first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogLevel {
+    Error,
+    Warn,
+    #[default]
+    Info,
+    Debug,
+    Trace,
+}
+
+impl LogLevel {
+    /// The word the config uses, which is also a filter `tracing_subscriber::EnvFilter` reads.
+    pub fn name(self) -> &'static str {
+        check::LOG_LEVELS.word_for(self)
+    }
 }
 
 /// `[admin]`: where the admin API listens and where its token comes from.
@@ -94,6 +124,38 @@ pub struct ListenerConfig {
     /// Client connections open at once, over all workers; at the limit herdsman stops accepting
     /// (new connections wait in the kernel's backlog). 0 (the default): no limit.
     pub max_connections: u32,
+    /// Where a line per request goes, and in which format; `None` (the default): no access log.
+    pub access_log: Option<AccessLogConfig>,
+}
+
+/// The `access_log` that means standard output rather than a file.
+pub const STANDARD_OUTPUT: &str = "-";
+
+/// A listener's access log (see `crate::access_log`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AccessLogConfig {
+    /// An absolute path, or [`STANDARD_OUTPUT`]. A file is opened with O_APPEND|O_CREAT, mode
+    /// 0640, at start, and again by path on SIGUSR1. Several listeners may share a file (or
+    /// standard output) if they share its format.
+    pub path: Arc<Path>,
+    /// Default `combined`.
+    pub format: AccessLogFormat,
+}
+
+/// How an access log line reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AccessLogFormat {
+    /// nginx's and Apache's `combined`, then herdsman's own fields as `key=value`.
+    Combined,
+    /// One JSON object per line.
+    Json,
+}
+
+impl AccessLogFormat {
+    /// The word the config uses for this format.
+    pub fn name(self) -> &'static str {
+        check::ACCESS_LOG_FORMATS.word_for(self)
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -330,6 +392,11 @@ impl ServerState {
 
     pub fn from_word(word: &str) -> Option<ServerState> {
         check::SERVER_STATES.value_of(word)
+    }
+
+    /// The words of every state.
+    pub fn words() -> impl Iterator<Item = &'static str> {
+        check::SERVER_STATES.words()
     }
 }
 

@@ -31,6 +31,15 @@ pub struct RawConfig {
     #[serde(default)]
     pub pool: Vec<Spanned<RawPool>>,
     pub admin: Option<Spanned<RawAdmin>>,
+    #[serde(default)]
+    pub log: RawLog,
+}
+
+/// `[log]`: herdsman's own log of errors and events (stderr).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawLog {
+    pub level: Option<Spanned<String>>,
 }
 
 /// `[admin]`: the admin API's listener.
@@ -50,6 +59,8 @@ pub struct RawListener {
     pub backlog: Option<Spanned<i64>>,
     pub pool: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
+    pub access_log: Option<Spanned<String>>,
+    pub access_log_format: Option<Spanned<String>>,
 }
 
 /// One `[[route]]`.

@@ -1,20 +1,28 @@
 //! The summary `herdsman check` prints for a valid config.
 
-use super::check::{BALANCES, INTAKE_MODES};
+use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
 use super::{Config, HashKey, HostPattern, ServerState};
 
-/// What `herdsman check` prints for a valid config: workers, then each listener, route and pool,
-/// and each pool's servers, one line each.
+/// What `herdsman check` prints for a valid config: workers and the log level, then each
+/// listener (with its access log), route and pool, and each pool's servers, one line each.
 pub(super) fn summary(config: &Config) -> String {
     let intake = INTAKE_MODES.word_for(config.intake);
-    let mut lines = vec![format!("workers: {} (intake {intake})", config.workers)];
+    let level = LOG_LEVELS.word_for(config.log.level);
+    let mut lines = vec![format!(
+        "workers: {} (intake {intake})  log level {level}",
+        config.workers
+    )];
     for listener in &config.listeners {
         let pool = config
             .pools
             .get(listener.pool)
             .map_or("?", |pool| pool.name.as_str());
+        let access_log = listener.access_log.as_ref().map_or(String::new(), |log| {
+            let format = ACCESS_LOG_FORMATS.word_for(log.format);
+            format!("  access log {} ({format})", log.path.display())
+        });
         lines.push(format!(
-            "listener {}  {}  backlog {}  → pool {pool}",
+            "listener {}  {}  backlog {}  → pool {pool}{access_log}",
             listener.name, listener.bind, listener.backlog
         ));
     }
@@ -89,7 +97,7 @@ mod tests {
         let config = from_toml(&valid_with("balance = \"least-conn\"\n", ""), "t").unwrap();
         assert_eq!(
             summary(&config),
-            "workers: 3 (intake reuseport)\n\
+            "workers: 3 (intake reuseport)  log level info\n\
              listener web  127.0.0.1:8080  backlog 1024  → pool app\n\
              listener internal  [::1]:0  backlog 4096  → pool api\n\
              route host *.example.com  path /api/*  → pool api\n\
@@ -102,6 +110,25 @@ mod tests {
              pool shop  hash of header:x-user  2 servers  sticky cookie SHOP\n  \
              server s1  127.0.0.1:9101  weight 1\n  \
              server s2  127.0.0.1:9102  weight 1  drain"
+        );
+    }
+
+    #[test]
+    fn the_summary_shows_each_listeners_access_log_and_the_log_level() {
+        let text = valid_with(
+            "backlog = 1024\n",
+            "backlog = 1024\naccess_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\n",
+        )
+        .replace("shutdown_grace = \"15s\"\n", "shutdown_grace = \"15s\"\n[log]\nlevel = \"warn\"\n");
+        let summary = summary(&from_toml(&text, "t").unwrap());
+        let lines: Vec<&str> = summary.lines().take(3).collect();
+        assert_eq!(
+            lines,
+            [
+                "workers: 3 (intake reuseport)  log level warn",
+                "listener web  127.0.0.1:8080  backlog 1024  → pool app  access log /var/log/herdsman/web.log (json)",
+                "listener internal  [::1]:0  backlog 4096  → pool api",
+            ]
         );
     }
 }

@@ -1,8 +1,9 @@
 //! The admin listener (`[admin] bind`): a minimal HTTP/1.1 server for operators, monitors and
-//! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's intake
-//! counters and the kernel's listen-queue losses; the pool routes (`/api/pools…`, `/api/reload`,
-//! in `admin_pools`) show and change the pools through the [`Registry`]. Every answer but
-//! `/healthz` is JSON, errors included: `{"error": "<what is wrong>"}`.
+//! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's counters,
+//! CPU and the kernel's listen-queue losses; the pool routes (`/api/pools…`, `/api/reload`, in
+//! `admin_pools`) show and change the pools through the [`Registry`]; `GET /metrics` is the
+//! Prometheus text format (`metrics`) and `GET /stats` the live stats page. Every other answer is
+//! JSON, errors included: `{"error": "<what is wrong>"}`.
 //!
 //! It runs on an OS thread of its own with a current-thread runtime, never on a worker: the
 //! admin API must never take time from a worker's connections, and a worker that is busy or
@@ -14,7 +15,10 @@
 //!
 //! Safe by default: without a token it only binds a loopback address, and with one every request
 //! must carry it (`Authorization: Bearer <token>`), compared in constant time. Authentication
-//! comes before anything else, so a refused client learns nothing and changes nothing.
+//! comes before anything else, so a refused client learns nothing and changes nothing. The one
+//! exception is `GET /stats`, the live stats page (`stats_page.html`): it holds no data, only the
+//! script that asks the API for it, with the token, and a browser cannot send a token with a
+//! page navigation.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
@@ -30,6 +34,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::admin_pools::{self, ApiError};
 use super::kernel_watch;
+use super::metrics;
 use super::registry::Registry;
 use crate::config::is_valid_name;
 use crate::http1::{self, error_response, Body, HeadError, Method, Request};
@@ -387,11 +392,19 @@ pub(super) struct Answer {
 
 impl Answer {
     fn text(status: u16, body: &str) -> Answer {
+        Answer::typed(
+            status,
+            "text/plain; charset=utf-8",
+            body.as_bytes().to_vec(),
+        )
+    }
+
+    fn typed(status: u16, content_type: &'static str, body: Vec<u8>) -> Answer {
         Answer {
             status,
-            content_type: "text/plain; charset=utf-8",
+            content_type,
             extra_headers: "",
-            body: body.as_bytes().to_vec(),
+            body,
         }
     }
 
@@ -460,11 +473,26 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
+/// The live stats page: HTML, CSS and the script that polls `/api/pools` and `/api/workers`,
+/// all in one file so that it needs nothing from elsewhere.
+const STATS_PAGE: &str = include_str!("stats_page.html");
+
+/// What a browser may do with the stats page: run its own inline script and style, call this
+/// listener and nothing else (no other host, no plugin, no framing, whose clicks on the page's
+/// buttons could be hijacked).
+const STATS_PAGE_HEADERS: &str = "Content-Security-Policy: default-src 'none'; \
+    script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; \
+    img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'\r\n";
+
 /// The paths. Names in them are config names (`[A-Za-z0-9_.-]`), so no percent-decoding: a
 /// segment with any other byte matches no route.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Route<'t> {
     Health,
+    /// `/stats`, the live stats page for a browser.
+    StatsPage,
+    /// `/metrics`, for Prometheus.
+    Metrics,
     Workers,
     /// `/api/pools`
     Pools,
@@ -531,6 +559,8 @@ impl<'t> Route<'t> {
         let path = target.split_once('?').map_or(target, |(path, _)| path);
         match path {
             "/healthz" => return Some(Route::Health),
+            "/stats" => return Some(Route::StatsPage),
+            "/metrics" => return Some(Route::Metrics),
             "/api/workers" => return Some(Route::Workers),
             "/api/pools" => return Some(Route::Pools),
             "/api/reload" => return Some(Route::Reload),
@@ -559,7 +589,9 @@ impl<'t> Route<'t> {
 
     fn allowed(self) -> Allowed {
         match self {
-            Route::Health | Route::Workers | Route::Pools => Allowed::Read,
+            Route::Health | Route::StatsPage | Route::Metrics | Route::Workers | Route::Pools => {
+                Allowed::Read
+            }
             Route::Reload | Route::Upgrade | Route::Servers { .. } => Allowed::Post,
             Route::Server { part, .. } => match part {
                 ServerPart::Whole => Allowed::Delete,
@@ -582,8 +614,9 @@ struct WorkersBody<'a> {
 }
 
 /// Decides the response to one request: authentication first (so an unauthenticated client
-/// learns nothing, not even which paths exist, and changes nothing), then the route, then the
-/// method, then what the route does with the body.
+/// learns nothing, not even which paths exist, and changes nothing; `authenticate` lets the stats
+/// page through, and only it), then the route, then the method, then what the route does with
+/// the body.
 fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
     if let Some(refusal) = authenticate(request, shared) {
         return refusal;
@@ -600,6 +633,17 @@ fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
     let registry = &shared.registry;
     let result: Result<Answer, ApiError> = match route {
         Route::Health => Ok(Answer::text(200, "ok\n")),
+        Route::StatsPage => Ok(Answer::typed(
+            200,
+            "text/html; charset=utf-8",
+            STATS_PAGE.as_bytes().to_vec(),
+        )
+        .with_headers(STATS_PAGE_HEADERS)),
+        Route::Metrics => Ok(Answer::typed(
+            200,
+            metrics::CONTENT_TYPE,
+            metrics::render(&shared.stats, registry).into_bytes(),
+        )),
         Route::Workers => Ok(Answer::json(
             200,
             &WorkersBody {
@@ -654,7 +698,7 @@ fn refuse_unread_body(request: &Request, framing: Body, shared: &Shared) -> Answ
 /// `None` when the request may go on; else the 401 to answer.
 fn authenticate(request: &Request, shared: &Shared) -> Option<Answer> {
     let token = shared.token.as_ref()?;
-    if presents_token(request, token) {
+    if presents_token(request, token) || is_stats_page(request) {
         return None;
     }
     Some(
@@ -664,6 +708,15 @@ fn authenticate(request: &Request, shared: &Shared) -> Option<Answer> {
         )
         .with_headers("WWW-Authenticate: Bearer\r\n"),
     )
+}
+
+/// The one request served without the token: `GET` (or `HEAD`) `/stats`. The page is the same
+/// for everyone and holds no data: its script fetches every figure from the API with the token,
+/// which it asks the user for. And it must be so, since a browser cannot attach
+/// `Authorization: Bearer` to a page it navigates to. Any other method on `/stats` is still
+/// refused with 401, like every other path.
+fn is_stats_page(request: &Request) -> bool {
+    Route::find(request.target) == Some(Route::StatsPage) && Allowed::Read.permits(request.method)
 }
 
 /// True when the request has exactly one Authorization field, `Bearer <token>` with the right
@@ -930,6 +983,9 @@ mod tests {
         };
         for (target, route) in [
             ("/healthz", Some(Health)),
+            ("/stats", Some(StatsPage)),
+            ("/stats?token=x", Some(StatsPage)),
+            ("/stats/", None),
             ("/api/workers?x", Some(Workers)),
             ("/api/pools", Some(Pools)),
             ("/api/reload", Some(Reload)),
@@ -1125,6 +1181,91 @@ mod tests {
             let (status, json) = call(&shared, method, path, body);
             assert_eq!(status, expected, "{method} {path} {body}: {json}");
             assert!(json["error"].is_string(), "{json}");
+        }
+    }
+
+    #[test]
+    fn the_stats_page_is_served_without_the_token_and_nothing_else_is() {
+        let with_token = shared(Some("s3cret"));
+        for method in ["GET", "HEAD"] {
+            let (response, keep_open) = exchange(
+                &with_token,
+                &format!("{method} /stats?refresh HTTP/1.1\r\nHost: a\r\n\r\n"),
+            );
+            assert_eq!(keep_open, Some(true));
+            let (head, body) = response.split_once("\r\n\r\n").unwrap();
+            assert!(head.starts_with("HTTP/1.1 200 OK\r\n"), "{method}: {head}");
+            assert!(
+                head.contains("\r\nContent-Type: text/html; charset=utf-8\r\n"),
+                "{head}"
+            );
+            assert!(
+                head.contains(&format!("\r\nContent-Length: {}\r\n", STATS_PAGE.len())),
+                "{head}"
+            );
+            let policy = head
+                .lines()
+                .find_map(|line| line.strip_prefix("Content-Security-Policy: "))
+                .unwrap_or_else(|| panic!("no CSP: {head}"));
+            for directive in [
+                "default-src 'none'",
+                "script-src 'unsafe-inline'",
+                "style-src 'unsafe-inline'",
+                "connect-src 'self'",
+                "img-src 'self' data:",
+                "frame-ancestors 'none'",
+            ] {
+                assert!(
+                    policy.split("; ").any(|part| part == directive),
+                    "{directive} in {policy}"
+                );
+            }
+            let expected = if method == "GET" { STATS_PAGE } else { "" };
+            assert!(body == expected, "{method}: the body is not the page");
+        }
+        // What the page shows comes from the API, which still wants the token; so do other
+        // methods on /stats and paths that merely look like it.
+        for request in [
+            "GET /api/pools HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /stats/ HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /stats.html HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /Stats HTTP/1.1\r\nHost: a\r\n\r\n",
+            "POST /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            "PUT /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}",
+        ] {
+            let (response, _) = exchange(&with_token, request);
+            assert!(
+                response.starts_with("HTTP/1.1 401 "),
+                "{request:?}: {response}"
+            );
+        }
+        // Without a token configured, the page answers reads only, like the other pages.
+        let without_token = shared(None);
+        let (response, _) = exchange(
+            &without_token,
+            "POST /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+        );
+        assert!(response.starts_with("HTTP/1.1 405 "), "{response}");
+        assert!(response.contains("Allow: GET, HEAD\r\n"), "{response}");
+    }
+
+    #[test]
+    fn the_stats_page_is_self_contained() {
+        // Nothing from another host: no absolute URL at all, so no script, style, font or image
+        // is fetched from elsewhere (the CSP would block it, and the page would break).
+        for scheme in ["http://", "https://", "//cdn", "ws://", "wss://"] {
+            assert!(!STATS_PAGE.contains(scheme), "the page refers to {scheme}");
+        }
+        // Nor from this listener: everything is inline, and the only URLs are the API's.
+        let lower = STATS_PAGE.to_ascii_lowercase();
+        for reference in [" src=", "@import", "url(", "rel=\"stylesheet\""] {
+            assert!(!lower.contains(reference), "the page has {reference}");
+        }
+        for endpoint in ["\"/api/pools\"", "\"/api/workers\"", "/state\""] {
+            assert!(
+                STATS_PAGE.contains(endpoint),
+                "the page never calls {endpoint}"
+            );
         }
     }
 

@@ -5,7 +5,9 @@
 //! file that does not validate, with its problems).
 //!
 //! The commands are parsed here (clap), so that `main.rs` only hands them over and the mapping
-//! from command to request is unit-tested.
+//! from command to request is unit-tested. `herdsman top` reaches the API the same way: the
+//! `--admin` option ([`AdminAddress`]), the token ([`token_from_env`]), [`get_json`], and the
+//! column layout of text tables ([`aligned_columns`]) are shared from here.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
@@ -13,10 +15,12 @@ use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
+use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 
 use crate::config::is_valid_name;
+use crate::stats::traffic::TrafficTotals;
 
 /// Where `ctl` looks for the admin API unless `--admin` says otherwise: the demo's and the
 /// documented default `[admin] bind`.
@@ -30,13 +34,27 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest response read; `GET /api/pools` for thousands of servers is well under it.
 const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
 
-/// `herdsman ctl [--admin ADDR] COMMAND`.
+/// `--admin ADDR`: which herdsman's admin API a client command talks to (`ctl`, `top`).
 #[derive(Debug, Args)]
-pub struct CtlArgs {
+pub struct AdminAddress {
     /// The admin API's address (`[admin] bind` of the herdsman to talk to). The token, when the
     /// admin API needs one, is read from HERDSMAN_ADMIN_TOKEN.
     #[arg(long, global = true, value_name = "ADDR", default_value = DEFAULT_ADMIN)]
     pub admin: String,
+}
+
+/// The admin token from [`TOKEN_ENV`], if set and not empty.
+pub fn token_from_env() -> Option<String> {
+    std::env::var(TOKEN_ENV)
+        .ok()
+        .filter(|token| !token.is_empty())
+}
+
+/// `herdsman ctl [--admin ADDR] COMMAND`.
+#[derive(Debug, Args)]
+pub struct CtlArgs {
+    #[command(flatten)]
+    pub target: AdminAddress,
     #[command(subcommand)]
     pub command: CtlCommand,
 }
@@ -290,13 +308,33 @@ fn refusal_text(message: &str, problems: &[String]) -> String {
     text
 }
 
-/// Runs one command against the admin API at `args.admin`, sending `token` if there is one;
-/// returns what to print.
+/// Runs one command against the admin API at `args.target.admin`, sending `token` if there is
+/// one; returns what to print.
 pub fn run(args: &CtlArgs, token: Option<&str>) -> Result<String, CtlError> {
-    let call = args.command.call();
-    let response = exchange(&args.admin, token, &call)?;
+    let body = call_api(&args.target.admin, token, &args.command.call())?;
+    args.command.describe_success(&body)
+}
+
+/// `GET path` on the admin API at `admin`, its JSON answer read as a `T`.
+pub fn get_json<T: DeserializeOwned>(
+    admin: &str,
+    token: Option<&str>,
+    path: &str,
+) -> Result<T, CtlError> {
+    let call = Call {
+        method: "GET",
+        path: path.to_string(),
+        body: None,
+    };
+    parse_json(&call_api(admin, token, &call)?)
+}
+
+/// Makes `call` and returns the body of a successful answer; any other answer is the error it
+/// stands for.
+fn call_api(admin: &str, token: Option<&str>, call: &Call) -> Result<Vec<u8>, CtlError> {
+    let response = exchange(admin, token, call)?;
     match response.status {
-        200..=299 => args.command.describe_success(&response.body),
+        200..=299 => Ok(response.body),
         401 if token.is_some() => Err(CtlError::TokenRefused),
         401 => Err(CtlError::TokenMissing),
         status => Err(refusal(status, &response.body)),
@@ -462,10 +500,15 @@ fn parse_json<'a, T: Deserialize<'a>>(body: &'a [u8]) -> Result<T, CtlError> {
     serde_json::from_slice(body).map_err(|error| CtlError::Malformed(error.to_string()))
 }
 
-/// `GET /api/pools`, as far as `ctl` reads it (unknown fields ignored, so that a newer herdsman
-/// still answers an older `ctl`).
+/// `GET /api/pools`, as far as `ctl` and `top` read it (unknown fields ignored, so that a newer
+/// herdsman still answers an older `ctl`; missing ones default, so that an older one answers a
+/// newer `ctl`).
 #[derive(Debug, Deserialize)]
 pub struct PoolsReply {
+    /// The published snapshot's: one more with each change and reload (absent from herdsman
+    /// before reloads: 0).
+    #[serde(default)]
+    pub generation: u64,
     pub pools: Vec<PoolReply>,
 }
 
@@ -488,6 +531,10 @@ pub struct ServerReply {
     pub active: u64,
     #[serde(default)]
     pub requests: u64,
+    /// Its requests since it joined, by ending and duration (absent from herdsman before
+    /// traffic counters: none).
+    #[serde(default)]
+    pub traffic: TrafficTotals,
 }
 
 fn up() -> String {
@@ -520,16 +567,13 @@ pub fn servers_table(reply: &PoolsReply) -> String {
     ];
     /// The columns whose cells are numbers.
     const NUMERIC: [bool; 8] = [false, false, false, false, false, true, true, true];
-    let mut rows: Vec<[String; 8]> = vec![HEADINGS.map(str::to_string)];
+    let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
     for pool in &reply.pools {
         if pool.servers.is_empty() {
-            let mut row: [String; 8] = Default::default();
-            row[0] = pool.name.clone();
-            row[1] = "(no servers)".to_string();
-            rows.push(row);
+            rows.push(vec![pool.name.clone(), "(no servers)".to_string()]);
         }
         for server in &pool.servers {
-            rows.push([
+            rows.push(vec![
                 pool.name.clone(),
                 server.name.clone(),
                 server.addr.clone(),
@@ -541,21 +585,35 @@ pub fn servers_table(reply: &PoolsReply) -> String {
             ]);
         }
     }
-    let mut widths = [0; 8];
-    for row in &rows {
+    aligned_columns(&rows, &NUMERIC)
+}
+
+/// How wide each column of `rows` is: its widest cell, in characters.
+pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths = Vec::new();
+    for row in rows {
+        widths.resize(widths.len().max(row.len()), 0);
         for (width, cell) in widths.iter_mut().zip(row) {
             *width = (*width).max(cell.chars().count());
         }
     }
+    widths
+}
+
+/// `rows` (the headings first) as lines of text: columns two spaces apart, each as wide as its
+/// widest cell, the `numeric` ones right-aligned and the others left-aligned, no trailing blanks.
+/// A row may be shorter than the others: its missing cells are blank.
+pub fn aligned_columns(rows: &[Vec<String>], numeric: &[bool]) -> String {
+    let widths = column_widths(rows);
     let mut table = String::new();
-    for row in &rows {
+    for row in rows {
         let mut line = String::new();
         for (column, cell) in row.iter().enumerate() {
             if column > 0 {
                 line.push_str("  ");
             }
             let width = widths[column];
-            if NUMERIC[column] {
+            if numeric.get(column).copied().unwrap_or(false) {
                 let _ = write!(line, "{cell:>width$}");
             } else {
                 let _ = write!(line, "{cell:<width$}");
@@ -652,11 +710,11 @@ mod tests {
 
     #[test]
     fn the_admin_address_is_an_option_anywhere() {
-        assert_eq!(parse(&["servers"]).unwrap().admin, DEFAULT_ADMIN);
+        assert_eq!(parse(&["servers"]).unwrap().target.admin, DEFAULT_ADMIN);
         let before = parse(&["--admin", "10.0.0.1:9999", "servers"]).unwrap();
-        assert_eq!(before.admin, "10.0.0.1:9999");
+        assert_eq!(before.target.admin, "10.0.0.1:9999");
         let after = parse(&["drain", "app/b", "--admin", "localhost:9901"]).unwrap();
-        assert_eq!(after.admin, "localhost:9901");
+        assert_eq!(after.target.admin, "localhost:9901");
     }
 
     #[test]

@@ -1,12 +1,16 @@
 //! Control of a running herdsman from outside: the pools' registry and reload, signals, the
-//! admin API (`admin`, with its pool routes in `admin_pools`), its command-line client `ctl`,
-//! and the watch on the kernel's listen queue.
+//! admin API (`admin`, with its pool routes in `admin_pools`), its command-line clients `ctl`
+//! and `top` (a live view of workers and servers), the watch on the kernel's listen queue, the
+//! binary upgrade (`upgrade`) and what systemd is told about it all (`notify`).
 
 pub mod admin;
 mod admin_pools;
 pub mod ctl;
 pub mod health;
 pub mod kernel_watch;
+pub mod metrics;
+pub mod notify;
 pub mod registry;
 pub mod signals;
+pub mod top;
 pub mod upgrade;

@@ -12,15 +12,18 @@ use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{
-    is_valid_name, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig, ServerState,
+    is_valid_name, AccessLogConfig, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig,
+    ServerState,
 };
 use crate::intake::{self, ListenerChange, ListenerLoad};
+use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::upstream::health::HealthView;
 use crate::upstream::snapshot::Lineage;
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -77,6 +80,9 @@ pub struct ListenerControl {
 #[derive(Debug, Serialize)]
 pub struct PoolsView {
     pub generation: u64,
+    /// The upper bounds of the duration buckets in every `traffic.buckets` (the last bucket,
+    /// past them all, is +Inf).
+    pub bucket_bounds_us: &'static [u64],
     pub pools: Vec<PoolView>,
 }
 
@@ -89,6 +95,8 @@ pub struct PoolView {
     pub queued: u32,
     /// Requests that waited `queue_timeout` in vain (answered 503), since start.
     pub queue_timeouts: u64,
+    /// Every request routed to the pool since start, by ending and duration.
+    pub traffic: TrafficTotals,
     pub servers: Vec<ServerView>,
 }
 
@@ -108,6 +116,8 @@ pub struct ServerView {
     pub active: u32,
     pub requests: u64,
     pub added_at_run_time: bool,
+    /// The requests it answered (or failed) since it joined, by ending and duration.
+    pub traffic: TrafficTotals,
 }
 
 /// The control plane's record of the pools, and where snapshots are published.
@@ -121,6 +131,9 @@ pub struct Registry {
     /// `None` when no workers listen (a registry on its own, in tests): reloads then leave
     /// listeners as they are.
     listener_control: Option<ListenerControl>,
+    /// Reloads of the config file since start: applied, and refused.
+    reloads: AtomicU64,
+    failed_reloads: AtomicU64,
 }
 
 /// A listener as the workers know it (see `intake::ListenerChange`).
@@ -136,6 +149,9 @@ struct ListenerSlot {
     /// Its pool's name: kept when the listener closes, so that connections it accepted before
     /// keep going to the same pool.
     pool: String,
+    /// Its access log: kept when the listener closes, like `pool`, so that the requests of its
+    /// remaining connections are still logged.
+    access_log: Option<AccessLogConfig>,
 }
 
 struct State {
@@ -184,6 +200,7 @@ impl Registry {
                     socket,
                     open: true,
                     pool: config.pools[listener.pool].name.clone(),
+                    access_log: listener.access_log.clone(),
                 }
             })
             .collect();
@@ -193,6 +210,7 @@ impl Registry {
             &config,
             &HashSet::new(),
             listener_pools(&config, &mut slots),
+            listener_logs(&config, &mut slots),
         )?;
         let (published, _) = watch::channel(first.generation);
         Ok(Registry {
@@ -200,6 +218,8 @@ impl Registry {
             published,
             config_path,
             listener_control,
+            reloads: AtomicU64::new(0),
+            failed_reloads: AtomicU64::new(0),
             state: Mutex::new(State {
                 config,
                 slots,
@@ -260,6 +280,7 @@ impl Registry {
     pub fn pools(&self) -> PoolsView {
         let snapshot = self.snapshot.load();
         PoolsView {
+            bucket_bounds_us: &BUCKET_BOUNDS_US,
             generation: snapshot.generation,
             pools: snapshot
                 .pools
@@ -270,6 +291,7 @@ impl Registry {
                     sticky_cookie: pool.sticky_cookie.clone(),
                     queued: pool.queue.waiting(),
                     queue_timeouts: pool.queue.timed_out(),
+                    traffic: pool.traffic.totals(),
                     servers: pool.servers.iter().map(server_view).collect(),
                 })
                 .collect(),
@@ -376,8 +398,28 @@ impl Registry {
     }
 
     /// Re-reads the config file and applies it with the run-time changes that still apply.
-    /// Returns the new generation. A file that does not validate changes nothing.
+    /// Returns the new generation. A file that does not validate changes nothing. Counted,
+    /// applied or refused.
     pub fn reload(&self) -> Result<u64, ChangeError> {
+        let reloaded = self.apply_config_file();
+        let count = if reloaded.is_ok() {
+            &self.reloads
+        } else {
+            &self.failed_reloads
+        };
+        count.fetch_add(1, Ordering::Relaxed);
+        reloaded
+    }
+
+    /// Reloads since start: (applied, refused).
+    pub fn reload_counts(&self) -> (u64, u64) {
+        (
+            self.reloads.load(Ordering::Relaxed),
+            self.failed_reloads.load(Ordering::Relaxed),
+        )
+    }
+
+    fn apply_config_file(&self) -> Result<u64, ChangeError> {
         let path = self.config_path.as_ref().ok_or(ChangeError::NoConfigFile)?;
         let mut fresh = Config::load(path).map_err(ChangeError::Refused)?;
         let mut state = self.lock();
@@ -454,6 +496,7 @@ impl Registry {
                 socket,
                 open: true,
                 pool: String::new(),
+                access_log: None,
             });
             tracing::info!(listener = %name, addr = %bound, "listener opened by reload");
         }
@@ -661,9 +704,10 @@ impl Registry {
     fn publish(&self, state: &mut State) -> Result<u64, ChangeError> {
         let added: HashSet<(String, String)> = state.added.keys().cloned().collect();
         let pools = listener_pools(&state.config, &mut state.slots);
+        let logs = listener_logs(&state.config, &mut state.slots);
         let snapshot = state
             .lineage
-            .next(&state.config, &added, pools)
+            .next(&state.config, &added, pools, logs)
             .map_err(ChangeError::Snapshot)?;
         let generation = snapshot.generation;
         self.snapshot.store(Arc::new(snapshot));
@@ -698,6 +742,7 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         active: server.counters.active(),
         requests: server.counters.requests(),
         added_at_run_time: server.added_at_run_time,
+        traffic: server.traffic.totals(),
     }
 }
 
@@ -767,8 +812,23 @@ fn listener_pools(config: &Config, slots: &mut [ListenerSlot]) -> Vec<usize> {
         .collect()
 }
 
+/// Each slot's access log, noting an open listener's in its slot: a closed slot keeps the one
+/// it had. A reload that changes a listener's `access_log` thus applies to its next request.
+fn listener_logs(config: &Config, slots: &mut [ListenerSlot]) -> Vec<Option<AccessLogConfig>> {
+    slots
+        .iter_mut()
+        .map(|slot| {
+            let listener = config.listeners.iter().find(|l| l.name == slot.name);
+            if let (true, Some(listener)) = (slot.open, listener) {
+                slot.access_log = listener.access_log.clone();
+            }
+            slot.access_log.clone()
+        })
+        .collect()
+}
+
 /// Without workers to open listeners for: the listeners as running, each with the file's new
-/// pool where the file still has it.
+/// pool and access log where the file still has it.
 fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::ListenerConfig> {
     for listener in &fresh.listeners {
         if !running.listeners.iter().any(|l| l.name == listener.name) {
@@ -785,6 +845,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                 }
                 crate::config::ListenerConfig {
                     pool: new.pool,
+                    access_log: new.access_log.clone(),
                     ..old.clone()
                 }
             }
@@ -818,6 +879,9 @@ fn warn_about_restart_only_changes(running: &Config, fresh: &Config) {
     }
     if running.intake != fresh.intake {
         tracing::warn!("intake changed: takes effect on restart");
+    }
+    if running.log != fresh.log {
+        tracing::warn!("[log] changed: takes effect on restart");
     }
     if running.admin != fresh.admin {
         tracing::warn!("[admin] changed: takes effect on restart");

@@ -6,6 +6,10 @@
 //! accepting, finishes its requests in flight and exits. The listening sockets themselves never
 //! close, so no connection is refused meanwhile. A new process that fails to start changes
 //! nothing: the old one logs why and keeps serving.
+//!
+//! Under systemd the new process tells the manager it is the service's main process (see
+//! `notify`) before it tells the old one, so the old one's exit never looks like the service's
+//! end. `NOTIFY_SOCKET` reaches the new process because the environment is inherited as is.
 
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -15,6 +19,8 @@ use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::Duration;
+
+use super::notify;
 
 /// Names the inherited sockets: `listener=FD,listener=FD` and `admin` for the admin API's.
 pub const INHERIT_ENV: &str = "HERDSMAN_INHERIT";
@@ -45,8 +51,20 @@ impl Relaunch {
 }
 
 /// Starts the successor with `sockets` (name, descriptor) and waits until it serves. `Ok` with
-/// its pid: the caller stops gracefully. `Err`: the caller keeps serving.
+/// its pid: the caller stops gracefully, and tells systemd nothing more (the successor is the
+/// service's main process now). `Err`: the caller keeps serving.
 pub fn start_successor(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u32, String> {
+    let started = start_and_wait(relaunch, sockets);
+    if started.is_err() {
+        // The successor claims the main pid just before it writes to the pipe. Had it died, or
+        // been killed for being late, after the claim, systemd would follow a dead process and
+        // end the service: claim it back. Without a claim this repeats what systemd knows.
+        notify::ready("serving; the binary upgrade failed");
+    }
+    started
+}
+
+fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u32, String> {
     let (ready_read, ready_write) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
     let inherit = sockets
         .iter()
@@ -165,11 +183,18 @@ impl Inherited {
     }
 }
 
-/// Tells the old process, if there is one, that this one serves now.
+/// Tells systemd, if it runs this process, and the old process, if there is one, that this one
+/// serves now. systemd first: once the old process hears, it may exit, and by then systemd must
+/// know this process as the service's main one.
 pub fn tell_ready() {
     let Some(fd) = std::env::var_os(READY_ENV) else {
+        notify::ready("serving");
         return;
     };
+    notify::ready(&format!(
+        "serving; took over from pid {} (binary upgrade)",
+        std::os::unix::process::parent_id()
+    ));
     std::env::remove_var(READY_ENV);
     let Ok(fd) = fd.to_string_lossy().parse::<RawFd>() else {
         return;

@@ -4,22 +4,29 @@
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::failure::Failure;
+use super::recycle;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::respond::{self, ResponseStart};
 use super::{scratch, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
+use crate::stats::traffic::Ending;
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
 use crate::worker::{client_ip, WorkerContext};
+
+/// Room first taken for an access log's copy of a request head's logged parts (method, target,
+/// Host, Referer, User-Agent): enough for most, from a free list of its own size.
+const CAPTURE_INITIAL: usize = 1024;
 
 /// What is kept of a request once its head has been consumed.
 #[derive(Debug, Clone, Copy)]
@@ -33,53 +40,115 @@ pub struct RequestFacts {
     pub choice: Choice,
 }
 
-/// Serves one request on `client`; returns whether the connection stays open.
+/// How an exchange went, as far as the counters and the access log need it.
+#[derive(Debug, Clone, Copy)]
+pub struct Outcome {
+    /// When its first bytes were at hand.
+    pub started: Instant,
+    /// A request head began to arrive (else the client only closed the connection).
+    pub request: bool,
+    /// The pool the request was routed to, and the server that answered it or was last tried
+    /// (indexes into the snapshot).
+    pub pool: Option<usize>,
+    pub server: Option<usize>,
+    pub ending: Ending,
+    /// The response head reached the client.
+    pub response_started: bool,
+    /// From sending the request to a server until the response head arrived (the server's
+    /// time, with connecting; over all attempts).
+    pub upstream: Option<Duration>,
+    /// Body bytes sent to the client.
+    pub body_bytes: u64,
+    /// The request named its server with a sticky cookie, or the response gave it one.
+    pub sticky: bool,
+}
+
+impl Outcome {
+    fn new() -> Outcome {
+        Outcome {
+            started: Instant::now(),
+            request: true,
+            pool: None,
+            server: None,
+            ending: Ending::Unanswered,
+            response_started: false,
+            upstream: None,
+            body_bytes: 0,
+            sticky: false,
+        }
+    }
+}
+
+/// Serves one request on `client`; returns whether the connection stays open. Counts it, and
+/// logs it where the listener keeps an access log.
 pub async fn serve_one(
     context: &Rc<WorkerContext>,
     client: &mut Client,
     snapshot: &Arc<Snapshot>,
     listener: usize,
 ) -> Next {
+    let mut outcome = Outcome::new();
+    let next = exchange(context, client, snapshot, listener, &mut outcome).await;
+    if outcome.request {
+        let took = outcome.started.elapsed();
+        context.record(snapshot, &outcome, took);
+        context.log_access(snapshot, listener, client, &outcome, took);
+    }
+    next
+}
+
+/// The exchange itself; `outcome` is filled in as it goes.
+async fn exchange(
+    context: &Rc<WorkerContext>,
+    client: &mut Client,
+    snapshot: &Arc<Snapshot>,
+    listener: usize,
+    outcome: &mut Outcome,
+) -> Next {
     let facts = match read_request(context, client, snapshot, listener).await {
         Ok(Some(facts)) => facts,
-        Ok(None) => return Next::Close,
+        Ok(None) => {
+            outcome.request = false;
+            return Next::Close;
+        }
         Err(failure) => {
             report(client, failure, None);
-            answer_error(client, failure, None, snapshot).await;
+            answer_error(client, failure, None, snapshot, outcome).await;
             return Next::Close;
         }
     };
+    outcome.pool = Some(facts.choice.pool);
+    outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
     let pool = &snapshot.pools[facts.choice.pool];
     let Some(server) = facts.choice.server.map(|index| &pool.servers[index]) else {
         report(client, Failure::NoServer, None);
-        answer_error(client, Failure::NoServer, Some(facts.method), snapshot).await;
+        answer_error(
+            client,
+            Failure::NoServer,
+            Some(facts.method),
+            snapshot,
+            outcome,
+        )
+        .await;
         return Next::Close;
     };
+    outcome.server = facts.choice.server;
     let mut facts = facts;
     let (server, slot) = match take_slot(context, pool, server, &mut facts).await {
         Ok(taken) => taken,
         Err(failure) => {
             report(client, failure, Some(server));
-            answer_error(client, failure, Some(facts.method), snapshot).await;
+            answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
             return Next::Close;
         }
     };
-    let mut response_started = false;
-    match forward(
-        context,
-        client,
-        snapshot,
-        server,
-        slot,
-        facts,
-        &mut response_started,
-    )
-    .await
-    {
+    match forward(context, client, snapshot, server, slot, facts, outcome).await {
         Ok(next) => next,
         Err(failure) => {
-            if !response_started {
-                answer_error(client, failure, Some(facts.method), snapshot).await;
+            if !outcome.response_started {
+                answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
+            } else {
+                outcome.ending = Ending::Unanswered;
             }
             Next::Close
         }
@@ -135,6 +204,8 @@ async fn read_request(
 ) -> Result<Option<RequestFacts>, Failure> {
     let limits = snapshot.limits;
     let timeouts = snapshot.timeouts;
+    let logged = snapshot.access_log(listener).is_some();
+    client.request_log.forget();
     let mut deadline = None;
     loop {
         if !client.buffer.is_empty() {
@@ -157,6 +228,11 @@ async fn read_request(
                         std::thread::sleep(std::time::Duration::from_millis(500))
                     }
                     _ => {}
+                }
+                if logged {
+                    // Copied now: the head leaves `client.buffer` before the response comes.
+                    let storage = || recycle::take_bytes(CAPTURE_INITIAL);
+                    client.request_log.capture(&request, storage);
                 }
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));
@@ -217,15 +293,19 @@ async fn forward<'s>(
     first: &'s Server,
     first_slot: ActiveGuard<'s>,
     mut facts: RequestFacts,
-    response_started: &mut bool,
+    outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
     let pool = &snapshot.pools[facts.choice.pool];
+    let first_sent = Instant::now();
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
     if let Err(error) = upload.take_buffered(&mut client.buffer, &mut client.out) {
         let failure = upload_failure(error);
         report(client, failure, None);
         return Err(failure);
     }
+    // The request is in `out` now, as far as it has come: the wait for the server holds no
+    // buffer of the client's (the rest of a body, if any, is read into a new one).
+    client.buffer.release_if_empty();
     let whole = upload.is_done();
     context.earn_retry_credit(pool.retry_budget_percent);
     // Servers tried so far, by index in the pool (at most 1 + retries, and retries ≤ 10).
@@ -236,6 +316,8 @@ async fn forward<'s>(
     let mut slot = Some(first_slot);
     loop {
         let _slot = slot.take();
+        outcome.server = facts.choice.server;
+        outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
         let sent = if whole {
             send_whole(context, client, snapshot, server, facts).await
         } else {
@@ -243,6 +325,8 @@ async fn forward<'s>(
         };
         let failure = match sent {
             Ok((upstream, start, upload_finished)) => {
+                outcome.upstream = Some(first_sent.elapsed());
+                outcome.ending = Ending::Status(start.status);
                 if pool.passive.count_5xx && start.status >= 500 {
                     context.server_failed(server, &pool.passive);
                 } else {
@@ -256,7 +340,7 @@ async fn forward<'s>(
                     start,
                     upstream,
                     upload_finished,
-                    response_started,
+                    outcome,
                 )
                 .await;
                 if let Err(failure) = relayed {
@@ -299,6 +383,7 @@ async fn forward<'s>(
             return Err(failure);
         }
         tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "retrying on another server");
+        pool.traffic.record_retry(context.index);
         tried[attempts] = next;
         attempts += 1;
         facts.choice.server = Some(next);
@@ -381,6 +466,9 @@ async fn send_streaming(
         Ok(Err(e)) => return Err(Failure::server_io(&e)),
         Ok(Ok(())) => {}
     }
+    // Sent, and never sent again (only a whole request is retried): a slow upload need not hold
+    // it. The response head gets a block when it comes.
+    recycle::give_back_bytes(std::mem::take(&mut client.out));
     let (head, upload_finished) = {
         let (mut client_read, mut client_write) = client.stream.split();
         let (mut server_read, mut server_write) = upstream.split();
@@ -437,14 +525,13 @@ async fn server_connection(
     fresh_only: bool,
 ) -> Result<(TcpStream, bool), Failure> {
     if !fresh_only {
-        let idle = context
-            .idle
-            .borrow_mut()
-            .take(server.id, snapshot.timeouts.backend_idle);
+        let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle);
         if let Some(stream) = idle {
+            context.counters().count_backend_connection(true);
             return Ok((stream, true));
         }
     }
+    context.counters().count_backend_connection(false);
     match timeout(snapshot.timeouts.connect, TcpStream::connect(server.addr)).await {
         Err(_) => Err(Failure::ConnectTimeout),
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
@@ -503,10 +590,13 @@ async fn answer_error(
     failure: Failure,
     method: Option<Method>,
     snapshot: &Snapshot,
+    outcome: &mut Outcome,
 ) {
     let Some(status) = failure.status() else {
+        outcome.ending = Ending::Unanswered;
         return;
     };
+    outcome.ending = Ending::Status(status);
     let head_only = method == Some(Method::Head);
     write_error_response(
         status,

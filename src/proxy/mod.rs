@@ -22,12 +22,14 @@ use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 
 pub use buffer::Buffer;
+pub use exchange::Outcome;
 pub use failure::Failure;
 pub use relay::{BodyRelay, RelayError};
 
 use recycle::Recycled;
 use relay::BUFFER_INITIAL;
 
+use crate::access_log::CapturedRequest;
 use crate::http1::forward::AddressText;
 use crate::upstream::Snapshot;
 use crate::worker::{client_ip, ConnectionGuard, WorkerContext};
@@ -45,6 +47,9 @@ pub struct Client {
     pub server_buffer: Buffer,
     /// Scratch space for the heads herdsman writes.
     pub out: Vec<u8>,
+    /// What the access log shows of the current request's head; captured only on a listener
+    /// with an access log, so that the others pay nothing for it.
+    pub request_log: CapturedRequest,
 }
 
 /// What happens to the client connection after an exchange.
@@ -70,6 +75,7 @@ pub async fn serve_client(
         buffer: Buffer::new(),
         server_buffer: Buffer::new(),
         out: Vec::new(),
+        request_log: CapturedRequest::default(),
     };
     loop {
         let snapshot = context.snapshot();
@@ -189,6 +195,7 @@ impl Client {
         self.server_buffer.release_if_empty();
         // Scratch space: nothing in it outlives the exchange that wrote it.
         recycle::give_back_bytes(std::mem::take(&mut self.out));
+        recycle::give_back_bytes(self.request_log.take_storage());
     }
 }
 

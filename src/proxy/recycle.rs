@@ -17,8 +17,9 @@ use std::task::{Context, Poll};
 /// Blocks kept per layout per worker: enough for the requests a worker has in flight at once
 /// under heavy load (beyond that, blocks are freed as usual), and at most a few MiB.
 const MOST_KEPT: usize = 256;
-/// Distinct layouts kept per worker (an exchange's future and a buffer size or two).
-const MOST_LAYOUTS: usize = 4;
+/// Distinct layouts kept per worker: an exchange's future, the buffers' usual size, the smaller
+/// blocks a waiting read moves into (`buffer`: 1, 2, 4, 8 KiB) and a spare.
+const MOST_LAYOUTS: usize = 8;
 /// Byte vectors up to this capacity are kept (the buffers' usual size); larger ones, grown for an
 /// unusually large head, are freed.
 const MOST_KEPT_BYTES: usize = 16 * 1024;

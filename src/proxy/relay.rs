@@ -5,7 +5,7 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::timeout;
 
 use super::buffer::Buffer;
@@ -75,6 +75,11 @@ impl BodyRelay {
         }
     }
 
+    /// Body data bytes seen so far (without chunk framing).
+    pub fn data_seen(&self) -> u64 {
+        self.data_seen
+    }
+
     pub fn is_done(&self) -> bool {
         matches!(self.remaining, Remaining::Done)
     }
@@ -107,6 +112,8 @@ impl BodyRelay {
                 if *left == 0 {
                     self.remaining = Remaining::Done;
                 }
+                // A length over the limit was refused up front, so this only counts.
+                self.count_data(n)?;
                 Ok(Piece {
                     consumed: n,
                     forward: n,
@@ -179,13 +186,37 @@ impl BodyRelay {
         buffer: &mut Buffer,
         out: &mut Vec<u8>,
     ) -> Result<(), RelayError> {
+        self.take_buffered_at_most(buffer, out, usize::MAX)
+    }
+
+    /// [`BodyRelay::take_buffered`], as far as `out` has room without growing: the rest stays in
+    /// `buffer`, where [`BodyRelay::relay`] starts. A head and a small body still leave in one
+    /// write, and `out` never moves into a larger block that a slow reader would then hold.
+    pub fn take_buffered_into_room(
+        &mut self,
+        buffer: &mut Buffer,
+        out: &mut Vec<u8>,
+    ) -> Result<(), RelayError> {
+        let room = out.capacity() - out.len();
+        self.take_buffered_at_most(buffer, out, room)
+    }
+
+    /// Takes at most `most` bytes of `buffer` (framing included) into `out`.
+    fn take_buffered_at_most(
+        &mut self,
+        buffer: &mut Buffer,
+        out: &mut Vec<u8>,
+        mut most: usize,
+    ) -> Result<(), RelayError> {
         while !self.is_done() && !buffer.is_empty() {
-            let piece = self.advance(buffer.data())?;
+            let available = &buffer.data()[..buffer.len().min(most)];
+            let piece = self.advance(available)?;
             if piece.consumed == 0 {
                 break;
             }
             out.extend_from_slice(&buffer.data()[..piece.forward]);
             buffer.consume(piece.consumed);
+            most -= piece.consumed;
         }
         Ok(())
     }
@@ -250,13 +281,14 @@ impl BodyRelay {
             }
             let piece = self.advance(buffer.data())?;
             if piece.forward > 0 {
-                match timeout(write_wait, sink.write_all(&buffer.data()[..piece.forward])).await {
+                match timeout(write_wait, buffer.write_to(piece.forward, sink)).await {
                     Err(_) => return Err(RelayError::SinkTimeout),
                     Ok(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
                     Ok(Ok(())) => {}
                 }
             }
-            buffer.consume(piece.consumed);
+            // What is left of the piece is framing (a dechunked body's).
+            buffer.consume(piece.consumed - piece.forward);
         }
         Ok(())
     }
@@ -341,5 +373,30 @@ mod tests {
             )
             .await;
         assert_eq!(result, Err(RelayError::TooLarge));
+    }
+
+    #[tokio::test]
+    async fn what_does_not_fit_beside_the_head_is_relayed_after_it() {
+        let body = b"0123456789";
+        let mut buffer = Buffer::new();
+        let mut source: &[u8] = body;
+        buffer.read_from(&mut source, 64, 64).await.unwrap();
+        let mut out = Vec::with_capacity(8);
+        out.extend_from_slice(b"HEAD");
+        let (capacity, fits) = (out.capacity(), out.capacity() - 4);
+        assert!(fits < body.len());
+        let mut relay = BodyRelay::new(Body::Length(10), false, 0);
+        relay
+            .take_buffered_into_room(&mut buffer, &mut out)
+            .unwrap();
+        assert_eq!(out.capacity(), capacity, "out did not grow");
+        assert_eq!(out, [&b"HEAD"[..], &body[..fits]].concat());
+        assert_eq!(buffer.data(), &body[fits..]);
+        let mut sink = Vec::new();
+        let wait = Duration::from_secs(1);
+        let result = relay
+            .relay(&mut &b""[..], &mut buffer, &mut sink, wait, wait)
+            .await;
+        assert_eq!((result, sink.as_slice()), (Ok(()), &body[fits..]));
     }
 }

@@ -3,15 +3,17 @@
 //! message ended cleanly — or tunnel bytes both ways after a 101.
 
 use std::cell::Cell;
+use std::future::poll_fn;
 
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncWrite, AsyncWriteExt};
+use tokio::net::tcp::ReadHalf;
 use tokio::net::TcpStream;
 use tokio::time::timeout;
 
-use super::exchange::RequestFacts;
+use super::exchange::{Outcome, RequestFacts};
 use super::failure::Failure;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
-use super::{scratch, Client, Next};
+use super::{recycle, scratch, Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
 use crate::http1::{header_slots, parse_response, Body};
 use crate::upstream::{Server, Snapshot};
@@ -54,8 +56,8 @@ enum Examined {
 /// or nothing) added to it. `upload_done` says, when the head arrives, whether the request body
 /// was all sent. No timeout here: the caller bounds the wait.
 #[allow(clippy::too_many_arguments)]
-pub async fn read_response_head<R, W>(
-    server: &mut R,
+pub async fn read_response_head<W>(
+    server: &mut ReadHalf<'_>,
     buffer: &mut super::Buffer,
     client: &mut W,
     out: &mut Vec<u8>,
@@ -65,7 +67,6 @@ pub async fn read_response_head<R, W>(
     context: &WorkerContext,
 ) -> Result<ResponseStart, Failure>
 where
-    R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin,
 {
     // Interim heads get their own (rare) vector: `out` still holds the request, which a retry
@@ -91,6 +92,15 @@ where
                     return Ok(start);
                 }
             }
+        }
+        if buffer.is_empty() {
+            // Readiness first: the buffer is taken once the server's bytes are there, so the
+            // wait for a server (one still reading a slow upload, say) holds none and costs no
+            // give-and-take of a block. poll_read_ready wakes as poll_read does (`readable`
+            // queues a waiter, measurably dearer per request).
+            poll_fn(|cx| server.as_ref().poll_read_ready(cx))
+                .await
+                .map_err(|e| Failure::server_io(&e))?;
         }
         match buffer
             .read_from(server, BUFFER_INITIAL, MAX_RESPONSE_HEAD)
@@ -171,19 +181,24 @@ pub async fn respond(
     start: ResponseStart,
     mut upstream: TcpStream,
     upload_finished: bool,
-    response_started: &mut bool,
+    outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
     let timeouts = snapshot.timeouts;
     let mut download = BodyRelay::new(start.body, start.dechunk, 0);
     download
-        .take_buffered(&mut client.server_buffer, &mut client.out)
+        .take_buffered_into_room(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
     match timeout(timeouts.client_idle, client.stream.write_all(&client.out)).await {
         Err(_) => return Err(Failure::ClientStalled),
         Ok(Err(_)) => return Err(Failure::ClientGone),
         Ok(Ok(())) => {}
     }
-    *response_started = true;
+    outcome.response_started = true;
+    // The head is sent, and nothing of the client's is read while the body goes out (a pipelined
+    // request not yet read waits in the socket): a slow reader holds only the response bytes on
+    // their way to it.
+    client.buffer.release_if_empty();
+    recycle::give_back_bytes(std::mem::take(&mut client.out));
 
     if start.switching {
         tunnel(client, upstream).await;
@@ -191,7 +206,7 @@ pub async fn respond(
     }
     {
         let (mut client_read, mut client_write) = client.stream.split();
-        download
+        let relayed = download
             .relay_watching(
                 &mut upstream,
                 &mut client.server_buffer,
@@ -200,8 +215,9 @@ pub async fn respond(
                 timeouts.client_idle,
                 client_gone(&mut client_read),
             )
-            .await
-            .map_err(download_failure)?;
+            .await;
+        outcome.body_bytes = download.data_seen();
+        relayed.map_err(download_failure)?;
     }
 
     // Reuse only a connection whose last message ended exactly where the server said it would.

@@ -7,6 +7,7 @@
 //! chooses where a new connection goes.
 
 pub mod procfs;
+pub mod traffic;
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -37,6 +38,15 @@ pub struct WorkerCounters {
     /// Worker tasks other than connections (accept loops, the hand-off taker) restarted after
     /// a panic.
     pub restarts: AtomicU64,
+    /// Requests this worker finished, answered or not.
+    pub requests: AtomicU64,
+    /// Of those, refused before they were routed (a malformed head, a timeout reading it).
+    pub rejected: AtomicU64,
+    /// Connections to servers: opened, and idle ones reused.
+    pub backend_connects: AtomicU64,
+    pub backend_reuses: AtomicU64,
+    /// Idle connections to servers this worker keeps now.
+    pub idle_backend: AtomicU32,
 }
 
 /// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
@@ -56,6 +66,8 @@ pub struct WorkerLoad {
 pub struct Stats {
     pub counters: Vec<WorkerCounters>,
     pub loads: Vec<WorkerLoad>,
+    /// Access log lines dropped because the log writer fell behind (it counts them).
+    pub access_log_dropped_lines: Arc<AtomicU64>,
     clock: Instant,
 }
 
@@ -64,6 +76,7 @@ impl Stats {
         Arc::new(Stats {
             counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
             loads: (0..workers).map(|_| WorkerLoad::default()).collect(),
+            access_log_dropped_lines: Arc::default(),
             clock: Instant::now(),
         })
     }
@@ -95,12 +108,18 @@ impl Stats {
                     handoffs_received: received,
                     spurious_wakeups: counters.spurious_wakeups.load(Ordering::Relaxed),
                     restarts: counters.restarts.load(Ordering::Relaxed),
+                    requests: counters.requests.load(Ordering::Relaxed),
+                    rejected: counters.rejected.load(Ordering::Relaxed),
+                    backend_connects: counters.backend_connects.load(Ordering::Relaxed),
+                    backend_reuses: counters.backend_reuses.load(Ordering::Relaxed),
+                    idle_backend: counters.idle_backend.load(Ordering::Relaxed),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
                         count: received,
                     },
                     context_switches: procfs::thread_context_switches(tid).unwrap_or_default(),
+                    cpu: procfs::thread_cpu(tid).unwrap_or_default(),
                 }
             })
             .collect()
@@ -112,6 +131,15 @@ impl WorkerCounters {
     /// read-modify-write, since no other thread writes it.
     pub fn bump(counter: &AtomicU64) {
         counter.store(counter.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// Counts a connection to a server: a reused idle one, or a new one.
+    pub fn count_backend_connection(&self, reused: bool) {
+        Self::bump(if reused {
+            &self.backend_reuses
+        } else {
+            &self.backend_connects
+        });
     }
 
     /// Records how long a handed-off connection waited to be taken.
@@ -126,7 +154,7 @@ impl WorkerCounters {
 }
 
 /// One worker's figures, as `GET /api/workers` returns them.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct WorkerReport {
     pub worker: usize,
     pub tid: i32,
@@ -138,8 +166,14 @@ pub struct WorkerReport {
     pub handoffs_received: u64,
     pub spurious_wakeups: u64,
     pub restarts: u64,
+    pub requests: u64,
+    pub rejected: u64,
+    pub backend_connects: u64,
+    pub backend_reuses: u64,
+    pub idle_backend: u32,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
+    pub cpu: procfs::ThreadCpu,
 }
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]

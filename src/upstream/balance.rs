@@ -229,6 +229,7 @@ mod tests {
                 effective_weight: weight,
                 max_connections: 0,
                 counters: Default::default(),
+                traffic: std::sync::Arc::new(crate::stats::traffic::Traffic::new(1)),
                 set_cookie: None,
                 added_at_run_time: false,
             })

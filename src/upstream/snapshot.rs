@@ -19,9 +19,10 @@ use super::balance::Balancer;
 use super::health::{Health, HealthView};
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    Balance, Config, HashKey, HealthCheck, Limits, Passive, PoolConfig, RouteConfig, ServerState,
-    Timeouts,
+    AccessLogConfig, Balance, Config, HashKey, HealthCheck, Limits, Passive, PoolConfig,
+    RouteConfig, ServerState, Timeouts,
 };
+use crate::stats::traffic::Traffic;
 
 /// Everything the request path needs to know, as of one generation.
 #[derive(Debug)]
@@ -33,6 +34,8 @@ pub struct Snapshot {
     pub pools: Vec<Pool>,
     /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
     pub listener_pools: Vec<usize>,
+    /// For each listener slot, its access log, if it has one.
+    pub listener_logs: Vec<Option<AccessLogConfig>>,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
 }
@@ -57,6 +60,8 @@ pub struct Pool {
     pub retry_budget_percent: u32,
     /// Requests waiting for a server below its `max_connections`; kept across snapshots.
     pub queue: Arc<PoolQueue>,
+    /// Every request routed to the pool, by ending and duration; kept across snapshots.
+    pub traffic: Arc<Traffic>,
     pub queue_timeout: std::time::Duration,
 }
 
@@ -133,6 +138,9 @@ pub struct Server {
     pub max_connections: u32,
     /// Requests in flight and served, summed over all workers and kept across snapshots.
     pub counters: Arc<ServerCounters>,
+    /// Requests it answered (or failed), by ending and duration, a line per worker; kept
+    /// across snapshots.
+    pub traffic: Arc<Traffic>,
     /// The `Set-Cookie` line that assigns a client to this server (sticky pools only), made
     /// once per snapshot so that assigning costs no signing on the request path.
     pub set_cookie: Option<Box<[u8]>>,
@@ -226,6 +234,11 @@ impl Drop for ActiveGuard<'_> {
 }
 
 impl Snapshot {
+    /// The access log of the listener in `slot`, if it has one.
+    pub fn access_log(&self, slot: usize) -> Option<&AccessLogConfig> {
+        self.listener_logs.get(slot)?.as_ref()
+    }
+
     /// Whether a server with this id is in the snapshot.
     pub fn has_server(&self, id: u64) -> bool {
         self.server_ids.contains(&id)
@@ -255,8 +268,8 @@ pub struct Lineage {
     next_id: u64,
     servers: HashMap<(String, String, SocketAddr), ServerRecord>,
     keys: HashMap<String, Arc<StickyKey>>,
-    /// Each pool's queue, by pool name.
-    queues: HashMap<String, Arc<PoolQueue>>,
+    /// What is kept of each pool, by pool name.
+    pools: HashMap<String, PoolRecord>,
 }
 
 /// What is kept of one server from snapshot to snapshot.
@@ -264,7 +277,14 @@ pub struct Lineage {
 struct ServerRecord {
     id: u64,
     counters: Arc<ServerCounters>,
+    traffic: Arc<Traffic>,
     health: Health,
+}
+
+/// What is kept of one pool from snapshot to snapshot.
+struct PoolRecord {
+    queue: Arc<PoolQueue>,
+    traffic: Arc<Traffic>,
 }
 
 impl Lineage {
@@ -274,13 +294,14 @@ impl Lineage {
 
     /// The next snapshot of `config`, whose servers in `added_at_run_time` (pool, server names)
     /// are marked as added through the admin API; `listener_pools` gives each listener slot's
-    /// pool. Fails only when a pool needs a generated key and the system's random source cannot
-    /// be read.
+    /// pool, and `listener_logs` its access log. Fails only when a pool needs a generated key and
+    /// the system's random source cannot be read.
     pub fn next(
         &mut self,
         config: &Config,
         added_at_run_time: &HashSet<(String, String)>,
         listener_pools: Vec<usize>,
+        listener_logs: Vec<Option<AccessLogConfig>>,
     ) -> io::Result<Snapshot> {
         self.generation += 1;
         let now = std::time::Instant::now();
@@ -298,10 +319,12 @@ impl Lineage {
                         ServerRecord {
                             id: self.next_id,
                             counters: Arc::default(),
+                            traffic: Arc::new(Traffic::new(config.workers)),
                             health: Health::default(),
                         }
                     });
                     let (id, counters) = (record.id, Arc::clone(&record.counters));
+                    let traffic = Arc::clone(&record.traffic);
                     let available = record.health.is_available(now);
                     let health = record.health.view(now);
                     let ramp = record.health.ramp(now, pool.slow_start);
@@ -332,6 +355,7 @@ impl Lineage {
                         effective_weight,
                         max_connections: server.max_connections,
                         counters,
+                        traffic,
                         set_cookie,
                         added_at_run_time: added_at_run_time
                             .contains(&(pool.name.clone(), server.name.clone())),
@@ -351,6 +375,13 @@ impl Lineage {
                     (server.name.as_str(), weight)
                 })
                 .collect();
+            let record = self
+                .pools
+                .entry(pool.name.clone())
+                .or_insert_with(|| PoolRecord {
+                    queue: Arc::default(),
+                    traffic: Arc::new(Traffic::new(config.workers)),
+                });
             pools.push(Pool {
                 name: pool.name.clone(),
                 balancer: Balancer::new(pool.balance, &candidates),
@@ -363,14 +394,15 @@ impl Lineage {
                 slow_start: pool.slow_start,
                 retries: pool.retries,
                 retry_budget_percent: pool.retry_budget_percent,
-                queue: Arc::clone(self.queues.entry(pool.name.clone()).or_default()),
+                queue: Arc::clone(&record.queue),
+                traffic: Arc::clone(&record.traffic),
                 queue_timeout: pool.queue_timeout,
                 servers,
             });
         }
         // Servers no longer configured are forgotten: one added again later is a new server.
         self.servers = seen;
-        self.queues
+        self.pools
             .retain(|name, _| config.pools.iter().any(|pool| &pool.name == name));
         let server_ids = self.servers.values().map(|record| record.id).collect();
         Ok(Snapshot {
@@ -380,6 +412,7 @@ impl Lineage {
             routes: config.routes.clone(),
             pools,
             listener_pools,
+            listener_logs,
             server_ids,
         })
     }

@@ -1097,6 +1097,13 @@ impl Setup {
         self
     }
 
+    /// Adds `[admin] bind = "addr"`: for the binary, which cannot report where a port-0 bind
+    /// went (see [`free_port`]).
+    pub fn admin_at(mut self, addr: SocketAddr) -> Setup {
+        self.admin = Some(addr.to_string());
+        self
+    }
+
     /// Adds a server without a weight (the default, 1).
     pub fn server(mut self, name: &str, addr: SocketAddr) -> Setup {
         self.servers.push((name.into(), addr, None));
@@ -1294,8 +1301,15 @@ pub fn write_temp(name: &str, text: &str) -> PathBuf {
 
 /// Starts `herdsman run -c path` (output discarded) and returns at once.
 pub fn run_binary_with(path: &Path) -> ChildGuard {
+    run_binary_with_env(path, &[])
+}
+
+/// Like [`run_binary_with`], with `env` added to the inherited environment (e.g. a
+/// `NOTIFY_SOCKET` for a test that plays systemd).
+pub fn run_binary_with_env(path: &Path, env: &[(&str, &std::ffi::OsStr)]) -> ChildGuard {
     let child = Command::new(binary())
         .args(["run", "-c", path.to_str().unwrap()])
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -1375,5 +1389,20 @@ impl Drop for ChildGuard {
 pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> bool {
     eventually(timeout, || {
         TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok()
+    })
+}
+
+/// Waits until the process `child` catches `signal` (Linux: its `SigCgt` mask in /proc). A
+/// signal whose default action ends the process (SIGUSR1, SIGHUP) must not be sent before then.
+pub fn wait_signal_caught(child: &ChildGuard, signal: libc::c_int, timeout: Duration) -> bool {
+    let status = format!("/proc/{}/status", child.0.id());
+    eventually(timeout, || {
+        let Ok(text) = std::fs::read_to_string(&status) else {
+            return false;
+        };
+        text.lines()
+            .find_map(|line| line.strip_prefix("SigCgt:"))
+            .and_then(|mask| u64::from_str_radix(mask.trim(), 16).ok())
+            .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
     })
 }

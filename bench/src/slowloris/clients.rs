@@ -1,5 +1,5 @@
 //! The slow connections, both ends: the hidden `slow-clients` subcommand (one holder process
-//! running up to `MAX_PER_PROCESS` of them, a quarter of each kind) and `SlowClients`, the handle
+//! running up to `MAX_PER_PROCESS` of them, an equal share of each kind asked for) and `SlowClients`, the handle
 //! `slowloris` starts enough holders through. They speak as `compare`'s idle clients do, by lines
 //! on the holder's stdout and by its stdin:
 //!
@@ -7,7 +7,7 @@
 //!   the report at the end).
 //! - stdin closes, the parent dies, or `--hold-seconds` pass: time to finish.
 //! - one line per kind (`slow-head opened=… held=… ended=… …`, see `kinds::Tally::line`): what
-//!   that kind saw, counted when told to finish.
+//!   that kind saw, counted when told to finish; every kind has its line, zeros for one not run.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::kinds::{self, Kind, Shared, Tally, TRICKLE};
+use super::settings::parse_kind;
 use crate::holders::{say, wait_until_told_to_finish, Holders};
 use crate::process::split_evenly;
 
@@ -38,9 +39,12 @@ pub struct SlowClientsArgs {
     /// herdsman's port on 127.0.0.1.
     #[arg(long)]
     pub port: u16,
-    /// Slow connections to run, a quarter of each kind (at most MAX_PER_PROCESS).
+    /// Slow connections to run, an equal share of each of --kinds (at most MAX_PER_PROCESS).
     #[arg(long)]
     pub count: u32,
+    /// The kinds to run, comma-separated. Default: all four.
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    pub kinds: Vec<Kind>,
     /// Finish by itself after this many seconds, whatever the parent does.
     #[arg(long, default_value_t = 600)]
     pub hold_seconds: u64,
@@ -67,19 +71,25 @@ pub fn run(args: SlowClientsArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let tallies = runtime.block_on(hold(shared, args.count, args.hold_seconds));
+    let kinds = if args.kinds.is_empty() {
+        Kind::ALL.to_vec()
+    } else {
+        args.kinds
+    };
+    let tallies = runtime.block_on(hold(shared, args.count, &kinds, args.hold_seconds));
     for (kind, tally) in Kind::ALL.iter().zip(&tallies) {
         say(&tally.line(*kind));
     }
     Ok(())
 }
 
-/// Runs `count` slow connections until told to stop (or `hold_seconds` pass), then returns what
-/// each kind saw, in `Kind::ALL` order.
-async fn hold(shared: Arc<Shared>, count: u32, hold_seconds: u64) -> Vec<Tally> {
+/// Runs `count` slow connections, shared equally by `kinds`, until told to stop (or
+/// `hold_seconds` pass), then returns what each kind saw, in `Kind::ALL` order.
+async fn hold(shared: Arc<Shared>, count: u32, kinds: &[Kind], hold_seconds: u64) -> Vec<Tally> {
     let started = Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
-    for (kind, share) in Kind::ALL.into_iter().zip(split_evenly(count, 4)) {
+    let shares = split_evenly(count, kinds.len() as u32);
+    for (&kind, share) in kinds.iter().zip(shares) {
         for index in 0..share {
             let shared = Arc::clone(&shared);
             let phase = TRICKLE.mul_f64(f64::from(index) / f64::from(share));
@@ -119,9 +129,16 @@ pub struct SlowClients {
 }
 
 impl SlowClients {
-    /// Starts holders for `count` slow connections to 127.0.0.1:`port` and waits until every one
-    /// has said `ready`. Each stops by itself after `hold`. Logs go into `dir`.
-    pub fn open(port: u16, count: u32, hold: Duration, dir: &Path) -> anyhow::Result<SlowClients> {
+    /// Starts holders for `count` slow connections of `kinds` to 127.0.0.1:`port` and waits until
+    /// every one has said `ready`. Each stops by itself after `hold`. Logs go into `dir`.
+    pub fn open(
+        port: u16,
+        count: u32,
+        kinds: &[Kind],
+        hold: Duration,
+        dir: &Path,
+    ) -> anyhow::Result<SlowClients> {
+        let kinds: Vec<&str> = kinds.iter().map(|k| k.label()).collect();
         let mut holders = Holders::default();
         for (index, share) in split_evenly(count, holders_for(count))
             .into_iter()
@@ -134,6 +151,8 @@ impl SlowClients {
                 &[
                     "--hold-seconds".to_string(),
                     hold.as_secs().max(1).to_string(),
+                    "--kinds".to_string(),
+                    kinds.join(","),
                 ],
                 &dir.join(format!("slow-clients-{index}.log")),
             )?;
@@ -203,7 +222,7 @@ mod tests {
             std::thread::sleep(Duration::from_millis(1500));
             stopper.stop();
         });
-        let tallies = runtime.block_on(hold(shared, 8, 60));
+        let tallies = runtime.block_on(hold(shared, 8, &Kind::ALL, 60));
         for (kind, tally) in Kind::ALL.iter().zip(&tallies) {
             assert_eq!(
                 (tally.opened, tally.held, tally.ended, tally.failed),
@@ -211,6 +230,26 @@ mod tests {
                 "{kind:?}: {tally:?}"
             );
         }
+        drop(listener);
+    }
+
+    /// Kinds not asked for are not run, and still have their (empty) tally.
+    #[test]
+    fn a_holder_runs_only_the_kinds_asked_for() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let shared = Arc::new(Shared::new(listener.local_addr().unwrap()));
+        let stopper = Arc::clone(&shared);
+        std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(1500));
+            stopper.stop();
+        });
+        let tallies = runtime.block_on(hold(shared, 3, &[Kind::SlowBody], 60));
+        let opened: Vec<u32> = tallies.iter().map(|t| t.opened).collect();
+        assert_eq!(opened, vec![0, 3, 0, 0]);
         drop(listener);
     }
 }

@@ -148,13 +148,19 @@ impl Session {
         }
     }
 
-    /// Every kind's tally, summed over the runs with.
+    /// The tally of every kind that was run, summed over the runs with.
     fn tallies(&self) -> Vec<(Kind, Tally)> {
-        let mut sums: Vec<(Kind, Tally)> =
-            Kind::ALL.iter().map(|&k| (k, Tally::default())).collect();
+        let mut sums: Vec<(Kind, Tally)> = self
+            .settings
+            .kinds
+            .iter()
+            .map(|&k| (k, Tally::default()))
+            .collect();
         for side in self.runs.iter().filter_map(|r| r.slow_side.as_ref()) {
-            for ((_, sum), (_, tally)) in sums.iter_mut().zip(&side.tallies) {
-                sum.add(tally);
+            for (kind, tally) in &side.tallies {
+                if let Some((_, sum)) = sums.iter_mut().find(|(k, _)| k == kind) {
+                    sum.add(tally);
+                }
             }
         }
         sums
@@ -459,17 +465,22 @@ impl Session {
 
     fn write_slow_side(&self, md: &mut String) {
         let s = &self.settings;
-        let per_kind = s.slow / 4;
+        let share = match s.kinds.len() {
+            1 => "All of one kind".to_string(),
+            4 => "A quarter of each kind".to_string(),
+            n => format!("An equal share of each of {n} kinds"),
+        };
+        let per_kind = s.slow / s.kinds.len().max(1) as u32;
         let _ = writeln!(md, "## The slow connections\n");
         let _ = writeln!(
             md,
-            "A quarter of each kind ({} each; any remainder goes to the first kinds), all to \
+            "{share} ({} each; any remainder goes to the first kinds), all to \
              herdsman's listener on 127.0.0.1, each spread over the first second and stepping \
              once a second:\n",
             thousands(f64::from(per_kind))
         );
         let _ = writeln!(md, "| kind | what each connection does |\n|---|---|");
-        for kind in Kind::ALL {
+        for &kind in &s.kinds {
             let _ = writeln!(md, "| {} | {} |", kind.label(), kind.describe());
         }
         let _ = writeln!(
@@ -629,6 +640,7 @@ pub fn progress_line(run: &SlowRun) -> String {
         let held: Vec<String> = side
             .tallies
             .iter()
+            .filter(|(_, t)| t.opened > 0)
             .map(|(k, t)| format!("{} {}/{}", k.label(), t.held, t.opened))
             .collect();
         let _ = write!(
@@ -722,6 +734,8 @@ mod tests {
                 seconds: 10,
                 rounds: 3,
                 out: PathBuf::from("x.md"),
+                kinds: Kind::ALL.to_vec(),
+                memory_only: false,
             },
             client_header_seconds: 300,
             config: "workers = 2\n".into(),

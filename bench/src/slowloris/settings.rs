@@ -1,14 +1,17 @@
 //! The options of `slowloris` and what they resolve to: the full run by default (three rounds of
-//! 10 s runs, 1,000 slow connections), or with `--short` one round of 2 s runs with 200, written
-//! under target/ for the test. An option given explicitly wins over either set of defaults.
+//! 10 s runs, 1,000 slow connections of all four kinds), or with `--short` one round of 2 s runs
+//! with 200, written under target/ for the test. An option given explicitly wins over either set
+//! of defaults.
 
 use std::path::{Path, PathBuf};
+
+use super::kinds::Kind;
 
 /// Options of `slowloris`.
 #[derive(Debug, clap::Args)]
 pub struct SlowlorisArgs {
-    /// Slow connections held open during the runs "with", a quarter of each kind. Default: 1000;
-    /// with --short, 200.
+    /// Slow connections held open during the runs "with", an equal share of each of --kinds.
+    /// Default: 1000; with --short, 200.
     #[arg(long, value_parser = clap::value_parser!(u32).range(4..=12_000))]
     pub slow: Option<u32>,
     /// herdsman's worker threads.
@@ -35,6 +38,24 @@ pub struct SlowlorisArgs {
     /// Use the existing target/release/herdsman without running cargo build first.
     #[arg(long)]
     pub no_build: bool,
+    /// The kinds of slow connection, comma-separated, sharing --slow equally: slow-head,
+    /// slow-body, slow-reader, reset-upload. Default: all four.
+    #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
+    pub kinds: Vec<Kind>,
+    /// No wrk runs: for each of --kinds alone (and all of them together, when there are several),
+    /// in each round, a fresh herdsman after its warm-up, its RSS before and after --slow
+    /// connections of that kind opened and settled; prints KiB per slow connection and writes
+    /// no results file.
+    #[arg(long)]
+    pub memory_only: bool,
+}
+
+/// A kind of slow connection by its label.
+pub fn parse_kind(label: &str) -> Result<Kind, String> {
+    Kind::from_label(label).ok_or_else(|| {
+        let known: Vec<&str> = Kind::ALL.iter().map(|k| k.label()).collect();
+        format!("no kind {label:?}; the kinds are {}", known.join(", "))
+    })
 }
 
 /// One set of defaults.
@@ -71,6 +92,9 @@ pub struct Settings {
     pub seconds: u32,
     pub rounds: u32,
     pub out: PathBuf,
+    /// The kinds of slow connection, in `Kind::ALL` order, without repeats; never empty.
+    pub kinds: Vec<Kind>,
+    pub memory_only: bool,
 }
 
 impl Settings {
@@ -86,15 +110,22 @@ impl Settings {
                 .out
                 .clone()
                 .unwrap_or_else(|| workspace.join(defaults.out)),
+            kinds: Kind::ALL
+                .into_iter()
+                .filter(|k| args.kinds.is_empty() || args.kinds.contains(k))
+                .collect(),
+            memory_only: args.memory_only,
         }
     }
 
     /// Descriptors herdsman needs at the peak: every client connection, a server connection for
-    /// each slow upload and slow reader (half the slow ones) and each wrk connection, and spares.
+    /// each slow connection that uploads or reads a response (all but the slow heads) and for each
+    /// wrk connection, and spares.
     pub fn herdsman_descriptors(&self) -> u64 {
         let slow = u64::from(self.slow);
         let wrk = u64::from(self.connections);
-        slow + slow / 2 + 2 * wrk + 100
+        let with_server = self.kinds.iter().filter(|k| **k != Kind::SlowHead).count() as u64;
+        slow + slow * with_server / self.kinds.len().max(1) as u64 + 2 * wrk + 100
     }
 }
 
@@ -121,6 +152,20 @@ mod tests {
         assert_eq!((s.slow, s.workers, s.connections), (1000, 2, 50));
         assert_eq!((s.seconds, s.rounds), (10, 3));
         assert_eq!(s.out, Path::new("/w/bench/results/slowloris.md"));
+        assert_eq!((s.kinds, s.memory_only), (Kind::ALL.to_vec(), false));
+    }
+
+    #[test]
+    fn kinds_may_be_chosen_and_keep_their_order() {
+        let s = resolve(&[
+            "--kinds",
+            "slow-reader,slow-head,slow-reader",
+            "--memory-only",
+        ]);
+        assert_eq!(s.kinds, vec![Kind::SlowHead, Kind::SlowReader]);
+        assert!(s.memory_only);
+        let cli = Cli::try_parse_from(["slowloris", "--kinds", "slow-tail"]);
+        assert!(cli.is_err());
     }
 
     #[test]
@@ -134,6 +179,8 @@ mod tests {
 
     #[test]
     fn herdsman_needs_a_descriptor_per_connection_and_per_held_server_connection() {
-        assert_eq!(resolve(&[]).herdsman_descriptors(), 1000 + 500 + 100 + 100);
+        assert_eq!(resolve(&[]).herdsman_descriptors(), 1000 + 750 + 100 + 100);
+        let heads = resolve(&["--kinds", "slow-head"]);
+        assert_eq!(heads.herdsman_descriptors(), 1000 + 100 + 100);
     }
 }

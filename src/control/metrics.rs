@@ -1,0 +1,505 @@
+//! `GET /metrics`: everything herdsman counts, in the Prometheus text format (version 0.0.4),
+//! named by Prometheus's conventions: a `herdsman_` prefix, `_total` on counters, seconds and
+//! bytes as units. It is built when scraped from the figures the admin API also reports (the
+//! workers' own counters, summed here, and the registry's view of the pools), so collecting
+//! costs the request path nothing beyond the counters themselves.
+
+use std::fmt::{Display, Write};
+use std::sync::atomic::Ordering;
+
+use super::registry::{PoolsView, Registry};
+use crate::config::ServerState;
+use crate::stats::procfs::{self, ListenQueueDrops};
+use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
+use crate::stats::{Stats, WorkerReport};
+use crate::upstream::health::HealthView;
+
+/// The content type of the text format.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// The names of the status classes, in `TrafficTotals::responses` order.
+const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// The whole exposition, as of now.
+pub fn render(stats: &Stats, registry: &Registry) -> String {
+    let (reloads, failed_reloads) = registry.reload_counts();
+    let figures = Figures {
+        access_log_dropped_lines: stats.access_log_dropped_lines.load(Ordering::Relaxed),
+        workers: stats.report(),
+        pools: registry.pools(),
+        listen_queue: procfs::listen_queue_drops(),
+        reloads,
+        failed_reloads,
+    };
+    figures.write()
+}
+
+/// What one scrape reports.
+struct Figures {
+    workers: Vec<WorkerReport>,
+    pools: PoolsView,
+    listen_queue: Option<ListenQueueDrops>,
+    reloads: u64,
+    failed_reloads: u64,
+    access_log_dropped_lines: u64,
+}
+
+impl Figures {
+    fn write(&self) -> String {
+        let mut out = Exposition::default();
+        out.family(
+            "herdsman_build_info",
+            "gauge",
+            "herdsman's version; always 1.",
+        );
+        out.sample(
+            "herdsman_build_info",
+            &[("version", env!("CARGO_PKG_VERSION"))],
+            1,
+        );
+        self.write_workers(&mut out);
+        self.write_pools(&mut out);
+        self.write_servers(&mut out);
+        self.write_process(&mut out);
+        out.text
+    }
+
+    fn write_workers(&self, out: &mut Exposition) {
+        let workers: Vec<(String, &WorkerReport)> = self
+            .workers
+            .iter()
+            .map(|report| (report.worker.to_string(), report))
+            .collect();
+        let each = |out: &mut Exposition,
+                    name: &str,
+                    kind: &str,
+                    help: &str,
+                    value: &dyn Fn(&WorkerReport) -> f64| {
+            out.family(name, kind, help);
+            for (worker, report) in &workers {
+                out.sample(name, &[("worker", worker)], value(report));
+            }
+        };
+        each(
+            out,
+            "herdsman_worker_connections",
+            "gauge",
+            "Client connections the worker owns now.",
+            &|r| f64::from(r.active),
+        );
+        each(
+            out,
+            "herdsman_worker_parked_connections",
+            "gauge",
+            "Of those, quiet ones waiting out of their tasks.",
+            &|r| f64::from(r.parked),
+        );
+        each(
+            out,
+            "herdsman_worker_accepted_connections_total",
+            "counter",
+            "Connections the worker took from a listening socket.",
+            &|r| r.accepted as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_handoffs_sent_total",
+            "counter",
+            "Accepted connections handed to another worker.",
+            &|r| r.handoffs_sent as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_handoffs_received_total",
+            "counter",
+            "Connections other workers handed to this one.",
+            &|r| r.handoffs_received as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_spurious_wakeups_total",
+            "counter",
+            "Wake-ups for a new connection that found none.",
+            &|r| r.spurious_wakeups as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_restarts_total",
+            "counter",
+            "Worker tasks restarted after a panic.",
+            &|r| r.restarts as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_requests_total",
+            "counter",
+            "Requests the worker finished, answered or not.",
+            &|r| r.requests as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_rejected_requests_total",
+            "counter",
+            "Requests refused before routing: a malformed head, or one too slow to arrive.",
+            &|r| r.rejected as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_backend_connections_opened_total",
+            "counter",
+            "Connections opened to servers.",
+            &|r| r.backend_connects as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_backend_connections_reused_total",
+            "counter",
+            "Idle connections to servers reused for a request.",
+            &|r| r.backend_reuses as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_backend_connections_idle",
+            "gauge",
+            "Idle connections to servers kept for reuse.",
+            &|r| f64::from(r.idle_backend),
+        );
+        let name = "herdsman_worker_run_queue_wait_seconds_total";
+        out.family(name, "counter", "Time the worker thread was ready to run but waited for a CPU (from schedstat; absent where the kernel keeps none).");
+        for (worker, report) in &workers {
+            if let Some(seconds) = report.cpu.run_queue_wait_seconds {
+                out.sample(name, &[("worker", worker)], seconds);
+            }
+        }
+        let name = "herdsman_worker_cpu_seconds_total";
+        out.family(name, "counter", "CPU time of the worker thread, by mode.");
+        for (worker, report) in &workers {
+            out.sample(
+                name,
+                &[("worker", worker), ("mode", "user")],
+                report.cpu.user_seconds,
+            );
+            out.sample(
+                name,
+                &[("worker", worker), ("mode", "system")],
+                report.cpu.system_seconds,
+            );
+        }
+        let name = "herdsman_worker_context_switches_total";
+        out.family(name, "counter", "Times the kernel switched the worker thread out: it waited (voluntary) or was preempted (involuntary).");
+        for (worker, report) in &workers {
+            let switches = report.context_switches;
+            out.sample(
+                name,
+                &[("worker", worker), ("kind", "voluntary")],
+                switches.voluntary,
+            );
+            out.sample(
+                name,
+                &[("worker", worker), ("kind", "involuntary")],
+                switches.involuntary,
+            );
+        }
+    }
+
+    fn write_pools(&self, out: &mut Exposition) {
+        let pools = &self.pools.pools;
+        let name = "herdsman_requests_total";
+        out.family(name, "counter", "Requests routed to the pool, by the status class of their response; class=\"none\" when none was sent whole.");
+        for pool in pools {
+            write_classes(out, name, &[("pool", &pool.name)], &pool.traffic);
+        }
+        let name = "herdsman_request_duration_seconds";
+        out.family(
+            name,
+            "histogram",
+            "Time from a request's first byte to the end of its response, by pool.",
+        );
+        for pool in pools {
+            out.histogram(name, &[("pool", &pool.name)], &pool.traffic);
+        }
+        let name = "herdsman_retries_total";
+        out.family(
+            name,
+            "counter",
+            "Requests sent again to another server of the pool.",
+        );
+        for pool in pools {
+            out.sample(name, &[("pool", &pool.name)], pool.traffic.retries);
+        }
+        let name = "herdsman_queue_depth";
+        out.family(
+            name,
+            "gauge",
+            "Requests waiting now for a server below its max_connections.",
+        );
+        for pool in pools {
+            out.sample(name, &[("pool", &pool.name)], pool.queued);
+        }
+        let name = "herdsman_queue_timeouts_total";
+        out.family(
+            name,
+            "counter",
+            "Requests that waited queue_timeout in vain and got 503.",
+        );
+        for pool in pools {
+            out.sample(name, &[("pool", &pool.name)], pool.queue_timeouts);
+        }
+    }
+
+    fn write_servers(&self, out: &mut Exposition) {
+        let servers: Vec<_> = self
+            .pools
+            .pools
+            .iter()
+            .flat_map(|pool| {
+                pool.servers
+                    .iter()
+                    .map(move |server| (pool.name.as_str(), server))
+            })
+            .collect();
+        let name = "herdsman_server_requests_total";
+        out.family(name, "counter", "Requests the server was sent, by the status class of their response; class=\"none\" when none was sent whole.");
+        for (pool, server) in &servers {
+            write_classes(
+                out,
+                name,
+                &[("pool", pool), ("server", &server.name)],
+                &server.traffic,
+            );
+        }
+        let name = "herdsman_server_request_duration_seconds";
+        out.family(name, "histogram", "Time from a request's first byte to the end of its response, by the server that answered.");
+        for (pool, server) in &servers {
+            out.histogram(
+                name,
+                &[("pool", pool), ("server", &server.name)],
+                &server.traffic,
+            );
+        }
+        let name = "herdsman_server_active_requests";
+        out.family(name, "gauge", "Requests in flight on the server.");
+        for (pool, server) in &servers {
+            out.sample(
+                name,
+                &[("pool", pool), ("server", &server.name)],
+                server.active,
+            );
+        }
+        let name = "herdsman_server_weight";
+        out.family(name, "gauge", "The server's configured weight, and the weight it takes new sessions with now (below it during slow start).");
+        for (pool, server) in &servers {
+            let labels = [("pool", *pool), ("server", server.name.as_str())];
+            out.sample(
+                name,
+                &[labels[0], labels[1], ("kind", "configured")],
+                server.weight,
+            );
+            out.sample(
+                name,
+                &[labels[0], labels[1], ("kind", "effective")],
+                server.effective_weight,
+            );
+        }
+        let name = "herdsman_server_state";
+        out.family(
+            name,
+            "gauge",
+            "The server's administrative state: 1 for the state it is in, 0 for the others.",
+        );
+        for (pool, server) in &servers {
+            for state in ServerState::words() {
+                let value = u8::from(server.state == state);
+                out.sample(
+                    name,
+                    &[("pool", pool), ("server", &server.name), ("state", state)],
+                    value,
+                );
+            }
+        }
+        let name = "herdsman_server_up";
+        out.family(name, "gauge", "1 when neither active checks have marked the server down nor passive checks ejected it.");
+        for (pool, server) in &servers {
+            let up = u8::from(server.health == HealthView::Up);
+            out.sample(name, &[("pool", pool), ("server", &server.name)], up);
+        }
+        let name = "herdsman_server_health";
+        out.family(name, "gauge", "The server's health: 1 for up, down (active checks) or ejected (passive checks), 0 for the others.");
+        for (pool, server) in &servers {
+            let now = match server.health {
+                HealthView::Up => "up",
+                HealthView::Down { .. } => "down",
+                HealthView::Ejected { .. } => "ejected",
+            };
+            for health in ["up", "down", "ejected"] {
+                let value = u8::from(now == health);
+                out.sample(
+                    name,
+                    &[("pool", pool), ("server", &server.name), ("health", health)],
+                    value,
+                );
+            }
+        }
+    }
+
+    fn write_process(&self, out: &mut Exposition) {
+        if let Some(drops) = self.listen_queue {
+            let name = "herdsman_listen_queue_overflows_total";
+            out.family(name, "counter", "Connections the kernel lost because a listen queue was full (ListenOverflows, for the whole network namespace).");
+            out.sample(name, &[], drops.overflows);
+            let name = "herdsman_listen_queue_drops_total";
+            out.family(name, "counter", "Connections the kernel dropped before accept for any reason (ListenDrops, for the whole network namespace).");
+            out.sample(name, &[], drops.drops);
+        }
+        let name = "herdsman_config_reloads_total";
+        out.family(
+            name,
+            "counter",
+            "Reloads of the config file (SIGHUP or the admin API) that were applied.",
+        );
+        out.sample(name, &[], self.reloads);
+        let name = "herdsman_config_reload_failures_total";
+        out.family(name, "counter", "Reloads refused (the file did not validate, or a listener could not be bound); the running config stayed.");
+        out.sample(name, &[], self.failed_reloads);
+        let name = "herdsman_access_log_dropped_lines_total";
+        out.family(
+            name,
+            "counter",
+            "Access log lines dropped because the log writer fell behind the disk.",
+        );
+        out.sample(name, &[], self.access_log_dropped_lines);
+        let name = "herdsman_config_generation";
+        out.family(
+            name,
+            "gauge",
+            "The generation of the pools' snapshot: it grows with every change and reload.",
+        );
+        out.sample(name, &[], self.pools.generation);
+    }
+}
+
+/// The requests of one pool or server, a sample per status class and one for `none`.
+fn write_classes(
+    out: &mut Exposition,
+    name: &str,
+    labels: &[(&str, &str)],
+    traffic: &TrafficTotals,
+) {
+    let mut with_class = labels.to_vec();
+    with_class.push(("class", ""));
+    let last = with_class.len() - 1;
+    for (class, count) in CLASSES.iter().zip(traffic.responses) {
+        with_class[last].1 = class;
+        out.sample(name, &with_class, count);
+    }
+    with_class[last].1 = "none";
+    out.sample(name, &with_class, traffic.unanswered);
+}
+
+/// The text being written.
+#[derive(Default)]
+struct Exposition {
+    text: String,
+}
+
+impl Exposition {
+    /// Starts a family: its HELP and TYPE lines. Its samples must follow before the next.
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let help = help.replace('\\', "\\\\").replace('\n', "\\n");
+        let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {
+        self.text.push_str(name);
+        if !labels.is_empty() {
+            self.text.push('{');
+            for (i, (label, value)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.text.push(',');
+                }
+                let _ = write!(self.text, "{label}=\"{}\"", escape_label(value));
+            }
+            self.text.push('}');
+        }
+        let _ = writeln!(self.text, " {value}");
+    }
+
+    /// A histogram's cumulative buckets, sum (seconds) and count.
+    fn histogram(&mut self, name: &str, labels: &[(&str, &str)], traffic: &TrafficTotals) {
+        let bucket_name = format!("{name}_bucket");
+        let bounds: Vec<String> = BUCKET_BOUNDS_US
+            .iter()
+            .map(|&us| (us as f64 / 1e6).to_string())
+            .chain(["+Inf".to_string()])
+            .collect();
+        let mut with_le = labels.to_vec();
+        with_le.push(("le", ""));
+        let last = with_le.len() - 1;
+        let mut cumulative = 0;
+        for (count, bound) in traffic.buckets.iter().zip(&bounds) {
+            cumulative += count;
+            with_le[last].1 = bound;
+            self.sample(&bucket_name, &with_le, cumulative);
+        }
+        let seconds = traffic.duration_sum_us as f64 / 1e6;
+        self.sample(&format!("{name}_sum"), labels, seconds);
+        self.sample(&format!("{name}_count"), labels, traffic.requests);
+    }
+}
+
+/// A label value with `\`, `"` and newlines escaped, as the format asks.
+fn escape_label(value: &str) -> std::borrow::Cow<'_, str> {
+    if !value.contains(['\\', '"', '\n']) {
+        return value.into();
+    }
+    value
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+        .into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::traffic::{Ending, Traffic};
+    use std::time::Duration;
+
+    #[test]
+    fn a_histogram_is_cumulative_and_ends_in_inf() {
+        let traffic = Traffic::new(1);
+        traffic.record(0, Ending::Status(200), Duration::from_micros(90));
+        traffic.record(0, Ending::Status(200), Duration::from_millis(2));
+        traffic.record(0, Ending::Unanswered, Duration::from_secs(99));
+        let mut out = Exposition::default();
+        out.histogram("x_seconds", &[("pool", "a")], &traffic.totals());
+        let text = out.text;
+        assert!(
+            text.starts_with("x_seconds_bucket{pool=\"a\",le=\"0.0001\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_seconds_bucket{pool=\"a\",le=\"0.0025\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_seconds_bucket{pool=\"a\",le=\"60\"} 2\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_seconds_bucket{pool=\"a\",le=\"+Inf\"} 3\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("x_seconds_sum{pool=\"a\"} 99.00209\n"),
+            "{text}"
+        );
+        assert!(text.ends_with("x_seconds_count{pool=\"a\"} 3\n"), "{text}");
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(escape_label("plain"), "plain");
+        assert_eq!(escape_label("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+}

@@ -1,0 +1,434 @@
+//! The rows `herdsman top` shows, made from two samples by one function ([`Tables::between`]):
+//! the live view draws them as ratatui tables, `--once` prints them as aligned text.
+//!
+//! A rate is a counter's growth between the samples divided by the seconds between them; a CPU
+//! share is CPU seconds grown per second, as a percentage of one CPU (so a worker thread is at
+//! most 100%).
+
+use std::fmt::Write as _;
+
+use crate::control::ctl::{self, PoolsReply, ServerReply};
+use crate::stats::traffic::TrafficTotals;
+
+use super::{Sample, WorkerFigures, WorkersReply};
+
+/// One table: headings, and rows of cells already written as they are shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Table {
+    pub headings: &'static [&'static str],
+    /// Which columns hold numbers (right-aligned); as long as `headings`.
+    pub numeric: &'static [bool],
+    /// A row may be shorter than the headings (a pool without servers): the rest is blank.
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// The headings, then the rows: the cells of a text table.
+    fn cells(&self) -> Vec<Vec<String>> {
+        let headings = self.headings.iter().map(|heading| heading.to_string());
+        std::iter::once(headings.collect())
+            .chain(self.rows.iter().cloned())
+            .collect()
+    }
+
+    /// Each column's width in characters: its widest cell, heading included.
+    pub fn widths(&self) -> Vec<usize> {
+        ctl::column_widths(&self.cells())
+    }
+
+    /// The table as lines of aligned text, headings first (`ctl servers`' layout).
+    pub fn text(&self) -> String {
+        ctl::aligned_columns(&self.cells(), self.numeric)
+    }
+}
+
+/// Everything `top` shows for one span between two samples.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tables {
+    /// One line: the process, its intake and generation, the kernel's listen-queue losses.
+    pub summary: String,
+    /// A row per worker thread.
+    pub workers: Table,
+    /// A row per server, pool by pool.
+    pub servers: Table,
+}
+
+const WORKER_HEADINGS: &[&str] = &[
+    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S",
+];
+const WORKER_NUMERIC: &[bool] = &[true; 7];
+const SERVER_HEADINGS: &[&str] = &[
+    "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS",
+];
+const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true];
+
+impl Tables {
+    /// The figures of the span from `earlier` to `later`. A worker or server missing from
+    /// `earlier` counts from zero, and so does everything when `later` comes from another
+    /// process (a binary upgrade restarts the counters).
+    pub fn between(earlier: &Sample, later: &Sample) -> Tables {
+        // Never zero, so that no rate is infinite or NaN.
+        let seconds = later
+            .taken_at
+            .saturating_duration_since(earlier.taken_at)
+            .as_secs_f64()
+            .max(1e-6);
+        let same_process = earlier.workers.pid == later.workers.pid;
+        let earlier_workers: &[WorkerFigures] = if same_process {
+            &earlier.workers.workers
+        } else {
+            &[]
+        };
+        let earlier_pools = same_process.then_some(&earlier.pools);
+        Tables {
+            summary: summary(&earlier.workers, later, seconds),
+            workers: Table {
+                headings: WORKER_HEADINGS,
+                numeric: WORKER_NUMERIC,
+                rows: worker_rows(earlier_workers, &later.workers.workers, seconds),
+            },
+            servers: Table {
+                headings: SERVER_HEADINGS,
+                numeric: SERVER_NUMERIC,
+                rows: server_rows(earlier_pools, &later.pools, seconds),
+            },
+        }
+    }
+
+    /// The summary line, then the two tables: what `--once` prints.
+    pub fn plain_text(&self) -> String {
+        format!(
+            "{}\n{}{}",
+            self.summary,
+            self.workers.text(),
+            self.servers.text()
+        )
+    }
+}
+
+/// `herdsman pid 1234, intake balanced, generation 3, listen queue: 0 overflows, 0 drops in 1.0 s`,
+/// prstat's summary line in herdsman's terms.
+fn summary(earlier: &WorkersReply, later: &Sample, seconds: f64) -> String {
+    let workers = &later.workers;
+    let mut line = format!("herdsman pid {}", workers.pid);
+    if earlier.pid != workers.pid {
+        let _ = write!(line, " (was {}: figures since it started)", earlier.pid);
+    }
+    let _ = write!(
+        line,
+        ", intake {}, generation {}, listen queue: ",
+        workers.intake, later.pools.generation
+    );
+    match (earlier.listen_queue, workers.listen_queue) {
+        (Some(then), Some(now)) => {
+            let _ = write!(
+                line,
+                "{} overflows, {} drops",
+                now.overflows.saturating_sub(then.overflows),
+                now.drops.saturating_sub(then.drops)
+            );
+        }
+        _ => line.push_str("not readable"),
+    }
+    let _ = write!(line, " in {seconds:.1} s");
+    line
+}
+
+/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S`, a row per worker in `later`.
+fn worker_rows(
+    earlier: &[WorkerFigures],
+    later: &[WorkerFigures],
+    seconds: f64,
+) -> Vec<Vec<String>> {
+    let from_zero = WorkerFigures::default();
+    later
+        .iter()
+        .map(|now| {
+            let then = earlier
+                .iter()
+                .find(|then| then.worker == now.worker)
+                .unwrap_or(&from_zero);
+            let cpu_share = |now: f64, then: f64| percent((now - then).max(0.0) / seconds);
+            let run_queue_wait = match now.cpu.run_queue_wait_seconds {
+                Some(wait) => cpu_share(wait, then.cpu.run_queue_wait_seconds.unwrap_or(0.0)),
+                None => "-".to_string(),
+            };
+            vec![
+                now.worker.to_string(),
+                cpu_share(now.cpu.user_seconds, then.cpu.user_seconds),
+                cpu_share(now.cpu.system_seconds, then.cpu.system_seconds),
+                run_queue_wait,
+                now.active.to_string(),
+                per_second(now.accepted.saturating_sub(then.accepted), seconds),
+                per_second(now.requests.saturating_sub(then.requests), seconds),
+            ]
+        })
+        .collect()
+}
+
+/// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS`, a row per server in `later` (and one saying so
+/// for a pool without servers). Without `earlier`, every server counts from zero.
+fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for pool in &later.pools {
+        if pool.servers.is_empty() {
+            rows.push(vec![pool.name.clone(), "(no servers)".to_string()]);
+        }
+        let earlier_pool = earlier.and_then(|earlier| {
+            earlier
+                .pools
+                .iter()
+                .find(|earlier_pool| earlier_pool.name == pool.name)
+        });
+        for server in &pool.servers {
+            let earlier_server: Option<&ServerReply> = earlier_pool.and_then(|earlier_pool| {
+                earlier_pool
+                    .servers
+                    .iter()
+                    .find(|earlier_server| earlier_server.name == server.name)
+            });
+            let span = match earlier_server {
+                Some(then) => server.traffic.since(&then.traffic),
+                None => server.traffic.since(&TrafficTotals::default()),
+            };
+            let p99_ms = span
+                .quantile_us(0.99)
+                .map_or_else(|| "-".to_string(), |us| format!("{:.2}", us / 1000.0));
+            rows.push(vec![
+                pool.name.clone(),
+                server.name.clone(),
+                server.state.clone(),
+                server.health.clone(),
+                per_second(span.requests, seconds),
+                per_second(span.errors(), seconds),
+                p99_ms,
+            ]);
+        }
+    }
+    rows
+}
+
+fn per_second(count: u64, seconds: f64) -> String {
+    format!("{:.1}", count as f64 / seconds)
+}
+
+/// A fraction of one CPU's time, as a percentage with one decimal.
+fn percent(fraction: f64) -> String {
+    format!("{:.1}", fraction * 100.0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::{Duration, Instant};
+
+    /// A sample from the admin API's JSON, `after` the moment `start`.
+    fn sample(
+        start: Instant,
+        after: Duration,
+        workers: serde_json::Value,
+        pools: serde_json::Value,
+    ) -> Sample {
+        Sample {
+            taken_at: start + after,
+            workers: serde_json::from_value(workers).expect("a /api/workers answer"),
+            pools: serde_json::from_value(pools).expect("a /api/pools answer"),
+        }
+    }
+
+    /// A worker as `GET /api/workers` shows it, with the fields `top` ignores too.
+    fn worker(
+        worker: usize,
+        accepted: u64,
+        active: u32,
+        requests: u64,
+        cpu: serde_json::Value,
+    ) -> serde_json::Value {
+        json!({
+            "worker": worker, "tid": 4000 + worker, "accepted": accepted, "active": active,
+            "parked": 0, "pending_handoffs": 0, "handoffs_sent": 0, "handoffs_received": 0,
+            "spurious_wakeups": 0, "restarts": 0, "requests": requests, "rejected": 0,
+            "backend_connects": 0, "backend_reuses": 0, "idle_backend": 0,
+            "handoff_wait_us": { "count": 0, "total": 0, "max": 0 },
+            "context_switches": { "voluntary": 0, "involuntary": 0 },
+            "cpu": cpu,
+        })
+    }
+
+    fn cpu(user: f64, system: f64, run_queue_wait: Option<f64>) -> serde_json::Value {
+        json!({ "user_seconds": user, "system_seconds": system, "run_queue_wait_seconds": run_queue_wait })
+    }
+
+    /// A server's traffic: `requests` in all, `fives` of them 5xx, `unanswered` with no answer,
+    /// the rest 2xx; `buckets` as (index, count).
+    fn traffic(fives: u64, unanswered: u64, buckets: &[(usize, u64)]) -> serde_json::Value {
+        let mut counts = vec![0u64; 19];
+        for &(index, count) in buckets {
+            counts[index] = count;
+        }
+        let requests: u64 = counts.iter().sum();
+        json!({
+            "requests": requests,
+            "responses": [0, requests - fives - unanswered, 0, 0, fives],
+            "unanswered": unanswered, "retries": 0, "duration_sum_us": 0, "buckets": counts,
+        })
+    }
+
+    fn server(
+        name: &str,
+        state: &str,
+        health: serde_json::Value,
+        traffic: serde_json::Value,
+    ) -> serde_json::Value {
+        let mut server = json!({
+            "name": name, "addr": "127.0.0.1:9001", "state": state, "weight": 1,
+            "effective_weight": 1, "max_connections": 0, "active": 0, "requests": 0,
+            "added_at_run_time": false, "traffic": traffic,
+        });
+        for (key, value) in health.as_object().unwrap() {
+            server[key] = value.clone();
+        }
+        server
+    }
+
+    fn pools(generation: u64, servers: Vec<serde_json::Value>) -> serde_json::Value {
+        json!({
+            "bucket_bounds_us": crate::stats::traffic::BUCKET_BOUNDS_US,
+            "generation": generation,
+            "pools": [
+                { "name": "demo", "balance": "round-robin", "sticky_cookie": null, "queued": 0,
+                  "queue_timeouts": 0, "traffic": traffic(0, 0, &[]), "servers": servers },
+                { "name": "empty", "balance": "p2c", "sticky_cookie": null, "queued": 0,
+                  "queue_timeouts": 0, "traffic": traffic(0, 0, &[]), "servers": [] },
+            ],
+        })
+    }
+
+    fn workers(
+        pid: u32,
+        workers: Vec<serde_json::Value>,
+        overflows: u64,
+        drops: u64,
+    ) -> serde_json::Value {
+        json!({
+            "pid": pid, "intake": "balanced", "workers": workers,
+            "listen_queue": { "overflows": overflows, "drops": drops },
+        })
+    }
+
+    /// Two samples 2 s apart: worker 0 busy, worker 1 nearly idle on a kernel without
+    /// schedstat; server a served 600 requests (12 of them errors), b is drained and served
+    /// none, c was added in between.
+    fn two_samples() -> (Sample, Sample) {
+        let start = Instant::now();
+        let up = json!({ "health": "up" });
+        let earlier = sample(
+            start,
+            Duration::ZERO,
+            workers(
+                1234,
+                vec![
+                    worker(0, 100, 20, 1000, cpu(10.0, 5.0, Some(1.0))),
+                    worker(1, 50, 3, 400, cpu(2.0, 1.0, None)),
+                ],
+                7,
+                9,
+            ),
+            pools(
+                3,
+                vec![
+                    server("a", "ready", up.clone(), traffic(10, 0, &[(3, 1000)])),
+                    server(
+                        "backend-b",
+                        "drain",
+                        json!({ "health": "ejected", "remaining_ms": 900 }),
+                        traffic(0, 0, &[(3, 40)]),
+                    ),
+                ],
+            ),
+        );
+        let later = sample(
+            start,
+            Duration::from_secs(2),
+            workers(
+                1234,
+                vec![
+                    worker(0, 120, 25, 2900, cpu(10.24, 5.16, Some(1.01))),
+                    worker(1, 50, 2, 410, cpu(2.0, 1.02, None)),
+                ],
+                8,
+                11,
+            ),
+            pools(
+                4,
+                vec![
+                    // 1000 + 588 between 0.5 and 1 ms, 12 between 1 and 2.5 ms: p99 is 594th
+                    // of 600, halfway into the 1–2.5 ms bucket.
+                    server(
+                        "a",
+                        "ready",
+                        up.clone(),
+                        traffic(20, 2, &[(3, 1588), (4, 12)]),
+                    ),
+                    server(
+                        "backend-b",
+                        "drain",
+                        json!({ "health": "ejected", "remaining_ms": 700 }),
+                        traffic(0, 0, &[(3, 40)]),
+                    ),
+                    server("c", "ready", up, traffic(0, 0, &[(0, 10)])),
+                ],
+            ),
+        );
+        (earlier, later)
+    }
+
+    #[test]
+    fn rows_are_the_rates_between_two_samples() {
+        let (earlier, later) = two_samples();
+        let tables = Tables::between(&earlier, &later);
+        let expected = "\
+herdsman pid 1234, intake balanced, generation 4, listen queue: 1 overflows, 2 drops in 2.0 s
+WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S
+     0  12.0   8.0   0.5     25      10.0  950.0
+     1   0.0   1.0     -      2       0.0    5.0
+POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS
+demo   a             ready  up       300.0    6.0   1.75
+demo   backend-b     drain  ejected    0.0    0.0      -
+demo   c             ready  up         5.0    0.0   0.10
+empty  (no servers)
+";
+        assert_eq!(tables.plain_text(), expected);
+        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5]);
+    }
+
+    #[test]
+    fn a_new_process_counts_from_zero() {
+        let (earlier, mut later) = two_samples();
+        later.workers.pid = 5678;
+        let tables = Tables::between(&earlier, &later);
+        assert!(
+            tables
+                .summary
+                .starts_with("herdsman pid 5678 (was 1234: figures since it started), intake"),
+            "{}",
+            tables.summary
+        );
+        // Worker 0: 2900 requests in its 2 s.
+        assert_eq!(tables.workers.rows[0][6], "1450.0");
+        // Server a: 1600 requests, 20 5xx + 2 unanswered.
+        assert_eq!(tables.servers.rows[0][4..6], ["800.0", "11.0"]);
+    }
+
+    #[test]
+    fn missing_listen_queue_counters_are_said_so() {
+        let (mut earlier, later) = two_samples();
+        earlier.workers.listen_queue = None;
+        let summary = Tables::between(&earlier, &later).summary;
+        assert!(
+            summary.ends_with("listen queue: not readable in 2.0 s"),
+            "{summary}"
+        );
+    }
+}

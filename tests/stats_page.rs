@@ -1,0 +1,510 @@
+//! The live stats page (`GET /stats`) in a real browser: Debian's headless Chromium, driven over
+//! the DevTools protocol (`headless_chrome`), against the herdsman binary with three in-process
+//! mock servers and traffic flowing. The page's own script must fill its tables from the API, show
+//! what `/api/pools` says, draw its chart, and change a server's state with a button; with a token
+//! configured it must ask for the token in a form and then work the same. A screenshot of each
+//! case is left in `target/` for a person to look at.
+//!
+//! Chromium is required, not optional: without it these tests fail and say how to install it
+//! (`bench/scripts/install-peers.sh`, which CI runs). Every wait is bounded.
+
+mod admin_support;
+mod common;
+
+use std::ffi::OsStr;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::thread::{self, JoinHandle};
+use std::time::{Duration, Instant};
+
+use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
+use headless_chrome::{Browser, LaunchOptions, Tab};
+use serde_json::Value;
+
+use common::*;
+
+/// The longest any one thing may take to show on the page.
+const WAIT: Duration = Duration::from_secs(15);
+/// Workers, so that the workers table and the chart have several rows and lines.
+const WORKERS: usize = 3;
+/// The variable the binary reads its admin token from, in the token case.
+const TOKEN_ENV: &str = "HERDSMAN_STATS_PAGE_TOKEN";
+
+/// The herdsman binary serving pool "app" of servers a, b and c, with its admin API.
+struct Herdsman {
+    /// Declared first so that it stops before its servers go.
+    _process: ChildGuard,
+    web: SocketAddr,
+    admin: SocketAddr,
+    token: Option<String>,
+    _servers: Vec<Mock>,
+}
+
+impl Herdsman {
+    /// Starts it; with `token`, the admin API wants `Authorization: Bearer <token>`.
+    fn start(token: Option<&str>) -> Herdsman {
+        let servers = vec![Mock::named("a"), Mock::named("b"), slow_and_failing("c")];
+        let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let mut setup = Setup::new().workers(WORKERS).admin_at(admin);
+        for (name, server) in ["a", "b", "c"].into_iter().zip(&servers) {
+            setup = setup.server(name, server.addr);
+        }
+        let mut text = setup.toml(&web.to_string());
+        let mut env: Vec<(&str, &OsStr)> = Vec::new();
+        if let Some(token) = token {
+            text = text.replace(
+                "[admin]\n",
+                &format!("[admin]\ntoken_env = {TOKEN_ENV:?}\n"),
+            );
+            env.push((TOKEN_ENV, OsStr::new(token)));
+        }
+        let process = run_binary_with_env(&write_temp("stats-page.toml", &text), &env);
+        for addr in [web, admin] {
+            assert!(
+                wait_listening(addr, Duration::from_secs(10)),
+                "herdsman is not listening on {addr}\n{text}"
+            );
+        }
+        Herdsman {
+            _process: process,
+            web,
+            admin,
+            token: token.map(str::to_string),
+            _servers: servers,
+        }
+    }
+
+    fn api(&self, method: &str, path: &str, body: Option<&str>) -> (u16, Value) {
+        admin_support::api(self.admin, method, path, body, self.token.as_deref())
+    }
+
+    fn pools(&self) -> Value {
+        let (status, json) = self.api("GET", "/api/pools", None);
+        assert_eq!(status, 200, "{json}");
+        json
+    }
+
+    fn page_url(&self) -> String {
+        format!("http://{}/stats", self.admin)
+    }
+}
+
+/// A server that takes 2–14 ms to answer and answers every seventh request with a 500, so that
+/// the page has latencies and errors to show.
+fn slow_and_failing(name: &str) -> Mock {
+    let name = name.to_string();
+    let seen = AtomicUsize::new(0);
+    Mock::start(move |ex| {
+        ex.read_body()?;
+        let n = seen.fetch_add(1, Ordering::Relaxed);
+        thread::sleep(Duration::from_millis(2 + (n % 7) as u64 * 2));
+        let status = if n % 7 == 6 { 500 } else { 200 };
+        ex.respond(status, &[("X-Server", &name)], name.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+/// Requests through the proxy until dropped: a new connection every 20 ms, and a few
+/// connections held open, so that workers have active connections for the chart.
+struct Traffic {
+    stop: Arc<AtomicBool>,
+    sender: Option<JoinHandle<()>>,
+    _held: Vec<Conn>,
+}
+
+impl Traffic {
+    fn start(web: SocketAddr) -> Traffic {
+        let held = (0..7).map(|_| Conn::connect(web)).collect();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let sender = thread::spawn(move || {
+            let mut n = 0;
+            while !stopped.load(Ordering::Relaxed) {
+                // A refused or failed request is not this test's concern: the page shows it.
+                if let Ok(mut conn) = Conn::try_connect(web) {
+                    let request = get_request(&format!("/load/{n}"), "Connection: close\r\n");
+                    if conn.try_send(&request).is_ok() {
+                        let _ = conn.read_response(false);
+                    }
+                }
+                n += 1;
+                thread::sleep(Duration::from_millis(20));
+            }
+        });
+        Traffic {
+            stop,
+            sender: Some(sender),
+            _held: held,
+        }
+    }
+}
+
+impl Drop for Traffic {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(sender) = self.sender.take() {
+            let _ = sender.join();
+        }
+    }
+}
+
+/// Debian's Chromium, or a failure that says how to install it.
+fn chromium() -> PathBuf {
+    let on_path = std::env::var_os("PATH").and_then(|path| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join("chromium"))
+            .find(|candidate| candidate.is_file())
+    });
+    on_path.unwrap_or_else(|| {
+        panic!(
+            "chromium is not installed, and the stats page is tested in it: run \
+             bench/scripts/install-peers.sh (CI does), or `apt-get install chromium`"
+        )
+    })
+}
+
+/// A headless Chromium of its own, with a fresh profile under `target/tmp`; closed when dropped.
+struct Chromium {
+    browser: Option<Browser>,
+    profile: PathBuf,
+}
+
+impl Chromium {
+    /// New headless mode (plain `--headless` is the new one since Chromium 132); no sandbox,
+    /// since tests may run as root.
+    fn launch() -> Chromium {
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        let profile = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "stats-page-chromium-{}-{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed)
+        ));
+        let options = LaunchOptions {
+            path: Some(chromium()),
+            headless: true,
+            sandbox: false,
+            window_size: Some((1200, 1000)),
+            // Not the crate's own temporary profile in /tmp, which the browser's helper
+            // processes, still exiting, sometimes write to after it is removed.
+            user_data_dir: Some(profile.clone()),
+            // How long any one DevTools call may wait for its answer.
+            idle_browser_timeout: Duration::from_secs(30),
+            ..LaunchOptions::default()
+        };
+        let browser = Browser::new(options)
+            .unwrap_or_else(|error| panic!("cannot start chromium: {error:#}"));
+        Chromium {
+            browser: Some(browser),
+            profile,
+        }
+    }
+
+    /// Opens `url` in a new tab and waits for it to load.
+    fn open(&self, url: &str) -> Arc<Tab> {
+        let browser = self.browser.as_ref().expect("running");
+        let tab = browser.new_tab().expect("a new tab");
+        tab.set_default_timeout(WAIT);
+        tab.navigate_to(url)
+            .and_then(|tab| tab.wait_until_navigated())
+            .unwrap_or_else(|error| panic!("cannot load {url}: {error:#}"));
+        tab
+    }
+}
+
+impl Drop for Chromium {
+    fn drop(&mut self) {
+        // Kills the browser and waits for it; then the profile. Its helper processes may still
+        // be writing there for a moment, so a few tries; what is left is in target/tmp.
+        drop(self.browser.take());
+        for _ in 0..10 {
+            if std::fs::remove_dir_all(&self.profile).is_ok() || !self.profile.exists() {
+                break;
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+    }
+}
+
+/// The value of the JavaScript expression `expression`, through JSON.
+fn eval(tab: &Tab, expression: &str) -> Value {
+    let result = tab
+        .evaluate(&format!("JSON.stringify({expression})"), false)
+        .unwrap_or_else(|error| panic!("cannot evaluate {expression}: {error:#}"));
+    match result.value {
+        Some(Value::String(json)) => serde_json::from_str(&json).unwrap(),
+        // JSON.stringify(undefined) is undefined.
+        _ => Value::Null,
+    }
+}
+
+/// Waits until the JavaScript expression `condition` is true; fails saying `what` did not
+/// happen, with what the page shows, after WAIT.
+fn wait_for(tab: &Tab, condition: &str, what: &str) {
+    let deadline = Instant::now() + WAIT;
+    while Instant::now() < deadline {
+        if eval(tab, &format!("Boolean({condition})")) == Value::Bool(true) {
+            return;
+        }
+        thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "{what}: not within {WAIT:?}. The page says {}",
+        eval(
+            tab,
+            "[document.body.dataset, document.getElementById('status').textContent]"
+        )
+    );
+}
+
+/// Waits for a refresh after now: the page has redrawn from the API since this was called.
+fn wait_for_next_refresh(tab: &Tab) {
+    let seen = eval(tab, "Number(document.body.dataset.refreshes || 0)");
+    let seen = seen.as_u64().unwrap_or(0);
+    wait_for(
+        tab,
+        &format!("Number(document.body.dataset.refreshes || 0) > {seen}"),
+        "another refresh",
+    );
+}
+
+/// The server rows as the page shows them: (pool, server, state, health), in page order.
+fn rows_on_page(tab: &Tab) -> Vec<(String, String, String, String)> {
+    let rows = eval(
+        tab,
+        "[...document.querySelectorAll('#servers tr[data-server]')].map((row) => [
+            row.dataset.pool, row.dataset.server,
+            row.querySelector('td.state').textContent,
+            row.querySelector('td.health').textContent])",
+    );
+    serde_json::from_value(rows).unwrap()
+}
+
+/// The same rows as `GET /api/pools` has them.
+fn rows_in_api(pools: &Value) -> Vec<(String, String, String, String)> {
+    let text = |value: &Value| value.as_str().unwrap().to_string();
+    let mut rows = Vec::new();
+    for pool in pools["pools"].as_array().unwrap() {
+        for server in pool["servers"].as_array().unwrap() {
+            rows.push((
+                text(&pool["name"]),
+                text(&server["name"]),
+                text(&server["state"]),
+                text(&server["health"]),
+            ));
+        }
+    }
+    rows
+}
+
+/// The state cell of one server's row.
+fn state_on_page(server: &str) -> String {
+    format!("document.querySelector('#servers tr[data-pool=\"app\"][data-server=\"{server}\"] td.state').textContent")
+}
+
+/// Clicks `action`'s button in `server`'s row, as a person would (a real mouse click at the
+/// button's place on the page).
+fn click(tab: &Tab, server: &str, action: &str) {
+    let selector = format!(
+        "#servers tr[data-pool=\"app\"][data-server=\"{server}\"] button[data-action=\"{action}\"]"
+    );
+    tab.wait_for_element(&selector)
+        .and_then(|button| button.click().map(|_| ()))
+        .unwrap_or_else(|error| panic!("cannot click {selector}: {error:#}"));
+}
+
+/// Waits until the page and the API both say `server` is in `state`.
+fn wait_for_state(tab: &Tab, herdsman: &Herdsman, server: &str, state: &str) {
+    wait_for(
+        tab,
+        &format!("{} === {state:?}", state_on_page(server)),
+        &format!("the page showing {server} in {state}"),
+    );
+    let api_state = rows_in_api(&herdsman.pools())
+        .into_iter()
+        .find(|row| row.1 == server)
+        .map(|row| row.2);
+    assert_eq!(api_state.as_deref(), Some(state), "/api/pools for {server}");
+}
+
+/// Asserts the page met no script error and nothing its security policy blocked.
+fn assert_no_page_errors(tab: &Tab) {
+    let errors = eval(tab, "document.body.dataset.pageErrors");
+    assert_eq!(
+        errors,
+        Value::Null,
+        "the page reported errors: {}",
+        eval(tab, "document.getElementById('status').textContent")
+    );
+}
+
+/// Saves a PNG of the whole window as `target/<name>`; returns where.
+fn screenshot(tab: &Tab, name: &str) -> PathBuf {
+    let png = tab
+        .capture_screenshot(CaptureScreenshotFormatOption::Png, None, None, true)
+        .expect("a screenshot");
+    // CARGO_TARGET_TMPDIR is target/tmp.
+    let target = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .expect("the target directory");
+    let path = target.join(name);
+    std::fs::write(&path, png).unwrap();
+    path
+}
+
+#[test]
+fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
+    let herdsman = Herdsman::start(None);
+    let _traffic = Traffic::start(herdsman.web);
+    let browser = Chromium::launch();
+    let tab = browser.open(&herdsman.page_url());
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables",
+    );
+    // A few refreshes, so that rates, latencies and the chart have something to show.
+    for _ in 0..3 {
+        wait_for_next_refresh(&tab);
+    }
+
+    // The same servers, states and health as the API, in the API's order.
+    let on_page = rows_on_page(&tab);
+    assert_eq!(on_page, rows_in_api(&herdsman.pools()));
+    assert_eq!(on_page.len(), 3, "{on_page:?}");
+    // Each row has its three buttons, and the requests column counts.
+    let buttons = eval(
+        &tab,
+        "[...document.querySelectorAll('#servers tr[data-server]')].map((row) =>
+            [...row.querySelectorAll('button[data-action]')].map((b) => b.dataset.action))",
+    );
+    assert_eq!(
+        buttons,
+        serde_json::json!([
+            ["drain", "ready", "maint"],
+            ["drain", "ready", "maint"],
+            ["drain", "ready", "maint"]
+        ])
+    );
+    let requests = eval(
+        &tab,
+        "[...document.querySelectorAll('#servers tr[data-server] td.requests')]
+            .map((cell) => Number(cell.textContent.replace(/,/g, '')))",
+    );
+    assert!(
+        requests
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|n| n.as_f64() > Some(0.0)),
+        "every server had requests: {requests}"
+    );
+
+    // One row per worker, and a chart with a line and a legend entry for each.
+    let (status, workers) = herdsman.api("GET", "/api/workers", None);
+    assert_eq!(status, 200, "{workers}");
+    let worker_count = workers["workers"].as_array().unwrap().len();
+    assert_eq!(worker_count, WORKERS);
+    let rows = eval(
+        &tab,
+        "[...document.querySelectorAll('#workers tr[data-worker]')].map((row) => row.dataset.worker)",
+    );
+    assert_eq!(rows, serde_json::json!(["0", "1", "2"]));
+    assert_eq!(
+        eval(&tab, "document.querySelectorAll('#legend li').length"),
+        worker_count
+    );
+    let chart = eval(
+        &tab,
+        "(() => {
+            const chart = document.getElementById('chart');
+            const pixels = chart.getContext('2d').getImageData(0, 0, chart.width, chart.height).data;
+            let coloured = 0;
+            for (let i = 0; i < pixels.length; i += 4) {
+                // Neither white background nor grey grid: a worker's line.
+                const [r, g, b] = [pixels[i], pixels[i + 1], pixels[i + 2]];
+                if (Math.max(r, g, b) - Math.min(r, g, b) > 60) coloured++;
+            }
+            return { drawn: chart.dataset.drawn, samples: Number(chart.dataset.samples), coloured };
+        })()",
+    );
+    assert_eq!(chart["drawn"], "1", "{chart}");
+    assert!(chart["samples"].as_u64() >= Some(3), "{chart}");
+    // A few seconds of five minutes is a short stretch at the right, and lines at the same
+    // height cover each other: any coloured pixel at all is a line.
+    assert!(
+        chart["coloured"].as_u64() > Some(0),
+        "no line drawn: {chart}"
+    );
+
+    // Drain b with its button: the row and the API say so.
+    click(&tab, "b", "drain");
+    wait_for_state(&tab, &herdsman, "b", "drain");
+    wait_for(
+        &tab,
+        "document.getElementById('status').textContent === 'app/b: drain'",
+        "the status line confirming the drain",
+    );
+    wait_for_next_refresh(&tab);
+    assert_no_page_errors(&tab);
+    let saved = screenshot(&tab, "stats-page.png");
+    eprintln!("screenshot: {}", saved.display());
+}
+
+#[test]
+fn with_a_token_the_page_asks_for_it_then_works() {
+    let token = "page-token-8c1f";
+    let herdsman = Herdsman::start(Some(token));
+    let _traffic = Traffic::start(herdsman.web);
+    let browser = Chromium::launch();
+    // The page itself comes without the token (a browser cannot send one with a navigation)...
+    let tab = browser.open(&herdsman.page_url());
+    // ... and its first API call is refused, so it asks.
+    wait_for(
+        &tab,
+        "!document.getElementById('token-form').hidden",
+        "the token form",
+    );
+    assert_eq!(eval(&tab, "document.body.dataset.loaded"), Value::Null);
+    assert_eq!(eval(&tab, "sessionStorage.length"), 0);
+
+    // Typed in and submitted as a person would.
+    tab.wait_for_element("#token-input")
+        .and_then(|input| input.click().map(|_| ()))
+        .expect("the token input");
+    tab.type_str(token).expect("typing the token");
+    tab.wait_for_element("#token-submit")
+        .and_then(|button| button.click().map(|_| ()))
+        .expect("the token form's button");
+
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables once it has the token",
+    );
+    assert_eq!(
+        eval(&tab, "document.getElementById('token-form').hidden"),
+        true
+    );
+    assert_eq!(
+        eval(&tab, "sessionStorage.getItem('herdsman-admin-token')"),
+        token
+    );
+    assert_eq!(rows_on_page(&tab), rows_in_api(&herdsman.pools()));
+    assert_eq!(
+        eval(
+            &tab,
+            "document.querySelectorAll('#workers tr[data-worker]').length"
+        ),
+        WORKERS
+    );
+
+    // The buttons send the token too.
+    click(&tab, "c", "maint");
+    wait_for_state(&tab, &herdsman, "c", "maint");
+    wait_for_next_refresh(&tab);
+    assert_no_page_errors(&tab);
+    screenshot(&tab, "stats-page-token.png");
+}

@@ -2,11 +2,16 @@
 //! to the one backend, no access logs, X-Forwarded-For/-Proto/-Host added (herdsman always adds
 //! them, so its peers do the same work), idle client connections kept for `CLIENT_IDLE_SECONDS`,
 //! room for every client connection the run opens, and the command line that starts each in the
-//! foreground.
+//! foreground; and starting herdsman alone, for the benchmarks that measure only herdsman.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::Duration;
+
+use anyhow::Context;
+
+use crate::process::Supervised;
 
 /// Which program a benchmark target runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -88,6 +93,20 @@ pub struct Plan {
 }
 
 impl Plan {
+    /// compare's plan for herdsman alone in front of the backend, as the benchmarks that measure
+    /// only herdsman use it: its own default of 64 idle backend connections per worker, and no
+    /// client connection or descriptor sizing (herdsman's configuration has no connection limit).
+    pub const fn herdsman_alone(workers: u32, port: u16, backend_port: u16) -> Plan {
+        Plan {
+            workers,
+            port,
+            backend_port,
+            backend_idle: 64,
+            client_connections: 0,
+            descriptor_limit: 0,
+        }
+    }
+
     /// Descriptors one proxy process needs at the peak: every client connection, a backend
     /// connection per active client at most (`backend_idle` covers the largest active load), and
     /// the spare allowance.
@@ -132,6 +151,23 @@ impl Target {
         command.current_dir(dir);
         command
     }
+}
+
+/// Writes `config` to `dir`/herdsman.toml, starts `program` with it (logging to
+/// `dir`/herdsman.log) and waits until it serves on `port`.
+pub fn start_herdsman(
+    program: &Path,
+    config: &str,
+    port: u16,
+    dir: &Path,
+) -> anyhow::Result<Supervised> {
+    let file = dir.join("herdsman.toml");
+    std::fs::write(&file, config).with_context(|| format!("writing {}", file.display()))?;
+    let mut command = Command::new(program);
+    command.arg("run").arg("-c").arg(&file).current_dir(dir);
+    let mut process = Supervised::spawn("herdsman", command, &dir.join("herdsman.log"))?;
+    process.wait_until_serving(port, Duration::from_secs(15))?;
+    Ok(process)
 }
 
 /// herdsman's configuration; `intake` adds the top-level `intake = "MODE"` line.

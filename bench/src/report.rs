@@ -520,6 +520,39 @@ pub fn one_line(text: &str) -> String {
     text.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A table cell: the median, and with several rounds the min–max; "–" when none ran.
+pub fn spread_cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
+    match spread {
+        None => "–".to_string(),
+        Some(s) if s.count == 1 => format(s.median),
+        Some(s) => format!("{} ({}–{})", format(s.median), format(s.min), format(s.max)),
+    }
+}
+
+/// A ratio judged against a target, from each round's ratio (its two runs back to back): the
+/// median over rounds, and with several rounds their range and `of_medians` (the ratio of the two
+/// sides' medians), as "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)"; "–" when no
+/// round has both runs.
+pub fn paired_ratio_text(round_ratios: &[f64], of_medians: Option<f64>) -> String {
+    let Some(rounds) = spread(round_ratios) else {
+        return "–".to_string();
+    };
+    let mut text = format!("{:.1}%", rounds.median * 100.0);
+    if rounds.count > 1 {
+        let _ = write!(
+            text,
+            " (per round {:.1}–{:.1}%",
+            rounds.min * 100.0,
+            rounds.max * 100.0
+        );
+        if let Some(of_medians) = of_medians {
+            let _ = write!(text, "; ratio of the medians {:.1}%", of_medians * 100.0);
+        }
+        text.push(')');
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -10,57 +10,18 @@
 //! first). It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every
 //! benchmark on a shared machine (or runs under it when started by `flock` on it).
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
-
 mod support;
-use support::{table_after, table_starting, take_benchmark_lock};
-
-/// A figure as the results print it: "57,123", "16.26", "98.1%", "1.05×".
-fn is_number(cell: &str) -> bool {
-    let bare = cell.replace(',', "");
-    let bare = bare.split(' ').next().unwrap_or_default();
-    bare.trim_end_matches(['%', '×']).parse::<f64>().is_ok()
-}
-
-fn row<'a>(table: &'a [Vec<String>], first: &str) -> &'a [String] {
-    table
-        .iter()
-        .find(|r| r[0] == first)
-        .unwrap_or_else(|| panic!("no row {first:?} in {table:#?}"))
-}
+use support::{is_number, row, run_short, table_after, table_starting, take_benchmark_lock};
 
 #[test]
 fn the_short_observability_run_measures_both_conditions() {
     let _lock = take_benchmark_lock();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("observability-short");
-    let out = dir.join("observability-short.md");
-    // Nothing left from an earlier run may stand in for what this one writes.
-    std::fs::remove_dir_all(&dir).ok();
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
-        .args(["observability", "--short", "--out"])
-        .arg(&out)
-        .output()
-        .expect("starting herdsman-bench");
-    eprintln!(
-        "observability --short took {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "observability --short failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let md = std::fs::read_to_string(&out).expect("the results file");
-    assert!(!md.contains("## Stopped early"), "{md}");
+    let run = run_short("observability");
+    let (md, stdout) = (&run.md, &run.stdout);
 
     for workers in ["1 worker", "2 workers"] {
         // Requests/s, p50, p99 and herdsman's CPU per request, off and on, and on ÷ off.
-        let figures = table_after(&md, &format!("## {workers}: wrk through herdsman"));
+        let figures = table_after(md, &format!("## {workers}: wrk through herdsman"));
         for title in [
             "requests/s",
             "p50 latency, µs",
@@ -94,7 +55,7 @@ fn the_short_observability_run_measures_both_conditions() {
         md.contains("Access log lines matched wrk's requests in 2 of 2 runs."),
         "{md}"
     );
-    let runs = table_starting(&md, "| workers | round | condition | wrk requests |");
+    let runs = table_starting(md, "| workers | round | condition | wrk requests |");
     assert_eq!(runs.len(), 2, "{runs:#?}");
     for cells in &runs {
         assert_eq!(cells[2], "on", "{cells:?}");
@@ -107,11 +68,5 @@ fn the_short_observability_run_measures_both_conditions() {
         assert!(cells[10] != "0" && is_number(&cells[10]), "{cells:?}");
     }
 
-    let bytes = std::fs::read(dir.join("observability-short.png")).expect("the plot");
-    assert!(bytes.starts_with(b"\x89PNG"), "the plot is not a PNG");
-    assert!(
-        md.contains("](observability-short.png)"),
-        "the plot is not referenced"
-    );
-    std::fs::remove_dir_all(&dir).ok();
+    run.check_plot_and_remove();
 }

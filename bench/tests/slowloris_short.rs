@@ -10,55 +10,16 @@
 //! It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every benchmark
 //! on a shared machine (or runs under it when started by `flock` on it).
 
-use std::path::Path;
-use std::process::Command;
-use std::time::Instant;
-
 mod support;
-use support::{table_after, table_starting, take_benchmark_lock};
+use support::{is_number, row, run_short, table_after, table_starting, take_benchmark_lock};
 
 const KINDS: [&str; 4] = ["slow-head", "slow-body", "slow-reader", "reset-upload"];
-
-/// A figure as the results print it: "57,123", "16.26", "98.1%", "1.05×".
-fn is_number(cell: &str) -> bool {
-    let bare = cell.replace(',', "");
-    let bare = bare.split(' ').next().unwrap_or_default();
-    bare.trim_end_matches(['%', '×']).parse::<f64>().is_ok()
-}
-
-fn row<'a>(table: &'a [Vec<String>], first: &str) -> &'a [String] {
-    table
-        .iter()
-        .find(|r| r[0] == first)
-        .unwrap_or_else(|| panic!("no row {first:?} in {table:#?}"))
-}
 
 #[test]
 fn the_short_slowloris_run_measures_both_ways() {
     let _lock = take_benchmark_lock();
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("slowloris-short");
-    let out = dir.join("slowloris-short.md");
-    // Nothing left from an earlier run may stand in for what this one writes.
-    std::fs::remove_dir_all(&dir).ok();
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
-        .args(["slowloris", "--short", "--out"])
-        .arg(&out)
-        .output()
-        .expect("starting herdsman-bench");
-    eprintln!(
-        "slowloris --short took {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(
-        output.status.success(),
-        "slowloris --short failed: {}\n{stdout}\n{}",
-        output.status,
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let md = std::fs::read_to_string(&out).expect("the results file");
-    assert!(!md.contains("## Stopped early"), "{md}");
+    let run = run_short("slowloris");
+    let (md, stdout) = (&run.md, &run.stdout);
 
     // The summary on stdout gives both figures and the ratio.
     for part in ["without", "with 200 slow", "with ÷ without requests/s: "] {
@@ -69,7 +30,7 @@ fn the_short_slowloris_run_measures_both_ways() {
     }
 
     // Requests/s, p50 and p99 without and with, and with ÷ without.
-    let figures = table_after(&md, "## The other clients (wrk)");
+    let figures = table_after(md, "## The other clients (wrk)");
     for title in ["requests/s", "p50 latency, µs", "p99 latency, µs"] {
         let cells = row(&figures, title);
         for cell in &cells[1..4] {
@@ -89,7 +50,7 @@ fn the_short_slowloris_run_measures_both_ways() {
     );
 
     // Every slow connection opened, 50 of each kind, and counted at the end.
-    let slow = table_starting(&md, "| kind | opened |");
+    let slow = table_starting(md, "| kind | opened |");
     for kind in KINDS {
         let cells = row(&slow, kind);
         assert!(is_number(&cells[2]), "{kind}: {cells:?}");
@@ -102,11 +63,5 @@ fn the_short_slowloris_run_measures_both_ways() {
         }
     }
 
-    let bytes = std::fs::read(dir.join("slowloris-short.png")).expect("the plot");
-    assert!(bytes.starts_with(b"\x89PNG"), "the plot is not a PNG");
-    assert!(
-        md.contains("](slowloris-short.png)"),
-        "the plot is not referenced"
-    );
-    std::fs::remove_dir_all(&dir).ok();
+    run.check_plot_and_remove();
 }

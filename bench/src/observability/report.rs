@@ -11,18 +11,16 @@ use super::logfile::LogTally;
 use super::scraper::{ScrapeTally, SCRAPE_EVERY};
 use super::settings::Settings;
 use crate::plot::{write_panels_png, LineChart, Series};
-use crate::report::{one_line, spread, thousands, write_details_table, Spread};
+use crate::report::{
+    one_line, paired_ratio_text, spread, spread_cell, thousands, write_details_table, Spread,
+};
 use crate::results::RunFacts;
-use crate::slowloris::cpu::CpuSplit;
+use crate::slowloris::cpu::{CpuSplit, DISTURBED_CPUS};
 use crate::wrk::WrkReport;
 
 /// The issue's target: with metrics scraped and access logs on, requests/s "drops by no more
 /// than 5%" against both off.
 pub const TARGET_SHARE: f64 = 0.95;
-
-/// A run during which processes outside this benchmark used more than this many CPUs is named as
-/// disturbed: its requests/s says as much about them as about herdsman.
-const DISTURBED_CPUS: f64 = 0.10;
 
 /// One wrk run against one freshly started herdsman.
 #[derive(Debug, Clone)]
@@ -136,24 +134,10 @@ impl Session {
 
     /// "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)".
     fn ratio_text(&self, workers: u32, condition: Condition) -> String {
-        let Some(ratio) = self.ratio(workers, condition) else {
-            return "–".to_string();
-        };
-        let mut text = format!("{:.1}%", ratio * 100.0);
-        let rounds = spread(&self.round_ratios(workers, condition));
-        if let Some(rounds) = rounds.filter(|sp| sp.count > 1) {
-            let _ = write!(
-                text,
-                " (per round {:.1}–{:.1}%",
-                rounds.min * 100.0,
-                rounds.max * 100.0
-            );
-            if let Some(of_medians) = self.ratio_of_medians(workers, condition) {
-                let _ = write!(text, "; ratio of the medians {:.1}%", of_medians * 100.0);
-            }
-            text.push(')');
-        }
-        text
+        paired_ratio_text(
+            &self.round_ratios(workers, condition),
+            self.ratio_of_medians(workers, condition),
+        )
     }
 
     pub fn verdict(&self, workers: u32, condition: Condition) -> &'static str {
@@ -394,7 +378,7 @@ impl Session {
                 let _ = write!(
                     row,
                     " {} |",
-                    cell(self.spread(workers, condition, value), format)
+                    spread_cell(self.spread(workers, condition, value), format)
                 );
             }
             for &condition in &observed {
@@ -635,15 +619,6 @@ pub fn progress_line(run: &ObservedRun) -> String {
         );
     }
     line
-}
-
-/// A table cell: the median, and with several rounds the min–max; "–" when none ran.
-fn cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
-    match spread {
-        None => "–".to_string(),
-        Some(s) if s.count == 1 => format(s.median),
-        Some(s) => format!("{} ({}–{})", format(s.median), format(s.min), format(s.max)),
-    }
 }
 
 /// "1 worker", "2 workers", "1 and 2 workers", "1, 2 and 4 workers".

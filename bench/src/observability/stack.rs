@@ -5,7 +5,6 @@
 //! is written), and in any case when dropped.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -75,16 +74,7 @@ impl Herdsman {
         while admin_port == port {
             admin_port = free_port()?;
         }
-        let plan = Plan {
-            workers,
-            port,
-            backend_port,
-            // compare's default: herdsman's own 64 idle server connections per worker.
-            backend_idle: 64,
-            // Not used by herdsman's configuration (it has no connection limit).
-            client_connections: 0,
-            descriptor_limit: 0,
-        };
+        let plan = Plan::herdsman_alone(workers, port, backend_port);
         let access_log = condition
             .access_log_format()
             .map(|format| (dir.join("access.log"), format));
@@ -93,12 +83,7 @@ impl Herdsman {
             admin_port,
             access_log.as_ref().map(|(path, f)| (path.as_path(), *f)),
         );
-        let file = dir.join("herdsman.toml");
-        std::fs::write(&file, &config).with_context(|| format!("writing {}", file.display()))?;
-        let mut command = Command::new(program);
-        command.arg("run").arg("-c").arg(&file).current_dir(dir);
-        let mut process = Supervised::spawn("herdsman", command, &dir.join("herdsman.log"))?;
-        process.wait_until_serving(port, Duration::from_secs(15))?;
+        let mut process = proxies::start_herdsman(program, &config, port, dir)?;
         wait_for_admin(&mut process, admin_port)?;
         Ok(Herdsman {
             port,
@@ -170,14 +155,7 @@ fn wait_for_admin(process: &mut Supervised, admin_port: u16) -> anyhow::Result<(
 mod tests {
     use super::*;
 
-    const PLAN: Plan = Plan {
-        workers: 2,
-        port: 4100,
-        backend_port: 4200,
-        backend_idle: 64,
-        client_connections: 0,
-        descriptor_limit: 0,
-    };
+    const PLAN: Plan = Plan::herdsman_alone(2, 4100, 4200);
 
     #[test]
     fn off_is_compare_s_configuration_with_an_admin_api() {

@@ -7,6 +7,10 @@ use std::time::{Duration, Instant};
 
 use crate::procstat;
 
+/// A run during which processes outside this benchmark used more than this many CPUs is named as
+/// disturbed: its requests/s says as much about them as about herdsman.
+pub const DISTURBED_CPUS: f64 = 0.10;
+
 /// CPU used over a run, each in CPUs (1.0: one CPU busy for the whole run).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CpuSplit {

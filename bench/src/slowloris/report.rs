@@ -6,21 +6,19 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::cpu::CpuSplit;
+use super::cpu::{CpuSplit, DISTURBED_CPUS};
 use super::kinds::{Kind, Tally};
 use super::settings::Settings;
 use crate::plot::{LineChart, Series};
-use crate::report::{one_line, spread, thousands, write_details_table, Spread};
+use crate::report::{
+    one_line, paired_ratio_text, spread, spread_cell, thousands, write_details_table, Spread,
+};
 use crate::results::RunFacts;
 use crate::wrk::WrkReport;
 
 /// The target: with the slow connections open, the others keep this share of their
 /// requests/s.
 pub const TARGET_SHARE: f64 = 0.90;
-
-/// A run during which processes outside this benchmark used more than this many CPUs is named as
-/// disturbed: its requests/s says as much about them as about herdsman.
-const DISTURBED_CPUS: f64 = 0.10;
 
 /// One wrk run.
 #[derive(Debug, Clone)]
@@ -108,23 +106,7 @@ impl Session {
 
     /// "91.2% (per round 82.0–95.1%; ratio of the medians 89.0%)".
     fn ratio_text(&self) -> String {
-        let Some(ratio) = self.ratio() else {
-            return "–".to_string();
-        };
-        let mut text = format!("{:.1}%", ratio * 100.0);
-        if let Some(rounds) = spread(&self.round_ratios()).filter(|sp| sp.count > 1) {
-            let _ = write!(
-                text,
-                " (per round {:.1}–{:.1}%",
-                rounds.min * 100.0,
-                rounds.max * 100.0
-            );
-            if let Some(of_medians) = self.ratio_of_medians() {
-                let _ = write!(text, "; ratio of the medians {:.1}%", of_medians * 100.0);
-            }
-            text.push(')');
-        }
-        text
+        paired_ratio_text(&self.round_ratios(), self.ratio_of_medians())
     }
 
     /// Requests/s with ÷ without in each round where both ran.
@@ -397,8 +379,8 @@ impl Session {
             let _ = writeln!(
                 md,
                 "| {title} | {} | {} | {ratio} |",
-                cell(without, format),
-                cell(with, format)
+                spread_cell(without, format),
+                spread_cell(with, format)
             );
         }
         let errors: u64 = self
@@ -653,15 +635,6 @@ pub fn progress_line(run: &SlowRun) -> String {
         );
     }
     line
-}
-
-/// A table cell: the median, and with several rounds the min–max; "–" when none ran.
-fn cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
-    match spread {
-        None => "–".to_string(),
-        Some(s) if s.count == 1 => format(s.median),
-        Some(s) => format!("{} ({}–{})", format(s.median), format(s.min), format(s.max)),
-    }
 }
 
 #[cfg(test)]

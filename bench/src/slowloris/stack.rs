@@ -3,10 +3,6 @@
 //! herdsman row), with one change: a `client_header` timeout longer than any slow head is held.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
-
-use anyhow::Context;
 
 use crate::backend;
 use crate::process::{free_port, Supervised};
@@ -61,23 +57,9 @@ impl Stack {
         let backend = backend::start(backend_port, dir)?;
 
         let port = free_port()?;
-        let plan = Plan {
-            workers,
-            port,
-            backend_port,
-            // compare's default: herdsman's own 64 idle server connections per worker.
-            backend_idle: 64,
-            // Not used by herdsman's configuration (it has no connection limit).
-            client_connections: 0,
-            descriptor_limit: 0,
-        };
+        let plan = Plan::herdsman_alone(workers, port, backend_port);
         let config = config(plan, client_header_seconds);
-        let file = dir.join("herdsman.toml");
-        std::fs::write(&file, &config).with_context(|| format!("writing {}", file.display()))?;
-        let mut command = Command::new(herdsman);
-        command.arg("run").arg("-c").arg(&file).current_dir(dir);
-        let mut process = Supervised::spawn("herdsman", command, &dir.join("herdsman.log"))?;
-        process.wait_until_serving(port, Duration::from_secs(15))?;
+        let process = proxies::start_herdsman(herdsman, &config, port, dir)?;
         eprintln!(
             "backend on 127.0.0.1:{backend_port} (pid {}), herdsman on 127.0.0.1:{port} (pid {})",
             backend.pid(),
@@ -102,14 +84,7 @@ impl Stack {
 mod tests {
     use super::*;
 
-    const PLAN: Plan = Plan {
-        workers: 2,
-        port: 4100,
-        backend_port: 4200,
-        backend_idle: 64,
-        client_connections: 0,
-        descriptor_limit: 0,
-    };
+    const PLAN: Plan = Plan::herdsman_alone(2, 4100, 4200);
 
     #[test]
     fn the_header_timeout_goes_into_compare_s_timeouts_table() {

@@ -1,9 +1,11 @@
-//! What the end-to-end benchmark tests share: the benchmark lock, and reading the Markdown tables
-//! of a results file.
+//! What the end-to-end benchmark tests share: the benchmark lock, running a `--short` benchmark,
+//! and reading the Markdown tables and figures of a results file.
 
 use std::fs::{File, OpenOptions};
 use std::os::fd::AsRawFd;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Instant;
 
 const LOCK: &str = "/tmp/herdsman-bench.lock";
 
@@ -35,6 +37,85 @@ pub fn take_benchmark_lock() -> Option<File> {
         std::io::Error::last_os_error()
     );
     Some(file)
+}
+
+/// What `herdsman-bench BENCHMARK --short` left: its folder under CARGO_TARGET_TMPDIR, its
+/// results file's text and its stdout.
+#[allow(dead_code)] // each test binary compiles this module; compare_short has no use for it
+pub struct ShortRun {
+    pub benchmark: String,
+    pub dir: PathBuf,
+    pub md: String,
+    pub stdout: String,
+}
+
+#[allow(dead_code)] // each test binary compiles this module; compare_short has no use for it
+impl ShortRun {
+    /// Checks that the plot beside the results file is a PNG that the file refers to, then
+    /// removes the folder.
+    pub fn check_plot_and_remove(self) {
+        let name = format!("{}-short.png", self.benchmark);
+        let bytes = std::fs::read(self.dir.join(&name)).expect("the plot");
+        assert!(bytes.starts_with(b"\x89PNG"), "the plot is not a PNG");
+        assert!(
+            self.md.contains(&format!("]({name})")),
+            "the plot is not referenced"
+        );
+        std::fs::remove_dir_all(&self.dir).ok();
+    }
+}
+
+/// Runs `herdsman-bench BENCHMARK --short` into a fresh BENCHMARK-short folder, fails the test
+/// with its output unless it succeeded, and reads its results file, which must not say it stopped
+/// early.
+#[allow(dead_code)] // each test binary compiles this module; compare_short has no use for it
+pub fn run_short(benchmark: &str) -> ShortRun {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("{benchmark}-short"));
+    let out = dir.join(format!("{benchmark}-short.md"));
+    // Nothing left from an earlier run may stand in for what this one writes.
+    std::fs::remove_dir_all(&dir).ok();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_herdsman-bench"))
+        .args([benchmark, "--short", "--out"])
+        .arg(&out)
+        .output()
+        .expect("starting herdsman-bench");
+    eprintln!(
+        "{benchmark} --short took {:.0} s",
+        started.elapsed().as_secs_f64()
+    );
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert!(
+        output.status.success(),
+        "{benchmark} --short failed: {}\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let md = std::fs::read_to_string(&out).expect("the results file");
+    assert!(!md.contains("## Stopped early"), "{md}");
+    ShortRun {
+        benchmark: benchmark.to_string(),
+        dir,
+        md,
+        stdout,
+    }
+}
+
+/// A figure as the results print it: "57,123", "16.26", "98.1%", "1.05×".
+#[allow(dead_code)] // each test binary compiles this module; compare_short has no use for it
+pub fn is_number(cell: &str) -> bool {
+    let bare = cell.replace(',', "");
+    let bare = bare.split(' ').next().unwrap_or_default();
+    bare.trim_end_matches(['%', '×']).parse::<f64>().is_ok()
+}
+
+/// The row of `table` whose first cell is `first`.
+#[allow(dead_code)] // each test binary compiles this module; compare_short has no use for it
+pub fn row<'a>(table: &'a [Vec<String>], first: &str) -> &'a [String] {
+    table
+        .iter()
+        .find(|r| r[0] == first)
+        .unwrap_or_else(|| panic!("no row {first:?} in {table:#?}"))
 }
 
 /// The cells of the rows of the first Markdown table after the first line starting with

@@ -310,12 +310,12 @@ impl WorkerContext {
     pub fn record(&self, snapshot: &Snapshot, outcome: &Outcome, took: Duration) {
         let counters = self.counters();
         WorkerCounters::bump(&counters.requests);
-        let Some(pool) = outcome.pool.map(|index| &snapshot.pools[index]) else {
+        let (Some(pool), server) = outcome.routed(snapshot) else {
             WorkerCounters::bump(&counters.rejected);
             return;
         };
         pool.traffic.record(self.index, outcome.ending, took);
-        if let Some(server) = outcome.server.map(|index| &pool.servers[index]) {
+        if let Some(server) = server {
             server.traffic.record(self.index, outcome.ending, took);
         }
     }
@@ -333,10 +333,7 @@ impl WorkerContext {
         let Some(log) = snapshot.access_log(listener) else {
             return;
         };
-        let pool = outcome.pool.map(|index| &snapshot.pools[index]);
-        let server = pool
-            .zip(outcome.server)
-            .map(|(pool, index)| &pool.servers[index]);
+        let (pool, server) = outcome.routed(snapshot);
         let entry = Entry {
             client: client.forwarded_for.as_bytes(),
             request: &client.request_log,

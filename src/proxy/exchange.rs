@@ -77,6 +77,15 @@ impl Outcome {
             sticky: false,
         }
     }
+
+    /// The pool and the server it names, in `snapshot` (the one the exchange ran on).
+    pub fn routed<'s>(&self, snapshot: &'s Snapshot) -> (Option<&'s Pool>, Option<&'s Server>) {
+        let pool = self.pool.map(|index| &snapshot.pools[index]);
+        let server = pool
+            .zip(self.server)
+            .map(|(pool, index)| &pool.servers[index]);
+        (pool, server)
+    }
 }
 
 /// Serves one request on `client`; returns whether the connection stays open. Counts it, and

@@ -137,20 +137,17 @@ impl TrafficTotals {
     /// shrank — a server re-added afresh — counts from zero).
     pub fn since(&self, earlier: &TrafficTotals) -> TrafficTotals {
         let minus = |now: u64, then: u64| now.checked_sub(then).unwrap_or(now);
-        let pairwise = |now: &[u64], then: &[u64]| -> Vec<u64> {
-            now.iter()
-                .enumerate()
-                .map(|(i, &n)| minus(n, then.get(i).copied().unwrap_or(0)))
-                .collect()
-        };
-        let responses = pairwise(&self.responses, &earlier.responses);
+        // An earlier sample may have fewer buckets (a default, empty one): those count as 0.
+        let buckets = self.buckets.iter().enumerate();
         TrafficTotals {
             requests: minus(self.requests, earlier.requests),
-            responses: std::array::from_fn(|i| responses[i]),
+            responses: std::array::from_fn(|i| minus(self.responses[i], earlier.responses[i])),
             unanswered: minus(self.unanswered, earlier.unanswered),
             retries: minus(self.retries, earlier.retries),
             duration_sum_us: minus(self.duration_sum_us, earlier.duration_sum_us),
-            buckets: pairwise(&self.buckets, &earlier.buckets),
+            buckets: buckets
+                .map(|(i, &now)| minus(now, earlier.buckets.get(i).copied().unwrap_or(0)))
+                .collect(),
         }
     }
 

@@ -1,12 +1,12 @@
 //! Faults with real processes and real sockets, each with counted outcomes: a server process
-//! killed with SIGKILL under load, a client that vanishes mid-response, and a pool whose servers
+//! killed with SIGKILL under load, a client that vanishes mid-response or mid-upload, and a pool whose servers
 //! are all down.
 
 mod admin_support;
 mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -257,4 +257,64 @@ fn slow_clients_cost_only_their_own_connections() {
             "a slow client was answered or closed early"
         );
     }
+}
+
+/// Sockets on this machine in TIME_WAIT whose remote end is `port` on 127.0.0.1 (/proc/net/tcp).
+fn time_wait_towards(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"06")
+        })
+        .count()
+}
+
+#[test]
+fn a_server_connection_abandoned_mid_upload_is_reset_and_leaves_no_time_wait() {
+    // The server reads the upload until its connection ends, and tells how it ended.
+    let (heads, ended) = (Arc::new(AtomicUsize::new(0)), Arc::new(Mutex::new(None)));
+    let (seen, end) = (Arc::clone(&heads), Arc::clone(&ended));
+    let server = Mock::start(move |ex| {
+        seen.fetch_add(1, Ordering::SeqCst);
+        let how = loop {
+            match ex.conn.read_some() {
+                Ok(bytes) if bytes.is_empty() => break "end of stream".to_string(),
+                Ok(_) => {}
+                Err(e) if is_timeout(&e) => {}
+                Err(e) => break format!("{:?}", e.kind()),
+            }
+        };
+        *end.lock().unwrap() = Some(how);
+        Ok(Flow::Close)
+    });
+    let herdsman = Running::start(Setup::new().admin().server("s", server.addr));
+    for round in 0..3 {
+        let mut client = Conn::connect(herdsman.web);
+        client.send(
+            format!("POST /up/{round} HTTP/1.1\r\nHost: t\r\nContent-Length: 10000000\r\n\r\n")
+                .as_bytes(),
+        );
+        client.send(&[b'x'; 16 * 1024]);
+        assert!(
+            eventually(Duration::from_secs(5), || heads.load(Ordering::SeqCst)
+                > round),
+            "the upload never reached the server"
+        );
+        set_reset_on_close(&client.stream);
+        drop(client);
+        assert!(
+            eventually(Duration::from_secs(3), || ended.lock().unwrap().is_some()),
+            "the server connection outlived its client"
+        );
+        let how = ended.lock().unwrap().take().unwrap();
+        // A reset, not an end of stream that a server could take for the end of the body.
+        assert_eq!(how, "ConnectionReset", "round {round}");
+    }
+    // herdsman's ends of those connections were not left waiting out TIME_WAIT (60 s each).
+    thread::sleep(Duration::from_millis(100));
+    assert_eq!(time_wait_towards(server.addr.port()), 0);
 }

@@ -14,6 +14,7 @@ use super::failure::Failure;
 use super::recycle;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::respond::{self, ResponseStart};
+use super::server_stream::ServerStream;
 use super::{scratch, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
@@ -412,7 +413,7 @@ async fn send_whole(
     snapshot: &Snapshot,
     server: &Server,
     facts: RequestFacts,
-) -> Result<(TcpStream, ResponseStart, bool), Failure> {
+) -> Result<(ServerStream, ResponseStart, bool), Failure> {
     let upload_done = Cell::new(true);
     let timeouts = snapshot.timeouts;
     let retry_allowed = facts.method.is_idempotent() && facts.body == Body::None;
@@ -464,7 +465,7 @@ async fn send_streaming(
     server: &Server,
     facts: RequestFacts,
     upload: &mut BodyRelay,
-) -> Result<(TcpStream, ResponseStart, bool), Failure> {
+) -> Result<(ServerStream, ResponseStart, bool), Failure> {
     let timeouts = snapshot.timeouts;
     // Set once the whole body went out: a response head that comes before then closes both
     // connections after the response.
@@ -532,12 +533,12 @@ async fn server_connection(
     snapshot: &Snapshot,
     server: &Server,
     fresh_only: bool,
-) -> Result<(TcpStream, bool), Failure> {
+) -> Result<(ServerStream, bool), Failure> {
     if !fresh_only {
         let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle);
         if let Some(stream) = idle {
             context.counters().count_backend_connection(true);
-            return Ok((stream, true));
+            return Ok((ServerStream::new(stream), true));
         }
     }
     context.counters().count_backend_connection(false);
@@ -546,7 +547,7 @@ async fn server_connection(
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);
-            Ok((stream, false))
+            Ok((ServerStream::new(stream), false))
         }
     }
 }

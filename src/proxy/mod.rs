@@ -12,6 +12,7 @@ pub mod parking;
 mod recycle;
 mod relay;
 mod respond;
+mod server_stream;
 
 use std::net::SocketAddr;
 use std::rc::Rc;

@@ -13,6 +13,7 @@ use tokio::time::timeout;
 use super::exchange::{Outcome, RequestFacts};
 use super::failure::Failure;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
+use super::server_stream::ServerStream;
 use super::{recycle, scratch, Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
 use crate::http1::{header_slots, parse_response, Body};
@@ -179,7 +180,7 @@ pub async fn respond(
     snapshot: &Snapshot,
     server: &Server,
     start: ResponseStart,
-    mut upstream: TcpStream,
+    mut upstream: ServerStream,
     upload_finished: bool,
     outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
@@ -201,14 +202,14 @@ pub async fn respond(
     recycle::give_back_bytes(std::mem::take(&mut client.out));
 
     if start.switching {
-        tunnel(client, upstream).await;
+        tunnel(client, upstream.into_finished()).await;
         return Ok(Next::Close);
     }
     {
         let (mut client_read, mut client_write) = client.stream.split();
         let relayed = download
             .relay_watching(
-                &mut upstream,
+                &mut *upstream,
                 &mut client.server_buffer,
                 &mut client_write,
                 timeouts.backend_response,
@@ -221,8 +222,13 @@ pub async fn respond(
     }
 
     // Reuse only a connection whose last message ended exactly where the server said it would.
-    if start.server_keeps_alive && upload_finished && client.server_buffer.is_empty() {
-        context.keep_idle(server.id, upstream, snapshot.limits.max_idle_per_server);
+    // One that did but is not kept is closed normally; one that did not (the request body not
+    // all sent, or bytes after the response) is dropped as it is, and so reset.
+    if upload_finished && client.server_buffer.is_empty() {
+        let upstream = upstream.into_finished();
+        if start.server_keeps_alive {
+            context.keep_idle(server.id, upstream, snapshot.limits.max_idle_per_server);
+        }
     }
     Ok(if start.close {
         Next::Close

@@ -54,8 +54,16 @@ impl DerefMut for ServerStream {
 impl Drop for ServerStream {
     fn drop(&mut self) {
         if let Some(stream) = self.stream.take() {
-            // Best effort: should the option not take, the close is an ordinary one.
-            let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+            reset(stream);
         }
     }
+}
+
+/// Out of line: the exchange's future carries only the call, and the common path (finished)
+/// none of it.
+#[cold]
+#[inline(never)]
+fn reset(stream: TcpStream) {
+    // Best effort: should the option not take, the close is an ordinary one.
+    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
 }

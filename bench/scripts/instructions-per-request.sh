@@ -3,7 +3,9 @@
 # repeatable whatever else the machine is doing (valgrind runs the threads one at a time, so this
 # counts work, not contention). Usage:
 #   bench/scripts/instructions-per-request.sh LABEL=PATH [LABEL=PATH ...]
-# WORKERS (default 1) and INTAKE (default: herdsman's own) set those config keys.
+# WORKERS (default 1) and INTAKE (default: herdsman's own) set those config keys. KEEP=DIR keeps
+# each build's callgrind output as DIR/LABEL.cg, for `callgrind_annotate` (by function, or with
+# --tree=caller for who calls what, e.g. how many clock reads a request makes).
 # Needs valgrind, wrk and curl; starts its own herdsman-bench backend on 127.0.0.1.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -21,6 +23,7 @@ for spec in "$@"; do
   out=$(wrk -t1 -c50 -d10s "http://127.0.0.1:$port/")
   callgrind_control -i off "$pid" >/dev/null 2>&1
   kill -INT "$pid"; wait "$pid" || true
+  if [ -n "${KEEP:-}" ]; then mkdir -p "$KEEP" && cp "$work/$label.cg" "$KEEP/$label.cg"; fi
   requests=$(echo "$out" | awk '/requests in/ {print $1}')
   instructions=$(awk '/^totals:/ {print $2}' "$work/$label.cg")
   printf '| %s | %d | %d | %d |\n' "$label" "$requests" "$instructions" $((instructions / requests))

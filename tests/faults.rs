@@ -1,6 +1,6 @@
 //! Faults with real processes and real sockets, each with counted outcomes: a server process
-//! killed with SIGKILL under load, a client that vanishes mid-response or mid-upload, and a pool whose servers
-//! are all down.
+//! killed with SIGKILL under load, a client that vanishes mid-response or mid-upload, and a pool
+//! whose servers are all down.
 
 mod admin_support;
 mod common;

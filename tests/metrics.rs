@@ -33,15 +33,24 @@ impl Metrics {
         Metrics { text, scrape }
     }
 
+    /// The samples `name` whose labels include `labels`.
+    fn samples<'a>(
+        &'a self,
+        name: &'a str,
+        labels: &'a [(&str, &str)],
+    ) -> impl Iterator<Item = &'a prometheus_parse::Sample> + 'a {
+        self.scrape
+            .samples
+            .iter()
+            .filter(move |sample| sample.metric == name)
+            .filter(move |sample| labels.iter().all(|(k, v)| sample.labels.get(k) == Some(*v)))
+    }
+
     /// The value of the sample `name` whose labels include `labels`; panics unless exactly one
     /// sample matches.
     fn value(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
         let matching: Vec<f64> = self
-            .scrape
-            .samples
-            .iter()
-            .filter(|sample| sample.metric == name)
-            .filter(|sample| labels.iter().all(|(k, v)| sample.labels.get(k) == Some(*v)))
+            .samples(name, labels)
             .map(|sample| match &sample.value {
                 Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
                 other => panic!("{name} is not a plain sample: {other:?}"),
@@ -53,11 +62,7 @@ impl Metrics {
 
     /// The sum of every sample `name` whose labels include `labels`.
     fn sum(&self, name: &str, labels: &[(&str, &str)]) -> f64 {
-        self.scrape
-            .samples
-            .iter()
-            .filter(|sample| sample.metric == name)
-            .filter(|sample| labels.iter().all(|(k, v)| sample.labels.get(k) == Some(*v)))
+        self.samples(name, labels)
             .map(|sample| match &sample.value {
                 Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
                 _ => 0.0,

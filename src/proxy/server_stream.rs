@@ -14,8 +14,11 @@ use tokio::net::TcpStream;
 /// leave one port in TIME_WAIT for 60 s per cycle (`herdsman-bench slowloris`, reset-upload).
 /// HAProxy closes an aborted server connection the same way.
 pub struct ServerStream {
+    /// `None` only once `into_finished` or `drop` took it.
     stream: Option<TcpStream>,
 }
+
+const HELD: &str = "a ServerStream holds its stream until it is finished or dropped";
 
 impl ServerStream {
     pub fn new(stream: TcpStream) -> ServerStream {
@@ -27,9 +30,7 @@ impl ServerStream {
     /// The exchange ended where the messages did: the plain stream, to keep idle or to close
     /// normally.
     pub fn into_finished(mut self) -> TcpStream {
-        self.stream
-            .take()
-            .expect("a ServerStream holds its stream until it is finished or dropped")
+        self.stream.take().expect(HELD)
     }
 }
 
@@ -37,17 +38,13 @@ impl Deref for ServerStream {
     type Target = TcpStream;
 
     fn deref(&self) -> &TcpStream {
-        self.stream
-            .as_ref()
-            .expect("a ServerStream holds its stream until it is finished or dropped")
+        self.stream.as_ref().expect(HELD)
     }
 }
 
 impl DerefMut for ServerStream {
     fn deref_mut(&mut self) -> &mut TcpStream {
-        self.stream
-            .as_mut()
-            .expect("a ServerStream holds its stream until it is finished or dropped")
+        self.stream.as_mut().expect(HELD)
     }
 }
 

@@ -90,8 +90,19 @@ impl Load {
     }
 }
 
-/// The pid serving the admin API at `admin`.
+/// The pid serving the admin API at `admin`, asked until it answers (for up to 10 s): the admin
+/// listener opens after the proxy's, so on a busy machine it may not answer at once.
 fn serving_pid(admin: std::net::SocketAddr) -> Option<u64> {
+    let mut pid = None;
+    eventually(Duration::from_secs(10), || {
+        pid = ask_pid(admin);
+        pid.is_some()
+    });
+    pid
+}
+
+/// One try of [`serving_pid`].
+fn ask_pid(admin: std::net::SocketAddr) -> Option<u64> {
     let mut conn = Conn::try_connect(admin).ok()?;
     conn.set_read_timeout(Duration::from_secs(2));
     conn.try_send(&get_request("/api/workers", "Connection: close\r\n"))

@@ -283,24 +283,36 @@ impl WorkerContext {
         self.stop_notify.notified().await;
     }
 
-    /// Keeps a server connection for reuse by this worker's later requests.
-    pub fn keep_idle(&self, server: u64, stream: TcpStream, max_per_server: usize) {
+    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests.
+    pub fn keep_idle(
+        &self,
+        server: u64,
+        stream: TcpStream,
+        max_per_server: usize,
+        since: tokio::time::Instant,
+    ) {
         if self.stopping.get() {
             return;
         }
         let mut idle = self.idle.borrow_mut();
         let was_empty = idle.is_empty();
-        idle.put(server, stream, max_per_server);
+        idle.put(server, stream, max_per_server, since.into_std());
         self.publish_idle_count(&idle);
         if was_empty {
             self.idle_added.notify_one();
         }
     }
 
-    /// An idle connection to `server` kept by this worker, if one is fresher than `max_idle`.
-    pub fn take_idle(&self, server: u64, max_idle: Duration) -> Option<TcpStream> {
+    /// An idle connection to `server` kept by this worker, if one is fresher than `max_idle` at
+    /// `now` (the caller's clock reading, which it uses for more than this).
+    pub fn take_idle(
+        &self,
+        server: u64,
+        max_idle: Duration,
+        now: tokio::time::Instant,
+    ) -> Option<TcpStream> {
         let mut idle = self.idle.borrow_mut();
-        let taken = idle.take(server, max_idle);
+        let taken = idle.take(server, max_idle, now.into_std());
         self.publish_idle_count(&idle);
         taken
     }

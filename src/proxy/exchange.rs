@@ -89,22 +89,24 @@ impl Outcome {
     }
 }
 
-/// Serves one request on `client`; returns whether the connection stays open. Counts it, and
-/// logs it where the listener keeps an access log.
+/// Serves one request on `client`; returns whether the connection stays open, and when the
+/// exchange ended (where the wait for the next request starts). Counts it, and logs it where
+/// the listener keeps an access log.
 pub async fn serve_one(
     context: &Rc<WorkerContext>,
     client: &mut Client,
     snapshot: &Arc<Snapshot>,
     listener: usize,
-) -> Next {
+) -> (Next, Instant) {
     let mut outcome = Outcome::new();
     let next = exchange(context, client, snapshot, listener, &mut outcome).await;
+    let ended = Instant::now();
     if outcome.request {
-        let took = outcome.started.elapsed();
+        let took = ended.duration_since(outcome.started);
         context.record(snapshot, &outcome, took);
         context.log_access(snapshot, listener, client, &outcome, took);
     }
-    next
+    (next, ended)
 }
 
 /// The exchange itself; `outcome` is filled in as it goes.
@@ -307,6 +309,10 @@ async fn forward<'s>(
 ) -> Result<Next, Failure> {
     let pool = &snapshot.pools[facts.choice.pool];
     let first_sent = Instant::now();
+    // When this attempt began: the clock is read once per attempt and the reading serves the
+    // idle connection's freshness, the response deadline and the server's time (reading it at
+    // each was 5 of the 10 reads a request made; bench/results/optimisation.md).
+    let mut attempt_began = first_sent;
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
     if let Err(error) = upload.take_buffered(&mut client.buffer, &mut client.out) {
         let failure = upload_failure(error);
@@ -329,13 +335,14 @@ async fn forward<'s>(
         outcome.server = facts.choice.server;
         outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
         let sent = if whole {
-            send_whole(context, client, snapshot, server, facts).await
+            send_whole(context, client, snapshot, server, facts, attempt_began).await
         } else {
-            send_streaming(context, client, snapshot, server, facts, &mut upload).await
+            let began = attempt_began;
+            send_streaming(context, client, snapshot, server, facts, &mut upload, began).await
         };
         let failure = match sent {
             Ok((upstream, start, upload_finished)) => {
-                outcome.upstream = Some(first_sent.elapsed());
+                outcome.upstream = Some(start.arrived.duration_since(first_sent));
                 outcome.ending = Ending::Status(start.status);
                 if pool.passive.count_5xx && start.status >= 500 {
                     context.server_failed(server, &pool.passive);
@@ -401,6 +408,7 @@ async fn forward<'s>(
         facts.choice.assign_cookie = pool.sticky_cookie.is_some();
         server = &pool.servers[next];
         slot = Some(next_slot);
+        attempt_began = Instant::now();
     }
 }
 
@@ -413,15 +421,18 @@ async fn send_whole(
     snapshot: &Snapshot,
     server: &Server,
     facts: RequestFacts,
+    began: Instant,
 ) -> Result<(ServerStream, ResponseStart, bool), Failure> {
     let upload_done = Cell::new(true);
     let timeouts = snapshot.timeouts;
     let retry_allowed = facts.method.is_idempotent() && facts.body == Body::None;
     let mut fresh_only = false;
     loop {
-        let (mut upstream, reused) =
-            server_connection(context, snapshot, server, fresh_only).await?;
-        let sent = match timeout(timeouts.backend_response, upstream.write_all(&client.out)).await {
+        let (mut upstream, reused, ready) =
+            server_connection(context, snapshot, server, fresh_only, began).await?;
+        // One deadline for sending the request and receiving the response head.
+        let deadline = ready + timeouts.backend_response;
+        let sent = match timeout_at(deadline, upstream.write_all(&client.out)).await {
             Err(_) => Err(Failure::ResponseTimeout),
             Ok(Err(e)) => Err(Failure::server_io(&e)),
             Ok(Ok(())) => {
@@ -436,7 +447,7 @@ async fn send_whole(
                     &upload_done,
                     context,
                 );
-                match timeout(timeouts.backend_response, head).await {
+                match timeout_at(deadline, head).await {
                     Err(_) => Err(Failure::ResponseTimeout),
                     Ok(result) => result,
                 }
@@ -465,13 +476,19 @@ async fn send_streaming(
     server: &Server,
     facts: RequestFacts,
     upload: &mut BodyRelay,
+    began: Instant,
 ) -> Result<(ServerStream, ResponseStart, bool), Failure> {
     let timeouts = snapshot.timeouts;
     // Set once the whole body went out: a response head that comes before then closes both
     // connections after the response.
     let upload_done = Cell::new(false);
-    let (mut upstream, _) = server_connection(context, snapshot, server, false).await?;
-    match timeout(timeouts.backend_response, upstream.write_all(&client.out)).await {
+    let (mut upstream, _, ready) =
+        server_connection(context, snapshot, server, false, began).await?;
+    let head_sent = timeout_at(
+        ready + timeouts.backend_response,
+        upstream.write_all(&client.out),
+    );
+    match head_sent.await {
         Err(_) => return Err(Failure::ResponseTimeout),
         Ok(Err(e)) => return Err(Failure::server_io(&e)),
         Ok(Ok(())) => {}
@@ -527,18 +544,20 @@ async fn send_streaming(
     Ok((upstream, head?, upload_finished))
 }
 
-/// An idle connection to `server` from this worker, or a new one.
+/// An idle connection to `server` from this worker, or a new one; with whether it was idle,
+/// and when it was ready (`now` for an idle one, fresh from the clock after connecting).
 async fn server_connection(
     context: &WorkerContext,
     snapshot: &Snapshot,
     server: &Server,
     fresh_only: bool,
-) -> Result<(ServerStream, bool), Failure> {
+    now: Instant,
+) -> Result<(ServerStream, bool, Instant), Failure> {
     if !fresh_only {
-        let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle);
+        let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle, now);
         if let Some(stream) = idle {
             context.counters().count_backend_connection(true);
-            return Ok((ServerStream::new(stream), true));
+            return Ok((ServerStream::new(stream), true, now));
         }
     }
     context.counters().count_backend_connection(false);
@@ -547,7 +566,7 @@ async fn server_connection(
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);
-            Ok((ServerStream::new(stream), false))
+            Ok((ServerStream::new(stream), false, Instant::now()))
         }
     }
 }

@@ -78,10 +78,12 @@ pub async fn serve_client(
         out: Vec::new(),
         request_log: CapturedRequest::default(),
     };
+    // Where the client's silence began: its arrival, then the end of each exchange.
+    let mut quiet_since = Instant::now();
     loop {
         let snapshot = context.snapshot();
         if client.buffer.is_empty() {
-            match wait_for_request(context, &mut client, &snapshot).await {
+            match wait_for_request(context, &mut client, &snapshot, quiet_since).await {
                 Waited::Request => {}
                 Waited::Quiet { deadline } => {
                     return park(context, client, listener, guard, deadline)
@@ -96,8 +98,8 @@ pub async fn serve_client(
         let exchange =
             Recycled::new(move || exchange::serve_one(context, client, snapshot, listener));
         match exchange.await {
-            Next::KeepAlive => continue,
-            Next::Close => break,
+            (Next::KeepAlive, ended) => quiet_since = ended,
+            (Next::Close, _) => break,
         }
     }
     close_gracefully(client).await;
@@ -114,18 +116,18 @@ enum Waited {
 }
 
 /// Between requests: holds no buffer until the client sends the first bytes of its next
-/// request, then reads them into `client.buffer`.
+/// request, then reads them into `client.buffer`. The idle timeout counts from `since`.
 async fn wait_for_request(
     context: &WorkerContext,
     client: &mut Client,
     snapshot: &Snapshot,
+    since: Instant,
 ) -> Waited {
     client.release_idle_memory();
     let (idle, most) = (
         snapshot.timeouts.client_idle,
         snapshot.limits.max_header_bytes,
     );
-    let since = Instant::now();
     let parks = context.parking.is_some() && idle > PARK_AFTER;
     // Readiness first, then the read: the buffer is taken only when bytes are there. tokio
     // clears readiness after a short read, so after a request the wait goes straight to the

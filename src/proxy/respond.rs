@@ -8,7 +8,7 @@ use std::future::poll_fn;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::ReadHalf;
 use tokio::net::TcpStream;
-use tokio::time::timeout;
+use tokio::time::{timeout_at, Instant};
 
 use super::exchange::{Outcome, RequestFacts};
 use super::failure::Failure;
@@ -29,6 +29,9 @@ const MAX_RESPONSE_HEAD: usize = 64 * 1024;
 pub struct ResponseStart {
     /// The final response's status.
     pub status: u16,
+    /// When the head was at hand: the end of the server's time, and the start of the wait for
+    /// the client to take the head (one clock read serves both).
+    pub arrived: Instant,
     switching: bool,
     body: Body,
     dechunk: bool,
@@ -161,6 +164,7 @@ fn examine_head(
     write_response_head(&response, framing, set_cookie, scratch(out));
     let start = ResponseStart {
         status: response.code,
+        arrived: Instant::now(),
         switching,
         body: response.body,
         dechunk,
@@ -189,7 +193,14 @@ pub async fn respond(
     download
         .take_buffered_into_room(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
-    match timeout(timeouts.client_idle, client.stream.write_all(&client.out)).await {
+    // The server's part ended when its last byte came: with the head, for a whole response (its
+    // idle time, which its keep-alive counts, began then); else at the end of the relay below.
+    let server_done_with_head = download.is_done();
+    let head_sent = timeout_at(
+        start.arrived + timeouts.client_idle,
+        client.stream.write_all(&client.out),
+    );
+    match head_sent.await {
         Err(_) => return Err(Failure::ClientStalled),
         Ok(Err(_)) => return Err(Failure::ClientGone),
         Ok(Ok(())) => {}
@@ -227,7 +238,13 @@ pub async fn respond(
     if upload_finished && client.server_buffer.is_empty() {
         let upstream = upstream.into_finished();
         if start.server_keeps_alive {
-            context.keep_idle(server.id, upstream, snapshot.limits.max_idle_per_server);
+            let since = if server_done_with_head {
+                start.arrived
+            } else {
+                Instant::now()
+            };
+            let most = snapshot.limits.max_idle_per_server;
+            context.keep_idle(server.id, upstream, most, since);
         }
     }
     Ok(if start.close {

@@ -61,13 +61,13 @@ impl IdleConnections {
         self.count == 0
     }
 
-    /// Takes the newest usable connection to `server`, dropping any that expired or that the
-    /// server closed (or sent unasked-for bytes on) while idle.
-    pub fn take(&mut self, server: u64, max_idle: Duration) -> Option<TcpStream> {
+    /// Takes the newest usable connection to `server`, dropping any that expired by `now` or
+    /// that the server closed (or sent unasked-for bytes on) while idle.
+    pub fn take(&mut self, server: u64, max_idle: Duration, now: Instant) -> Option<TcpStream> {
         let queue = self.by_server.get_mut(&server)?;
         while let Some(idle) = queue.pop_back() {
             self.count -= 1;
-            if idle.since.elapsed() >= max_idle {
+            if now.saturating_duration_since(idle.since) >= max_idle {
                 // everything older is expired too
                 self.count -= queue.len();
                 queue.clear();
@@ -80,9 +80,9 @@ impl IdleConnections {
         None
     }
 
-    /// Keeps `stream` for reuse unless `server` already has `max_per_server` idle connections,
-    /// in which case the oldest is closed.
-    pub fn put(&mut self, server: u64, stream: TcpStream, max_per_server: usize) {
+    /// Keeps `stream`, idle `since` then, for reuse unless `server` already has `max_per_server`
+    /// idle connections, in which case the oldest is closed.
+    pub fn put(&mut self, server: u64, stream: TcpStream, max_per_server: usize, since: Instant) {
         if max_per_server == 0 {
             return;
         }
@@ -91,10 +91,7 @@ impl IdleConnections {
             queue.pop_front();
             self.count -= 1;
         }
-        queue.push_back(IdleConnection {
-            stream,
-            since: Instant::now(),
-        });
+        queue.push_back(IdleConnection { stream, since });
         self.count += 1;
     }
 

@@ -8,6 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use herdsman::config::LogLevel;
+use herdsman::control::signals::Signals;
 use herdsman::{Config, Server};
 
 #[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
@@ -154,6 +155,9 @@ fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyho
     let relaunch = herdsman::control::upgrade::Relaunch::of_this_process()
         .context("finding this executable")?;
     let server = Server::start_with_file(config, path)?;
+    // Handlers first: a SIGHUP or SIGUSR2 sent as soon as systemd (or the old process) hears
+    // this one serves must find them, not end the process by default.
+    let signals = Signals::install().context("installing signal handlers")?;
     herdsman::control::upgrade::tell_ready();
     if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
         print!("{}", banner(addr, server.admin_addr()));
@@ -172,9 +176,9 @@ fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyho
         }
     };
     let reopen_logs = || server.reopen_access_logs();
-    let signal =
-        herdsman::control::signals::wait_for_stop(&server.registry(), &upgrade, &reopen_logs)
-            .context("installing signal handlers")?;
+    let signal = signals
+        .wait_for_stop(&server.registry(), &upgrade, &reopen_logs)
+        .context("waiting for signals")?;
     tracing::info!(signal, "stopping gracefully");
     server.stop();
     server.wait();

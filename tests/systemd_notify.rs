@@ -3,7 +3,8 @@
 //! binary upgrade, the serving process says READY=1 with its own pid as MAINPID — the new one
 //! while the old one still runs, so that systemd follows it instead of ending the service at the
 //! old one's exit. The old process never says STOPPING=1; SIGTERM to the new one does. A
-//! process started by an upgrade tells systemd before it tells the old process it serves.
+//! process started by an upgrade tells systemd before it tells the old process it serves. A
+//! reload, by SIGHUP or by the admin API, is framed by RELOADING=1 and READY=1.
 
 mod common;
 
@@ -236,5 +237,66 @@ fn a_process_started_by_an_upgrade_tells_systemd_before_the_old_process() {
 
     successor.signal(libc::SIGTERM);
     assert!(successor.wait_timeout(Duration::from_secs(15)).is_some());
+    let _ = std::fs::remove_file(&notify_path);
+}
+
+#[test]
+fn a_reload_by_signal_or_by_the_admin_api_tells_systemd_it_began_and_how_it_ended() {
+    let backend = Mock::named("a");
+    let (web, admin): (std::net::SocketAddr, std::net::SocketAddr) = (
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+    );
+    let text = format!(
+        "[[listener]]\nname = \"web\"\nbind = \"{web}\"\npool = \"app\"\n\
+         [admin]\nbind = \"{admin}\"\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        backend.addr
+    );
+    let config = write_temp("notify-reload.toml", &text);
+    let notify_path = config.with_extension("sock");
+    let mut manager = Manager::bind(&notify_path);
+    let mut herdsman = run_binary_with_env(&config, &[(SOCKET_ENV, notify_path.as_os_str())]);
+    let started = manager.wait_for(Duration::from_secs(10), |m| ready_pid(m).is_some());
+    assert!(started.is_some(), "no READY=1 at start");
+    assert!(wait_listening(admin, Duration::from_secs(10)));
+    let reload_by_api = || {
+        let request = b"POST /api/reload HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\n\r\n";
+        Conn::connect(admin).roundtrip(request).status()
+    };
+
+    // Each reload: RELOADING=1, then READY=1 with a status that says how it went.
+    let mut reload_said = |reload: &mut dyn FnMut(), outcome: &str| {
+        manager.heard.clear();
+        reload();
+        let ready = manager.wait_for(Duration::from_secs(10), |m| ready_pid(m).is_some());
+        let ready = ready.unwrap_or_else(|| {
+            panic!("no READY=1 after a reload ({outcome}): {:?}", manager.heard)
+        });
+        let began = manager
+            .heard
+            .iter()
+            .position(|m| field(m, "RELOADING") == Some("1"));
+        let ended = manager.heard.len() - 1;
+        assert!(began.is_some_and(|at| at < ended), "{:?}", manager.heard);
+        let status = field(&ready, "STATUS").unwrap_or_default();
+        assert!(status.contains(outcome), "STATUS={status}");
+    };
+    // The SIGHUP goes as soon as READY=1 is heard, as `systemctl reload` may send it: the signal
+    // handlers must be in place by then (they once were installed after, and SIGHUP's default
+    // action ended the process).
+    reload_said(&mut || herdsman.signal(libc::SIGHUP), "config reloaded");
+    reload_said(&mut || assert_eq!(reload_by_api(), 200), "config reloaded");
+    std::fs::write(
+        &config,
+        text.replace("[[pool]]", "[[pool]]\nbalance = \"fastest-first\""),
+    )
+    .unwrap();
+    reload_said(&mut || assert_eq!(reload_by_api(), 400), "reload refused");
+
+    let served = Conn::connect(web).roundtrip(&get_request("/still", ""));
+    assert_eq!(served.status(), 200, "the old config serves on");
+    herdsman.signal(libc::SIGTERM);
+    assert!(herdsman.wait_timeout(Duration::from_secs(15)).is_some());
     let _ = std::fs::remove_file(&notify_path);
 }

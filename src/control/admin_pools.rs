@@ -11,6 +11,7 @@ use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::admin::Answer;
+use super::notify;
 use super::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 use crate::config::{is_valid_name, ServerState};
 
@@ -179,7 +180,7 @@ pub(super) fn test_token(
 
 /// `POST /api/reload` → the new generation. A body, if any, is ignored.
 pub(super) fn reload(registry: &Registry) -> Result<Answer, ApiError> {
-    let generation = registry.reload()?;
+    let generation = notify::announce_reload(|| registry.reload())?;
     Ok(Answer::json(
         200,
         &serde_json::json!({ "generation": generation }),

@@ -40,6 +40,21 @@ pub fn reloading() {
     ));
 }
 
+/// Runs a reload of the config between [`reloading`] and [`ready`], whoever asked for it (SIGHUP
+/// or `POST /api/reload`), so that systemd shows the service reloading meanwhile and then why it
+/// serves on: the new config or, refused, the old one with the reason.
+pub fn announce_reload<T, E: std::fmt::Display>(
+    reload: impl FnOnce() -> Result<T, E>,
+) -> Result<T, E> {
+    reloading();
+    let reloaded = reload();
+    match &reloaded {
+        Ok(_) => ready("serving; config reloaded"),
+        Err(error) => ready(&format!("serving; reload refused: {error}")),
+    }
+    reloaded
+}
+
 /// A graceful stop begins. Never sent by a process that handed over to its successor at an
 /// upgrade: systemd would take the whole service as stopping.
 pub fn stopping() {

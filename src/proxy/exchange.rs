@@ -15,7 +15,7 @@ use super::recycle;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::respond::{self, ResponseStart};
 use super::server_stream::ServerStream;
-use super::{scratch, Client, Next};
+use super::{scratch, write_all_by, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
@@ -432,10 +432,10 @@ async fn send_whole(
             server_connection(context, snapshot, server, fresh_only, began).await?;
         // One deadline for sending the request and receiving the response head.
         let deadline = ready + timeouts.backend_response;
-        let sent = match timeout_at(deadline, upstream.write_all(&client.out)).await {
-            Err(_) => Err(Failure::ResponseTimeout),
-            Ok(Err(e)) => Err(Failure::server_io(&e)),
-            Ok(Ok(())) => {
+        let sent = match write_all_by(&mut upstream, &client.out, deadline).await {
+            None => Err(Failure::ResponseTimeout),
+            Some(Err(e)) => Err(Failure::server_io(&e)),
+            Some(Ok(())) => {
                 let (mut server_read, _) = upstream.split();
                 let head = respond::read_response_head(
                     &mut server_read,
@@ -484,14 +484,11 @@ async fn send_streaming(
     let upload_done = Cell::new(false);
     let (mut upstream, _, ready) =
         server_connection(context, snapshot, server, false, began).await?;
-    let head_sent = timeout_at(
-        ready + timeouts.backend_response,
-        upstream.write_all(&client.out),
-    );
-    match head_sent.await {
-        Err(_) => return Err(Failure::ResponseTimeout),
-        Ok(Err(e)) => return Err(Failure::server_io(&e)),
-        Ok(Ok(())) => {}
+    let deadline = ready + timeouts.backend_response;
+    match write_all_by(&mut upstream, &client.out, deadline).await {
+        None => return Err(Failure::ResponseTimeout),
+        Some(Err(e)) => return Err(Failure::server_io(&e)),
+        Some(Ok(())) => {}
     }
     // Sent, and never sent again (only a whole request is retried): a slow upload need not hold
     // it. The response head gets a block when it comes.

@@ -8,13 +8,13 @@ use std::future::poll_fn;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::net::tcp::ReadHalf;
 use tokio::net::TcpStream;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::exchange::{Outcome, RequestFacts};
 use super::failure::Failure;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::server_stream::ServerStream;
-use super::{recycle, scratch, Client, Next};
+use super::{recycle, scratch, write_all_by, Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
 use crate::http1::{header_slots, parse_response, Body};
 use crate::upstream::{Server, Snapshot};
@@ -196,14 +196,11 @@ pub async fn respond(
     // The server's part ended when its last byte came: with the head, for a whole response (its
     // idle time, which its keep-alive counts, began then); else at the end of the relay below.
     let server_done_with_head = download.is_done();
-    let head_sent = timeout_at(
-        start.arrived + timeouts.client_idle,
-        client.stream.write_all(&client.out),
-    );
-    match head_sent.await {
-        Err(_) => return Err(Failure::ClientStalled),
-        Ok(Err(_)) => return Err(Failure::ClientGone),
-        Ok(Ok(())) => {}
+    let deadline = start.arrived + timeouts.client_idle;
+    match write_all_by(&mut client.stream, &client.out, deadline).await {
+        None => return Err(Failure::ClientStalled),
+        Some(Err(_)) => return Err(Failure::ClientGone),
+        Some(Ok(())) => {}
     }
     outcome.response_started = true;
     // The head is sent, and nothing of the client's is read while the body goes out (a pipelined

@@ -6,7 +6,6 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::time::{timeout, timeout_at, Instant};
 
@@ -337,8 +336,16 @@ async fn forward<'s>(
         let sent = if whole {
             send_whole(context, client, snapshot, server, facts, attempt_began).await
         } else {
-            let began = attempt_began;
-            send_streaming(context, client, snapshot, server, facts, &mut upload, began).await
+            send_streaming(
+                context,
+                client,
+                snapshot,
+                server,
+                facts,
+                &mut upload,
+                attempt_began,
+            )
+            .await
         };
         let failure = match sent {
             Ok((upstream, start, upload_finished)) => {
@@ -630,9 +637,6 @@ async fn answer_error(
         head_only,
         scratch(&mut client.out),
     );
-    let _ = timeout(
-        snapshot.timeouts.client_idle,
-        client.stream.write_all(&client.out),
-    )
-    .await;
+    let deadline = Instant::now() + snapshot.timeouts.client_idle;
+    let _ = write_all_by(&mut client.stream, &client.out, deadline).await;
 }

@@ -283,20 +283,22 @@ impl WorkerContext {
         self.stop_notify.notified().await;
     }
 
-    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests.
+    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests;
+    /// for no longer than `limit` when its server said how long it keeps idle connections.
     pub fn keep_idle(
         &self,
         server: u64,
         stream: TcpStream,
         max_per_server: usize,
         since: tokio::time::Instant,
+        limit: Option<Duration>,
     ) {
         if self.stopping.get() {
             return;
         }
         let mut idle = self.idle.borrow_mut();
         let was_empty = idle.is_empty();
-        idle.put(server, stream, max_per_server, since.into_std());
+        idle.put(server, stream, max_per_server, since.into_std(), limit);
         self.publish_idle_count(&idle);
         if was_empty {
             self.idle_added.notify_one();

@@ -5,6 +5,8 @@
 mod admin_support;
 mod common;
 
+use std::time::{Duration, Instant};
+
 use admin_support::{count, with_pool_keys, Running};
 use common::*;
 
@@ -138,4 +140,127 @@ fn the_retry_budget_stops_a_storm() {
         .count();
     // 20 requests met the dead server first: 10 were retried, 10 were not.
     assert_eq!((count(&answers, "a"), failed), (30, 10), "{answers:?}");
+}
+
+/// A server that answers nothing for `delay` (a request taking that long), then 200 with `name`.
+fn slow(name: &'static str, delay: Duration) -> Mock {
+    Mock::start(move |ex| {
+        ex.read_body()?;
+        std::thread::sleep(delay);
+        ex.respond(200, &[("X-Server", name)], name.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+/// herdsman in front of `servers` (in order, round-robin from the first) with `[timeouts]`
+/// `timeouts` and `pool_keys` in pool "app"; passive ejection off.
+fn behind(servers: &[&Mock], timeouts: &[(&str, &str)], pool_keys: &str) -> Proxy {
+    let mut setup = Setup::new().workers(1);
+    for (index, server) in servers.iter().enumerate() {
+        setup = setup.server(&format!("s{index}"), server.addr);
+    }
+    for (key, value) in timeouts {
+        setup = setup.timeout(key, value);
+    }
+    let text = with_pool_keys(setup.toml("127.0.0.1:0"), pool_keys);
+    Proxy::start(&format!("{text}[pool.passive]\nconsecutive_failures = 0\n"))
+}
+
+/// Requests each server has seen.
+fn seen(servers: &[&Mock]) -> Vec<usize> {
+    servers.iter().map(|server| server.heads().len()).collect()
+}
+
+#[test]
+fn a_response_timeout_is_not_retried_by_default() {
+    let (a, b, c) = (
+        slow("a", Duration::from_secs(3)),
+        slow("b", Duration::from_secs(3)),
+        slow("c", Duration::from_secs(3)),
+    );
+    let servers = [&a, &b, &c];
+    let proxy = behind(&servers, &[("backend_response", "300ms")], "");
+    let started = Instant::now();
+    let response = proxy.get("/slow");
+    let took = started.elapsed();
+    assert_error_response(&response, 504);
+    assert!(
+        took < Duration::from_millis(900),
+        "504 after {took:?}: retried"
+    );
+    assert_eq!(seen(&servers), [1, 0, 0]);
+}
+
+#[test]
+fn a_response_timeout_is_retried_when_listed_and_only_for_idempotent_requests() {
+    let (a, b) = (slow("a", Duration::from_secs(3)), Mock::named("b"));
+    let servers = [&a, &b];
+    let start = || {
+        behind(
+            &servers,
+            &[("backend_response", "300ms")],
+            "retry_on = [\"connect-failure\", \"response-timeout\"]\n",
+        )
+    };
+    let response = start().get("/slow");
+    assert_eq!(
+        (response.status(), response.body_text().as_str()),
+        (200, "b")
+    );
+    assert_eq!(seen(&servers), [1, 1]);
+    // A POST may be running on the slow server: it is not sent again. (A new herdsman, whose
+    // round-robin starts on the slow server.)
+    let proxy = start();
+    let mut conn = proxy.connect();
+    let post = conn.roundtrip(b"POST /slow HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+    assert_error_response(&post, 504);
+    assert_eq!(seen(&servers), [2, 1]);
+}
+
+#[test]
+fn the_request_deadline_bounds_every_retry_together() {
+    let slow_ones: Vec<Mock> = (0..3).map(|_| slow("s", Duration::from_secs(3))).collect();
+    let servers: Vec<&Mock> = slow_ones.iter().collect();
+    let proxy = behind(
+        &servers,
+        &[("backend_response", "400ms"), ("request", "600ms")],
+        "retries = 2\nretry_on = [\"response-timeout\"]\n",
+    );
+    let started = Instant::now();
+    let response = proxy.get("/slow");
+    let took = started.elapsed();
+    assert_error_response(&response, 504);
+    // Without the deadline: three attempts of 400 ms, 1.2 s.
+    assert!(took >= Duration::from_millis(550), "504 after {took:?}");
+    assert!(took < Duration::from_millis(1000), "504 after {took:?}");
+    assert_eq!(seen(&servers), [1, 1, 0]);
+}
+
+#[test]
+fn a_listed_status_is_retried_for_an_idempotent_request() {
+    let unavailable = Mock::start(|ex| {
+        ex.read_body()?;
+        ex.respond(503, &[("X-Server", "busy")], b"come back later")?;
+        Ok(Flow::KeepAlive)
+    });
+    let fine = Mock::named("fine");
+    let servers = [&unavailable, &fine];
+    let start = || behind(&servers, &[], "retry_on = [\"connect-failure\", \"503\"]\n");
+    let response = start().get("/x");
+    assert_eq!(
+        (response.status(), response.body_text().as_str()),
+        (200, "fine")
+    );
+    assert_eq!(seen(&servers), [1, 1]);
+    // A POST takes the 503 as it came (a new herdsman, whose round-robin starts on the 503).
+    let proxy = start();
+    let mut conn = proxy.connect();
+    let post = conn.roundtrip(b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nhi");
+    assert_eq!(
+        (post.status(), post.body_text().as_str()),
+        (503, "come back later")
+    );
+    // Not listed (the default): a GET takes the 503 too.
+    let proxy = behind(&servers, &[], "");
+    assert_eq!(proxy.get("/y").status(), 503);
 }

@@ -1,6 +1,8 @@
 //! Server failures as a client sees them: refused, reset or garbage → 502; no answer within
-//! `backend_response` → 504; a server dying mid-response → the client's connection is closed
-//! with the message incomplete; and a panic in one connection leaves the worker serving.
+//! `backend_response` → 504; a body silent for `backend_read` or a server dying mid-response →
+//! the client's connection is closed with the message incomplete; a long-poll or a stream with
+//! pauses within those bounds (a route's own, where it sets them) is not cut; and a panic in one
+//! connection leaves the worker serving.
 
 mod common;
 
@@ -184,10 +186,10 @@ fn server_sending_a_bad_chunk_mid_body_closes_the_client_connection_incomplete()
 }
 
 #[test]
-fn server_stalling_mid_body_is_cut_after_backend_response() {
+fn server_stalling_mid_body_is_cut_after_backend_read() {
     let server = stalling_after(b"HTTP/1.1 200 OK\r\nContent-Length: 1000\r\n\r\n0123456789");
     let proxy = Setup::new()
-        .timeout("backend_response", "300ms")
+        .timeout("backend_read", "300ms")
         .server("a", server.addr)
         .start();
     let mut client = proxy.connect();
@@ -202,7 +204,69 @@ fn server_stalling_mid_body_is_cut_after_backend_response() {
     );
     assert!(
         started.elapsed() < Duration::from_secs(5),
-        "the stalled response was cut only after {:?} (backend_response 300ms)",
+        "the stalled response was cut only after {:?} (backend_read 300ms)",
+        started.elapsed()
+    );
+}
+
+/// A server that answers with a Server-Sent Events stream of `events`, `gap` apart.
+fn event_stream(events: usize, gap: Duration) -> Mock {
+    Mock::start(move |ex| {
+        ex.read_body()?;
+        ex.write(b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")?;
+        for n in 0..events {
+            std::thread::sleep(gap);
+            let event = format!("data: {n}\n\n");
+            ex.write(format!("{:x}\r\n{event}\r\n", event.len()).as_bytes())?;
+        }
+        ex.write(b"0\r\n\r\n")?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+#[test]
+fn a_stream_pausing_longer_than_backend_response_but_within_backend_read_is_whole() {
+    // The head at once, then events 400 ms apart: longer than the wait for a head, shorter
+    // than the body's bound.
+    let server = event_stream(3, Duration::from_millis(400));
+    let proxy = Setup::new()
+        .timeout("backend_response", "250ms")
+        .timeout("backend_read", "1s")
+        .server("a", server.addr)
+        .start();
+    let response = proxy.get("/events");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body_text(), "data: 0\n\ndata: 1\n\ndata: 2\n\n");
+}
+
+#[test]
+fn a_route_waits_longer_for_a_long_poll_than_the_rest() {
+    // Answers after 600 ms, as a long-poll does when its event comes.
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        std::thread::sleep(Duration::from_millis(600));
+        ex.respond(200, &[], b"event")?;
+        Ok(Flow::KeepAlive)
+    });
+    let text = Setup::new()
+        .timeout("backend_response", "300ms")
+        .server("a", server.addr)
+        .toml("127.0.0.1:0");
+    let text = format!(
+        "{text}\n[[route]]\npath_prefix = \"/poll\"\npool = \"app\"\n\
+         [route.timeouts]\nbackend_response = \"2s\"\n"
+    );
+    let proxy = Proxy::start(&text);
+    let polled = proxy.get("/poll/updates");
+    assert_eq!(
+        (polled.status(), polled.body_text().as_str()),
+        (200, "event")
+    );
+    let started = Instant::now();
+    assert_error_response(&proxy.get("/other"), 504);
+    assert!(
+        started.elapsed() < Duration::from_millis(550),
+        "{:?}",
         started.elapsed()
     );
 }

@@ -20,9 +20,10 @@ use super::raw::{
     RawRoute, RawServer, RawSticky, RawTimeouts,
 };
 use super::{
-    AccessLogConfig, AccessLogFormat, AdminSettings, Balance, Config, HashKey, HealthCheck,
-    HealthKind, HostPattern, IntakeMode, Limits, ListenerConfig, LogLevel, LogSettings, Passive,
-    PoolConfig, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, STANDARD_OUTPUT,
+    AccessLogConfig, AccessLogFormat, AdminSettings, Balance, Config, ExchangeTimeouts, HashKey,
+    HealthCheck, HealthKind, HostPattern, IntakeMode, Limits, ListenerConfig, LogLevel,
+    LogSettings, Passive, PoolConfig, RetryCondition, RetryOn, RouteConfig, ServerConfig,
+    ServerState, StickyConfig, Timeouts, STANDARD_OUTPUT,
 };
 
 /// Most worker threads accepted; also the cap on "auto".
@@ -111,6 +112,18 @@ pub(super) const ACCESS_LOG_FORMATS: Words<AccessLogFormat> = Words {
     ],
     // What nginx and Apache write, and what log analysers read first.
     default: AccessLogFormat::Combined,
+};
+
+/// The conditions a pool's `retry_on` may list (beside 5xx statuses).
+pub(super) const RETRY_CONDITIONS: Words<RetryCondition> = Words {
+    accepted: &[
+        ("connect-failure", RetryCondition::ConnectFailure),
+        ("empty-response", RetryCondition::EmptyResponse),
+        ("reset-before-response", RetryCondition::ResetBeforeResponse),
+        ("response-timeout", RetryCondition::ResponseTimeout),
+    ],
+    // Unused: `retry_on` is a list, whose default is `RetryOn::default()`.
+    default: RetryCondition::ConnectFailure,
 };
 
 /// `[log] level`.
@@ -240,7 +253,7 @@ impl Checker<'_> {
                     path: format!("route[{index}]"),
                     line: line_of(self.text, route.span().start),
                 };
-                self.route(&table, route.get_ref(), &raw.pool)
+                self.route(&table, route.get_ref(), &raw.pool, &timeouts)
             })
             .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
@@ -273,6 +286,7 @@ impl Checker<'_> {
         table: &Table,
         route: &RawRoute,
         pools: &[Spanned<RawPool>],
+        timeouts: &Timeouts,
     ) -> RouteConfig {
         let host = route.host.as_ref().map(|raw| {
             let text = raw.get_ref().to_ascii_lowercase();
@@ -307,10 +321,35 @@ impl Checker<'_> {
             }
             text.clone()
         });
+        let global = timeouts.exchange();
+        let timeouts = match &route.timeouts {
+            Some(raw) => {
+                let path = table.key("timeouts");
+                let raw = raw.get_ref();
+                let key = |field: &str| format!("{path}.{field}");
+                ExchangeTimeouts {
+                    backend_response: self.duration(
+                        &key("backend_response"),
+                        &raw.backend_response,
+                        global.backend_response,
+                        Zero::Refused,
+                    ),
+                    backend_read: self.duration(
+                        &key("backend_read"),
+                        &raw.backend_read,
+                        global.backend_read,
+                        Zero::Refused,
+                    ),
+                    request: self.optional_duration(&key("request"), &raw.request, global.request),
+                }
+            }
+            None => global,
+        };
         RouteConfig {
             host,
             path_prefix,
             pool: self.pool_index(table, &route.pool, pools),
+            timeouts,
         }
     }
 
@@ -359,7 +398,7 @@ impl Checker<'_> {
     fn timeouts(&mut self, raw: &RawTimeouts) -> Timeouts {
         let default = Timeouts::default();
         let mut timeout = |key, value, default| self.duration(key, value, default, Zero::Refused);
-        Timeouts {
+        let timeouts = Timeouts {
             connect: timeout("timeouts.connect", &raw.connect, default.connect),
             client_header: timeout(
                 "timeouts.client_header",
@@ -376,11 +415,21 @@ impl Checker<'_> {
                 &raw.backend_response,
                 default.backend_response,
             ),
+            backend_read: timeout(
+                "timeouts.backend_read",
+                &raw.backend_read,
+                default.backend_read,
+            ),
             backend_idle: timeout(
                 "timeouts.backend_idle",
                 &raw.backend_idle,
                 default.backend_idle,
             ),
+            request: None,
+        };
+        Timeouts {
+            request: self.optional_duration("timeouts.request", &raw.request, default.request),
+            ..timeouts
         }
     }
 
@@ -599,6 +648,7 @@ impl Checker<'_> {
                 "0 to 10 (default 2)",
                 2,
             ),
+            retry_on: self.retry_on(&table.key("retry_on"), &pool.retry_on),
             retry_budget_percent: self.integer(
                 &table.key("retry_budget_percent"),
                 &pool.retry_budget_percent,
@@ -1116,6 +1166,49 @@ impl Checker<'_> {
         default
     }
 
+    /// A duration that is off unless written (more than 0 when written); `default` when absent.
+    fn optional_duration(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<String>>,
+        default: Option<Duration>,
+    ) -> Option<Duration> {
+        let example = Duration::from_secs(30);
+        raw.as_ref()
+            .map(|_| self.duration(key, raw, default.unwrap_or(example), Zero::Refused))
+            .or(default)
+    }
+
+    /// A pool's `retry_on`: each word a condition or a 5xx status.
+    fn retry_on(&mut self, key: &str, raw: &Option<Spanned<Vec<Spanned<String>>>>) -> RetryOn {
+        let Some(raw) = raw else {
+            return RetryOn::default();
+        };
+        let mut retry_on = RetryOn::NONE;
+        for word in raw.get_ref() {
+            let text = word.get_ref().as_str();
+            if let Some(condition) = RETRY_CONDITIONS.value_of(text) {
+                retry_on = retry_on.with(condition);
+                continue;
+            }
+            match text.parse::<u16>() {
+                Ok(status) if (500..=599).contains(&status) => {
+                    retry_on = retry_on.with_status(status);
+                }
+                _ => {
+                    let accepted = RETRY_CONDITIONS.words().collect::<Vec<_>>().join(", ");
+                    self.reject(
+                        key,
+                        word.span(),
+                        &quoted(text),
+                        format!("unknown; accepted: {accepted}, or a status from 500 to 599"),
+                    );
+                }
+            }
+        }
+        retry_on
+    }
+
     /// `raw` when present; otherwise `None`, after recording `key: missing; how` at the line of
     /// the table that lacks the key.
     fn required<'r, T>(
@@ -1225,6 +1318,8 @@ mod tests {
                 client_header: Duration::from_secs(5),
                 client_idle: Duration::from_secs(120),
                 backend_response: Duration::from_secs(45),
+                backend_read: Duration::from_secs(60),
+                request: None,
                 backend_idle: Duration::from_millis(3500),
             },
             limits: Limits {
@@ -1242,6 +1337,7 @@ mod tests {
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
                     retries: 2,
+                    retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![
@@ -1270,6 +1366,7 @@ mod tests {
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
                     retries: 2,
+                    retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![ServerConfig {
@@ -1293,6 +1390,7 @@ mod tests {
                     passive: Passive::default(),
                     slow_start: Duration::ZERO,
                     retries: 2,
+                    retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![
@@ -1318,11 +1416,21 @@ mod tests {
                     host: Some(HostPattern::Subdomains(".example.com".into())),
                     path_prefix: Some("/api/".into()),
                     pool: 1,
+                    timeouts: ExchangeTimeouts {
+                        backend_response: Duration::from_secs(45),
+                        backend_read: Duration::from_secs(60),
+                        request: None,
+                    },
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
                     path_prefix: None,
                     pool: 2,
+                    timeouts: ExchangeTimeouts {
+                        backend_response: Duration::from_secs(120),
+                        backend_read: Duration::from_secs(600),
+                        request: None,
+                    },
                 },
             ],
             admin: None,
@@ -1721,6 +1829,83 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             (grace.key.as_str(), grace.line),
             ("shutdown_grace", Some(4))
         );
+    }
+
+    #[test]
+    fn exchange_timeouts_are_global_or_a_routes_own() {
+        let text = valid_with(
+            r#"backend_idle = "3500ms""#,
+            "backend_idle = \"3500ms\"\nbackend_read = \"90s\"\nrequest = \"2m\"",
+        );
+        let config = from_toml(&text, "t").unwrap();
+        assert_eq!(config.timeouts.backend_read, Duration::from_secs(90));
+        assert_eq!(config.timeouts.request, Some(Duration::from_secs(120)));
+        // The first route sets none of its own; the second its response and read timeouts only.
+        assert_eq!(config.routes[0].timeouts, config.timeouts.exchange());
+        let own = config.routes[1].timeouts;
+        assert_eq!(own.backend_response, Duration::from_secs(120));
+        assert_eq!(own.backend_read, Duration::from_secs(600));
+        assert_eq!(own.request, Some(Duration::from_secs(120)));
+        let unset = from_toml(VALID, "t").unwrap();
+        assert_eq!(unset.timeouts.request, None);
+        let zero = only_problem(&valid_with(
+            r#"backend_read = "10m""#,
+            r#"backend_read = "0s""#,
+        ));
+        assert_eq!(zero.key, "route[1].timeouts.backend_read");
+        assert_eq!(zero.line, Some(65));
+        let unknown = only_problem(&valid_with(r#"backend_read = "10m""#, r#"connect = "1s""#));
+        assert!(
+            unknown.message.contains("unknown field `connect`"),
+            "{}",
+            unknown.message
+        );
+    }
+
+    #[test]
+    fn retry_on_lists_conditions_and_5xx_statuses() {
+        let pool_line = r#"balance = "p2c""#;
+        let listed = valid_with(
+            pool_line,
+            "balance = \"p2c\"\nretry_on = [\"connect-failure\", \"response-timeout\", \"503\"]",
+        );
+        let retry_on = from_toml(&listed, "t").unwrap().pools[1].retry_on;
+        assert!(retry_on.has(RetryCondition::ConnectFailure));
+        assert!(retry_on.has(RetryCondition::ResponseTimeout));
+        assert!(!retry_on.has(RetryCondition::EmptyResponse));
+        assert!(retry_on.has_status(503) && !retry_on.has_status(502));
+        assert_eq!(
+            retry_on.words(),
+            ["connect-failure", "response-timeout", "503"]
+        );
+        let default = from_toml(VALID, "t").unwrap().pools[1].retry_on;
+        assert_eq!(
+            default.words(),
+            ["connect-failure", "empty-response", "reset-before-response"]
+        );
+        let none = valid_with(pool_line, "balance = \"p2c\"\nretry_on = []");
+        assert_eq!(
+            from_toml(&none, "t").unwrap().pools[1].retry_on,
+            RetryOn::NONE
+        );
+        for bad in ["404", "timeout", "600"] {
+            let text = valid_with(
+                pool_line,
+                &format!("balance = \"p2c\"\nretry_on = [\"{bad}\"]"),
+            );
+            assert_eq!(
+                only_problem(&text),
+                problem(
+                    "pool[1].retry_on",
+                    40,
+                    &format!(
+                        "pool[1].retry_on = \"{bad}\": unknown; accepted: connect-failure, \
+                         empty-response, reset-before-response, response-timeout, or a status \
+                         from 500 to 599"
+                    )
+                )
+            );
+        }
     }
 
     #[test]

@@ -66,6 +66,9 @@ pool = "api"
 [[route]]
 host = "shop.example.com"
 pool = "shop"
+[route.timeouts]
+backend_response = "2m"
+backend_read = "10m"
 "#;
 
 /// The smallest config: one listener, one pool of one server.

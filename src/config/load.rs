@@ -182,10 +182,10 @@ mod tests {
     fn unknown_tables_and_keys_are_refused_where_they_are() {
         let text = format!("{VALID}\n[logging]\npool = \"app\"\n");
         let found = only_problem(&text);
-        assert_eq!(found.line, Some(64));
+        assert_eq!(found.line, Some(67));
         assert!(found.message.contains("unknown field"), "{}", found.message);
         let log = only_problem(&format!("{VALID}\n[log]\npool = \"app\"\n"));
-        assert_eq!((log.key.as_str(), log.line), ("log.pool", Some(65)));
+        assert_eq!((log.key.as_str(), log.line), ("log.pool", Some(68)));
         assert!(
             log.message
                 .contains("unknown field `pool`, expected `level`"),
@@ -193,7 +193,7 @@ mod tests {
             log.message
         );
         let admin = only_problem(&format!("{VALID}\n[admin]\npool = \"app\"\n"));
-        assert_eq!((admin.key.as_str(), admin.line), ("admin.pool", Some(65)));
+        assert_eq!((admin.key.as_str(), admin.line), ("admin.pool", Some(68)));
         assert!(
             admin
                 .message

@@ -167,13 +167,45 @@ pub struct Timeouts {
     /// A keep-alive client may stay silent this long between requests, and may stall a body or
     /// stop reading a response this long. Default 60s.
     pub client_idle: Duration,
-    /// From the request being sent to the response head, and between reads of a response body.
-    /// Default 30s. On expiry before the head: 504.
+    /// From sending a request to a server (after connecting) until its response head has come.
+    /// Default 60s, nginx's `proxy_read_timeout`: a long-poll that answers within a minute
+    /// survives it. On expiry: 504. A route may set its own (`[route.timeouts]`).
     pub backend_response: Duration,
-    /// An idle pooled connection to a server is closed after this long. Default 4s: shorter than
-    /// the 5s keep-alive of Node.js and Apache, the shortest common server defaults, so herdsman
-    /// closes first and never sends a request into a connection the server is closing.
+    /// The longest a server may stay silent inside a response body (between two reads), or
+    /// leave a request body unread. Default 60s: a Server-Sent Events stream with a heartbeat
+    /// of less than a minute survives it. On expiry the response ends where it stands. A route
+    /// may set its own.
+    pub backend_read: Duration,
+    /// The longest from a request head to the response head, over queueing, connecting and every
+    /// retry; `None` (the default): no bound but each attempt's own. On expiry: 504, and no
+    /// further retry. A route may set its own.
+    pub request: Option<Duration>,
+    /// An idle pooled connection to a server is closed after this long, or sooner when the
+    /// server's `Keep-Alive: timeout=N` says it closes sooner. Default 4s: shorter than the 5s
+    /// keep-alive of Node.js and Apache, the shortest common server defaults, so herdsman closes
+    /// first. A server that closes sooner without saying so is noticed as it closes (the
+    /// connection is not reused), and a request that crosses its close on the wire before the
+    /// server took a byte of it goes again on a new connection.
     pub backend_idle: Duration,
+}
+
+/// The timeouts of one exchange with a server: `[timeouts]`, or a route's own where it sets them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExchangeTimeouts {
+    pub backend_response: Duration,
+    pub backend_read: Duration,
+    pub request: Option<Duration>,
+}
+
+impl Timeouts {
+    /// The exchange timeouts of a request no route sets its own for.
+    pub fn exchange(&self) -> ExchangeTimeouts {
+        ExchangeTimeouts {
+            backend_response: self.backend_response,
+            backend_read: self.backend_read,
+            request: self.request,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -195,6 +227,9 @@ pub struct RouteConfig {
     pub path_prefix: Option<String>,
     /// Index into `Config::pools`.
     pub pool: usize,
+    /// `[route.timeouts]` over `[timeouts]`: a streaming or long-poll endpoint can wait longer
+    /// than the rest.
+    pub timeouts: ExchangeTimeouts,
 }
 
 /// A route's `host`, lowercased: `api.example.com`, or `*.example.com` for any name under it.
@@ -248,9 +283,11 @@ pub struct PoolConfig {
     /// A server returning to service ramps its weight from low to full over this long. Zero
     /// (the default): at once.
     pub slow_start: Duration,
-    /// Other servers a request is tried on when its server cannot be reached (or, for an
-    /// idempotent request, fails before any response byte). Default 2.
+    /// Other servers a request is tried on after a failure `retry_on` lists. Default 2.
     pub retries: u32,
+    /// Which failures send a request to another server. Default: connect failures, empty
+    /// responses and resets before any response byte.
+    pub retry_on: RetryOn,
     /// Retries add at most this share of a worker's requests. Default 20.
     pub retry_budget_percent: u32,
     /// How long a request waits for a server below its `max_connections` before it gets 503.
@@ -258,6 +295,103 @@ pub struct PoolConfig {
     pub queue_timeout: Duration,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
+}
+
+/// A pool's `retry_on`: the failures after which a request goes to another server, in the manner
+/// of HAProxy's `retry-on`. Whatever is listed, a request that may have reached its server goes
+/// again only when it is idempotent and all of it is at hand (no body still streaming); a
+/// connect failure reached nothing, so any request may go again after one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryOn {
+    /// One bit per [`RetryCondition`].
+    conditions: u8,
+    /// One bit per 5xx status (bit `status - 500`).
+    statuses: u128,
+}
+
+/// A failure `retry_on` may name.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RetryCondition {
+    /// Connecting failed or timed out (`connect-failure`): nothing reached the server.
+    ConnectFailure,
+    /// The server closed the connection without a response byte (`empty-response`).
+    EmptyResponse,
+    /// The connection was reset, or failed otherwise, before a response byte
+    /// (`reset-before-response`).
+    ResetBeforeResponse,
+    /// No response head within `backend_response` (`response-timeout`). Not in the default:
+    /// the request probably reached the server and may still run there, and a retry multiplies
+    /// the client's wait and the load on a pool that is already slow.
+    ResponseTimeout,
+}
+
+impl RetryOn {
+    /// Nothing is retried.
+    pub const NONE: RetryOn = RetryOn {
+        conditions: 0,
+        statuses: 0,
+    };
+
+    pub fn with(self, condition: RetryCondition) -> RetryOn {
+        RetryOn {
+            conditions: self.conditions | 1 << condition as u8,
+            ..self
+        }
+    }
+
+    /// Also retried: a response with `status` (500–599; others are ignored).
+    pub fn with_status(self, status: u16) -> RetryOn {
+        match status.checked_sub(500).filter(|bit| *bit < 100) {
+            Some(bit) => RetryOn {
+                statuses: self.statuses | 1 << bit,
+                ..self
+            },
+            None => self,
+        }
+    }
+
+    pub fn has(self, condition: RetryCondition) -> bool {
+        self.conditions & 1 << condition as u8 != 0
+    }
+
+    pub fn has_status(self, status: u16) -> bool {
+        status
+            .checked_sub(500)
+            .filter(|bit| *bit < 100)
+            .is_some_and(|bit| self.statuses & 1 << bit != 0)
+    }
+
+    /// Some status is listed.
+    pub fn has_statuses(self) -> bool {
+        self.statuses != 0
+    }
+
+    /// The listed conditions and statuses, as the config writes them.
+    pub fn words(self) -> Vec<String> {
+        let conditions = check::RETRY_CONDITIONS
+            .words()
+            .filter(|word| {
+                check::RETRY_CONDITIONS
+                    .value_of(word)
+                    .is_some_and(|condition| self.has(condition))
+            })
+            .map(str::to_string);
+        let statuses = (500..600)
+            .filter(|status| self.has_status(*status))
+            .map(|status| status.to_string());
+        conditions.chain(statuses).collect()
+    }
+}
+
+impl Default for RetryOn {
+    /// What can fail before a server did anything with the request: it could not be reached, or
+    /// it closed or reset the connection without answering (an idempotent request only).
+    fn default() -> RetryOn {
+        RetryOn::NONE
+            .with(RetryCondition::ConnectFailure)
+            .with(RetryCondition::EmptyResponse)
+            .with(RetryCondition::ResetBeforeResponse)
+    }
 }
 
 /// `[pool.health]`.
@@ -406,7 +540,9 @@ impl Default for Timeouts {
             connect: Duration::from_secs(2),
             client_header: Duration::from_secs(10),
             client_idle: Duration::from_secs(60),
-            backend_response: Duration::from_secs(30),
+            backend_response: Duration::from_secs(60),
+            backend_read: Duration::from_secs(60),
+            request: None,
             backend_idle: Duration::from_secs(4),
         }
     }

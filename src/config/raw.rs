@@ -70,6 +70,16 @@ pub struct RawRoute {
     pub host: Option<Spanned<String>>,
     pub path_prefix: Option<Spanned<String>>,
     pub pool: Option<Spanned<String>>,
+    pub timeouts: Option<Spanned<RawRouteTimeouts>>,
+}
+
+/// A route's `[route.timeouts]`: the exchange timeouts it sets apart from `[timeouts]`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteTimeouts {
+    pub backend_response: Option<Spanned<String>>,
+    pub backend_read: Option<Spanned<String>>,
+    pub request: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -79,6 +89,8 @@ pub struct RawTimeouts {
     pub client_header: Option<Spanned<String>>,
     pub client_idle: Option<Spanned<String>>,
     pub backend_response: Option<Spanned<String>>,
+    pub backend_read: Option<Spanned<String>>,
+    pub request: Option<Spanned<String>>,
     pub backend_idle: Option<Spanned<String>>,
 }
 
@@ -100,6 +112,7 @@ pub struct RawPool {
     pub servers: Option<Spanned<Vec<Spanned<RawServer>>>>,
     pub slow_start: Option<Spanned<String>>,
     pub retries: Option<Spanned<i64>>,
+    pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,
     pub queue_timeout: Option<Spanned<String>>,
     pub retry_budget_percent: Option<Spanned<i64>>,
     pub sticky: Option<Spanned<RawSticky>>,

@@ -9,6 +9,7 @@ pub mod chunked;
 pub mod error_response;
 pub mod forward;
 pub mod head;
+pub mod keep_alive;
 mod tokens;
 
 /// Most header fields accepted in one head; more is answered like an oversized head (431).

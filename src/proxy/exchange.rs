@@ -7,14 +7,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::net::TcpStream;
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::{timeout_at, Instant};
 
 use super::failure::Failure;
 use super::recycle;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::respond::{self, ResponseStart};
 use super::server_stream::ServerStream;
-use super::{scratch, write_all_by, Client, Next};
+use super::{scratch, write_all_by, write_all_by_counted, Client, Next};
+use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
@@ -38,6 +39,8 @@ pub struct RequestFacts {
     pub upgrade: bool,
     /// The pool and server chosen for it, while its head was at hand.
     pub choice: Choice,
+    /// Its exchange timeouts: its route's, or `[timeouts]`'s.
+    pub timeouts: ExchangeTimeouts,
 }
 
 /// How an exchange went, as far as the counters and the access log need it.
@@ -145,7 +148,9 @@ async fn exchange(
     };
     outcome.server = facts.choice.server;
     let mut facts = facts;
-    let (server, slot) = match take_slot(context, pool, server, &mut facts).await {
+    // `[timeouts] request` counts from the request's first bytes.
+    let deadline = facts.timeouts.request.map(|limit| outcome.started + limit);
+    let (server, slot) = match take_slot(context, pool, server, &mut facts, deadline).await {
         Ok(taken) => taken,
         Err(failure) => {
             report(client, failure, Some(server));
@@ -153,7 +158,12 @@ async fn exchange(
             return Next::Close;
         }
     };
-    match forward(context, client, snapshot, server, slot, facts, outcome).await {
+    let sending = Sending {
+        facts,
+        deadline,
+        began: Instant::now(),
+    };
+    match forward(context, client, snapshot, server, slot, sending, outcome).await {
         Ok(next) => next,
         Err(failure) => {
             if !outcome.response_started {
@@ -175,6 +185,7 @@ async fn take_slot<'s>(
     pool: &'s Pool,
     chosen: &'s Server,
     facts: &mut RequestFacts,
+    deadline: Option<Instant>,
 ) -> Result<(&'s Server, ActiveGuard<'s>), Failure> {
     if let Some(slot) = ActiveGuard::try_take(chosen, &pool.queue) {
         return Ok((chosen, slot));
@@ -189,9 +200,15 @@ async fn take_slot<'s>(
             .pick_other(&pool.servers, &mut context.rng.borrow_mut(), &[])?;
         ActiveGuard::try_take(&pool.servers[other], &pool.queue).map(|slot| (Some(other), slot))
     };
+    let patience = match deadline {
+        Some(deadline) => pool
+            .queue_timeout
+            .min(deadline.saturating_duration_since(Instant::now())),
+        None => pool.queue_timeout,
+    };
     let (other, slot) = pool
         .queue
-        .wait_for(pool.queue_timeout, take)
+        .wait_for(patience, take)
         .await
         .ok_or(Failure::QueueTimeout)?;
     let Some(other) = other else {
@@ -267,6 +284,7 @@ async fn read_request(
                     keep_alive: request.keep_alive,
                     upgrade: request.upgrade,
                     choice,
+                    timeouts: snapshot.exchange_timeouts(choice.route),
                 };
                 write_request_head(&request, &client.forwarded_for, scratch(&mut client.out));
                 let head_len = request.head_len;
@@ -293,26 +311,44 @@ async fn read_request(
     }
 }
 
-/// Sends the request to `server` and relays the response. When the server cannot be reached —
-/// or, for an idempotent request whose bytes are all at hand, fails before any response byte —
-/// the request goes to another server of the pool, up to the pool's `retries` and within the
-/// worker's retry budget. Each failure is logged and counted for passive checks here.
+/// A request on its way to servers: what is known of it, and the clock it runs against.
+#[derive(Debug, Clone, Copy)]
+struct Sending {
+    facts: RequestFacts,
+    /// `[timeouts] request`'s deadline, if set: no attempt waits past it, and none starts after.
+    deadline: Option<Instant>,
+    /// When the first attempt began (a clock reading that serves more than this).
+    began: Instant,
+}
+
+impl Sending {
+    /// The earlier of an attempt's own deadline and the request's, with the failure its
+    /// expiry means.
+    fn bound(&self, own: Instant, own_failure: Failure) -> (Instant, Failure) {
+        match self.deadline {
+            Some(request) if request <= own => (request, Failure::RequestTimeout),
+            _ => (own, own_failure),
+        }
+    }
+}
+
+/// Sends the request to `server` and relays the response. After a failure its pool's
+/// `retry_on` lists, before any response byte, the request goes to another server of the pool,
+/// up to the pool's `retries` and within the worker's retry budget — when nothing of it reached
+/// the first server (connecting failed), or when it is idempotent and all of it is at hand.
+/// Each failure is logged and counted for passive checks here.
 async fn forward<'s>(
     context: &Rc<WorkerContext>,
     client: &mut Client,
     snapshot: &'s Snapshot,
     first: &'s Server,
     first_slot: ActiveGuard<'s>,
-    mut facts: RequestFacts,
+    mut sending: Sending,
     outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
-    let pool = &snapshot.pools[facts.choice.pool];
-    let first_sent = Instant::now();
-    // When this attempt began: the clock is read once per attempt and the reading serves the
-    // idle connection's freshness, the response deadline and the server's time (reading it at
-    // each was 5 of the 10 reads a request made; bench/results/optimisation.md).
-    let mut attempt_began = first_sent;
-    let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
+    let pool = &snapshot.pools[sending.facts.choice.pool];
+    let first_sent = sending.began;
+    let mut upload = BodyRelay::new(sending.facts.body, false, snapshot.limits.max_body_bytes);
     if let Err(error) = upload.take_buffered(&mut client.buffer, &mut client.out) {
         let failure = upload_failure(error);
         report(client, failure, None);
@@ -322,30 +358,29 @@ async fn forward<'s>(
     // buffer of the client's (the rest of a body, if any, is read into a new one).
     client.buffer.release_if_empty();
     let whole = upload.is_done();
+    // What may go again after it reached a server: its bytes can do no harm twice.
+    let replayable = whole && sending.facts.method.is_idempotent();
+    // A response head takes the request's place in `out`; a pool that retries on a status keeps
+    // a copy to send again (a block from the free list, only in such pools).
+    let mut kept_request =
+        (replayable && pool.retries > 0 && pool.retry_on.has_statuses()).then(|| {
+            let mut copy = recycle::take_bytes(client.out.len());
+            copy.extend_from_slice(&client.out);
+            KeptRequest(copy)
+        });
     context.earn_retry_credit(pool.retry_budget_percent);
-    // Servers tried so far, by index in the pool (at most 1 + retries, and retries ≤ 10).
-    let mut tried = [usize::MAX; 11];
-    tried[0] = facts.choice.server.unwrap_or(usize::MAX);
-    let mut attempts = 1;
+    let mut retry = Retry::new(sending.facts.choice.server);
     let mut server = first;
     let mut slot = Some(first_slot);
     loop {
         let _slot = slot.take();
+        let facts = sending.facts;
         outcome.server = facts.choice.server;
         outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
         let sent = if whole {
-            send_whole(context, client, snapshot, server, facts, attempt_began).await
+            send_whole(context, client, snapshot, server, &sending).await
         } else {
-            send_streaming(
-                context,
-                client,
-                snapshot,
-                server,
-                facts,
-                &mut upload,
-                attempt_began,
-            )
-            .await
+            send_streaming(context, client, snapshot, server, &sending, &mut upload).await
         };
         let failure = match sent {
             Ok((upstream, start, upload_finished)) => {
@@ -356,6 +391,23 @@ async fn forward<'s>(
                 } else {
                     server.counters.succeeded();
                 }
+                if let Some(kept) = kept_request
+                    .as_ref()
+                    .filter(|_| pool.retry_on.has_status(start.status))
+                {
+                    if let Some((next, next_slot)) = retry.next_server(context, pool, &sending) {
+                        tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, status = start.status, "retrying on another server after its answer");
+                        // The answer is dropped with its connection (reset: its body was not read).
+                        drop(upstream);
+                        let unread = client.server_buffer.len();
+                        client.server_buffer.consume(unread);
+                        kept.restore(&mut client.out);
+                        (server, slot) = (&pool.servers[next], Some(next_slot));
+                        sending.moved_to(next, pool);
+                        continue;
+                    }
+                }
+                drop(kept_request.take());
                 let relayed = respond::respond(
                     context,
                     client,
@@ -378,94 +430,153 @@ async fn forward<'s>(
         if failure.is_server_unreachable() {
             context.server_failed(server, &pool.passive);
         }
-        // Nothing was sent when connecting failed; otherwise only a whole idempotent request
-        // with no response byte back may go again.
-        let nothing_sent = matches!(failure, Failure::ConnectFailed(_) | Failure::ConnectTimeout);
-        let replayable = whole
-            && facts.method.is_idempotent()
-            && client.server_buffer.is_empty()
-            && matches!(
-                failure,
-                Failure::ServerClosed | Failure::ServerIo(_) | Failure::ResponseTimeout
-            );
-        if attempts > pool.retries as usize || !(nothing_sent || replayable) {
+        let listed = failure
+            .retry_condition()
+            .is_some_and(|condition| pool.retry_on.has(condition));
+        let may_go_again =
+            failure.reached_no_server() || (replayable && client.server_buffer.is_empty());
+        if !(listed && may_go_again) {
             return Err(failure);
+        }
+        let Some((next, next_slot)) = retry.next_server(context, pool, &sending) else {
+            return Err(failure);
+        };
+        tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "retrying on another server");
+        (server, slot) = (&pool.servers[next], Some(next_slot));
+        sending.moved_to(next, pool);
+    }
+}
+
+/// The request's bytes, kept while a retry on a status may need them again.
+struct KeptRequest(Vec<u8>);
+
+impl KeptRequest {
+    /// Puts the request back in `out`, for the next server.
+    fn restore(&self, out: &mut Vec<u8>) {
+        out.clear();
+        out.extend_from_slice(&self.0);
+    }
+}
+
+impl Drop for KeptRequest {
+    fn drop(&mut self) {
+        recycle::give_back_bytes(std::mem::take(&mut self.0));
+    }
+}
+
+impl Sending {
+    /// The request goes to server `next` of `pool` now, on a new attempt.
+    fn moved_to(&mut self, next: usize, pool: &Pool) {
+        self.facts.choice.server = Some(next);
+        // The client is now on this server: a sticky pool says so with its cookie.
+        self.facts.choice.assign_cookie = pool.sticky_cookie.is_some();
+        self.began = Instant::now();
+    }
+}
+
+/// The servers a request has been tried on, and whether it may be tried on one more.
+struct Retry {
+    /// By index in the pool: at most 1 + retries, and retries ≤ 10.
+    tried: [usize; 11],
+    attempts: usize,
+}
+
+impl Retry {
+    fn new(first: Option<usize>) -> Retry {
+        let mut tried = [usize::MAX; 11];
+        tried[0] = first.unwrap_or(usize::MAX);
+        Retry { tried, attempts: 1 }
+    }
+
+    /// Another server of `pool` and a slot on it, when the request may go again: retries are
+    /// left, the request's deadline has not passed, a server not yet tried takes requests and
+    /// has room, and the worker's retry budget has a retry. Counts the retry.
+    fn next_server<'s>(
+        &mut self,
+        context: &WorkerContext,
+        pool: &'s Pool,
+        sending: &Sending,
+    ) -> Option<(usize, ActiveGuard<'s>)> {
+        if self.attempts > pool.retries as usize {
+            return None;
+        }
+        if sending
+            .deadline
+            .is_some_and(|deadline| Instant::now() >= deadline)
+        {
+            return None;
         }
         let next = pool.balancer.pick_other(
             &pool.servers,
             &mut context.rng.borrow_mut(),
-            &tried[..attempts],
-        );
-        let Some(next) = next else {
-            return Err(failure);
-        };
-        let Some(next_slot) = ActiveGuard::try_take(&pool.servers[next], &pool.queue) else {
-            return Err(failure);
-        };
+            &self.tried[..self.attempts],
+        )?;
+        let slot = ActiveGuard::try_take(&pool.servers[next], &pool.queue)?;
         if !context.spend_retry_credit() {
             tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
-            return Err(failure);
+            return None;
         }
-        tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "retrying on another server");
         pool.traffic.record_retry(context.index);
-        tried[attempts] = next;
-        attempts += 1;
-        facts.choice.server = Some(next);
-        // The client is now on this server: a sticky pool says so with its cookie.
-        facts.choice.assign_cookie = pool.sticky_cookie.is_some();
-        server = &pool.servers[next];
-        slot = Some(next_slot);
-        attempt_began = Instant::now();
+        self.tried[self.attempts] = next;
+        self.attempts += 1;
+        Some((next, slot))
     }
 }
 
 /// Sends a request whose head and body are all in `client.out`, and reads the response head.
 /// A reused connection that fails before any response byte is replaced by a fresh one, once,
-/// for an idempotent request (its bytes can do no harm twice).
+/// when the request may go again: it is idempotent (its bytes can do no harm twice), or the
+/// server's TCP took none of it (the server had closed the connection as the request went out:
+/// a keep-alive timeout crossing the request on the wire).
 async fn send_whole(
     context: &WorkerContext,
     client: &mut Client,
     snapshot: &Snapshot,
     server: &Server,
-    facts: RequestFacts,
-    began: Instant,
+    sending: &Sending,
 ) -> Result<(ServerStream, ResponseStart, bool), Failure> {
     let upload_done = Cell::new(true);
-    let timeouts = snapshot.timeouts;
-    let retry_allowed = facts.method.is_idempotent() && facts.body == Body::None;
+    let facts = sending.facts;
     let mut fresh_only = false;
     loop {
         let (mut upstream, reused, ready) =
-            server_connection(context, snapshot, server, fresh_only, began).await?;
+            server_connection(context, snapshot, server, fresh_only, sending).await?;
         // One deadline for sending the request and receiving the response head.
-        let deadline = ready + timeouts.backend_response;
-        let sent = match write_all_by(&mut upstream, &client.out, deadline).await {
-            None => Err(Failure::ResponseTimeout),
-            Some(Err(e)) => Err(Failure::server_io(&e)),
-            Some(Ok(())) => {
-                let (mut server_read, _) = upstream.split();
-                let head = respond::read_response_head(
-                    &mut server_read,
-                    &mut client.server_buffer,
-                    &mut client.stream,
-                    &mut client.out,
-                    facts,
-                    cookie_to_set(server, facts),
-                    &upload_done,
-                    context,
-                );
-                match timeout_at(deadline, head).await {
-                    Err(_) => Err(Failure::ResponseTimeout),
-                    Ok(result) => result,
+        let (deadline, expired) = sending.bound(
+            ready + facts.timeouts.backend_response,
+            Failure::ResponseTimeout,
+        );
+        let mut written = 0;
+        let sent =
+            match write_all_by_counted(&mut upstream, &client.out, deadline, &mut written).await {
+                None => Err(expired),
+                Some(Err(e)) => Err(Failure::server_io(&e)),
+                Some(Ok(())) => {
+                    let (mut server_read, _) = upstream.split();
+                    let head = respond::read_response_head(
+                        &mut server_read,
+                        &mut client.server_buffer,
+                        &mut client.stream,
+                        &mut client.out,
+                        facts,
+                        cookie_to_set(server, facts),
+                        &upload_done,
+                        context,
+                    );
+                    match timeout_at(deadline, head).await {
+                        Err(_) => Err(expired),
+                        Ok(result) => result,
+                    }
                 }
-            }
-        };
+            };
         match sent {
             Ok(start) => return Ok((upstream, start, true)),
             Err(Failure::ServerClosed | Failure::ServerIo(_))
-                if reused && retry_allowed && client.server_buffer.is_empty() =>
+                if reused
+                    && client.server_buffer.is_empty()
+                    && (facts.method.is_idempotent() || upstream.took_none_of(written)) =>
             {
-                tracing::debug!(server = %server.name, "reused connection was closed; retrying on a fresh one");
+                tracing::debug!(server = %server.name, "reused connection was closed; sending again on a fresh one");
                 fresh_only = true;
             }
             Err(failure) => return Err(failure),
@@ -481,19 +592,22 @@ async fn send_streaming(
     client: &mut Client,
     snapshot: &Snapshot,
     server: &Server,
-    facts: RequestFacts,
+    sending: &Sending,
     upload: &mut BodyRelay,
-    began: Instant,
 ) -> Result<(ServerStream, ResponseStart, bool), Failure> {
+    let facts = sending.facts;
     let timeouts = snapshot.timeouts;
     // Set once the whole body went out: a response head that comes before then closes both
     // connections after the response.
     let upload_done = Cell::new(false);
     let (mut upstream, _, ready) =
-        server_connection(context, snapshot, server, false, began).await?;
-    let deadline = ready + timeouts.backend_response;
+        server_connection(context, snapshot, server, false, sending).await?;
+    let (deadline, expired) = sending.bound(
+        ready + facts.timeouts.backend_response,
+        Failure::ResponseTimeout,
+    );
     match write_all_by(&mut upstream, &client.out, deadline).await {
-        None => return Err(Failure::ResponseTimeout),
+        None => return Err(expired),
         Some(Err(e)) => return Err(Failure::server_io(&e)),
         Some(Ok(())) => {}
     }
@@ -510,7 +624,7 @@ async fn send_streaming(
                     &mut client.buffer,
                     &mut server_write,
                     timeouts.client_idle,
-                    timeouts.backend_response,
+                    facts.timeouts.backend_read,
                 )
                 .await;
             upload_done.set(sent.is_ok());
@@ -537,8 +651,12 @@ async fn send_streaming(
                     Ok(()) => {}
                 }
                 // From here the server owes a response within backend_response.
-                let head = match timeout(timeouts.backend_response, &mut head_future).await {
-                    Err(_) => Err(Failure::ResponseTimeout),
+                let (deadline, expired) = sending.bound(
+                    Instant::now() + facts.timeouts.backend_response,
+                    Failure::ResponseTimeout,
+                );
+                let head = match timeout_at(deadline, &mut head_future).await {
+                    Err(_) => Err(expired),
                     Ok(head) => head,
                 };
                 (head, sent.is_ok())
@@ -549,14 +667,16 @@ async fn send_streaming(
 }
 
 /// An idle connection to `server` from this worker, or a new one; with whether it was idle,
-/// and when it was ready (`now` for an idle one, fresh from the clock after connecting).
+/// and when it was ready (the attempt's start for an idle one, fresh from the clock after
+/// connecting).
 async fn server_connection(
     context: &WorkerContext,
     snapshot: &Snapshot,
     server: &Server,
     fresh_only: bool,
-    now: Instant,
+    sending: &Sending,
 ) -> Result<(ServerStream, bool, Instant), Failure> {
+    let now = sending.began;
     if !fresh_only {
         let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle, now);
         if let Some(stream) = idle {
@@ -565,8 +685,10 @@ async fn server_connection(
         }
     }
     context.counters().count_backend_connection(false);
-    match timeout(snapshot.timeouts.connect, TcpStream::connect(server.addr)).await {
-        Err(_) => Err(Failure::ConnectTimeout),
+    let (deadline, expired) =
+        sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
+    match timeout_at(deadline, TcpStream::connect(server.addr)).await {
+        Err(_) => Err(expired),
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
         Ok(Ok(stream)) => {
             let _ = stream.set_nodelay(true);

@@ -5,6 +5,7 @@
 
 use std::io;
 
+use crate::config::RetryCondition;
 use crate::http1::HeadError;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -36,8 +37,10 @@ pub enum Failure {
     ServerIo(io::ErrorKind),
     /// The server's response is malformed, or not one the request allows.
     BadResponse(&'static str),
-    /// No response head within `backend_response`, or a body stalled that long.
+    /// No response head within `backend_response`, or a body stalled for `backend_read`.
     ResponseTimeout,
+    /// No response head within the request's own `request` timeout, over every attempt.
+    RequestTimeout,
     /// The server stopped in the middle of a response body.
     ServerTruncated,
 }
@@ -57,7 +60,7 @@ impl Failure {
             | Failure::ServerIo(_)
             | Failure::BadResponse(_)
             | Failure::ServerTruncated => 502,
-            Failure::ConnectTimeout | Failure::ResponseTimeout => 504,
+            Failure::ConnectTimeout | Failure::ResponseTimeout | Failure::RequestTimeout => 504,
             Failure::ClientStalled | Failure::ClientGone => return None,
         })
     }
@@ -80,6 +83,7 @@ impl Failure {
             Failure::ServerClosed => "server closed the connection without responding",
             Failure::ServerIo(_) => "server connection failed",
             Failure::ResponseTimeout => "server did not respond in time",
+            Failure::RequestTimeout => "no response within the request's time limit",
             Failure::ServerTruncated => "server closed the connection mid-response",
         }
     }
@@ -95,6 +99,24 @@ impl Failure {
                 | Failure::ServerIo(_)
                 | Failure::ResponseTimeout
         )
+    }
+
+    /// The `retry_on` condition this failure meets, if any. Only failures before a response
+    /// byte come here: the exchange stops at any failure after one.
+    pub fn retry_condition(self) -> Option<RetryCondition> {
+        Some(match self {
+            Failure::ConnectFailed(_) | Failure::ConnectTimeout => RetryCondition::ConnectFailure,
+            Failure::ServerClosed => RetryCondition::EmptyResponse,
+            Failure::ServerIo(_) => RetryCondition::ResetBeforeResponse,
+            Failure::ResponseTimeout => RetryCondition::ResponseTimeout,
+            _ => return None,
+        })
+    }
+
+    /// Nothing of the request reached a server (connecting failed), so any request, whatever
+    /// its method, may go to another one; after the rest, only an idempotent request may.
+    pub fn reached_no_server(self) -> bool {
+        matches!(self, Failure::ConnectFailed(_) | Failure::ConnectTimeout)
     }
 
     /// True when the client caused it (logged at a lower level: it is not the operator's fault).

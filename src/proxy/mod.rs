@@ -1,9 +1,11 @@
 //! One client connection's request loop: read a head, pick a server, forward the request,
 //! relay the response, and keep the connection for the next request or close it.
 //!
-//! A request is either forwarded whole or answered by herdsman with an error; it is retried on a
-//! fresh connection only when it is idempotent, has no body, and went out on a reused connection
-//! that failed before any response byte came back (the server had closed it while idle).
+//! A request is either forwarded whole or answered by herdsman with an error. It goes again on a
+//! fresh connection to the same server when a reused connection failed before any response byte
+//! and the request is idempotent or provably untouched (the server had closed the connection as it
+//! went out); it goes to another server after a failure its pool's `retry_on` lists, when nothing
+//! of it reached the first server or it is idempotent and all of it is at hand (`exchange.rs`).
 
 mod buffer;
 mod exchange;
@@ -215,18 +217,38 @@ pub async fn write_all_by(
     bytes: &[u8],
     deadline: Instant,
 ) -> Option<std::io::Result<()>> {
-    use std::io::ErrorKind::{Interrupted, WouldBlock};
-    let written = match stream.try_write(bytes) {
+    let mut written = 0;
+    write_all_by_counted(stream, bytes, deadline, &mut written).await
+}
+
+/// [`write_all_by`], counting in `written` the bytes written so far, also when it fails.
+pub async fn write_all_by_counted(
+    stream: &mut TcpStream,
+    bytes: &[u8],
+    deadline: Instant,
+    written: &mut usize,
+) -> Option<std::io::Result<()>> {
+    use std::io::ErrorKind::{Interrupted, WouldBlock, WriteZero};
+    *written = match stream.try_write(bytes) {
         Ok(n) => n,
         Err(e) if matches!(e.kind(), WouldBlock | Interrupted) => 0,
         Err(e) => return Some(Err(e)),
     };
-    if written == bytes.len() {
+    if *written == bytes.len() {
         return Some(Ok(()));
     }
-    timeout_at(deadline, stream.write_all(&bytes[written..]))
-        .await
-        .ok()
+    let rest = async {
+        while *written < bytes.len() {
+            match stream.write(&bytes[*written..]).await {
+                Ok(0) => return Err(std::io::Error::from(WriteZero)),
+                Ok(n) => *written += n,
+                Err(e) if e.kind() == Interrupted => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    };
+    timeout_at(deadline, rest).await.ok()
 }
 
 /// `Client::out`, emptied, with room for a usual head (from the free list after an idle spell).

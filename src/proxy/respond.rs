@@ -16,7 +16,7 @@ use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::server_stream::ServerStream;
 use super::{recycle, scratch, write_all_by, Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
-use crate::http1::{header_slots, parse_response, Body};
+use crate::http1::{header_slots, keep_alive, parse_response, Body};
 use crate::upstream::{Server, Snapshot};
 use crate::worker::WorkerContext;
 
@@ -38,6 +38,10 @@ pub struct ResponseStart {
     /// The client connection closes after this response.
     close: bool,
     server_keeps_alive: bool,
+    /// How long the connection may stay idle, from the server's `Keep-Alive: timeout=N`.
+    server_idle_limit: Option<std::time::Duration>,
+    /// The longest the server may be silent inside the body: the request's `backend_read`.
+    backend_read: std::time::Duration,
 }
 
 /// What the bytes at the front of the server's buffer hold.
@@ -170,6 +174,11 @@ fn examine_head(
         dechunk,
         close,
         server_keeps_alive: response.keep_alive,
+        server_idle_limit: match response.keep_alive {
+            true => keep_alive::idle_limit(response.headers),
+            false => None,
+        },
+        backend_read: facts.timeouts.backend_read,
     };
     Ok(Examined::Final { head_len, start })
 }
@@ -220,7 +229,7 @@ pub async fn respond(
                 &mut *upstream,
                 &mut client.server_buffer,
                 &mut client_write,
-                timeouts.backend_response,
+                start.backend_read,
                 timeouts.client_idle,
                 client_gone(&mut client_read),
             )
@@ -241,7 +250,7 @@ pub async fn respond(
                 Instant::now()
             };
             let most = snapshot.limits.max_idle_per_server;
-            context.keep_idle(server.id, upstream, most, since);
+            context.keep_idle(server.id, upstream, most, since, start.server_idle_limit);
         }
     }
     Ok(if start.close {

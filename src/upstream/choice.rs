@@ -17,6 +17,8 @@ pub const TEST_HEADER: &str = "x-herdsman-test";
 pub struct Choice {
     /// Index into `Snapshot::pools`.
     pub pool: usize,
+    /// Index into `Snapshot::routes` of the route that matched, if one did.
+    pub route: Option<usize>,
     /// Index into the pool's servers; `None` when no server may take the request (503).
     pub server: Option<usize>,
     /// The response assigns the client to the server with the pool's sticky cookie.
@@ -34,10 +36,11 @@ pub fn choose(
     client: IpAddr,
     rng: &mut fastrand::Rng,
 ) -> Choice {
-    let pool_index = route(snapshot, listener, request);
+    let (pool_index, route) = route(snapshot, listener, request);
     let pool = &snapshot.pools[pool_index];
     let chosen = |server, assign_cookie, pinned| Choice {
         pool: pool_index,
+        route,
         server,
         assign_cookie,
         pinned,
@@ -62,16 +65,22 @@ pub fn choose(
     )
 }
 
-/// The pool of the first route whose host and path prefix match, or else the listener's.
-fn route(snapshot: &Snapshot, listener: usize, request: &Request<'_, '_>) -> usize {
+/// The pool of the first route whose host and path prefix match, with that route's index, or
+/// else the listener's pool.
+fn route(
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+) -> (usize, Option<usize>) {
+    let by_listener = (snapshot.listener_pools[listener], None);
     if snapshot.routes.is_empty() {
-        return snapshot.listener_pools[listener];
+        return by_listener;
     }
     let (host, path) = host_and_path(request);
     snapshot
         .routes
         .iter()
-        .find(|route| {
+        .position(|route| {
             route
                 .host
                 .as_ref()
@@ -81,7 +90,9 @@ fn route(snapshot: &Snapshot, listener: usize, request: &Request<'_, '_>) -> usi
                     .as_ref()
                     .is_none_or(|prefix| path.starts_with(prefix.as_bytes()))
         })
-        .map_or(snapshot.listener_pools[listener], |route| route.pool)
+        .map_or(by_listener, |index| {
+            (snapshot.routes[index].pool, Some(index))
+        })
 }
 
 /// The host and path a request is for. An absolute-form target (`http://host/path`) names both

@@ -2,9 +2,13 @@
 //!
 //! Owned by a single worker thread (no lock): keyed by server id, newest last, so the most
 //! recently used — warmest — connection is reused first, and the oldest expire. A connection is
-//! kept for at most `backend_idle`, which is shorter than common servers' own keep-alive, so
-//! herdsman rather than the server closes it; one that the server closed anyway is noticed
-//! before reuse when its readiness says so, and otherwise by the retry of an idempotent request.
+//! kept for at most `backend_idle`, which is shorter than common servers' own keep-alive, or
+//! for less when its server's `Keep-Alive: timeout=N` says so, so that herdsman rather than the
+//! server closes it. One that the server closed anyway is noticed before reuse: by its
+//! readiness, which the runtime updates as the server's FIN arrives, and, for a connection idle
+//! long enough that a server's timer may have fired, by asking the kernel directly. What is left
+//! is a close that crosses a request on the wire; the exchange replays such a request when the
+//! server's TCP took none of it (`proxy::server_stream`).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
@@ -15,7 +19,23 @@ use tokio::net::TcpStream;
 struct IdleConnection {
     stream: TcpStream,
     since: Instant,
+    /// Its server's own bound on idle time (from a keep-alive hint), if it gave one.
+    limit: Option<Duration>,
 }
+
+impl IdleConnection {
+    /// Idle too long at `now`, given `backend_idle`.
+    fn expired(&self, max_idle: Duration, now: Instant) -> bool {
+        let limit = self.limit.map_or(max_idle, |limit| limit.min(max_idle));
+        now.saturating_duration_since(self.since) >= limit
+    }
+}
+
+/// Idle this long, a connection is checked with the kernel before reuse rather than trusted to
+/// the runtime's last word on its readiness, which may predate a close the event loop has not
+/// yet polled for: one `recv` more, paid only by connections quiet for a while (a busy one is
+/// reused within microseconds). Far below any common server's keep-alive (1 s and up).
+const ASK_THE_KERNEL_AFTER: Duration = Duration::from_millis(100);
 
 /// Hashes server ids (distinct integers) with one multiplication: SipHash, the default, cost
 /// about 160 instructions a request here (callgrind, bench/results/optimisation.md), and its
@@ -67,13 +87,14 @@ impl IdleConnections {
         let queue = self.by_server.get_mut(&server)?;
         while let Some(idle) = queue.pop_back() {
             self.count -= 1;
-            if now.saturating_duration_since(idle.since) >= max_idle {
-                // everything older is expired too
+            if idle.expired(max_idle, now) {
+                // Everything older is expired too (a server's hint is the same on each).
                 self.count -= queue.len();
                 queue.clear();
                 break;
             }
-            if still_open(&idle.stream) {
+            let ask_kernel = now.saturating_duration_since(idle.since) >= ASK_THE_KERNEL_AFTER;
+            if still_open(&idle.stream, ask_kernel) {
                 return Some(idle.stream);
             }
         }
@@ -81,8 +102,16 @@ impl IdleConnections {
     }
 
     /// Keeps `stream`, idle `since` then, for reuse unless `server` already has `max_per_server`
-    /// idle connections, in which case the oldest is closed.
-    pub fn put(&mut self, server: u64, stream: TcpStream, max_per_server: usize, since: Instant) {
+    /// idle connections, in which case the oldest is closed. `limit`: the server's own bound on
+    /// its idle time, when it gave one.
+    pub fn put(
+        &mut self,
+        server: u64,
+        stream: TcpStream,
+        max_per_server: usize,
+        since: Instant,
+        limit: Option<Duration>,
+    ) {
         if max_per_server == 0 {
             return;
         }
@@ -91,7 +120,11 @@ impl IdleConnections {
             queue.pop_front();
             self.count -= 1;
         }
-        queue.push_back(IdleConnection { stream, since });
+        queue.push_back(IdleConnection {
+            stream,
+            since,
+            limit,
+        });
         self.count += 1;
     }
 
@@ -101,7 +134,7 @@ impl IdleConnections {
         let mut closed = 0;
         self.by_server.retain(|_, queue| {
             let before = queue.len();
-            queue.retain(|idle| now.duration_since(idle.since) < max_idle);
+            queue.retain(|idle| !idle.expired(max_idle, now));
             closed += before - queue.len();
             !queue.is_empty()
         });
@@ -130,8 +163,15 @@ impl IdleConnections {
 
 /// A pooled connection is usable if reading would block: no EOF, no error, and no bytes the
 /// server sent outside a response. tokio answers from its cached readiness without a syscall
-/// when the socket has not become readable since it was last drained.
-fn still_open(stream: &TcpStream) -> bool {
+/// when the socket has not become readable since it was last drained; `ask_kernel` peeks at the
+/// socket itself whatever the runtime last saw.
+fn still_open(stream: &TcpStream, ask_kernel: bool) -> bool {
+    let would_block = |result: std::io::Result<usize>| matches!(result, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
     let mut probe = [0u8; 1];
-    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+    if ask_kernel {
+        // Non-blocking (tokio set O_NONBLOCK), and a peek leaves any byte where it was.
+        let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
+        return would_block(socket2::SockRef::from(stream).peek(&mut probe));
+    }
+    would_block(stream.try_read(&mut probe))
 }

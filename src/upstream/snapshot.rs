@@ -19,8 +19,8 @@ use super::balance::Balancer;
 use super::health::{Health, HealthView};
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    AccessLogConfig, Balance, Config, HashKey, HealthCheck, Limits, Passive, PoolConfig,
-    RouteConfig, ServerState, Timeouts,
+    AccessLogConfig, Balance, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits, Passive,
+    PoolConfig, RetryOn, RouteConfig, ServerState, Timeouts,
 };
 use crate::stats::traffic::Traffic;
 
@@ -57,6 +57,7 @@ pub struct Pool {
     pub passive: Passive,
     pub slow_start: std::time::Duration,
     pub retries: u32,
+    pub retry_on: RetryOn,
     pub retry_budget_percent: u32,
     /// Requests waiting for a server below its `max_connections`; kept across snapshots.
     pub queue: Arc<PoolQueue>,
@@ -239,6 +240,14 @@ impl Snapshot {
         self.listener_logs.get(slot)?.as_ref()
     }
 
+    /// The exchange timeouts of a request that `route` (an index into `routes`) matched, or
+    /// `[timeouts]`'s when no route did.
+    pub fn exchange_timeouts(&self, route: Option<usize>) -> ExchangeTimeouts {
+        route
+            .and_then(|index| self.routes.get(index))
+            .map_or_else(|| self.timeouts.exchange(), |route| route.timeouts)
+    }
+
     /// Whether a server with this id is in the snapshot.
     pub fn has_server(&self, id: u64) -> bool {
         self.server_ids.contains(&id)
@@ -393,6 +402,7 @@ impl Lineage {
                 passive: pool.passive,
                 slow_start: pool.slow_start,
                 retries: pool.retries,
+                retry_on: pool.retry_on,
                 retry_budget_percent: pool.retry_budget_percent,
                 queue: Arc::clone(&record.queue),
                 traffic: Arc::clone(&record.traffic),

@@ -28,12 +28,9 @@ use crate::proxy::parking::{Parked, ParkingLot};
 use crate::proxy::{Client, Outcome};
 use crate::stats::traffic::Ending;
 use crate::stats::{procfs, Stats, WorkerCounters};
+use crate::upstream::health::ServerReport;
 use crate::upstream::idle::IdleConnections;
 use crate::upstream::{Snapshot, SnapshotHandle};
-
-/// Retries a worker may bank: enough that a quiet worker can retry the few requests it gets,
-/// few enough that a storm is cut short after them.
-const RETRY_CREDIT_CAP: f64 = 10.0;
 
 /// What a worker is given when it starts.
 pub struct WorkerSetup {
@@ -50,8 +47,9 @@ pub struct WorkerSetup {
     /// The generation of each snapshot published, to close idle connections to servers that
     /// left without waiting for a request.
     pub published: watch::Receiver<u64>,
-    /// Where passive checks report a server whose failures in a row reached its pool's limit.
-    pub failing: mpsc::UnboundedSender<u64>,
+    /// Where passive checks report a server whose failures in a row reached its pool's limit,
+    /// or that refused a connection.
+    pub failing: mpsc::UnboundedSender<ServerReport>,
     /// Becomes true when the proxy is to stop gracefully.
     pub stop: watch::Receiver<bool>,
     pub shutdown_grace: Duration,
@@ -108,7 +106,7 @@ struct Lasting {
     stats: Arc<Stats>,
     snapshot: SnapshotHandle,
     published: watch::Receiver<u64>,
-    failing: mpsc::UnboundedSender<u64>,
+    failing: mpsc::UnboundedSender<ServerReport>,
     stop: watch::Receiver<bool>,
     shutdown_grace: Duration,
     access_log: Option<LogSink>,
@@ -168,10 +166,7 @@ pub struct WorkerContext {
     /// Fault injection: the worker's event loop panics (see `/__herdsman/panic-worker`).
     #[cfg(feature = "fault-injection")]
     pub panic_loop: Notify,
-    failing: mpsc::UnboundedSender<u64>,
-    /// Retries this worker may still make: each request earns a share of one (its pool's
-    /// `retry_budget_percent`), each retry spends one.
-    retry_credit: Cell<f64>,
+    failing: mpsc::UnboundedSender<ServerReport>,
     stopping: Cell<bool>,
     stop_notify: Notify,
     connections: Cell<usize>,
@@ -186,7 +181,7 @@ impl WorkerContext {
         snapshot: SnapshotHandle,
         stats: Arc<Stats>,
         handoff: Option<Arc<HandoffBoard>>,
-        failing: mpsc::UnboundedSender<u64>,
+        failing: mpsc::UnboundedSender<ServerReport>,
         listeners: KeptListeners,
         access_log: Option<LogSink>,
     ) -> WorkerContext {
@@ -212,7 +207,6 @@ impl WorkerContext {
             #[cfg(feature = "fault-injection")]
             panic_loop: Notify::new(),
             failing,
-            retry_credit: Cell::new(RETRY_CREDIT_CAP),
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
             connections: Cell::new(0),
@@ -248,24 +242,15 @@ impl WorkerContext {
         let in_a_row = server.counters.failed();
         let limit = passive.consecutive_failures;
         if limit > 0 && in_a_row.is_multiple_of(limit) {
-            let _ = self.failing.send(server.id);
+            let _ = self.failing.send(ServerReport::Failing(server.id));
         }
     }
 
-    /// A request was sent: it earns `percent` hundredths of a retry.
-    pub fn earn_retry_credit(&self, percent: u32) {
-        let credit = self.retry_credit.get() + f64::from(percent) / 100.0;
-        self.retry_credit.set(credit.min(RETRY_CREDIT_CAP));
-    }
-
-    /// Spends one retry, if the budget has one.
-    pub fn spend_retry_credit(&self) -> bool {
-        let credit = self.retry_credit.get();
-        let allowed = credit >= 1.0;
-        if allowed {
-            self.retry_credit.set(credit - 1.0);
-        }
-        allowed
+    /// `server` refused a connection: the health checker takes it out of rotation until it
+    /// listens again. Every refusal is told (the checker ignores those of a server it already
+    /// took out), so none is lost between a snapshot and the next.
+    pub fn server_refused(&self, server: &crate::upstream::Server) {
+        let _ = self.failing.send(ServerReport::Refused(server.id));
     }
 
     /// True once a graceful stop has begun: finish what is in flight, start nothing new.

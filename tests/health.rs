@@ -130,30 +130,31 @@ fn a_tcp_check_takes_out_a_server_that_refuses_connections() {
     assert_eq!(count(&answers, "a"), 8, "{answers:?}");
 }
 
+/// A mock that reads each request and closes without a byte of answer (a crashing server:
+/// one that refuses connections is taken out at once, without passive checks).
+fn closer() -> Mock {
+    Mock::start(|ex| {
+        ex.read_body()?;
+        Ok(Flow::Close)
+    })
+}
+
 #[test]
-fn consecutive_connection_failures_eject_a_server_but_never_half_the_pool() {
-    let (a, b) = (Mock::named("a"), Mock::named("b"));
-    let gone = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap();
+fn consecutive_failures_eject_a_server_but_never_half_the_pool() {
+    let (a, b, gone, gone2) = (Mock::named("a"), Mock::named("b"), closer(), closer());
     let setup = Setup::new()
         .admin()
         .server("a", a.addr)
         .server("b", b.addr)
-        .server("gone", gone)
-        .server(
-            "gone2",
-            std::net::TcpListener::bind("127.0.0.1:0")
-                .unwrap()
-                .local_addr()
-                .unwrap(),
-        );
-    // 4 servers, 50%: two may be ejected; gone and gone2 both fail.
+        .server("gone", gone.addr)
+        .server("gone2", gone2.addr);
+    // 4 servers, 50%: two may be ejected; gone and gone2 both fail. No retries, so that each
+    // failure shows.
     let herdsman = start(
         setup,
         "[pool.passive]\nconsecutive_failures = 2\nejection = \"30s\"\nmax_ejected_percent = 50\n",
     );
+    herdsman.reconfigure(|text| admin_support::with_pool_keys(text, "retries = 0\n"));
     // Each dead server fails at most twice before it is ejected: then every request succeeds.
     let mut failed = 0;
     let ejected = eventually(Duration::from_secs(2), || {
@@ -180,18 +181,9 @@ fn consecutive_connection_failures_eject_a_server_but_never_half_the_pool() {
     );
 
     // A pool of two where both fail: 50% of two is one; the other stays in.
-    let (c, d) = (
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap(),
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap(),
-    );
+    let (c, d) = (closer(), closer());
     let both = start(
-        Setup::new().admin().server("c", c).server("d", d),
+        Setup::new().admin().server("c", c.addr).server("d", d.addr),
         "[pool.passive]\nconsecutive_failures = 2\nejection = \"30s\"\n",
     );
     let _ = both.answers(8);
@@ -204,17 +196,81 @@ fn consecutive_connection_failures_eject_a_server_but_never_half_the_pool() {
 }
 
 #[test]
+fn a_server_active_checks_see_well_again_is_not_held_ejected_nor_blocks_another_ejection() {
+    // Two servers, one ejection slot (50%). a fails (its health check too) and is ejected for
+    // a long back-off; it recovers; then b fails.
+    let (a_well, b_well) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(true)),
+    );
+    let failing_unless = |well: Arc<AtomicBool>, name: &'static str| {
+        Mock::start(move |ex| {
+            ex.read_body()?;
+            if !well.load(Ordering::SeqCst) {
+                return Ok(Flow::Close);
+            }
+            ex.respond(200, &[("X-Server", name)], name.as_bytes())?;
+            Ok(Flow::KeepAlive)
+        })
+    };
+    let (a, b) = (
+        failing_unless(Arc::clone(&a_well), "a"),
+        failing_unless(Arc::clone(&b_well), "b"),
+    );
+    let herdsman = start(
+        Setup::new().admin().server("a", a.addr).server("b", b.addr),
+        "[pool.health]\npath = \"/healthz\"\ninterval = \"100ms\"\ntimeout = \"200ms\"\n\
+         rise = 2\nfall = 100\n\
+         [pool.passive]\nconsecutive_failures = 2\nejection = \"60s\"\nmax_ejected_percent = 50\n",
+    );
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            let _ = herdsman.answers(2);
+            server(&herdsman, "a")["health"] == "ejected"
+        }),
+        "a was not ejected: {}",
+        server(&herdsman, "a")
+    );
+    a_well.store(true, Ordering::SeqCst);
+    let recovered_at = Instant::now();
+    assert!(
+        eventually(Duration::from_secs(3), || server(&herdsman, "a")["health"]
+            == "up"),
+        "a stays ejected although its checks pass: {}",
+        server(&herdsman, "a")
+    );
+    // rise × interval, give or take: far sooner than the 60 s back-off.
+    assert!(recovered_at.elapsed() < Duration::from_secs(2));
+    b_well.store(false, Ordering::SeqCst);
+    assert!(
+        eventually(Duration::from_secs(3), || {
+            let _ = herdsman.answers(2);
+            server(&herdsman, "b")["health"] == "ejected"
+        }),
+        "b failing could not be ejected: {}",
+        server(&herdsman, "b")
+    );
+}
+
+#[test]
 fn a_server_back_from_ejection_ramps_its_weight_under_slow_start() {
     let a = Mock::named("a");
-    // b refuses connections at first, then comes up on the same port.
-    let b_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    let b_addr = b_listener.local_addr().unwrap();
-    drop(b_listener);
+    // b closes every connection without an answer at first, then answers.
+    let b_well = Arc::new(AtomicBool::new(false));
+    let well = Arc::clone(&b_well);
+    let b = Mock::start(move |ex| {
+        ex.read_body()?;
+        if !well.load(Ordering::SeqCst) {
+            return Ok(Flow::Close);
+        }
+        ex.respond(200, &[], b"b")?;
+        Ok(Flow::KeepAlive)
+    });
     let herdsman = start(
         Setup::new()
             .admin()
             .server("a", a.addr)
-            .weighted("b", b_addr, 10),
+            .weighted("b", b.addr, 10),
         "slow_start = \"2s\"\n[pool.passive]\nconsecutive_failures = 1\nejection = \"300ms\"\n",
     );
     let _ = herdsman.answers(4);
@@ -224,11 +280,7 @@ fn a_server_back_from_ejection_ramps_its_weight_under_slow_start() {
         "{}",
         server(&herdsman, "b")
     );
-    let b = Mock::start_on(b_addr, |ex| {
-        ex.read_body()?;
-        ex.respond(200, &[], b"b")?;
-        Ok(Flow::KeepAlive)
-    });
+    b_well.store(true, Ordering::SeqCst);
     assert!(
         eventually(Duration::from_secs(2), || server(&herdsman, "b")["health"]
             == "up"),
@@ -243,5 +295,4 @@ fn a_server_back_from_ejection_ramps_its_weight_under_slow_start() {
         "the ramp did not reach the full weight: {}",
         server(&herdsman, "b")
     );
-    drop(b);
 }

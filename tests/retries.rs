@@ -38,22 +38,53 @@ fn start(setup: Setup, pool_keys: &str) -> Running {
 }
 
 #[test]
-fn a_refused_connection_is_retried_on_another_server() {
+fn a_refused_connection_fails_over_at_once_and_takes_the_server_out_until_it_listens() {
     let a = Mock::named("a");
+    let dead = refusing();
+    // retries = 0: a refusal fails over all the same (it reached nothing), outside the budget.
     let herdsman = start(
         Setup::new()
             .admin()
             .server("a", a.addr)
-            .server("dead", refusing()),
-        "",
+            .server("dead", dead),
+        "retries = 0\n",
     );
     let answers = herdsman.answers(20);
     assert_eq!(count(&answers, "a"), 20, "{answers:?}");
-    // Half of them were first sent to the dead server.
-    let dead_tries = herdsman.servers_json()["dead"]["requests"]
-        .as_u64()
-        .unwrap();
-    assert_eq!(dead_tries, 10);
+    // One refusal took it out: no request after it was sent there.
+    let servers = herdsman.servers_json();
+    let dead_tries = servers["dead"]["requests"].as_u64().unwrap();
+    assert!(
+        dead_tries <= 2,
+        "{dead_tries} requests met the refusing server"
+    );
+    assert_eq!(servers["dead"]["health"], "down", "{:?}", servers["dead"]);
+    assert!(
+        servers["dead"]["reason"]
+            .as_str()
+            .is_some_and(|reason| reason.contains("refused")),
+        "{:?}",
+        servers["dead"]
+    );
+    // It listens again: within a moment it is back in rotation.
+    let back = Mock::start_on(dead, |ex| {
+        ex.read_body()?;
+        ex.respond(200, &[], b"back")?;
+        Ok(Flow::KeepAlive)
+    });
+    assert!(
+        eventually(Duration::from_secs(3), || herdsman.servers_json()["dead"]
+            ["health"]
+            == "up"),
+        "the server listens again, yet stays out"
+    );
+    let answers = herdsman.answers(10);
+    assert_eq!(
+        (count(&answers, "a"), count(&answers, "back")),
+        (5, 5),
+        "{answers:?}"
+    );
+    drop(back);
 }
 
 #[test]
@@ -101,12 +132,12 @@ fn an_idempotent_request_is_retried_after_a_close_and_a_post_is_not() {
 
 #[test]
 fn retries_zero_answers_the_failure() {
-    let a = Mock::named("a");
+    let (a, shut) = (Mock::named("a"), closer());
     let herdsman = start(
         Setup::new()
             .admin()
             .server("a", a.addr)
-            .server("dead", refusing()),
+            .server("shut", shut.addr),
         "retries = 0\n",
     );
     let answers = herdsman.answers(10);
@@ -123,23 +154,47 @@ fn retries_zero_answers_the_failure() {
 
 #[test]
 fn the_retry_budget_stops_a_storm() {
-    let a = Mock::named("a");
-    // One worker, so one budget: 10 banked retries, and a budget of 0% earns no more.
+    let (a, shut) = (Mock::named("a"), closer());
+    // One worker, so one window: a budget of 0% earns nothing, and a floor of one retry a
+    // second allows 10 in the ten-second window.
     let herdsman = start(
         Setup::new()
             .admin()
             .workers(1)
             .server("a", a.addr)
-            .server("dead", refusing()),
-        "retry_budget_percent = 0\n",
+            .server("shut", shut.addr),
+        "retry_budget_percent = 0\nretry_budget_floor = 1\n",
     );
     let answers = herdsman.answers(40);
     let failed = answers
         .iter()
         .filter(|a| a.starts_with("HTTP/1.1 502"))
         .count();
-    // 20 requests met the dead server first: 10 were retried, 10 were not.
+    // 20 requests met the closing server first: 10 were retried, 10 were not.
     assert_eq!((count(&answers, "a"), failed), (30, 10), "{answers:?}");
+}
+
+#[test]
+fn with_every_server_failing_retries_stay_within_the_budget_and_answers_come_quickly() {
+    let closers: Vec<Mock> = (0..3).map(|_| closer()).collect();
+    let mut setup = Setup::new().admin().workers(1);
+    for (index, server) in closers.iter().enumerate() {
+        setup = setup.server(&format!("s{index}"), server.addr);
+    }
+    let herdsman = start(setup, "retry_budget_percent = 20\nretry_budget_floor = 0\n");
+    let started = Instant::now();
+    let answers = herdsman.answers(200);
+    let took = started.elapsed();
+    assert!(
+        answers.iter().all(|a| a.starts_with("HTTP/1.1 502")),
+        "{answers:?}"
+    );
+    assert!(took < Duration::from_secs(10), "200 failures took {took:?}");
+    let seen: usize = closers.iter().map(|server| server.heads().len()).sum();
+    let retries = seen - 200;
+    // 20% of 200 requests: at most 40 retries, and the budget lets them all be made.
+    assert!(retries <= 40, "{retries} retries for 200 requests");
+    assert!(retries >= 38, "only {retries} retries for 200 requests");
 }
 
 /// A server that answers nothing for `delay` (a request taking that long), then 200 with `name`.
@@ -233,7 +288,9 @@ fn the_request_deadline_bounds_every_retry_together() {
     // Without the deadline: three attempts of 400 ms, 1.2 s.
     assert!(took >= Duration::from_millis(550), "504 after {took:?}");
     assert!(took < Duration::from_millis(1000), "504 after {took:?}");
-    assert_eq!(seen(&servers), [1, 1, 0]);
+    // The first server, and one retry: no third attempt began after the deadline.
+    let seen = seen(&servers);
+    assert_eq!((seen[0], seen.iter().sum::<usize>()), (1, 2), "{seen:?}");
 }
 
 #[test]

@@ -656,6 +656,13 @@ impl Checker<'_> {
                 "0 to 100 (default 20)",
                 20,
             ),
+            retry_budget_floor: self.integer(
+                &table.key("retry_budget_floor"),
+                &pool.retry_budget_floor,
+                0..=100_000,
+                "0 to 100000 retries a second (default 10)",
+                10,
+            ),
             queue_timeout: self.duration(
                 &table.key("queue_timeout"),
                 &pool.queue_timeout,
@@ -1339,6 +1346,7 @@ mod tests {
                     retries: 2,
                     retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
+                    retry_budget_floor: 10,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![
                         ServerConfig {
@@ -1368,6 +1376,7 @@ mod tests {
                     retries: 2,
                     retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
+                    retry_budget_floor: 10,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![ServerConfig {
                         name: "x".into(),
@@ -1392,6 +1401,7 @@ mod tests {
                     retries: 2,
                     retry_on: RetryOn::default(),
                     retry_budget_percent: 20,
+                    retry_budget_floor: 10,
                     queue_timeout: Duration::from_secs(2),
                     servers: vec![
                         ServerConfig {

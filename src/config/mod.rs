@@ -288,8 +288,12 @@ pub struct PoolConfig {
     /// Which failures send a request to another server. Default: connect failures, empty
     /// responses and resets before any response byte.
     pub retry_on: RetryOn,
-    /// Retries add at most this share of a worker's requests. Default 20.
+    /// Retries add at most this percentage to the pool's requests over the last ten seconds.
+    /// Default 20.
     pub retry_budget_percent: u32,
+    /// Retries a second the pool may make whatever its traffic, so that a quiet pool can retry
+    /// its few requests. Default 10 (Finagle's `minRetriesPerSec`).
+    pub retry_budget_floor: u32,
     /// How long a request waits for a server below its `max_connections` before it gets 503.
     /// Default 2s.
     pub queue_timeout: Duration,

@@ -115,6 +115,7 @@ pub struct RawPool {
     pub retry_on: Option<Spanned<Vec<Spanned<String>>>>,
     pub queue_timeout: Option<Spanned<String>>,
     pub retry_budget_percent: Option<Spanned<i64>>,
+    pub retry_budget_floor: Option<Spanned<i64>>,
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
     pub passive: Option<Spanned<RawPassive>>,

@@ -17,6 +17,7 @@ use tokio::task::AbortHandle;
 
 use super::registry::Registry;
 use crate::config::{HealthCheck, HealthKind};
+use crate::upstream::health::ServerReport;
 
 /// The running checker; it stops when the `stop` given to [`start`] becomes true.
 pub struct HealthHandle {
@@ -31,11 +32,11 @@ impl HealthHandle {
     }
 }
 
-/// Starts the checker's thread. `failing` carries the ids of servers whose failures in a row
-/// reached their pool's passive limit.
+/// Starts the checker's thread. `failing` carries what workers saw of servers: failures in a row
+/// that reached their pool's passive limit, and refused connections.
 pub fn start(
     registry: Arc<Registry>,
-    failing: mpsc::UnboundedReceiver<u64>,
+    failing: mpsc::UnboundedReceiver<ServerReport>,
     stop: watch::Receiver<bool>,
 ) -> io::Result<HealthHandle> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -52,7 +53,7 @@ pub fn start(
 
 async fn run(
     registry: Arc<Registry>,
-    mut failing: mpsc::UnboundedReceiver<u64>,
+    mut failing: mpsc::UnboundedReceiver<ServerReport>,
     mut stop: watch::Receiver<bool>,
 ) {
     let changed = Arc::new(Notify::new());
@@ -69,9 +70,18 @@ async fn run(
         };
         tokio::select! {
             _ = stop.wait_for(|stopped| *stopped) => return,
-            server = failing.recv() => {
-                let Some(server) = server else { return };
-                registry.eject(server);
+            report = failing.recv() => {
+                match report {
+                    None => return,
+                    Some(ServerReport::Failing(server)) => {
+                        registry.eject(server);
+                    }
+                    Some(ServerReport::Refused(server)) => {
+                        if let Some(addr) = registry.refused(server) {
+                            tokio::spawn(probe_until_listening(Arc::clone(&registry), server, addr));
+                        }
+                    }
+                }
             }
             result = published.changed() => {
                 if result.is_err() {
@@ -153,6 +163,12 @@ async fn check_server(
             Ok(()) => {
                 successes += 1;
                 failures = 0;
+                // It listens: a refusal no longer holds it out; and checks that pass `rise`
+                // times end an ejection (they are what says a server is well).
+                registry.listening(id);
+                if successes >= check.rise {
+                    registry.checks_pass(id);
+                }
                 if down && successes >= check.rise {
                     down = false;
                     registry.set_down(id, None);
@@ -170,6 +186,30 @@ async fn check_server(
         }
         let jitter = 0.9 + 0.2 * rng.f64();
         tokio::time::sleep_until(started + check.interval.mul_f64(jitter)).await;
+    }
+}
+
+/// After a refusal: connects to the server, sooner at first and then every 200 ms, until a
+/// connection opens — then the server is back in rotation — or something else (an active check,
+/// a change that removed the server) has ended the refusal. A server restarted by a deploy is
+/// back within a fifth of a second of listening; a connect attempt to a closed port costs
+/// either side next to nothing.
+async fn probe_until_listening(registry: Arc<Registry>, id: u64, addr: SocketAddr) {
+    const FIRST: std::time::Duration = std::time::Duration::from_millis(20);
+    const MOST: std::time::Duration = std::time::Duration::from_millis(200);
+    const CONNECT: std::time::Duration = std::time::Duration::from_secs(1);
+    let mut pause = FIRST;
+    loop {
+        tokio::time::sleep(pause).await;
+        if !registry.is_refused(id) {
+            return;
+        }
+        let connect = tokio::time::timeout(CONNECT, TcpStream::connect(addr)).await;
+        if let Ok(Ok(_)) = connect {
+            registry.listening(id);
+            return;
+        }
+        pause = (pause * 2).min(MOST);
     }
 }
 

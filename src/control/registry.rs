@@ -606,6 +606,67 @@ impl Registry {
         let _ = self.publish_logged(&mut state);
     }
 
+    /// The server with this id refused a connection: it takes no new requests until a connection
+    /// to it opens again ([`Registry::listening`]). No cap applies (unlike ejection): a refusal
+    /// is certain, and a pool whose every server refuses has nothing to offer anyway. Returns
+    /// the server's address when this took it out of rotation, for the caller to probe.
+    pub fn refused(&self, id: u64) -> Option<std::net::SocketAddr> {
+        let addr = self.addr_of(id)?;
+        let mut state = self.lock();
+        let health = state.lineage.health_mut(id)?;
+        if health.refused {
+            return None;
+        }
+        health.refused = true;
+        tracing::warn!(server = %self.name_of(id), "server refused a connection: out of rotation until it listens again");
+        let _ = self.publish_logged(&mut state);
+        Some(addr)
+    }
+
+    /// Whether the server with this id is out of rotation for a refusal (false for a server that
+    /// is gone).
+    pub fn is_refused(&self, id: u64) -> bool {
+        let mut state = self.lock();
+        state
+            .lineage
+            .health_mut(id)
+            .is_some_and(|health| health.refused)
+    }
+
+    /// A connection to the server with this id opened (a probe, or an active check): back in
+    /// rotation if a refusal took it out.
+    pub fn listening(&self, id: u64) {
+        let mut state = self.lock();
+        let Some(health) = state.lineage.health_mut(id) else {
+            return;
+        };
+        if !health.refused {
+            return;
+        }
+        health.refused = false;
+        health.back_since = Some(std::time::Instant::now());
+        tracing::info!(server = %self.name_of(id), "server listens again");
+        let _ = self.publish_logged(&mut state);
+    }
+
+    /// Active checks of the server with this id passed `rise` times in a row since it was
+    /// ejected: the ejection ends now. Passive and active checks agree on a server that is well
+    /// again, and a recovered server no longer holds one of its pool's ejection slots.
+    pub fn checks_pass(&self, id: u64) {
+        let now = std::time::Instant::now();
+        let mut state = self.lock();
+        let Some(health) = state.lineage.health_mut(id) else {
+            return;
+        };
+        if !health.is_ejected(now) {
+            return;
+        }
+        health.ejected_until = Some(now);
+        health.end_ejection(now);
+        tracing::info!(server = %self.name_of(id), "ejection over: active checks pass");
+        let _ = self.publish_logged(&mut state);
+    }
+
     /// Passive checks: ejects the server with this id for its back-off, unless that would eject
     /// more than its pool's `max_ejected_percent`. Returns how long, if it was ejected.
     pub fn eject(&self, id: u64) -> Option<std::time::Duration> {
@@ -678,6 +739,17 @@ impl Registry {
             let _ = self.publish_logged(&mut state);
         }
         due
+    }
+
+    /// The address of the server with this id.
+    fn addr_of(&self, id: u64) -> Option<std::net::SocketAddr> {
+        let snapshot = self.snapshot.load();
+        snapshot
+            .pools
+            .iter()
+            .flat_map(|pool| &pool.servers)
+            .find(|server| server.id == id)
+            .map(|server| server.addr)
     }
 
     /// "pool/server" for the server with this id, for logs.

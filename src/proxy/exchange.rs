@@ -21,6 +21,7 @@ use crate::http1::forward::write_request_head;
 use crate::http1::{header_slots, parse_request, Body, Method};
 use crate::stats::traffic::Ending;
 use crate::upstream::choice::{choose, Choice};
+use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
 use crate::worker::{client_ip, WorkerContext};
@@ -368,7 +369,8 @@ async fn forward<'s>(
             copy.extend_from_slice(&client.out);
             KeptRequest(copy)
         });
-    context.earn_retry_credit(pool.retry_budget_percent);
+    pool.retry_budget
+        .count_request(context.index, second_of(outcome.started.into_std()));
     let mut retry = Retry::new(sending.facts.choice.server);
     let mut server = first;
     let mut slot = Some(first_slot);
@@ -395,7 +397,8 @@ async fn forward<'s>(
                     .as_ref()
                     .filter(|_| pool.retry_on.has_status(start.status))
                 {
-                    if let Some((next, next_slot)) = retry.next_server(context, pool, &sending) {
+                    let again = retry.next_server(context, pool, &sending, Failover::Retry);
+                    if let Some((next, next_slot)) = again {
                         tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, status = start.status, "retrying on another server after its answer");
                         // The answer is dropped with its connection (reset: its body was not read).
                         drop(upstream);
@@ -430,6 +433,20 @@ async fn forward<'s>(
         if failure.is_server_unreachable() {
             context.server_failed(server, &pool.passive);
         }
+        if failure.is_refusal() {
+            // Certain: nothing reached the server, and nothing loads it. Another server at
+            // once, outside `retries` and the budget; the health checker takes this one out
+            // of rotation until it listens again.
+            context.server_refused(server);
+            if let Some((next, next_slot)) =
+                retry.next_server(context, pool, &sending, Failover::Refused)
+            {
+                tracing::debug!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "connection refused: on to another server");
+                (server, slot) = (&pool.servers[next], Some(next_slot));
+                sending.moved_to(next, pool);
+                continue;
+            }
+        }
         let listed = failure
             .retry_condition()
             .is_some_and(|condition| pool.retry_on.has(condition));
@@ -438,7 +455,8 @@ async fn forward<'s>(
         if !(listed && may_go_again) {
             return Err(failure);
         }
-        let Some((next, next_slot)) = retry.next_server(context, pool, &sending) else {
+        let Some((next, next_slot)) = retry.next_server(context, pool, &sending, Failover::Retry)
+        else {
             return Err(failure);
         };
         tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "retrying on another server");
@@ -474,30 +492,52 @@ impl Sending {
     }
 }
 
+/// Most servers one request is tried on.
+const MOST_ATTEMPTS: usize = 12;
+
+/// Why a request goes to another server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Failover {
+    /// Its server refused the connection: nothing reached it, and nothing loads it.
+    Refused,
+    /// A failure `retry_on` lists: one of the pool's `retries`, within its budget.
+    Retry,
+}
+
 /// The servers a request has been tried on, and whether it may be tried on one more.
 struct Retry {
-    /// By index in the pool: at most 1 + retries, and retries ≤ 10.
-    tried: [usize; 11],
+    /// By index in the pool.
+    tried: [usize; MOST_ATTEMPTS],
     attempts: usize,
+    /// Of the attempts, those that were retries (not failovers after a refusal).
+    retries: usize,
 }
 
 impl Retry {
     fn new(first: Option<usize>) -> Retry {
-        let mut tried = [usize::MAX; 11];
+        let mut tried = [usize::MAX; MOST_ATTEMPTS];
         tried[0] = first.unwrap_or(usize::MAX);
-        Retry { tried, attempts: 1 }
+        Retry {
+            tried,
+            attempts: 1,
+            retries: 0,
+        }
     }
 
-    /// Another server of `pool` and a slot on it, when the request may go again: retries are
-    /// left, the request's deadline has not passed, a server not yet tried takes requests and
-    /// has room, and the worker's retry budget has a retry. Counts the retry.
+    /// Another server of `pool` and a slot on it, when the request may go again: the request's
+    /// deadline has not passed, a server not yet tried takes requests and has room, and — for a
+    /// retry — the pool's `retries` are not used up and its budget has one to spare. Counts it.
     fn next_server<'s>(
         &mut self,
         context: &WorkerContext,
         pool: &'s Pool,
         sending: &Sending,
+        why: Failover,
     ) -> Option<(usize, ActiveGuard<'s>)> {
-        if self.attempts > pool.retries as usize {
+        if self.attempts == MOST_ATTEMPTS {
+            return None;
+        }
+        if why == Failover::Retry && self.retries >= pool.retries as usize {
             return None;
         }
         if sending
@@ -512,11 +552,19 @@ impl Retry {
             &self.tried[..self.attempts],
         )?;
         let slot = ActiveGuard::try_take(&pool.servers[next], &pool.queue)?;
-        if !context.spend_retry_credit() {
-            tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
-            return None;
+        if why == Failover::Retry {
+            let second = second_of(std::time::Instant::now());
+            let (percent, floor) = (pool.retry_budget_percent, pool.retry_budget_floor);
+            if !pool
+                .retry_budget
+                .try_retry(context.index, second, percent, floor)
+            {
+                tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
+                return None;
+            }
+            pool.traffic.record_retry(context.index);
+            self.retries += 1;
         }
-        pool.traffic.record_retry(context.index);
         self.tried[self.attempts] = next;
         self.attempts += 1;
         Some((next, slot))

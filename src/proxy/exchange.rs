@@ -14,7 +14,7 @@ use super::recycle;
 use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
 use super::respond::{self, ResponseStart};
 use super::server_stream::ServerStream;
-use super::{scratch, write_all_by, write_all_by_counted, Client, Next};
+use super::{scratch, write_all_by, Client, Next};
 use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
@@ -371,7 +371,9 @@ async fn forward<'s>(
         });
     pool.retry_budget
         .count_request(context.index, second_of(outcome.started.into_std()));
-    let mut retry = Retry::new(sending.facts.choice.server);
+    // Made at the first failure: most requests never need it.
+    let first_choice = sending.facts.choice.server;
+    let mut retry: Option<Retry> = None;
     let mut server = first;
     let mut slot = Some(first_slot);
     loop {
@@ -397,7 +399,9 @@ async fn forward<'s>(
                     .as_ref()
                     .filter(|_| pool.retry_on.has_status(start.status))
                 {
-                    let again = retry.next_server(context, pool, &sending, Failover::Retry);
+                    let again = retry
+                        .get_or_insert_with(|| Retry::new(first_choice))
+                        .next_server(context, pool, &sending, Failover::Retry);
                     if let Some((next, next_slot)) = again {
                         tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, status = start.status, "retrying on another server after its answer");
                         // The answer is dropped with its connection (reset: its body was not read).
@@ -438,8 +442,9 @@ async fn forward<'s>(
             // once, outside `retries` and the budget; the health checker takes this one out
             // of rotation until it listens again.
             context.server_refused(server);
-            if let Some((next, next_slot)) =
-                retry.next_server(context, pool, &sending, Failover::Refused)
+            if let Some((next, next_slot)) = retry
+                .get_or_insert_with(|| Retry::new(first_choice))
+                .next_server(context, pool, &sending, Failover::Refused)
             {
                 tracing::debug!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "connection refused: on to another server");
                 (server, slot) = (&pool.servers[next], Some(next_slot));
@@ -455,7 +460,9 @@ async fn forward<'s>(
         if !(listed && may_go_again) {
             return Err(failure);
         }
-        let Some((next, next_slot)) = retry.next_server(context, pool, &sending, Failover::Retry)
+        let Some((next, next_slot)) = retry
+            .get_or_insert_with(|| Retry::new(first_choice))
+            .next_server(context, pool, &sending, Failover::Retry)
         else {
             return Err(failure);
         };
@@ -595,28 +602,27 @@ async fn send_whole(
             Failure::ResponseTimeout,
         );
         let mut written = 0;
-        let sent =
-            match write_all_by_counted(&mut upstream, &client.out, deadline, &mut written).await {
-                None => Err(expired),
-                Some(Err(e)) => Err(Failure::server_io(&e)),
-                Some(Ok(())) => {
-                    let (mut server_read, _) = upstream.split();
-                    let head = respond::read_response_head(
-                        &mut server_read,
-                        &mut client.server_buffer,
-                        &mut client.stream,
-                        &mut client.out,
-                        facts,
-                        cookie_to_set(server, facts),
-                        &upload_done,
-                        context,
-                    );
-                    match timeout_at(deadline, head).await {
-                        Err(_) => Err(expired),
-                        Ok(result) => result,
-                    }
+        let sent = match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
+            None => Err(expired),
+            Some(Err(e)) => Err(Failure::server_io(&e)),
+            Some(Ok(())) => {
+                let (mut server_read, _) = upstream.split();
+                let head = respond::read_response_head(
+                    &mut server_read,
+                    &mut client.server_buffer,
+                    &mut client.stream,
+                    &mut client.out,
+                    facts,
+                    cookie_to_set(server, facts),
+                    &upload_done,
+                    context,
+                );
+                match timeout_at(deadline, head).await {
+                    Err(_) => Err(expired),
+                    Ok(result) => result,
                 }
-            };
+            }
+        };
         match sent {
             Ok(start) => return Ok((upstream, start, true)),
             Err(Failure::ServerClosed | Failure::ServerIo(_))
@@ -654,7 +660,7 @@ async fn send_streaming(
         ready + facts.timeouts.backend_response,
         Failure::ResponseTimeout,
     );
-    match write_all_by(&mut upstream, &client.out, deadline).await {
+    match write_all_by(&mut upstream, &client.out, deadline, &mut 0).await {
         None => return Err(expired),
         Some(Err(e)) => return Err(Failure::server_io(&e)),
         Some(Ok(())) => {}
@@ -808,5 +814,5 @@ async fn answer_error(
         scratch(&mut client.out),
     );
     let deadline = Instant::now() + snapshot.timeouts.client_idle;
-    let _ = write_all_by(&mut client.stream, &client.out, deadline).await;
+    let _ = write_all_by(&mut client.stream, &client.out, deadline, &mut 0).await;
 }

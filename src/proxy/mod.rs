@@ -207,22 +207,13 @@ impl Client {
     }
 }
 
-/// Writes all of `bytes` to `stream` by `deadline`; `None` if the deadline passed first. Most
-/// writes fit the socket's buffer and are done by the first try, which arms no timer: setting up
-/// and dropping a timeout that is never waited on cost about 250 instructions a write
-/// (bench/results/optimisation.md). Same syscalls: a try that would block makes none (tokio
-/// knows the socket is not writable) or is the first `write` of the timed loop.
+/// Writes all of `bytes` to `stream` by `deadline`; `None` if the deadline passed first.
+/// `written` counts the bytes written so far, also when it fails. Most writes fit the socket's
+/// buffer and are done by the first try, which arms no timer: setting up and dropping a timeout
+/// that is never waited on cost about 250 instructions a write (bench/results/optimisation.md).
+/// Same syscalls: a try that would block makes none (tokio knows the socket is not writable) or
+/// is the first `write` of the timed loop.
 pub async fn write_all_by(
-    stream: &mut TcpStream,
-    bytes: &[u8],
-    deadline: Instant,
-) -> Option<std::io::Result<()>> {
-    let mut written = 0;
-    write_all_by_counted(stream, bytes, deadline, &mut written).await
-}
-
-/// [`write_all_by`], counting in `written` the bytes written so far, also when it fails.
-pub async fn write_all_by_counted(
     stream: &mut TcpStream,
     bytes: &[u8],
     deadline: Instant,
@@ -314,7 +305,7 @@ mod tests {
             got
         });
         let deadline = Instant::now() + Duration::from_secs(10);
-        let written = write_all_by(&mut writer, &bytes, deadline).await;
+        let written = write_all_by(&mut writer, &bytes, deadline, &mut 0).await;
         assert!(matches!(written, Some(Ok(()))), "{written:?}");
         drop(writer);
         assert!(read.await.unwrap() == bytes, "the reader got other bytes");
@@ -325,7 +316,8 @@ mod tests {
         let (mut writer, _reader) = connected_pair().await;
         let bytes = vec![b'x'; LARGE];
         let started = Instant::now();
-        let written = write_all_by(&mut writer, &bytes, started + Duration::from_millis(100)).await;
+        let deadline = started + Duration::from_millis(100);
+        let written = write_all_by(&mut writer, &bytes, deadline, &mut 0).await;
         assert!(written.is_none(), "{written:?}");
         let took = started.elapsed();
         assert!(took >= Duration::from_millis(100), "ended after {took:?}");

@@ -206,7 +206,7 @@ pub async fn respond(
     // idle time, which its keep-alive counts, began then); else at the end of the relay below.
     let server_done_with_head = download.is_done();
     let deadline = start.arrived + timeouts.client_idle;
-    match write_all_by(&mut client.stream, &client.out, deadline).await {
+    match write_all_by(&mut client.stream, &client.out, deadline, &mut 0).await {
         None => return Err(Failure::ClientStalled),
         Some(Err(_)) => return Err(Failure::ClientGone),
         Some(Ok(())) => {}

@@ -24,10 +24,9 @@ struct IdleConnection {
 }
 
 impl IdleConnection {
-    /// Idle too long at `now`, given `backend_idle`.
-    fn expired(&self, max_idle: Duration, now: Instant) -> bool {
-        let limit = self.limit.map_or(max_idle, |limit| limit.min(max_idle));
-        now.saturating_duration_since(self.since) >= limit
+    /// Idle too long, having been idle `for_how_long`, given `backend_idle`.
+    fn expired(&self, max_idle: Duration, for_how_long: Duration) -> bool {
+        for_how_long >= self.limit.map_or(max_idle, |limit| limit.min(max_idle))
     }
 }
 
@@ -87,14 +86,14 @@ impl IdleConnections {
         let queue = self.by_server.get_mut(&server)?;
         while let Some(idle) = queue.pop_back() {
             self.count -= 1;
-            if idle.expired(max_idle, now) {
+            let for_how_long = now.saturating_duration_since(idle.since);
+            if idle.expired(max_idle, for_how_long) {
                 // Everything older is expired too (a server's hint is the same on each).
                 self.count -= queue.len();
                 queue.clear();
                 break;
             }
-            let ask_kernel = now.saturating_duration_since(idle.since) >= ASK_THE_KERNEL_AFTER;
-            if still_open(&idle.stream, ask_kernel) {
+            if still_open(&idle.stream, for_how_long >= ASK_THE_KERNEL_AFTER) {
                 return Some(idle.stream);
             }
         }
@@ -134,7 +133,7 @@ impl IdleConnections {
         let mut closed = 0;
         self.by_server.retain(|_, queue| {
             let before = queue.len();
-            queue.retain(|idle| !idle.expired(max_idle, now));
+            queue.retain(|idle| !idle.expired(max_idle, now.saturating_duration_since(idle.since)));
             closed += before - queue.len();
             !queue.is_empty()
         });

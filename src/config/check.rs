@@ -206,6 +206,7 @@ impl Checker<'_> {
             DEFAULT_SHUTDOWN_GRACE,
             Zero::Allowed,
         );
+        let hard_stop_after = self.hard_stop_after(&raw.hard_stop_after);
         let timeouts = self.timeouts(&raw.timeouts);
         let limits = self.limits(&raw.limits);
 
@@ -252,6 +253,7 @@ impl Checker<'_> {
             workers,
             intake,
             shutdown_grace,
+            hard_stop_after,
             listeners,
             timeouts,
             limits,
@@ -1116,6 +1118,22 @@ impl Checker<'_> {
         default
     }
 
+    /// `hard_stop_after`: a duration above zero, or absent for no limit (the default, which no
+    /// duration could stand for).
+    fn hard_stop_after(&mut self, raw: &Option<Spanned<String>>) -> Option<Duration> {
+        let raw = raw.as_ref()?;
+        let why = match parse_duration(raw.get_ref()) {
+            Ok(duration) if duration.is_zero() => {
+                r#"must be more than 0, e.g. "30m"; leave it out for no limit (the default)"#
+                    .to_string()
+            }
+            Ok(duration) => return Some(duration),
+            Err(why) => why,
+        };
+        self.reject("hard_stop_after", raw.span(), &quoted(raw.get_ref()), why);
+        None
+    }
+
     /// `raw` when present; otherwise `None`, after recording `key: missing; how` at the line of
     /// the table that lacks the key.
     fn required<'r, T>(
@@ -1202,6 +1220,7 @@ mod tests {
             workers: 3,
             intake: IntakeMode::ReusePort,
             shutdown_grace: Duration::from_secs(15),
+            hard_stop_after: None,
             listeners: vec![
                 ListenerConfig {
                     name: "web".into(),
@@ -1340,6 +1359,7 @@ mod tests {
         assert!(config.workers >= 1);
         assert_eq!(config.intake, IntakeMode::Balanced);
         assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(config.hard_stop_after, None);
         assert_eq!(config.listeners[0].backlog, 4096);
         assert_eq!(config.timeouts, Timeouts::default());
         assert_eq!(config.limits, Limits::default());
@@ -1721,6 +1741,24 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             (grace.key.as_str(), grace.line),
             ("shutdown_grace", Some(4))
         );
+    }
+
+    #[test]
+    fn hard_stop_after_is_a_duration_above_zero_or_absent() {
+        let with = |value: &str| format!("hard_stop_after = {value:?}\n{MINIMAL}");
+        let config = from_toml(&with("30m"), "t").unwrap();
+        assert_eq!(config.hard_stop_after, Some(Duration::from_secs(1800)));
+        let zero = only_problem(&with("0s"));
+        assert_eq!(
+            (zero.key.as_str(), zero.line, zero.message.as_str()),
+            (
+                "hard_stop_after",
+                Some(1),
+                r#"hard_stop_after = "0s": must be more than 0, e.g. "30m"; leave it out for no limit (the default)"#
+            )
+        );
+        let bad = only_problem(&with("forever"));
+        assert_eq!(bad.key, "hard_stop_after");
     }
 
     #[test]

@@ -27,8 +27,13 @@ pub struct Config {
     pub workers: usize,
     /// How new connections reach workers. Default `balanced`.
     pub intake: IntakeMode,
-    /// How long a graceful stop waits for requests in flight before closing them. Default 10s.
+    /// How long a graceful stop (SIGTERM, SIGINT) waits for requests in flight before closing
+    /// them. Default 10s. The value in force when the stop begins counts (a reload applies it).
     pub shutdown_grace: Duration,
+    /// After a binary upgrade hands over, how long the old process goes on serving the
+    /// connections it has (downloads, streams, tunnels) before it closes those still open.
+    /// `None` (the default): they run to their end. Read when the hand-over begins.
+    pub hard_stop_after: Option<Duration>,
     /// At least one; names unique.
     pub listeners: Vec<ListenerConfig>,
     pub timeouts: Timeouts,

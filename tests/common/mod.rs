@@ -1385,6 +1385,25 @@ impl Drop for ChildGuard {
     }
 }
 
+/// A process a binary upgrade started: not this test's child, so not a `ChildGuard`; killed if
+/// the test ends before stopping it.
+pub struct Successor(pub libc::pid_t);
+
+impl Successor {
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on the pid of a process this test's herdsman started.
+        let rc = unsafe { libc::kill(self.0, signal) };
+        assert_eq!(rc, 0, "kill({}, {signal})", self.0);
+    }
+}
+
+impl Drop for Successor {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a process this test's herdsman started.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
 /// Waits until something accepts connections at `addr`.
 pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> bool {
     eventually(timeout, || {

@@ -114,7 +114,7 @@ fn check(path: &std::path::Path) -> ExitCode {
 fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
     use herdsman::control::ctl;
     let token = ctl::token_from_env();
-    match ctl::run(args, token.as_deref()) {
+    match ctl::run(args, token.as_deref(), &mut std::io::stderr()) {
         Ok(output) => {
             print!("{output}");
             ExitCode::SUCCESS

@@ -3,13 +3,14 @@
 //! load generator running across it sees no failed request and no refused connection. The same
 //! for a SIGHUP reload. Downloads, event streams and upgraded connections that outlive
 //! `shutdown_grace` run to their end in the old process (bounded by `hard_stop_after` only),
-//! which the new one's `/api/workers` follows until it has gone; a
+//! which the new one's `/api/workers` and `herdsman ctl upgrade` follow until it has gone; a
 //! SIGTERM still stops within `shutdown_grace`.
 
 mod common;
 mod long_lived;
 
 use std::net::SocketAddr;
+use std::process::Command;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -336,7 +337,7 @@ fn wait_for_predecessors(admin: SocketAddr, expected: &[(u64, Option<u64>)]) {
 }
 
 #[test]
-fn api_workers_follows_the_old_process_until_it_has_gone() {
+fn api_workers_and_ctl_upgrade_follow_the_old_process_until_it_has_gone() {
     let pace = A_WHILE;
     let backend = long_lived::backend(pace);
     let mut old = Binary::start(&backend, "shutdown_grace = \"1s\"");
@@ -344,7 +345,14 @@ fn api_workers_follows_the_old_process_until_it_has_gone() {
     let download = LongLived::download(old.web, pace);
     assert!(download.wait_started());
 
-    old.process.signal(libc::SIGUSR2);
+    let admin = old.admin.to_string();
+    let ctl = thread::spawn(move || {
+        Command::new(binary())
+            .args(["ctl", "--admin", &admin, "upgrade", "--wait", "60"])
+            .env_remove("HERDSMAN_ADMIN_TOKEN")
+            .output()
+            .expect("run herdsman ctl upgrade")
+    });
     let new = successor_of(old.admin, old.pid());
     // The new process counts the old one's download (after a moment in which it knows of the
     // old process but not yet its count).
@@ -355,6 +363,23 @@ fn api_workers_follows_the_old_process_until_it_has_gone() {
     assert!(old.process.wait_timeout(Duration::from_secs(5)).is_some());
     wait_for_predecessors(old.admin, &[]);
 
+    let ctl = ctl.join().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&ctl.stdout),
+        String::from_utf8_lossy(&ctl.stderr),
+    );
+    assert_eq!(ctl.status.code(), Some(0), "{stdout}{stderr}");
+    assert_eq!(
+        stdout,
+        format!(
+            "upgraded: pid {} serves; the old process (pid {old_pid}) has gone\n",
+            new.0
+        )
+    );
+    assert!(
+        stderr.contains(&format!("pid {old_pid}: 1 connection still open")),
+        "no progress line: {stderr}"
+    );
     new.signal(libc::SIGTERM);
 }
 

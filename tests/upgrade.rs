@@ -17,8 +17,7 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use common::*;
-use long_lived::{finish_all, start_all, LongLived, Pace};
-use serde_json::Value;
+use long_lived::{assert_cut_short, finish_all, start_all, LongLived, Pace, OUTLIVES_ANY_BOUND};
 
 /// Counted outcomes of a load generator: 4 clients on keep-alive connections that reconnect
 /// when told to close.
@@ -98,41 +97,6 @@ impl Load {
     }
 }
 
-/// The pid serving the admin API at `admin`, asked until it answers (for up to 10 s): the admin
-/// listener opens after the proxy's, so on a busy machine it may not answer at once.
-fn serving_pid(admin: SocketAddr) -> Option<u64> {
-    let mut pid = None;
-    eventually(Duration::from_secs(10), || {
-        pid = workers(admin).and_then(|json| json["pid"].as_u64());
-        pid.is_some()
-    });
-    pid
-}
-
-/// `GET /api/workers` at `admin`, once; `None` when it does not answer with JSON.
-fn workers(admin: SocketAddr) -> Option<Value> {
-    let mut conn = Conn::try_connect(admin).ok()?;
-    conn.set_read_timeout(Duration::from_secs(2));
-    conn.try_send(&get_request("/api/workers", "Connection: close\r\n"))
-        .ok()?;
-    let response = conn.read_response(false).ok()?;
-    serde_json::from_str(&response.body_text()).ok()
-}
-
-/// The pid of the process that took over from `old` at `admin` (asked for up to 15 s), guarded
-/// so that it is killed should the test fail before stopping it.
-fn successor_of(admin: SocketAddr, old: u64) -> Successor {
-    let mut pid = None;
-    eventually(Duration::from_secs(15), || {
-        pid = workers(admin)
-            .and_then(|json| json["pid"].as_u64())
-            .filter(|&pid| pid != old);
-        pid.is_some()
-    });
-    let pid = pid.unwrap_or_else(|| panic!("no new process took over from pid {old}"));
-    Successor(pid as libc::pid_t)
-}
-
 /// `/api/workers`' `predecessors` at `admin` as (pid, connections) pairs, `None` standing for a
 /// count not known yet.
 fn predecessors(admin: SocketAddr) -> Option<Vec<(u64, Option<u64>)>> {
@@ -148,54 +112,6 @@ fn predecessors(admin: SocketAddr) -> Option<Vec<(u64, Option<u64>)>> {
             })
             .collect(),
     )
-}
-
-/// `herdsman run` (the binary) with listener "web" and the admin API on ports of their own, in
-/// front of `backend`, with `top_keys` (lines such as `shutdown_grace = "1s"`) added.
-struct Binary {
-    process: ChildGuard,
-    web: SocketAddr,
-    admin: SocketAddr,
-}
-
-impl Binary {
-    fn start(backend: &Mock, top_keys: &str) -> Binary {
-        let (web, admin): (SocketAddr, SocketAddr) = (
-            format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-            format!("127.0.0.1:{}", free_port()).parse().unwrap(),
-        );
-        let config = format!(
-            "workers = 2\n{top_keys}\n[[listener]]\nname = \"web\"\nbind = \"{web}\"\npool = \"app\"\n\
-             [admin]\nbind = \"{admin}\"\n\
-             [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
-            backend.addr
-        );
-        let path = write_temp("upgrade.toml", &config);
-        let process = run_binary_with(&path);
-        assert!(wait_listening(web, Duration::from_secs(10)));
-        assert_eq!(serving_pid(admin), Some(u64::from(process.0.id())));
-        Binary {
-            process,
-            web,
-            admin,
-        }
-    }
-
-    fn pid(&self) -> u64 {
-        u64::from(self.process.0.id())
-    }
-
-    /// Sends SIGUSR2 and returns the process that took over.
-    fn upgrade(&self) -> Successor {
-        self.process.signal(libc::SIGUSR2);
-        successor_of(self.admin, self.pid())
-    }
-}
-
-/// Asserts that a new connection to `web` is served.
-fn serves(web: SocketAddr) {
-    let response = Conn::connect(web).roundtrip(&get_request("/", "Connection: close\r\n"));
-    assert_eq!(response.status(), 200);
 }
 
 /// Ten steps half a second apart: 5 s, five times the `shutdown_grace` the tests set.
@@ -232,52 +148,12 @@ fn downloads_streams_and_upgraded_connections_outlive_an_upgrade() {
     new.signal(libc::SIGTERM);
 }
 
-/// Twenty steps half a second apart: 10 s, longer than any bound the tests set.
-const OUTLIVES_ANY_BOUND: Pace = Pace {
-    steps: 20,
-    every: Duration::from_millis(500),
-};
-
-/// Asserts that every one of `exchanges` was cut short and `process` exited, all within 6 s of
-/// `signalled` (`why`: the bound at work, for the message).
-fn assert_cut_short(
-    exchanges: Vec<LongLived>,
-    process: &mut ChildGuard,
-    signalled: Instant,
-    why: &str,
-) {
-    let outcomes = finish_all(exchanges);
-    assert!(
-        outcomes.iter().all(Result::is_err),
-        "{why} did not end them: {outcomes:?}"
-    );
-    assert!(
-        process.wait_timeout(Duration::from_secs(5)).is_some(),
-        "the process did not exit ({why})"
-    );
-    let took = signalled.elapsed();
-    assert!(
-        took < Duration::from_secs(6),
-        "ended {took:?} after the signal ({why})"
-    );
-}
-
 #[test]
 fn hard_stop_after_ends_them_at_its_bound() {
     let backend = long_lived::backend(OUTLIVES_ANY_BOUND);
-    let mut old = Binary::start(
-        &backend,
-        "shutdown_grace = \"30s\"\nhard_stop_after = \"1s\"",
-    );
-    let exchanges = start_all(old.web, OUTLIVES_ANY_BOUND);
-    let signalled = Instant::now();
-    let new = old.upgrade();
-    assert_cut_short(
-        exchanges,
-        &mut old.process,
-        signalled,
-        "hard_stop_after = 1s",
-    );
+    let keys = "shutdown_grace = \"30s\"\nhard_stop_after = \"1s\"";
+    let mut old = Binary::start(&backend, keys);
+    let new = assert_cut_short(&mut old, "hard_stop_after = 1s", Binary::upgrade);
     serves(old.web);
     new.signal(libc::SIGTERM);
 }
@@ -286,32 +162,19 @@ fn hard_stop_after_ends_them_at_its_bound() {
 fn sigterm_still_ends_them_after_shutdown_grace_even_during_a_drain() {
     let backend = long_lived::backend(OUTLIVES_ANY_BOUND);
     // A stop without an upgrade.
-    let mut stopped = Binary::start(
-        &backend,
-        "shutdown_grace = \"1s\"\nhard_stop_after = \"1h\"",
-    );
-    let exchanges = start_all(stopped.web, OUTLIVES_ANY_BOUND);
-    let signalled = Instant::now();
-    stopped.process.signal(libc::SIGTERM);
-    assert_cut_short(
-        exchanges,
-        &mut stopped.process,
-        signalled,
-        "shutdown_grace = 1s",
-    );
+    let keys = "shutdown_grace = \"1s\"\nhard_stop_after = \"1h\"";
+    let mut stopped = Binary::start(&backend, keys);
+    assert_cut_short(&mut stopped, "shutdown_grace = 1s", |binary| {
+        binary.process.signal(libc::SIGTERM)
+    });
 
     // The old process of an upgrade, draining without a limit, told to stop.
     let mut old = Binary::start(&backend, "shutdown_grace = \"1s\"");
-    let exchanges = start_all(old.web, OUTLIVES_ANY_BOUND);
-    let new = old.upgrade();
-    let signalled = Instant::now();
-    old.process.signal(libc::SIGTERM);
-    assert_cut_short(
-        exchanges,
-        &mut old.process,
-        signalled,
-        "shutdown_grace = 1s, draining",
-    );
+    let new = assert_cut_short(&mut old, "shutdown_grace = 1s, draining", |binary| {
+        let new = binary.upgrade();
+        binary.process.signal(libc::SIGTERM);
+        new
+    });
     serves(old.web);
     new.signal(libc::SIGTERM);
 }

@@ -6,9 +6,11 @@
 
 use std::net::SocketAddr;
 use std::thread::{self, JoinHandle};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use crate::common::{get_request, Conn, Flow, Gate, Head, Mock, Pattern, PatternCheck, IO_TIMEOUT};
+use crate::common::{
+    get_request, Binary, Conn, Flow, Gate, Head, Mock, Pattern, PatternCheck, IO_TIMEOUT,
+};
 
 /// How a long-lived exchange is spread out: `steps` pieces (download pieces, events, echoes),
 /// `every` apart.
@@ -243,4 +245,37 @@ pub fn start_all(proxy: SocketAddr, pace: Pace) -> Vec<LongLived> {
 /// Waits for all of `exchanges`; each one's outcome, in order.
 pub fn finish_all(exchanges: Vec<LongLived>) -> Vec<Result<(), String>> {
     exchanges.into_iter().map(LongLived::finish).collect()
+}
+
+/// Twenty steps half a second apart: 10 s, longer than any bound the tests set.
+pub const OUTLIVES_ANY_BOUND: Pace = Pace {
+    steps: 20,
+    every: Duration::from_millis(500),
+};
+
+/// Starts all three exchanges through `binary`, then `stop`s it (a signal, an upgrade…), and
+/// asserts that they were cut short and its process exited, all within 6 s of the stop (`why`:
+/// the bound at work, for the messages). Returns what `stop` returned.
+pub fn assert_cut_short<T>(binary: &mut Binary, why: &str, stop: impl FnOnce(&Binary) -> T) -> T {
+    let exchanges = start_all(binary.web, OUTLIVES_ANY_BOUND);
+    let stopped = Instant::now();
+    let returned = stop(binary);
+    let outcomes = finish_all(exchanges);
+    assert!(
+        outcomes.iter().all(Result::is_err),
+        "{why} did not end them: {outcomes:?}"
+    );
+    assert!(
+        binary
+            .process
+            .wait_timeout(Duration::from_secs(5))
+            .is_some(),
+        "the process did not exit ({why})"
+    );
+    let took = stopped.elapsed();
+    assert!(
+        took < Duration::from_secs(6),
+        "ended {took:?} after the stop ({why})"
+    );
+    returned
 }

@@ -266,7 +266,15 @@ impl CtlCommand {
             }
             CtlCommand::Reload => {
                 let reply: ReloadReply = parse_json(body)?;
-                format!("reloaded: generation {}\n", reply.generation)
+                let mut text = format!("reloaded: generation {}\n", reply.generation);
+                if !reply.restart_required.is_empty() {
+                    let _ = writeln!(
+                        text,
+                        "changed in the file, taking effect on restart (or upgrade): {}",
+                        reply.restart_required.join(", ")
+                    );
+                }
+                text
             }
             CtlCommand::Upgrade { .. } => {
                 "upgrading: the new process takes over once it serves (see the log)\n".to_string()
@@ -687,6 +695,9 @@ fn up() -> String {
 #[derive(Debug, Deserialize)]
 struct ReloadReply {
     generation: u64,
+    /// Absent from herdsman before it said: none.
+    #[serde(default)]
+    restart_required: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -1018,6 +1029,14 @@ mod tests {
         assert_eq!(
             describe(&["reload"], br#"{"generation":7}"#),
             "reloaded: generation 7\n"
+        );
+        assert_eq!(
+            describe(
+                &["reload"],
+                br#"{"generation":8,"restart_required":["workers","[log] level"]}"#
+            ),
+            "reloaded: generation 8\n\
+             changed in the file, taking effect on restart (or upgrade): workers, [log] level\n"
         );
         assert_eq!(
             describe(

@@ -791,3 +791,23 @@ pub fn client_ip(peer: SocketAddr) -> std::net::IpAddr {
         v4 => v4,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_under_way_is_only_ever_brought_forward() {
+        let unbounded = Stopping::within(None, "hard_stop_after");
+        let soon = Stopping::within(Some(Duration::from_secs(1)), "shutdown_grace");
+        let later = Stopping {
+            deadline: soon.deadline.map(|at| at + Duration::from_secs(60)),
+            set_by: "hard_stop_after",
+        };
+        assert!(soon.ends_no_later_than(&later));
+        assert!(!later.ends_no_later_than(&soon));
+        assert!(soon.ends_no_later_than(&unbounded));
+        assert!(!unbounded.ends_no_later_than(&soon));
+        assert!(unbounded.ends_no_later_than(&unbounded));
+    }
+}

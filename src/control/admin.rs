@@ -1,6 +1,7 @@
 //! The admin listener (`[admin] bind`): a minimal HTTP/1.1 server for operators, monitors and
 //! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's counters,
-//! CPU and the kernel's listen-queue losses; the pool routes (`/api/pools…`, `/api/reload`, in
+//! CPU and the kernel's listen-queue losses, and the old processes still draining after a binary
+//! upgrade (`predecessors`); the pool routes (`/api/pools…`, `/api/reload`, in
 //! `admin_pools`) show and change the pools through the [`Registry`]; `GET /metrics` is the
 //! Prometheus text format (`metrics`) and `GET /stats` the live stats page. Every other answer is
 //! JSON, errors included: `{"error": "<what is wrong>"}`.

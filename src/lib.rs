@@ -13,7 +13,8 @@
 //! - [`upstream`]: pools of servers, the published snapshot, the choice of pool and server
 //!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle connections.
 //! - [`control`]: the registry of pools changed at run time and by reload, signals, the admin API
-//!   (`/api/workers`, `/api/pools`, `/api/reload`), `herdsman ctl`, the kernel listen-queue watch.
+//!   (`/api/workers`, `/api/pools`, `/api/reload`), `herdsman ctl`, the kernel listen-queue watch,
+//!   the binary upgrade and the drain of a process that stops or handed over.
 //! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
 //!

@@ -114,7 +114,7 @@ fn check(path: &std::path::Path) -> ExitCode {
 fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
     use herdsman::control::ctl;
     let token = ctl::token_from_env();
-    match ctl::run(args, token.as_deref()) {
+    match ctl::run(args, token.as_deref(), &mut std::io::stderr()) {
         Ok(output) => {
             print!("{output}");
             ExitCode::SUCCESS
@@ -148,39 +148,73 @@ fn demo(listen: SocketAddr, admin: SocketAddr) -> anyhow::Result<()> {
 type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
 
 /// Starts the proxy, optionally prints a banner with its addresses, and runs until SIGTERM or
-/// SIGINT, then stops gracefully. SIGHUP reloads `path`, the file the config came from.
+/// SIGINT (then stops gracefully) or a binary upgrade (then drains). SIGHUP reloads `path`, the
+/// file the config came from.
 fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyhow::Result<()> {
+    use herdsman::control::signals::Ending;
+    use herdsman::control::{drain, upgrade};
+
     let first_listener = config.listeners[0].name.clone();
     // Read before the binary file can be replaced: an upgrade starts whatever is there then.
-    let relaunch = herdsman::control::upgrade::Relaunch::of_this_process()
-        .context("finding this executable")?;
+    let relaunch = upgrade::Relaunch::of_this_process().context("finding this executable")?;
     let server = Server::start_with_file(config, path)?;
     // Handlers first: a SIGHUP or SIGUSR2 sent as soon as systemd (or the old process) hears
     // this one serves must find them, not end the process by default.
-    let signals = Signals::install().context("installing signal handlers")?;
-    herdsman::control::upgrade::tell_ready();
+    let mut signals = Signals::install().context("installing signal handlers")?;
+    upgrade::tell_ready();
     if let (Some(banner), Some(addr)) = (banner, server.listener_addr(&first_listener)) {
         print!("{}", banner(addr, server.admin_addr()));
     }
-    let upgrade = || match herdsman::control::upgrade::start_successor(
-        &relaunch,
-        &server.upgrade_sockets(),
-    ) {
-        Ok(pid) => {
-            tracing::info!(pid, "the new process serves; this one stops gracefully");
-            true
-        }
+    let upgrade = || match upgrade::start_successor(&relaunch, &server.upgrade_sockets()) {
+        Ok(successor) => Some(successor),
         Err(why) => {
             tracing::error!("upgrade failed, still serving: {why}");
-            false
+            None
         }
     };
     let reopen_logs = || server.reopen_access_logs();
-    let signal = signals
+    let ending = signals
         .wait_for_stop(&server.registry(), &upgrade, &reopen_logs)
         .context("waiting for signals")?;
-    tracing::info!(signal, "stopping gracefully");
-    server.stop();
+    let successor = match ending {
+        Ending::Stop(signal) => {
+            server.stop();
+            tracing::info!(
+                signal,
+                open = server.open_connections(),
+                "stopping gracefully: connections still open may finish within shutdown_grace"
+            );
+            None
+        }
+        Ending::HandedOver(successor) => {
+            server.hand_over();
+            tracing::info!(
+                successor = successor.pid,
+                open = server.open_connections(),
+                "the new process serves; this one serves the connections it has until they end (or hard_stop_after), then exits"
+            );
+            Some(successor)
+        }
+    };
+    let hurried = std::cell::Cell::new(false);
+    let hurry = |signal| {
+        tracing::info!(
+            signal,
+            "stopping sooner: connections still open may finish within shutdown_grace"
+        );
+        server.stop();
+        hurried.set(true);
+    };
+    let open = || server.open_connections();
+    let finished = || server.workers_finished();
+    let drain = drain::Drain {
+        open: &open,
+        finished: &finished,
+        predecessors: server.predecessors(),
+        successor,
+        hurried: &hurried,
+    };
+    signals.serve_while_draining(drain.run(), &hurry, &reopen_logs);
     server.wait();
     tracing::info!("stopped");
     Ok(())

@@ -10,6 +10,7 @@ use tokio::sync::watch;
 use crate::access_log::{AccessLogWriter, LogFiles};
 use crate::config::{Config, IntakeMode};
 use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
+use crate::control::drain::Predecessors;
 use crate::control::health::{self, HealthHandle};
 use crate::control::kernel_watch;
 use crate::control::registry::{ListenerControl, Registry};
@@ -17,7 +18,7 @@ use crate::control::upgrade::{self, Inherited};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::stats::Stats;
 use crate::upstream::Snapshot;
-use crate::worker::{self, WorkerSetup};
+use crate::worker::{self, Stopping, WorkerSetup};
 
 /// Why the proxy could not start.
 #[derive(Debug, thiserror::Error)]
@@ -51,12 +52,17 @@ pub enum StartError {
 pub struct Server {
     registry: Arc<Registry>,
     stats: Arc<Stats>,
+    /// Ends the service threads (admin API, health checks) at once when a stop begins.
     stop: watch::Sender<bool>,
+    /// Tells the workers a stop began, and until when their connections may go on.
+    stopping: watch::Sender<Option<Stopping>>,
     workers: Vec<JoinHandle<()>>,
     admin: Option<AdminHandle>,
     health: Option<HealthHandle>,
     /// Ends after the workers, having written every line they handed it.
     access_log: Option<AccessLogWriter>,
+    /// The older processes still draining, when a binary upgrade started this one.
+    predecessors: Option<Arc<Predecessors>>,
 }
 
 impl Server {
@@ -90,8 +96,11 @@ impl Server {
         let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket, Arc<ListenerLoad>)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
-        // Sockets handed down by the process this one replaces (a binary upgrade), if any.
+        // Sockets handed down by the process this one replaces (a binary upgrade), if any, and
+        // the pipe on which it reports its drain.
         let mut inherited = Inherited::from_env();
+        let predecessors =
+            upgrade::take_predecessor_pipe().map(|(pid, pipe)| Predecessors::follow(pid, pipe));
         for (index, listener) in config.listeners.iter().enumerate() {
             let bind_error = |error| StartError::Bind {
                 listener: listener.name.clone(),
@@ -149,6 +158,7 @@ impl Server {
             Registry::new(config.clone(), path, Some(control), bound).map_err(StartError::Keys)?,
         );
         let (stop, stop_receiver) = watch::channel(false);
+        let (stopping, stopping_receiver) = watch::channel(None);
         let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();
         let health = health::start(
             Arc::clone(&registry),
@@ -163,6 +173,7 @@ impl Server {
                     token: settings.token(),
                     intake: config.intake.name(),
                     inherited: inherited.take_admin(settings.bind).map(Arc::new),
+                    predecessors: predecessors.clone(),
                 },
                 Arc::clone(&stats),
                 Arc::clone(&registry),
@@ -194,8 +205,7 @@ impl Server {
                 snapshot: registry.snapshot_handle(),
                 published: registry.subscribe(),
                 failing: failing.clone(),
-                stop: stop_receiver.clone(),
-                shutdown_grace: config.shutdown_grace,
+                stop: stopping_receiver.clone(),
                 access_log: access_log.sink(),
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
@@ -207,10 +217,12 @@ impl Server {
             registry,
             stats,
             stop,
+            stopping,
             workers,
             admin,
             health: Some(health),
             access_log: Some(access_log),
+            predecessors,
         })
     }
 
@@ -259,9 +271,47 @@ impl Server {
     }
 
     /// Begins a graceful stop: stop accepting, close idle connections, let requests in flight
-    /// finish up to `shutdown_grace`. Returns at once; [`Server::wait`] blocks until done.
+    /// finish up to `shutdown_grace` (its value now, reloads included). During a hand-over's
+    /// drain, brings its end forward to that. Returns at once; [`Server::wait`] blocks until done.
     pub fn stop(&self) {
+        let grace = self.registry.config().shutdown_grace;
+        self.begin_stop(Stopping::within(Some(grace), "shutdown_grace"));
+    }
+
+    /// Stops after a binary upgrade handed the listening sockets to a successor: stop accepting,
+    /// close idle connections and keep-alive ones after their response, and let the others —
+    /// downloads, streams, tunnels — run to their end, for at most `hard_stop_after` (its value
+    /// now; none: no limit). Returns at once; [`Server::wait`] blocks until done.
+    pub fn hand_over(&self) {
+        let limit = self.registry.config().hard_stop_after;
+        self.begin_stop(Stopping::within(limit, "hard_stop_after"));
+    }
+
+    /// The older processes still draining, when a binary upgrade started this one.
+    pub fn predecessors(&self) -> Option<&Predecessors> {
+        self.predecessors.as_deref()
+    }
+
+    /// Client connections open now, over all workers.
+    pub fn open_connections(&self) -> u64 {
+        self.stats.open_connections()
+    }
+
+    /// Whether every worker has exited (after a stop: all its connections closed).
+    pub fn workers_finished(&self) -> bool {
+        self.workers.iter().all(JoinHandle::is_finished)
+    }
+
+    /// Sends `stopping` to the workers unless a stop that ends sooner is already under way.
+    fn begin_stop(&self, stopping: Stopping) {
         self.registry.drop_listener_sockets();
+        self.stopping.send_if_modified(|current| match current {
+            Some(under_way) if under_way.ends_no_later_than(&stopping) => false,
+            _ => {
+                *current = Some(stopping);
+                true
+            }
+        });
         self.stop.send_replace(true);
     }
 
@@ -280,6 +330,15 @@ impl Server {
         }
         if let Some(admin) = self.admin.take() {
             admin.join();
+        }
+    }
+}
+
+impl Drop for Server {
+    /// A server dropped without [`Server::wait`] stops gracefully, without waiting.
+    fn drop(&mut self) {
+        if !self.workers.is_empty() {
+            self.stop();
         }
     }
 }

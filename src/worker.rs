@@ -50,11 +50,42 @@ pub struct WorkerSetup {
     /// Where passive checks report a server whose failures in a row reached its pool's limit,
     /// or that refused a connection.
     pub failing: mpsc::UnboundedSender<ServerReport>,
-    /// Becomes true when the proxy is to stop gracefully.
-    pub stop: watch::Receiver<bool>,
-    pub shutdown_grace: Duration,
+    /// Becomes `Some` when the proxy is to stop: the worker stops accepting and lets its
+    /// connections finish until the deadline it names, which a later stop may bring forward.
+    pub stop: watch::Receiver<Option<Stopping>>,
     /// Where the worker's access log lines go (`None`: they are dropped).
     pub access_log: Option<LogSink>,
+}
+
+/// A stop under way: until when a worker's open connections may go on, and which setting said
+/// so (named in the log when connections are closed at the deadline).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stopping {
+    /// `None`: connections run to their end, however long that takes.
+    pub deadline: Option<std::time::Instant>,
+    /// The config key the deadline comes from: `shutdown_grace`, `hard_stop_after`.
+    pub set_by: &'static str,
+}
+
+impl Stopping {
+    /// A stop whose connections may go on for `limit` from now (`None`: without a limit).
+    pub fn within(limit: Option<Duration>, set_by: &'static str) -> Stopping {
+        Stopping {
+            deadline: limit.map(|limit| std::time::Instant::now() + limit),
+            set_by,
+        }
+    }
+
+    /// Whether this stop ends no later than `other` would: a stop under way is only ever
+    /// brought forward (a SIGTERM during an upgrade's drain), never put off.
+    pub fn ends_no_later_than(&self, other: &Stopping) -> bool {
+        match (self.deadline, other.deadline) {
+            (Some(mine), Some(theirs)) => mine <= theirs,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (None, None) => true,
+        }
+    }
 }
 
 /// Starts a worker thread. Should the worker's own event loop panic (outside any task, which
@@ -81,7 +112,7 @@ pub fn spawn(setup: WorkerSetup) -> io::Result<JoinHandle<()>> {
                     LocalSet::new().block_on(&runtime, run(&lasting));
                 }));
                 drop(runtime);
-                if ran.is_ok() || *lasting.stop.borrow() {
+                if ran.is_ok() || lasting.stop.borrow().is_some() {
                     return;
                 }
                 WorkerCounters::bump(&lasting.stats.counters[lasting.index].restarts);
@@ -107,8 +138,7 @@ struct Lasting {
     snapshot: SnapshotHandle,
     published: watch::Receiver<u64>,
     failing: mpsc::UnboundedSender<ServerReport>,
-    stop: watch::Receiver<bool>,
-    shutdown_grace: Duration,
+    stop: watch::Receiver<Option<Stopping>>,
     access_log: Option<LogSink>,
 }
 
@@ -135,7 +165,6 @@ impl From<WorkerSetup> for Lasting {
             published: setup.published,
             failing: setup.failing,
             stop: setup.stop,
-            shutdown_grace: setup.shutdown_grace,
             access_log: setup.access_log,
         }
     }
@@ -508,31 +537,62 @@ async fn run(lasting: &Lasting) {
         lasting.published.clone(),
     ));
 
-    // A dropped sender means the server handle is gone: stop as well.
+    // A dropped sender means the server handle is gone: stop as well (`Server`'s drop sends a
+    // stop first, so a deadline is there to read).
     let mut stop = lasting.stop.clone();
     #[cfg(feature = "fault-injection")]
     tokio::select! {
-        _ = stop.wait_for(|stop| *stop) => {}
+        _ = stop.wait_for(Option::is_some) => {}
         () = context.panic_loop.notified() => panic!("fault injection: a panic in a worker's event loop"),
     }
     #[cfg(not(feature = "fault-injection"))]
-    let _ = stop.wait_for(|stop| *stop).await;
+    let _ = stop.wait_for(Option::is_some).await;
     // Let go of the listening sockets, so that (with the other workers' gone) they close and
     // new connections are refused rather than queued for nobody.
     lasting.listeners.borrow_mut().clear();
     context.begin_stop();
-    if tokio::time::timeout(lasting.shutdown_grace, context.all_connections_closed())
-        .await
-        .is_err()
-    {
-        tracing::warn!(
-            worker = index,
-            open = context.connections.get(),
-            "shutdown grace ended; closing connections still open"
-        );
-    }
+    finish_connections(&context, &mut stop).await;
     // Every line of the requests served, before the writer is told the workers are gone.
     context.access_log.flush_waiting();
+}
+
+/// Waits for the worker's connections to close by themselves — keep-alive ones after their
+/// response, the others (downloads, streams, tunnels) at their end — until the stop's deadline,
+/// following it as a later stop brings it forward. Those still open then are closed when the
+/// worker's runtime is dropped.
+async fn finish_connections(context: &WorkerContext, stop: &mut watch::Receiver<Option<Stopping>>) {
+    let mut sender_gone = false;
+    loop {
+        let stopping = (*stop.borrow_and_update()).unwrap_or(Stopping {
+            deadline: Some(std::time::Instant::now()),
+            set_by: "the proxy's handle was dropped",
+        });
+        let deadline = async {
+            match stopping.deadline {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
+            }
+        };
+        let changed = async {
+            if sender_gone || stop.changed().await.is_err() {
+                sender_gone = true;
+                std::future::pending::<()>().await;
+            }
+        };
+        tokio::select! {
+            () = context.all_connections_closed() => return,
+            () = deadline => {
+                tracing::warn!(
+                    worker = context.index,
+                    open = context.connections.get(),
+                    "{} ended; closing connections still open",
+                    stopping.set_by
+                );
+                return;
+            }
+            () = changed => {}
+        }
+    }
 }
 
 /// Runs an accept loop per listener — those open now, then those reloads open — and ends the
@@ -716,5 +776,25 @@ pub fn client_ip(peer: SocketAddr) -> std::net::IpAddr {
             .map(std::net::IpAddr::V4)
             .unwrap_or(std::net::IpAddr::V6(v6)),
         v4 => v4,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stop_under_way_is_only_ever_brought_forward() {
+        let unbounded = Stopping::within(None, "hard_stop_after");
+        let soon = Stopping::within(Some(Duration::from_secs(1)), "shutdown_grace");
+        let later = Stopping {
+            deadline: soon.deadline.map(|at| at + Duration::from_secs(60)),
+            set_by: "hard_stop_after",
+        };
+        assert!(soon.ends_no_later_than(&later));
+        assert!(!later.ends_no_later_than(&soon));
+        assert!(soon.ends_no_later_than(&unbounded));
+        assert!(!unbounded.ends_no_later_than(&soon));
+        assert!(unbounded.ends_no_later_than(&unbounded));
     }
 }

@@ -29,6 +29,7 @@ fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
         token: token.map(str::to_string),
         intake: "balanced",
         inherited: None,
+        predecessors: None,
     };
     let handle =
         admin::start(config, stats, registry(), stopped).expect("the admin listener starts");
@@ -216,6 +217,7 @@ fn an_exposed_address_needs_a_token() {
         token: None,
         intake: "balanced",
         inherited: None,
+        predecessors: None,
     };
     let error = admin::start(config, Stats::new(3), registry(), stopped).unwrap_err();
     let message = error.to_string();

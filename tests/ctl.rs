@@ -190,9 +190,19 @@ fn reload_applies_a_good_file_and_shows_a_bad_ones_problems() {
     );
     let printed = ctl_ok(&herdsman, &["reload"]);
     assert!(printed.starts_with("reloaded: generation "), "{printed}");
+    assert_eq!(printed.lines().count(), 1, "{printed}");
     assert_eq!(herdsman.servers()[1], ("b".into(), "ready".into(), 3));
 
+    // A key that waits for a restart is named.
     let good = std::fs::read_to_string(&herdsman.path).unwrap();
+    herdsman.rewrite_text(&good.replace("workers = 2", "workers = 3"));
+    let printed = ctl_ok(&herdsman, &["reload"]);
+    assert!(
+        printed
+            .ends_with("\nchanged in the file, taking effect on restart (or upgrade): workers\n"),
+        "{printed}"
+    );
+
     herdsman.rewrite_text(&good.replace("round-robin", "fastest-first"));
     let stderr = ctl_fails(herdsman.admin, None, &["reload"]);
     let mut lines = stderr.lines();

@@ -1,11 +1,14 @@
 //! SIGHUP reloads the config file of a running `herdsman run`: a valid change applies, a broken
-//! file is refused and the running config keeps serving.
+//! file is refused and the running config keeps serving; `shutdown_grace` and `hard_stop_after`
+//! changed by a reload bound the next stop and upgrade.
 
 mod common;
+mod long_lived;
 
 use std::time::Duration;
 
 use common::*;
+use long_lived::{assert_cut_short, OUTLIVES_ANY_BOUND};
 
 /// Which mock answered each of `n` requests (each on a new connection).
 fn answers(addr: std::net::SocketAddr, n: usize) -> Vec<String> {
@@ -54,4 +57,23 @@ fn sighup_applies_a_valid_file_and_refuses_a_broken_one() {
         after.iter().all(|s| s == "a"),
         "the refused file changed something: {after:?}"
     );
+}
+
+#[test]
+fn a_reload_applies_shutdown_grace_and_hard_stop_after_to_the_next_stop() {
+    let backend = long_lived::backend(OUTLIVES_ANY_BOUND);
+    let long = "shutdown_grace = \"30s\"";
+
+    // shutdown_grace: 30 s at start, 1 s after the reload; the SIGTERM after it takes 1 s.
+    let mut stopped = Binary::start(&backend, long);
+    stopped.reload(|text| text.replace(long, "shutdown_grace = \"1s\""));
+    assert_cut_short(&mut stopped, "shutdown_grace = 1s by reload", |binary| {
+        binary.process.signal(libc::SIGTERM)
+    });
+
+    // hard_stop_after: none at start, 1 s after the reload; the upgrade after it drains 1 s.
+    let mut old = Binary::start(&backend, long);
+    old.reload(|text| text.replace(long, &format!("{long}\nhard_stop_after = \"1s\"")));
+    let new = assert_cut_short(&mut old, "hard_stop_after = 1s by reload", Binary::upgrade);
+    new.signal(libc::SIGTERM);
 }

@@ -2,7 +2,8 @@
 //! in `NOTIFY_SOCKET`, runs the real binary, and reads what it is told. At start, and after a
 //! binary upgrade, the serving process says READY=1 with its own pid as MAINPID — the new one
 //! while the old one still runs, so that systemd follows it instead of ending the service at the
-//! old one's exit. The old process never says STOPPING=1; SIGTERM to the new one does. A
+//! old one's exit. The old process never says STOPPING=1, not even when a SIGTERM hurries its
+//! drain; SIGTERM to the new one does. A
 //! process started by an upgrade tells systemd before it tells the old process it serves. A
 //! reload, by SIGHUP or by the admin API, is framed by RELOADING=1 and READY=1.
 
@@ -88,17 +89,6 @@ fn ready_pid(message: &str) -> Option<u32> {
     field(message, "MAINPID")?.parse().ok()
 }
 
-/// The process an upgrade started: not this test's child, so not a `ChildGuard`; killed if the
-/// test fails before stopping it.
-struct Successor(libc::pid_t);
-
-impl Drop for Successor {
-    fn drop(&mut self) {
-        // SAFETY: kill(2) on the pid the old process reported as its successor.
-        unsafe { libc::kill(self.0, libc::SIGKILL) };
-    }
-}
-
 #[test]
 fn under_systemd_an_upgrade_moves_the_main_pid_and_the_service_keeps_running() {
     // "/held" waits for `release`: a request in flight that keeps the old process from exiting.
@@ -153,6 +143,9 @@ fn under_systemd_an_upgrade_moves_the_main_pid_and_the_service_keeps_running() {
         "the old process exited before systemd heard of the new main pid"
     );
 
+    // A stop signal to the draining old process alone (it is no longer the main one) hurries
+    // its drain; it tells systemd nothing.
+    old.signal(libc::SIGTERM);
     release.open();
     let held = held.response();
     assert_eq!((held.status(), held.body_text().as_str()), (200, "/held"));
@@ -170,8 +163,8 @@ fn under_systemd_an_upgrade_moves_the_main_pid_and_the_service_keeps_running() {
         manager.heard
     );
 
-    // SAFETY: a signal to the process the upgrade started; it stops gracefully.
-    unsafe { libc::kill(successor.0, libc::SIGTERM) };
+    // The process the upgrade started stops gracefully.
+    successor.signal(libc::SIGTERM);
     let stopping = manager.wait_for(Duration::from_secs(10), |m| {
         field(m, "STOPPING") == Some("1")
     });

@@ -219,6 +219,12 @@ impl Checker<'_> {
             DEFAULT_SHUTDOWN_GRACE,
             Zero::Allowed,
         );
+        let hard_stop_after = self.optional_duration(
+            "hard_stop_after",
+            &raw.hard_stop_after,
+            "30m",
+            "no limit (the default)",
+        );
         let timeouts = self.timeouts(&raw.timeouts);
         let limits = self.limits(&raw.limits);
 
@@ -265,6 +271,7 @@ impl Checker<'_> {
             workers,
             intake,
             shutdown_grace,
+            hard_stop_after,
             listeners,
             timeouts,
             limits,
@@ -340,7 +347,9 @@ impl Checker<'_> {
                         global.backend_read,
                         Zero::Refused,
                     ),
-                    request: self.optional_duration(&key("request"), &raw.request, global.request),
+                    request: self
+                        .optional_duration(&key("request"), &raw.request, "30s", "[timeouts]' own")
+                        .or(global.request),
                 }
             }
             None => global,
@@ -428,7 +437,12 @@ impl Checker<'_> {
             request: None,
         };
         Timeouts {
-            request: self.optional_duration("timeouts.request", &raw.request, default.request),
+            request: self.optional_duration(
+                "timeouts.request",
+                &raw.request,
+                "30s",
+                "no limit (the default)",
+            ),
             ..timeouts
         }
     }
@@ -1173,17 +1187,25 @@ impl Checker<'_> {
         default
     }
 
-    /// A duration that is off unless written (more than 0 when written); `default` when absent.
+    /// A duration that means nothing is bounded unless written: above zero when written, `None`
+    /// when absent. `example` shows a value; `absent` says what leaving it out means.
     fn optional_duration(
         &mut self,
         key: &str,
         raw: &Option<Spanned<String>>,
-        default: Option<Duration>,
+        example: &str,
+        absent: &str,
     ) -> Option<Duration> {
-        let example = Duration::from_secs(30);
-        raw.as_ref()
-            .map(|_| self.duration(key, raw, default.unwrap_or(example), Zero::Refused))
-            .or(default)
+        let raw = raw.as_ref()?;
+        let why = match parse_duration(raw.get_ref()) {
+            Ok(duration) if duration.is_zero() => {
+                format!(r#"must be more than 0, e.g. "{example}"; leave it out for {absent}"#)
+            }
+            Ok(duration) => return Some(duration),
+            Err(why) => why,
+        };
+        self.reject(key, raw.span(), &quoted(raw.get_ref()), why);
+        None
     }
 
     /// A pool's `retry_on`: each word a condition or a 5xx status.
@@ -1302,6 +1324,7 @@ mod tests {
             workers: 3,
             intake: IntakeMode::ReusePort,
             shutdown_grace: Duration::from_secs(15),
+            hard_stop_after: None,
             listeners: vec![
                 ListenerConfig {
                     name: "web".into(),
@@ -1458,6 +1481,7 @@ mod tests {
         assert!(config.workers >= 1);
         assert_eq!(config.intake, IntakeMode::Balanced);
         assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(config.hard_stop_after, None);
         assert_eq!(config.listeners[0].backlog, 4096);
         assert_eq!(config.timeouts, Timeouts::default());
         assert_eq!(config.limits, Limits::default());
@@ -1916,6 +1940,24 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
                 )
             );
         }
+    }
+
+    #[test]
+    fn hard_stop_after_is_a_duration_above_zero_or_absent() {
+        let with = |value: &str| format!("hard_stop_after = {value:?}\n{MINIMAL}");
+        let config = from_toml(&with("30m"), "t").unwrap();
+        assert_eq!(config.hard_stop_after, Some(Duration::from_secs(1800)));
+        let zero = only_problem(&with("0s"));
+        assert_eq!(
+            (zero.key.as_str(), zero.line, zero.message.as_str()),
+            (
+                "hard_stop_after",
+                Some(1),
+                r#"hard_stop_after = "0s": must be more than 0, e.g. "30m"; leave it out for no limit (the default)"#
+            )
+        );
+        let bad = only_problem(&with("forever"));
+        assert_eq!(bad.key, "hard_stop_after");
     }
 
     #[test]

@@ -296,6 +296,7 @@ mod tests {
             "workers",
             "intake",
             "shutdown_grace",
+            "hard_stop_after",
             "[[listener]]",
             "name",
             "bind",

@@ -1,7 +1,8 @@
 //! The configuration: TOML text → raw serde structs (`raw.rs`) → checked, immutable [`Config`].
 //!
 //! Everything downstream reads only the types in this file: once a `Config` exists, every address
-//! parsed, every duration positive, every name unique and every reference resolved.
+//! parsed, every duration positive, every name unique and every reference resolved. Which keys a
+//! reload applies and which wait for a restart is decided in `reload_scope.rs`.
 
 mod check;
 mod duration;
@@ -9,6 +10,7 @@ mod duration;
 mod fixtures;
 mod load;
 mod raw;
+mod reload_scope;
 mod summary;
 
 use std::net::SocketAddr;
@@ -19,6 +21,7 @@ use std::time::Duration;
 pub use check::is_valid_name;
 pub use duration::parse_duration;
 pub use load::{ConfigError, ConfigProblem};
+pub use reload_scope::hold_back_restart_only;
 
 /// A whole, validated configuration.
 #[derive(Debug, Clone, PartialEq)]
@@ -27,8 +30,13 @@ pub struct Config {
     pub workers: usize,
     /// How new connections reach workers. Default `balanced`.
     pub intake: IntakeMode,
-    /// How long a graceful stop waits for requests in flight before closing them. Default 10s.
+    /// How long a graceful stop (SIGTERM, SIGINT) waits for requests in flight before closing
+    /// them. Default 10s. The value in force when the stop begins counts (a reload applies it).
     pub shutdown_grace: Duration,
+    /// After a binary upgrade hands over, how long the old process goes on serving the
+    /// connections it has (downloads, streams, tunnels) before it closes those still open.
+    /// `None` (the default): they run to their end. Read when the hand-over begins.
+    pub hard_stop_after: Option<Duration>,
     /// At least one; names unique.
     pub listeners: Vec<ListenerConfig>,
     pub timeouts: Timeouts,

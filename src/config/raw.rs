@@ -20,6 +20,7 @@ pub struct RawConfig {
     pub workers: Option<Spanned<toml::Value>>,
     pub intake: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,
+    pub hard_stop_after: Option<Spanned<String>>,
     #[serde(default)]
     pub listener: Vec<Spanned<RawListener>>,
     #[serde(default)]

@@ -1,6 +1,7 @@
 //! The admin listener (`[admin] bind`): a minimal HTTP/1.1 server for operators, monitors and
 //! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's counters,
-//! CPU and the kernel's listen-queue losses; the pool routes (`/api/pools…`, `/api/reload`, in
+//! CPU and the kernel's listen-queue losses, and the old processes still draining after a binary
+//! upgrade (`predecessors`); the pool routes (`/api/pools…`, `/api/reload`, in
 //! `admin_pools`) show and change the pools through the [`Registry`]; `GET /metrics` is the
 //! Prometheus text format (`metrics`) and `GET /stats` the live stats page. Every other answer is
 //! JSON, errors included: `{"error": "<what is wrong>"}`.
@@ -33,6 +34,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use super::admin_pools::{self, ApiError};
+use super::drain::{Draining, Predecessors};
 use super::kernel_watch;
 use super::metrics;
 use super::registry::Registry;
@@ -72,6 +74,9 @@ pub struct AdminConfig {
     /// A listening socket on `bind` handed down by the process this one replaces (a binary
     /// upgrade), used instead of binding.
     pub inherited: Option<Arc<StdTcpListener>>,
+    /// The older processes still draining after the upgrade that started this one, reported by
+    /// `/api/workers`; `None` when no upgrade started it.
+    pub predecessors: Option<Arc<Predecessors>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -164,6 +169,7 @@ pub fn start(
         intake: config.intake,
         stats,
         registry,
+        predecessors: config.predecessors,
     });
     let thread = std::thread::Builder::new()
         .name("herdsman-admin".into())
@@ -205,6 +211,7 @@ struct Shared {
     stats: Arc<Stats>,
     /// The pools; the pool routes read and change them.
     registry: Arc<Registry>,
+    predecessors: Option<Arc<Predecessors>>,
 }
 
 async fn accept_until_stopped(
@@ -611,6 +618,10 @@ struct WorkersBody<'a> {
     workers: Vec<WorkerReport>,
     /// The kernel's counters for the whole network namespace; `null` when /proc is unreadable.
     listen_queue: Option<ListenQueueDrops>,
+    /// The older processes still finishing their connections after binary upgrades (nearest
+    /// first: the one this process replaced, then any it had replaced and still heard from);
+    /// empty when all have exited.
+    predecessors: Vec<Draining>,
 }
 
 /// Decides the response to one request: authentication first (so an unauthenticated client
@@ -651,6 +662,11 @@ fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
                 intake: shared.intake,
                 workers: shared.stats.report(),
                 listen_queue: procfs::listen_queue_drops(),
+                predecessors: shared
+                    .predecessors
+                    .as_deref()
+                    .map(Predecessors::draining)
+                    .unwrap_or_default(),
             },
         )),
         Route::Pools => Ok(Answer::json(200, &registry.pools())),
@@ -784,6 +800,7 @@ mod tests {
             intake: "balanced",
             stats,
             registry: registry(),
+            predecessors: None,
         }
     }
 

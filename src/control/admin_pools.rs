@@ -178,13 +178,11 @@ pub(super) fn test_token(
     Ok(Answer::json(200, &body))
 }
 
-/// `POST /api/reload` → the new generation. A body, if any, is ignored.
+/// `POST /api/reload` → the new generation, and the keys the file changes that wait for a
+/// restart (`restart_required`, empty when none). A body, if any, is ignored.
 pub(super) fn reload(registry: &Registry) -> Result<Answer, ApiError> {
-    let generation = notify::announce_reload(|| registry.reload())?;
-    Ok(Answer::json(
-        200,
-        &serde_json::json!({ "generation": generation }),
-    ))
+    let reloaded = notify::announce_reload(|| registry.reload())?;
+    Ok(Answer::json(200, &reloaded))
 }
 
 /// A body that must be one JSON object with only the `accepted` fields.

@@ -2,7 +2,8 @@
 //! HTTP/1.1 exchange over a `TcpStream`, `Connection: close`, read to the end — and prints one
 //! line of confirmation (or the table of servers), or says why the call failed: herdsman not
 //! reachable, the token refused, or the API's own reason (no such server, a bad value, a config
-//! file that does not validate, with its problems).
+//! file that does not validate, with its problems). `upgrade` is the exception: after its
+//! request it asks `GET /api/workers` until the new process serves and the old one has gone.
 //!
 //! The commands are parsed here (clap), so that `main.rs` only hands them over and the mapping
 //! from command to request is unit-tested. `herdsman top` reaches the API the same way: the
@@ -114,8 +115,21 @@ pub enum CtlCommand {
     /// Re-read the config file; run-time changes that still apply are kept.
     Reload,
     /// Start the binary again (the new one, if the file was replaced), handing it the listening
-    /// sockets; this process stops once the new one serves (as SIGUSR2 does).
-    Upgrade,
+    /// sockets (as SIGUSR2 does); then wait until the new process serves and the old one, having
+    /// finished its connections, has gone.
+    Upgrade {
+        /// Return once the upgrade is asked for, without waiting for either process.
+        #[arg(long)]
+        no_wait: bool,
+        /// Wait at most this long for the old process to go; it goes on draining afterwards.
+        #[arg(
+            long,
+            value_name = "SECONDS",
+            default_value_t = 60,
+            conflicts_with = "no_wait"
+        )]
+        wait: u64,
+    },
     /// Print the token that reaches a server in the `test` state, and the header to send it in.
     TestToken {
         #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
@@ -207,7 +221,7 @@ impl CtlCommand {
             }
             CtlCommand::Remove { server } => call("DELETE", server_path(server), None),
             CtlCommand::Reload => call("POST", "/api/reload".into(), None),
-            CtlCommand::Upgrade => call("POST", "/api/upgrade".into(), None),
+            CtlCommand::Upgrade { .. } => call("POST", "/api/upgrade".into(), None),
             CtlCommand::TestToken { server } => {
                 call("GET", format!("{}/test-token", server_path(server)), None)
             }
@@ -252,9 +266,17 @@ impl CtlCommand {
             }
             CtlCommand::Reload => {
                 let reply: ReloadReply = parse_json(body)?;
-                format!("reloaded: generation {}\n", reply.generation)
+                let mut text = format!("reloaded: generation {}\n", reply.generation);
+                if !reply.restart_required.is_empty() {
+                    let _ = writeln!(
+                        text,
+                        "changed in the file, taking effect on restart (or upgrade): {}",
+                        reply.restart_required.join(", ")
+                    );
+                }
+                text
             }
-            CtlCommand::Upgrade => {
+            CtlCommand::Upgrade { .. } => {
                 "upgrading: the new process takes over once it serves (see the log)\n".to_string()
             }
             CtlCommand::TestToken { .. } => {
@@ -298,6 +320,11 @@ pub enum CtlError {
     },
     #[error("the admin API's answer is not understood: {0}")]
     Malformed(String),
+    #[error(
+        "pid {pid} still serves {waited} s after the upgrade was asked for: the new process \
+         failed to start or is slow to; see the log of pid {pid}"
+    )]
+    NotUpgraded { pid: u32, waited: u64 },
 }
 
 fn refusal_text(message: &str, problems: &[String]) -> String {
@@ -309,10 +336,134 @@ fn refusal_text(message: &str, problems: &[String]) -> String {
 }
 
 /// Runs one command against the admin API at `args.target.admin`, sending `token` if there is
-/// one; returns what to print.
-pub fn run(args: &CtlArgs, token: Option<&str>) -> Result<String, CtlError> {
+/// one; returns what to print. A command that waits (`upgrade`) writes its progress meanwhile,
+/// a line at a time, to `progress`.
+pub fn run(
+    args: &CtlArgs,
+    token: Option<&str>,
+    progress: &mut dyn Write,
+) -> Result<String, CtlError> {
+    if let CtlCommand::Upgrade {
+        no_wait: false,
+        wait,
+    } = args.command
+    {
+        let limit = Duration::from_secs(wait);
+        return upgrade_and_wait(&args.target.admin, token, limit, progress);
+    }
     let body = call_api(&args.target.admin, token, &args.command.call())?;
     args.command.describe_success(&body)
+}
+
+/// How often `upgrade` asks how the upgrade is going.
+const UPGRADE_POLL: Duration = Duration::from_millis(250);
+
+/// `GET /api/workers`, as far as `upgrade` reads it.
+#[derive(Debug, Deserialize)]
+struct UpgradeWatch {
+    pid: u32,
+    /// Absent from a herdsman that does not report them.
+    predecessors: Option<Vec<DrainingReply>>,
+}
+
+#[derive(Debug, Deserialize)]
+struct DrainingReply {
+    pid: u32,
+    connections: Option<u64>,
+}
+
+/// `upgrade` without `--no-wait`: asks for the upgrade, waits (within `limit`) until another
+/// process answers the admin API, then until it reports no older process still draining.
+fn upgrade_and_wait(
+    admin: &str,
+    token: Option<&str>,
+    limit: Duration,
+    progress: &mut dyn Write,
+) -> Result<String, CtlError> {
+    let old = get_json::<UpgradeWatch>(admin, token, "/api/workers")?.pid;
+    let asked = std::time::Instant::now();
+    call_api(
+        admin,
+        token,
+        &CtlCommand::Upgrade {
+            no_wait: true,
+            wait: 0,
+        }
+        .call(),
+    )?;
+    let out_of_time = || asked.elapsed() >= limit;
+    // The admin API's socket is handed over too: the new process answers on it once it serves.
+    let serving = loop {
+        match get_json::<UpgradeWatch>(admin, token, "/api/workers") {
+            Ok(watch) if watch.pid != old => break watch,
+            Ok(_) => {}
+            // Between the two processes, a call may go unanswered.
+            Err(CtlError::Unreachable { .. } | CtlError::NoAnswer { .. }) => {}
+            Err(error) => return Err(error),
+        }
+        if out_of_time() {
+            return Err(CtlError::NotUpgraded {
+                pid: old,
+                waited: asked.elapsed().as_secs(),
+            });
+        }
+        std::thread::sleep(UPGRADE_POLL);
+    };
+    let new = serving.pid;
+    let mut old_pids = vec![old];
+    let mut draining = match serving.predecessors {
+        Some(draining) => draining,
+        None => {
+            return Ok(format!(
+                "upgraded: pid {new} serves (it does not say when pid {old} has gone)\n"
+            ))
+        }
+    };
+    let mut said = String::new();
+    while !draining.is_empty() {
+        for entry in &draining {
+            if !old_pids.contains(&entry.pid) {
+                old_pids.push(entry.pid);
+            }
+        }
+        let line = draining_line(&draining);
+        if line != said {
+            let _ = writeln!(progress, "{line}");
+            said = line;
+        }
+        if out_of_time() {
+            return Ok(format!(
+                "upgraded: pid {new} serves; still draining after {} s: {said} (an old process \
+                 exits once its connections close; GET /api/workers follows them)\n",
+                limit.as_secs()
+            ));
+        }
+        std::thread::sleep(UPGRADE_POLL);
+        draining = get_json::<UpgradeWatch>(admin, token, "/api/workers")?
+            .predecessors
+            .unwrap_or_default();
+    }
+    let gone = match old_pids.as_slice() {
+        [pid] => format!("the old process (pid {pid}) has gone"),
+        pids => {
+            let pids: Vec<String> = pids.iter().map(u32::to_string).collect();
+            format!("the old processes (pids {}) have gone", pids.join(", "))
+        }
+    };
+    Ok(format!("upgraded: pid {new} serves; {gone}\n"))
+}
+
+/// `pid 4242: 3 connections still open; pid 4100: 1 connection still open`.
+fn draining_line(draining: &[DrainingReply]) -> String {
+    draining
+        .iter()
+        .map(|entry| match entry.connections {
+            Some(1) => format!("pid {}: 1 connection still open", entry.pid),
+            Some(count) => format!("pid {}: {count} connections still open", entry.pid),
+            None => format!("pid {}: counting its connections", entry.pid),
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// `GET path` on the admin API at `admin`, its JSON answer read as a `T`.
@@ -544,6 +695,9 @@ fn up() -> String {
 #[derive(Debug, Deserialize)]
 struct ReloadReply {
     generation: u64,
+    /// Absent from herdsman before it said: none.
+    #[serde(default)]
+    restart_required: Vec<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -815,6 +969,44 @@ mod tests {
     }
 
     #[test]
+    fn upgrade_waits_unless_told_not_to() {
+        let waits = |args: &[&str]| match parse(args).unwrap().command {
+            CtlCommand::Upgrade { no_wait, wait } => (no_wait, wait),
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(waits(&["upgrade"]), (false, 60));
+        assert_eq!(waits(&["upgrade", "--wait", "600"]), (false, 600));
+        assert!(waits(&["upgrade", "--no-wait"]).0);
+        assert!(parse(&["upgrade", "--no-wait", "--wait", "5"]).is_err());
+        assert!(parse(&["upgrade", "--wait", "soon"]).is_err());
+        let call = call_of(&["upgrade", "--no-wait"]);
+        assert_eq!((call.method, call.path.as_str()), ("POST", "/api/upgrade"));
+    }
+
+    #[test]
+    fn a_drain_reads_as_one_line_per_change() {
+        let draining = [
+            DrainingReply {
+                pid: 4242,
+                connections: Some(3),
+            },
+            DrainingReply {
+                pid: 4100,
+                connections: Some(1),
+            },
+            DrainingReply {
+                pid: 4000,
+                connections: None,
+            },
+        ];
+        assert_eq!(
+            draining_line(&draining),
+            "pid 4242: 3 connections still open; pid 4100: 1 connection still open; \
+             pid 4000: counting its connections"
+        );
+    }
+
+    #[test]
     fn successes_print_one_line() {
         let server = br#"{"name":"b","addr":"127.0.0.1:9002","state":"drain","weight":3,
             "active":0,"requests":5,"added_at_run_time":false}"#;
@@ -837,6 +1029,14 @@ mod tests {
         assert_eq!(
             describe(&["reload"], br#"{"generation":7}"#),
             "reloaded: generation 7\n"
+        );
+        assert_eq!(
+            describe(
+                &["reload"],
+                br#"{"generation":8,"restart_required":["workers","[log] level"]}"#
+            ),
+            "reloaded: generation 8\n\
+             changed in the file, taking effect on restart (or upgrade): workers, [log] level\n"
         );
         assert_eq!(
             describe(

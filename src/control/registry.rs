@@ -19,8 +19,8 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{
-    is_valid_name, AccessLogConfig, Config, ConfigError, IntakeMode, ListenerConfig, ServerConfig,
-    ServerState,
+    hold_back_restart_only, is_valid_name, AccessLogConfig, Config, ConfigError, IntakeMode,
+    ListenerConfig, ServerConfig, ServerState,
 };
 use crate::intake::{self, ListenerChange, ListenerLoad};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
@@ -67,6 +67,15 @@ pub enum ChangeError {
         addr: SocketAddr,
         error: io::Error,
     },
+}
+
+/// A reload that applied: the generation it published, and the keys the file changes that wait
+/// for a restart (see `config::hold_back_restart_only`). `POST /api/reload` answers with it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Reloaded {
+    pub generation: u64,
+    /// As the file writes them: `workers`, `[log] level`, `backlog of listener "web"`, …
+    pub restart_required: Vec<String>,
 }
 
 /// How the registry reaches the workers' accept loops, to open and close listeners.
@@ -398,9 +407,9 @@ impl Registry {
     }
 
     /// Re-reads the config file and applies it with the run-time changes that still apply.
-    /// Returns the new generation. A file that does not validate changes nothing. Counted,
-    /// applied or refused.
-    pub fn reload(&self) -> Result<u64, ChangeError> {
+    /// Returns the new generation and the keys that wait for a restart (each logged too). A file
+    /// that does not validate changes nothing. Counted, applied or refused.
+    pub fn reload(&self) -> Result<Reloaded, ChangeError> {
         let reloaded = self.apply_config_file();
         let count = if reloaded.is_ok() {
             &self.reloads
@@ -419,11 +428,11 @@ impl Registry {
         )
     }
 
-    fn apply_config_file(&self) -> Result<u64, ChangeError> {
+    fn apply_config_file(&self) -> Result<Reloaded, ChangeError> {
         let path = self.config_path.as_ref().ok_or(ChangeError::NoConfigFile)?;
         let mut fresh = Config::load(path).map_err(ChangeError::Refused)?;
         let mut state = self.lock();
-        warn_about_restart_only_changes(&state.config, &fresh);
+        let restart_required = hold_back_restart_only(&state.config, &mut fresh);
         let (opening, closing) = self.listener_changes(&state.config, &mut fresh)?;
         let State {
             added,
@@ -514,8 +523,14 @@ impl Registry {
                 }
             }
         }
+        for key in &restart_required {
+            tracing::warn!(%key, "changed in the file: takes effect on restart (or binary upgrade)");
+        }
         tracing::info!(generation, path = %path.display(), "config reloaded");
-        Ok(generation)
+        Ok(Reloaded {
+            generation,
+            restart_required,
+        })
     }
 
     /// The listeners a reload to `fresh` opens (bound now: name, address, one socket per
@@ -572,14 +587,6 @@ impl Registry {
                 .as_socket()
                 .unwrap_or(new.bind);
             opening.push((new.name.clone(), bound, sockets));
-        }
-        for new in &fresh.listeners {
-            let backlog_changed = running.listeners.iter().any(|old| {
-                old.name == new.name && old.bind == new.bind && old.backlog != new.backlog
-            });
-            if backlog_changed {
-                tracing::warn!(listener = %new.name, "a backlog change takes effect on restart");
-            }
         }
         Ok((opening, closing))
     }
@@ -937,27 +944,6 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
             }
         })
         .collect()
-}
-
-/// Settings a running herdsman cannot change: said in the log, so a reload that seems to ignore
-/// them is explained.
-fn warn_about_restart_only_changes(running: &Config, fresh: &Config) {
-    if running.workers != fresh.workers {
-        tracing::warn!(
-            running = running.workers,
-            file = fresh.workers,
-            "workers changed: takes effect on restart"
-        );
-    }
-    if running.intake != fresh.intake {
-        tracing::warn!("intake changed: takes effect on restart");
-    }
-    if running.log != fresh.log {
-        tracing::warn!("[log] changed: takes effect on restart");
-    }
-    if running.admin != fresh.admin {
-        tracing::warn!("[admin] changed: takes effect on restart");
-    }
 }
 
 #[cfg(test)]

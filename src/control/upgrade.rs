@@ -2,10 +2,11 @@
 //! starts the binary again — the new one, if the file was replaced — with the same arguments,
 //! handing it its listening sockets (descriptors left open across exec, named in
 //! `HERDSMAN_INHERIT`). The new process adopts them instead of binding, starts serving, and says
-//! so on a pipe (`HERDSMAN_READY_FD`); only then does the old one stop gracefully: it stops
-//! accepting, finishes its requests in flight and exits. The listening sockets themselves never
-//! close, so no connection is refused meanwhile. A new process that fails to start changes
-//! nothing: the old one logs why and keeps serving.
+//! so on a pipe (`HERDSMAN_READY_FD`); only then does the old one stop accepting. It serves the
+//! connections it has until they end (see `drain`; `hard_stop_after` bounds that), reporting
+//! how many remain on a second pipe (`HERDSMAN_PREDECESSOR_FD`) that closes when it exits. The
+//! listening sockets themselves never close, so no connection is refused meanwhile. A new
+//! process that fails to start changes nothing: the old one logs why and keeps serving.
 //!
 //! Under systemd the new process tells the manager it is the service's main process (see
 //! `notify`) before it tells the old one, so the old one's exit never looks like the service's
@@ -26,6 +27,8 @@ use super::notify;
 pub const INHERIT_ENV: &str = "HERDSMAN_INHERIT";
 /// The pipe on which the new process says it serves.
 pub const READY_ENV: &str = "HERDSMAN_READY_FD";
+/// The pipe on which the old process reports its drain to the new one (the read end's number).
+pub const PREDECESSOR_ENV: &str = "HERDSMAN_PREDECESSOR_FD";
 /// The name the admin API's socket goes by in `HERDSMAN_INHERIT`.
 pub const ADMIN_SOCKET: &str = "admin";
 /// How long the old process waits for the new one to serve before giving up on it.
@@ -50,10 +53,37 @@ impl Relaunch {
     }
 }
 
-/// Starts the successor with `sockets` (name, descriptor) and waits until it serves. `Ok` with
-/// its pid: the caller stops gracefully, and tells systemd nothing more (the successor is the
+/// The process an upgrade started, which serves now, and the pipe this one tells it about its
+/// drain on.
+#[derive(Debug)]
+pub struct Successor {
+    pub pid: u32,
+    /// The write end of the pipe the successor reads; non-blocking, so that a successor that
+    /// stops reading never holds this process up. `None` once a write failed (it exited).
+    report: Option<std::fs::File>,
+}
+
+impl Successor {
+    /// Sends one report line (see `drain`). Shorter than PIPE_BUF, it goes whole or not at all;
+    /// a full pipe skips it, as a later line says more.
+    pub fn report(&mut self, line: &str) {
+        let Some(pipe) = &mut self.report else {
+            return;
+        };
+        match io::Write::write_all(pipe, line.as_bytes()) {
+            Err(error) if error.kind() != io::ErrorKind::WouldBlock => self.report = None,
+            _ => {}
+        }
+    }
+}
+
+/// Starts the successor with `sockets` (name, descriptor) and waits until it serves. `Ok`: the
+/// caller stops accepting and drains, and tells systemd nothing more (the successor is the
 /// service's main process now). `Err`: the caller keeps serving.
-pub fn start_successor(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u32, String> {
+pub fn start_successor(
+    relaunch: &Relaunch,
+    sockets: &[(String, RawFd)],
+) -> Result<Successor, String> {
     let started = start_and_wait(relaunch, sockets);
     if started.is_err() {
         // The successor claims the main pid just before it writes to the pipe. Had it died, or
@@ -64,8 +94,11 @@ pub fn start_successor(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Resu
     started
 }
 
-fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u32, String> {
-    let (ready_read, ready_write) = pipe().map_err(|e| format!("cannot make a pipe: {e}"))?;
+fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<Successor, String> {
+    let no_pipe = |e| format!("cannot make a pipe: {e}");
+    let (ready_read, ready_write) = pipe().map_err(no_pipe)?;
+    let (report_read, report_write) = pipe().map_err(no_pipe)?;
+    set_nonblocking(&report_write).map_err(no_pipe)?;
     let inherit = sockets
         .iter()
         .map(|(name, fd)| format!("{name}={fd}"))
@@ -73,11 +106,13 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u3
         .join(",");
     let mut keep: Vec<RawFd> = sockets.iter().map(|(_, fd)| *fd).collect();
     keep.push(ready_write.as_raw_fd());
+    keep.push(report_read.as_raw_fd());
     let mut command = Command::new(&relaunch.exe);
     command
         .args(&relaunch.args)
         .env(INHERIT_ENV, inherit)
         .env(READY_ENV, ready_write.as_raw_fd().to_string())
+        .env(PREDECESSOR_ENV, report_read.as_raw_fd().to_string())
         .stdin(Stdio::null());
     // SAFETY: between fork and exec only async-signal-safe calls (fcntl) are made.
     unsafe {
@@ -93,8 +128,11 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u3
     let mut child = command
         .spawn()
         .map_err(|e| format!("cannot start {}: {e}", relaunch.exe.display()))?;
-    // Only the child may hold the write end now: its exit then ends the read below.
+    // Only the child may hold the write end now: its exit then ends the read below. And only
+    // it reads the reports: with this process's read end open, a successor that died would
+    // leave writes going into a pipe nobody reads rather than failing.
     drop(ready_write);
+    drop(report_read);
     let pid = child.id();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -104,7 +142,10 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<u3
         let _ = sender.send(said);
     });
     match receiver.recv_timeout(READY_WAIT) {
-        Ok(said) if said.starts_with("ready") => Ok(pid),
+        Ok(said) if said.starts_with("ready") => Ok(Successor {
+            pid,
+            report: Some(std::fs::File::from(report_write)),
+        }),
         Ok(_) => {
             let status = child
                 .wait()
@@ -130,6 +171,35 @@ fn pipe() -> io::Result<(OwnedFd, OwnedFd)> {
     }
     // SAFETY: both descriptors were just created and belong to nobody else.
     Ok(unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) })
+}
+
+fn set_nonblocking(fd: &OwnedFd) -> io::Result<()> {
+    // SAFETY: fcntl on a descriptor this process owns.
+    let flags = unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_GETFL) };
+    // SAFETY: as above.
+    if flags == -1
+        || unsafe { libc::fcntl(fd.as_raw_fd(), libc::F_SETFL, flags | libc::O_NONBLOCK) } == -1
+    {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The read end of the pipe on which the process this one replaces reports its drain, taken
+/// from the environment (and cleared there, so that no later child sees it), with that
+/// process's pid. `None` when this process was not started by an upgrade.
+pub fn take_predecessor_pipe() -> Option<(u32, std::fs::File)> {
+    let fd = std::env::var_os(PREDECESSOR_ENV)?;
+    // Called at start, before the threads that might read the environment.
+    std::env::remove_var(PREDECESSOR_ENV);
+    let fd = fd.to_string_lossy().parse::<RawFd>().ok()?;
+    // SAFETY: the old process left this descriptor open for this process to own.
+    let owned = unsafe { OwnedFd::from_raw_fd(fd) };
+    set_cloexec(&owned);
+    Some((
+        std::os::unix::process::parent_id(),
+        std::fs::File::from(owned),
+    ))
 }
 
 /// The sockets handed down by the process this one replaces, by listener name.

@@ -87,6 +87,14 @@ impl Stats {
         self.clock.elapsed().as_micros() as u64 + 1
     }
 
+    /// Client connections open now, over all workers.
+    pub fn open_connections(&self) -> u64 {
+        self.loads
+            .iter()
+            .map(|load| u64::from(load.active.load(Ordering::Relaxed)))
+            .sum()
+    }
+
     /// A consistent-enough copy of every worker's figures (each counter is read once; they are
     /// not read at a single instant, which a monitor does not need).
     pub fn report(&self) -> Vec<WorkerReport> {

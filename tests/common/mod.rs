@@ -1385,6 +1385,154 @@ impl Drop for ChildGuard {
     }
 }
 
+/// The pid serving the admin API at `admin`, asked until it answers (for up to 10 s): the admin
+/// listener opens after the proxy's, so on a busy machine it may not answer at once.
+pub fn serving_pid(admin: SocketAddr) -> Option<u64> {
+    let mut pid = None;
+    eventually(Duration::from_secs(10), || {
+        pid = workers(admin).and_then(|json| json["pid"].as_u64());
+        pid.is_some()
+    });
+    pid
+}
+
+/// `GET /api/workers` at `admin`, once; `None` when it does not answer with JSON.
+pub fn workers(admin: SocketAddr) -> Option<serde_json::Value> {
+    let mut conn = Conn::try_connect(admin).ok()?;
+    conn.set_read_timeout(Duration::from_secs(2));
+    conn.try_send(&get_request("/api/workers", "Connection: close\r\n"))
+        .ok()?;
+    let response = conn.read_response(false).ok()?;
+    serde_json::from_str(&response.body_text()).ok()
+}
+
+/// The pid of the process that took over from `old` at `admin` (asked for up to 15 s), guarded
+/// so that it is killed should the test fail before stopping it.
+pub fn successor_of(admin: SocketAddr, old: u64) -> Successor {
+    let mut pid = None;
+    eventually(Duration::from_secs(15), || {
+        pid = workers(admin)
+            .and_then(|json| json["pid"].as_u64())
+            .filter(|&pid| pid != old);
+        pid.is_some()
+    });
+    let pid = pid.unwrap_or_else(|| panic!("no new process took over from pid {old}"));
+    // Its admin API answers before it handles signals (see `Binary::start`).
+    for signal in [libc::SIGHUP, libc::SIGUSR2] {
+        assert!(wait_pid_catches(
+            pid as u32,
+            signal,
+            Duration::from_secs(10)
+        ));
+    }
+    Successor(pid as libc::pid_t)
+}
+
+/// `herdsman run` (the binary) with listener "web" and the admin API on ports of their own, in
+/// front of `backend`, with `top_keys` (lines such as `shutdown_grace = "1s"`) added.
+pub struct Binary {
+    pub process: ChildGuard,
+    /// Where listener "web" accepts connections.
+    pub web: SocketAddr,
+    /// Where the admin API listens.
+    pub admin: SocketAddr,
+    /// Its config file.
+    pub path: PathBuf,
+}
+
+impl Binary {
+    pub fn start(backend: &Mock, top_keys: &str) -> Binary {
+        let (web, admin): (SocketAddr, SocketAddr) = (
+            format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+            format!("127.0.0.1:{}", free_port()).parse().unwrap(),
+        );
+        let config = format!(
+            "workers = 2\n{top_keys}\n[[listener]]\nname = \"web\"\nbind = \"{web}\"\npool = \"app\"\n\
+             [admin]\nbind = \"{admin}\"\n\
+             [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+            backend.addr
+        );
+        let path = write_temp("binary.toml", &config);
+        let process = run_binary_with(&path);
+        assert!(wait_listening(web, Duration::from_secs(10)));
+        assert_eq!(serving_pid(admin), Some(u64::from(process.0.id())));
+        // It listens before it handles signals: a SIGHUP or SIGUSR2 sent between would end it.
+        for signal in [libc::SIGHUP, libc::SIGUSR2] {
+            assert!(wait_pid_catches(
+                process.0.id(),
+                signal,
+                Duration::from_secs(10)
+            ));
+        }
+        Binary {
+            process,
+            web,
+            admin,
+            path,
+        }
+    }
+
+    pub fn pid(&self) -> u64 {
+        u64::from(self.process.0.id())
+    }
+
+    /// Applies `edit` to the config file's text, sends SIGHUP, and waits (up to 10 s) until the
+    /// reload has been applied.
+    pub fn reload(&self, edit: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(&self.path).unwrap();
+        std::fs::write(&self.path, edit(text)).unwrap();
+        let before = self.reloads();
+        self.process.signal(libc::SIGHUP);
+        assert!(
+            eventually(Duration::from_secs(10), || self.reloads() > before),
+            "the reload was not applied"
+        );
+    }
+
+    /// Reloads applied so far, as `/metrics` counts them.
+    fn reloads(&self) -> u64 {
+        let metrics = Conn::connect(self.admin)
+            .roundtrip(&get_request("/metrics", "Connection: close\r\n"))
+            .body_text();
+        metrics
+            .lines()
+            .find_map(|line| line.strip_prefix("herdsman_config_reloads_total "))
+            .and_then(|count| count.trim().parse().ok())
+            .expect("herdsman_config_reloads_total in /metrics")
+    }
+
+    /// Sends SIGUSR2 and returns the process that took over.
+    pub fn upgrade(&self) -> Successor {
+        self.process.signal(libc::SIGUSR2);
+        successor_of(self.admin, self.pid())
+    }
+}
+
+/// Asserts that a new connection to `web` is served.
+pub fn serves(web: SocketAddr) {
+    let response = Conn::connect(web).roundtrip(&get_request("/", "Connection: close\r\n"));
+    assert_eq!(response.status(), 200);
+}
+
+/// A process a binary upgrade started: not this test's child, so not a `ChildGuard`; killed if
+/// the test ends before stopping it.
+pub struct Successor(pub libc::pid_t);
+
+impl Successor {
+    pub fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill(2) on the pid of a process this test's herdsman started.
+        let rc = unsafe { libc::kill(self.0, signal) };
+        assert_eq!(rc, 0, "kill({}, {signal})", self.0);
+    }
+}
+
+impl Drop for Successor {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) on the pid of a process this test's herdsman started.
+        unsafe { libc::kill(self.0, libc::SIGKILL) };
+    }
+}
+
 /// Waits until something accepts connections at `addr`.
 pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> bool {
     eventually(timeout, || {
@@ -1395,7 +1543,12 @@ pub fn wait_listening(addr: SocketAddr, timeout: Duration) -> bool {
 /// Waits until the process `child` catches `signal` (Linux: its `SigCgt` mask in /proc). A
 /// signal whose default action ends the process (SIGUSR1, SIGHUP) must not be sent before then.
 pub fn wait_signal_caught(child: &ChildGuard, signal: libc::c_int, timeout: Duration) -> bool {
-    let status = format!("/proc/{}/status", child.0.id());
+    wait_pid_catches(child.0.id(), signal, timeout)
+}
+
+/// [`wait_signal_caught`] for any process, by pid.
+pub fn wait_pid_catches(pid: u32, signal: libc::c_int, timeout: Duration) -> bool {
+    let status = format!("/proc/{pid}/status");
     eventually(timeout, || {
         let Ok(text) = std::fs::read_to_string(&status) else {
             return false;

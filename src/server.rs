@@ -170,9 +170,19 @@ impl Server {
             Some(settings) => Some(admin::start(
                 AdminConfig {
                     bind: settings.bind,
+                    socket: settings.socket.clone(),
+                    allowed_hosts: settings.allowed_hosts.clone(),
                     token: settings.token(),
                     intake: config.intake.name(),
-                    inherited: inherited.take_admin(settings.bind).map(Arc::new),
+                    inherited: settings
+                        .bind
+                        .and_then(|bind| inherited.take_admin(bind))
+                        .map(Arc::new),
+                    inherited_socket: settings
+                        .socket
+                        .as_ref()
+                        .and_then(|socket| inherited.take_admin_socket(&socket.path))
+                        .map(Arc::new),
                     predecessors: predecessors.clone(),
                 },
                 Arc::clone(&stats),
@@ -236,7 +246,7 @@ impl Server {
 
     /// The admin API's address, when the config has `[admin]`.
     pub fn admin_addr(&self) -> Option<SocketAddr> {
-        self.admin.as_ref().map(AdminHandle::local_addr)
+        self.admin.as_ref().and_then(AdminHandle::local_addr)
     }
 
     /// Every worker's counters and loads.
@@ -260,7 +270,12 @@ impl Server {
     pub fn upgrade_sockets(&self) -> Vec<(String, std::os::fd::RawFd)> {
         let mut sockets = self.registry.listener_sockets();
         if let Some(admin) = &self.admin {
-            sockets.push((upgrade::ADMIN_SOCKET.to_string(), admin.socket_fd()));
+            if let Some(fd) = admin.socket_fd() {
+                sockets.push((upgrade::ADMIN_SOCKET.to_string(), fd));
+            }
+            if let Some(fd) = admin.unix_socket_fd() {
+                sockets.push((upgrade::ADMIN_UNIX_SOCKET.to_string(), fd));
+            }
         }
         sockets
     }
@@ -283,6 +298,9 @@ impl Server {
     /// downloads, streams, tunnels — run to their end, for at most `hard_stop_after` (its value
     /// now; none: no limit). Returns at once; [`Server::wait`] blocks until done.
     pub fn hand_over(&self) {
+        if let Some(admin) = &self.admin {
+            admin.handed_over();
+        }
         let limit = self.registry.config().hard_stop_after;
         self.begin_stop(Stopping::within(limit, "hard_stop_after"));
     }

@@ -25,10 +25,13 @@ struct Admin {
 fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
     let (stop, stopped) = watch::channel(false);
     let config = AdminConfig {
-        bind: "127.0.0.1:0".parse().unwrap(),
+        bind: Some("127.0.0.1:0".parse().unwrap()),
+        socket: None,
+        allowed_hosts: Vec::new(),
         token: token.map(str::to_string),
         intake: "balanced",
         inherited: None,
+        inherited_socket: None,
         predecessors: None,
     };
     let handle =
@@ -127,7 +130,9 @@ fn get(addr: SocketAddr, path: &str, authorization: Option<&str>) -> Response {
     let mut connection = connect(addr);
     send(
         &mut connection,
-        &format!("GET {path} HTTP/1.1\r\nHost: admin\r\n{authorization}Connection: close\r\n\r\n"),
+        &format!(
+            "GET {path} HTTP/1.1\r\nHost: localhost\r\n{authorization}Connection: close\r\n\r\n"
+        ),
     )
 }
 
@@ -164,7 +169,11 @@ fn workers_report_what_the_counters_hold() {
     stats.loads[2].active.store(5, Ordering::Relaxed);
     let admin = start(Arc::clone(&stats), None);
 
-    let response = get(admin.handle.local_addr(), "/api/workers", None);
+    let response = get(
+        admin.handle.local_addr().expect("the TCP listener"),
+        "/api/workers",
+        None,
+    );
     assert_eq!(response.status, 200, "{response:?}");
     assert_eq!(response.header("Content-Type"), Some("application/json"));
     let json: serde_json::Value = serde_json::from_str(&response.body).unwrap();
@@ -188,15 +197,22 @@ fn workers_report_what_the_counters_hold() {
     }
     // Counters read when asked, not when the listener started.
     stats.counters[0].accepted.store(12, Ordering::Relaxed);
-    let json: serde_json::Value =
-        serde_json::from_str(&get(admin.handle.local_addr(), "/api/workers", None).body).unwrap();
+    let json: serde_json::Value = serde_json::from_str(
+        &get(
+            admin.handle.local_addr().expect("the TCP listener"),
+            "/api/workers",
+            None,
+        )
+        .body,
+    )
+    .unwrap();
     assert_eq!(json["workers"][0]["accepted"], 12);
 }
 
 #[test]
 fn a_token_is_demanded_when_set() {
     let admin = start(Stats::new(3), Some("s3cret-token"));
-    let addr = admin.handle.local_addr();
+    let addr = admin.handle.local_addr().expect("the TCP listener");
     for authorization in [None, Some("Bearer wrong"), Some("Bearer s3cret-toke")] {
         let response = get(addr, "/api/workers", authorization);
         assert_eq!(response.status, 401, "{authorization:?}: {response:?}");
@@ -213,10 +229,13 @@ fn a_token_is_demanded_when_set() {
 fn an_exposed_address_needs_a_token() {
     let (_stop, stopped) = watch::channel(false);
     let config = AdminConfig {
-        bind: "0.0.0.0:0".parse().unwrap(),
+        bind: Some("0.0.0.0:0".parse().unwrap()),
+        socket: None,
+        allowed_hosts: Vec::new(),
         token: None,
         intake: "balanced",
         inherited: None,
+        inherited_socket: None,
         predecessors: None,
     };
     let error = admin::start(config, Stats::new(3), registry(), stopped).unwrap_err();
@@ -228,7 +247,7 @@ fn an_exposed_address_needs_a_token() {
 #[test]
 fn healthz_unknown_paths_and_other_methods() {
     let admin = start(Stats::new(3), None);
-    let addr = admin.handle.local_addr();
+    let addr = admin.handle.local_addr().expect("the TCP listener");
     let health = get(addr, "/healthz", None);
     assert_eq!((health.status, health.body.as_str()), (200, "ok\n"));
     assert_eq!(get(addr, "/api/nothing", None).status, 404);
@@ -236,7 +255,7 @@ fn healthz_unknown_paths_and_other_methods() {
     let mut connection = connect(addr);
     let response = send(
         &mut connection,
-        "DELETE /api/workers HTTP/1.1\r\nHost: admin\r\n\r\n",
+        "DELETE /api/workers HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
     );
     assert_eq!(response.status, 405);
     assert_eq!(response.header("Allow"), Some("GET, HEAD"));
@@ -245,24 +264,24 @@ fn healthz_unknown_paths_and_other_methods() {
 #[test]
 fn keep_alive_serves_several_requests_on_one_connection() {
     let admin = start(Stats::new(3), None);
-    let mut connection = connect(admin.handle.local_addr());
+    let mut connection = connect(admin.handle.local_addr().expect("the TCP listener"));
     let first = send(
         &mut connection,
-        "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n",
+        "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n",
     );
     assert_eq!(first.status, 200);
     assert_eq!(first.header("Connection"), None);
     let second = send(
         &mut connection,
-        "GET /api/workers HTTP/1.1\r\nHost: admin\r\n\r\n",
+        "GET /api/workers HTTP/1.1\r\nHost: localhost\r\n\r\n",
     );
     assert_eq!(second.status, 200);
     // Two pipelined requests, the last asking to close.
     connection
         .get_mut()
         .write_all(
-            b"GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n\
-              GET /healthz HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n\r\n",
+            b"GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n\
+              GET /healthz HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n",
         )
         .unwrap();
     assert_eq!(read_response(&mut connection).unwrap().status, 200);
@@ -274,7 +293,7 @@ fn keep_alive_serves_several_requests_on_one_connection() {
 #[test]
 fn a_malformed_request_gets_400_and_the_connection_closes() {
     let admin = start(Stats::new(3), None);
-    let mut connection = connect(admin.handle.local_addr());
+    let mut connection = connect(admin.handle.local_addr().expect("the TCP listener"));
     // HTTP/1.1 without Host.
     let response = send(&mut connection, "GET /healthz HTTP/1.1\r\n\r\n");
     assert_eq!(response.status, 400);
@@ -284,11 +303,15 @@ fn a_malformed_request_gets_400_and_the_connection_closes() {
 #[test]
 fn stop_ends_the_thread() {
     let admin = start(Stats::new(3), None);
-    let addr = admin.handle.local_addr();
+    let addr = admin.handle.local_addr().expect("the TCP listener");
     // An idle keep-alive connection must not hold the thread up.
     let mut idle = connect(addr);
     assert_eq!(
-        send(&mut idle, "GET /healthz HTTP/1.1\r\nHost: admin\r\n\r\n").status,
+        send(
+            &mut idle,
+            "GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n"
+        )
+        .status,
         200
     );
     admin.stop.send(true).unwrap();

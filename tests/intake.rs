@@ -157,7 +157,7 @@ fn admin_api_reports_per_worker_counters_that_add_up() {
     }
     let admin = proxy.server().admin_addr().expect("admin listener");
     let mut conn = Conn::connect(admin);
-    let response = conn.roundtrip(&get_request("/api/workers", "Connection: close\r\n"));
+    let response = conn.roundtrip(&admin_get_request("/api/workers"));
     assert_eq!(response.status(), 200);
     let body = response.body_text();
     let json: serde_json::Value = serde_json::from_str(&body).expect("JSON");

@@ -21,7 +21,7 @@ struct Metrics {
 impl Metrics {
     fn scrape(running: &Running) -> Metrics {
         let mut conn = Conn::connect(running.admin);
-        let response = conn.roundtrip(&get_request("/metrics", "Connection: close\r\n"));
+        let response = conn.roundtrip(&admin_get_request("/metrics"));
         assert_eq!(response.status(), 200);
         assert_eq!(
             response.header("content-type"),

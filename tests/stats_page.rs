@@ -5,6 +5,9 @@
 //! configured it must ask for the token in a form and then work the same. A screenshot of each
 //! case is left in `target/` for a person to look at.
 //!
+//! A page on another origin, open in the same browser, tries what a cross-site attacker would —
+//! `fetch` and form posts that add a server, reload and upgrade — and changes nothing.
+//!
 //! Chromium is required, not optional: without it these tests fail and say how to install it
 //! (`bench/scripts/install-peers.sh`, which CI runs). Every wait is bounded.
 
@@ -39,6 +42,8 @@ struct Herdsman {
     web: SocketAddr,
     admin: SocketAddr,
     token: Option<String>,
+    /// Its own log (stderr).
+    log: PathBuf,
     _servers: Vec<Mock>,
 }
 
@@ -61,7 +66,12 @@ impl Herdsman {
             );
             env.push((TOKEN_ENV, OsStr::new(token)));
         }
-        let process = run_binary_with_env(&write_temp("stats-page.toml", &text), &env);
+        let log = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+            "stats-page-{}-{}.log",
+            std::process::id(),
+            admin.port()
+        ));
+        let process = run_binary_logged(&write_temp("stats-page.toml", &text), &env, &log);
         for addr in [web, admin] {
             assert!(
                 wait_listening(addr, Duration::from_secs(10)),
@@ -73,6 +83,7 @@ impl Herdsman {
             web,
             admin,
             token: token.map(str::to_string),
+            log,
             _servers: servers,
         }
     }
@@ -507,4 +518,141 @@ fn with_a_token_the_page_asks_for_it_then_works() {
     wait_for_next_refresh(&tab);
     assert_no_page_errors(&tab);
     screenshot(&tab, "stats-page-token.png");
+}
+
+/// Serves `page` (HTML) to every request on 127.0.0.1, until dropped: another origin than the
+/// admin API's (another port, and the test opens it as `localhost`, another site).
+struct OtherSite {
+    addr: SocketAddr,
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl OtherSite {
+    fn serve(page: String) -> OtherSite {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = Arc::clone(&stop);
+        let thread = thread::spawn(move || {
+            while !stopped.load(Ordering::SeqCst) {
+                let Ok((stream, _)) = listener.accept() else {
+                    thread::sleep(Duration::from_millis(10));
+                    continue;
+                };
+                stream.set_nonblocking(false).unwrap();
+                let mut conn = Conn::new(stream);
+                if let Ok(Some(_)) = conn.read_head() {
+                    let head = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n\
+                         Content-Length: {}\r\nConnection: close\r\n\r\n",
+                        page.len()
+                    );
+                    let _ = conn.try_send(head.as_bytes());
+                    let _ = conn.try_send(page.as_bytes());
+                }
+            }
+        });
+        OtherSite {
+            addr,
+            stop,
+            thread: Some(thread),
+        }
+    }
+}
+
+impl Drop for OtherSite {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+/// The attacker's page: a `text/plain` fetch that needs no preflight (the issue's 201), a JSON
+/// fetch that does, and form posts into hidden frames — adding a server, reloading, upgrading.
+fn attacking_page(admin: SocketAddr) -> String {
+    format!(
+        r#"<!doctype html><html><body>
+<iframe name="sink" style="display:none"></iframe>
+<form id="add" method="POST" action="http://{admin}/api/pools/app/servers" target="sink" enctype="text/plain">
+<input type="hidden" name='{{"name":"evil","addr":"127.0.0.2:80","x":"' value='"}}'></form>
+<form id="reload" method="POST" action="http://{admin}/api/reload" target="sink"></form>
+<form id="upgrade" method="POST" action="http://{admin}/api/upgrade" target="sink"></form>
+<script>
+const admin = "http://{admin}";
+const evil = JSON.stringify({{ name: "evil", addr: "127.0.0.2:80" }});
+const results = {{}};
+async function attack() {{
+  try {{
+    await fetch(admin + "/api/pools/app/servers", {{ method: "POST", mode: "no-cors",
+      headers: {{ "Content-Type": "text/plain" }}, body: evil }});
+    results.simple = "sent";
+  }} catch (e) {{ results.simple = "failed: " + e; }}
+  try {{
+    const r = await fetch(admin + "/api/pools/app/servers", {{ method: "POST",
+      headers: {{ "Content-Type": "application/json" }}, body: evil }});
+    results.json = "answered " + r.status;
+  }} catch (e) {{ results.json = "blocked"; }}
+  for (const form of ["add", "reload", "upgrade"]) {{
+    document.getElementById(form).submit();
+    await new Promise((done) => setTimeout(done, 300));
+  }}
+  document.body.dataset.done = JSON.stringify(results);
+}}
+attack();
+</script></body></html>"#
+    )
+}
+
+#[test]
+fn a_page_on_another_origin_changes_nothing() {
+    let herdsman = Herdsman::start(None);
+    let pid_before = herdsman.api("GET", "/api/workers", None).1["pid"].clone();
+    let site = OtherSite::serve(attacking_page(herdsman.admin));
+    let chromium = Chromium::launch();
+    let tab = chromium.open(&format!("http://localhost:{}/", site.addr.port()));
+    wait_for(&tab, "document.body.dataset.done", "the attack to finish");
+    let results = eval(&tab, "JSON.parse(document.body.dataset.done)");
+    // The preflight is not answered, so the browser never sends the JSON request itself.
+    assert_eq!(results["json"], "blocked", "{results}");
+    // Each attempt reached herdsman and was refused there, not just by the browser: the
+    // no-cors fetch and the three forms are four refused changes in its log.
+    let refused = |log: &str| {
+        log.lines()
+            .filter(|line| line.contains("admin API: change refused"))
+            .count()
+    };
+    let reached = eventually(WAIT, || {
+        std::fs::read_to_string(&herdsman.log).is_ok_and(|log| refused(&log) >= 4)
+    });
+    let log = std::fs::read_to_string(&herdsman.log).unwrap_or_default();
+    assert!(
+        reached,
+        "not every attempt reached herdsman and was refused:\n{log}"
+    );
+    // Nothing changed: no server added, no reload, no upgrade.
+    let servers: Vec<String> = herdsman.pools()["pools"][0]["servers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|server| server["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(servers, ["a", "b", "c"]);
+    thread::sleep(Duration::from_millis(500));
+    let workers = herdsman.api("GET", "/api/workers", None).1;
+    assert_eq!(workers["pid"], pid_before, "an upgrade was started");
+    let metrics = Conn::connect(herdsman.admin)
+        .roundtrip(b"GET /metrics HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n")
+        .body_text();
+    let reloads = metrics
+        .lines()
+        .find(|line| line.starts_with("herdsman_config_reloads_total "))
+        .unwrap_or_else(|| panic!("no reload counter in /metrics:\n{metrics}"));
+    assert_eq!(
+        reloads, "herdsman_config_reloads_total 0",
+        "a reload was made"
+    );
 }

@@ -254,7 +254,8 @@ fn a_reload_by_signal_or_by_the_admin_api_tells_systemd_it_began_and_how_it_ende
     assert!(started.is_some(), "no READY=1 at start");
     assert!(wait_listening(admin, Duration::from_secs(10)));
     let reload_by_api = || {
-        let request = b"POST /api/reload HTTP/1.1\r\nHost: admin\r\nContent-Length: 0\r\n\r\n";
+        let request = b"POST /api/reload HTTP/1.1\r\nHost: localhost\r\n\
+            Content-Type: application/json\r\nContent-Length: 0\r\n\r\n";
         Conn::connect(admin).roundtrip(request).status()
     };
 

@@ -197,7 +197,7 @@ mod tests {
         assert!(
             admin
                 .message
-                .contains("unknown field `pool`, expected `bind` or `token_env`"),
+                .contains("unknown field `pool`, expected one of `bind`, `socket`"),
             "{}",
             admin.message
         );

@@ -77,13 +77,32 @@ impl LogLevel {
     }
 }
 
-/// `[admin]`: where the admin API listens and where its token comes from.
+/// `[admin]`: where the admin API listens, whom it answers, and where its token comes from. At
+/// least one of `bind` and `socket`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct AdminSettings {
-    pub bind: SocketAddr,
-    /// The environment variable holding the bearer token. Without a token the admin API may only
-    /// listen on a loopback address.
+    /// The TCP listener, if any. Without a token it may only be a loopback address.
+    pub bind: Option<SocketAddr>,
+    /// The UNIX socket listener, if any: other local users are kept out by its file mode.
+    pub socket: Option<AdminSocket>,
+    /// Host names (lowercase, no port) the API answers besides IP literals and `localhost`;
+    /// a request naming any other host is refused (DNS rebinding). Default none.
+    pub allowed_hosts: Vec<String>,
+    /// The environment variable holding the bearer token; when set, every request on either
+    /// listener must carry it.
     pub token_env: Option<String>,
+}
+
+/// `[admin] socket` and the file's mode and ownership.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AdminSocket {
+    /// An absolute path; its directory must exist.
+    pub path: std::path::PathBuf,
+    /// The file's permission bits. Default 0600: only the owner (herdsman's user) may connect.
+    pub mode: u32,
+    /// The file's owner and group, by name or number; default herdsman's own.
+    pub owner: Option<String>,
+    pub group: Option<String>,
 }
 
 impl AdminSettings {

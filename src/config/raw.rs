@@ -48,6 +48,11 @@ pub struct RawLog {
 #[serde(deny_unknown_fields)]
 pub struct RawAdmin {
     pub bind: Option<Spanned<String>>,
+    pub socket: Option<Spanned<String>>,
+    pub socket_mode: Option<Spanned<String>>,
+    pub socket_owner: Option<Spanned<String>>,
+    pub socket_group: Option<Spanned<String>>,
+    pub allowed_hosts: Option<Spanned<Vec<Spanned<String>>>>,
     pub token_env: Option<Spanned<String>>,
 }
 

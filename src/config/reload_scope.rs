@@ -12,7 +12,8 @@
 //!   (its shared load's limit): see `control::registry`.
 //!
 //! A running process cannot change the rest; a restart, or a binary upgrade (which reads the
-//! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `token_env`), `[log] level`
+//! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `socket` and its mode and
+//! ownership, `allowed_hosts`, `token_env`), `[log] level`
 //! and the `backlog` of a listener whose `bind` stays. [`hold_back_restart_only`] names them.
 //!
 //! A new key: one the workers read from the snapshot applies by construction (say so in its
@@ -50,8 +51,21 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
     hold(fresh.workers != *workers, "workers".to_string());
     hold(fresh.intake != *intake, "intake".to_string());
     match (admin, &fresh.admin) {
-        (Some(AdminSettings { bind, token_env }), Some(new)) => {
+        (
+            Some(AdminSettings {
+                bind,
+                socket,
+                allowed_hosts,
+                token_env,
+            }),
+            Some(new),
+        ) => {
             hold(new.bind != *bind, "[admin] bind".to_string());
+            hold(new.socket != *socket, "[admin] socket".to_string());
+            hold(
+                new.allowed_hosts != *allowed_hosts,
+                "[admin] allowed_hosts".to_string(),
+            );
             hold(new.token_env != *token_env, "[admin] token_env".to_string());
         }
         (None, None) => {}

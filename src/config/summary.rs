@@ -81,7 +81,15 @@ pub(super) fn summary(config: &Config) -> String {
             Some(name) => format!("token from ${name}"),
             None => "no token (loopback only)".to_string(),
         };
-        lines.push(format!("admin {}  {token}", admin.bind));
+        let mut places: Vec<String> = admin.bind.iter().map(ToString::to_string).collect();
+        if let Some(socket) = &admin.socket {
+            places.push(format!(
+                "socket {} (mode {:04o})",
+                socket.path.display(),
+                socket.mode
+            ));
+        }
+        lines.push(format!("admin {}  {token}", places.join(" and ")));
     }
     lines.join("\n")
 }

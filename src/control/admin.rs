@@ -14,31 +14,41 @@
 //! made directly from the connection tasks: they take the control plane's mutex, never one the
 //! request path takes, and a reload's file read blocks only this thread.
 //!
-//! Safe by default: without a token it only binds a loopback address, and with one every request
-//! must carry it (`Authorization: Bearer <token>`), compared in constant time. Authentication
-//! comes before anything else, so a refused client learns nothing and changes nothing. The one
-//! exception is `GET /stats`, the live stats page (`stats_page.html`): it holds no data, only the
-//! script that asks the API for it, with the token, and a browser cannot send a token with a
-//! page navigation.
+//! It listens on TCP (`[admin] bind`), on a UNIX socket (`[admin] socket`, whose file mode keeps
+//! other local users out; `admin_socket`), or both. Safe by default: without a token the TCP
+//! listener only binds a loopback address; with one every request must carry it
+//! (`Authorization: Bearer <token>`), compared in constant time. Before anything else each
+//! request passes `admin_guard`: a foreign Host (DNS rebinding), a page on another origin
+//! (cross-site request forgery) or a change without a JSON body type is refused, so a refused
+//! client learns nothing and changes nothing. The one exception to the token is `GET /stats`, the
+//! live stats page (`stats_page.html`): it holds no data, only the script that asks the API for
+//! it, with the token, and a browser cannot send a token with a page navigation. Every request
+//! that would change something is logged with who made it (address, or uid and pid on the
+//! socket) and its outcome.
 
 use std::io::{self, Write};
 use std::net::{SocketAddr, TcpListener as StdTcpListener};
+use std::os::unix::net::UnixListener as StdUnixListener;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
 use serde::Serialize;
 use serde_json::json;
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
+use super::admin_guard::Guard;
 use super::admin_pools::{self, ApiError};
+use super::admin_socket;
 use super::drain::{Draining, Predecessors};
 use super::kernel_watch;
 use super::metrics;
 use super::registry::Registry;
-use crate::config::is_valid_name;
+use crate::config::{is_valid_name, AdminSocket};
 use crate::http1::{self, error_response, Body, HeadError, Method, Request};
 use crate::proxy::Buffer;
 use crate::stats::procfs::{self, ListenQueueDrops};
@@ -64,16 +74,23 @@ const LISTEN_QUEUE_INTERVAL: Duration = Duration::from_secs(5);
 /// What the admin listener needs; built from the validated `[admin]` section.
 #[derive(Debug, Clone)]
 pub struct AdminConfig {
-    /// `[admin] bind`. Must be a loopback address unless `token` is set.
-    pub bind: SocketAddr,
+    /// `[admin] bind`, if the API listens on TCP. Must be a loopback address unless `token` is
+    /// set.
+    pub bind: Option<SocketAddr>,
+    /// `[admin] socket`, if the API listens on a UNIX socket.
+    pub socket: Option<AdminSocket>,
+    /// `[admin] allowed_hosts`: host names answered besides IP literals and `localhost`.
+    pub allowed_hosts: Vec<String>,
     /// The token every request must present, read from the variable `[admin] token_env` names.
-    /// `None`: no authentication, which is allowed only on loopback. Never empty.
+    /// `None`: no authentication, which is allowed only on loopback and the socket. Never empty.
     pub token: Option<String>,
     /// The intake mode's config name (`reuseport`, `balanced`, …), reported by `/api/workers`.
     pub intake: &'static str,
     /// A listening socket on `bind` handed down by the process this one replaces (a binary
     /// upgrade), used instead of binding.
     pub inherited: Option<Arc<StdTcpListener>>,
+    /// Likewise the UNIX socket on `socket`'s path.
+    pub inherited_socket: Option<Arc<StdUnixListener>>,
     /// The older processes still draining after the upgrade that started this one, reported by
     /// `/api/workers`; `None` when no upgrade started it.
     pub predecessors: Option<Arc<Predecessors>>,
@@ -96,6 +113,8 @@ pub enum AdminError {
     // with `{:#}` would otherwise say it twice.
     #[error("cannot bind the admin API to {addr} (`[admin] bind`): {error}")]
     Bind { addr: SocketAddr, error: io::Error },
+    #[error("cannot make the admin API's socket {} (`[admin] socket`): {error}", path.display())]
+    Socket { path: PathBuf, error: io::Error },
     #[error("cannot start the admin API's runtime: {0}")]
     Runtime(io::Error),
     #[error("cannot start the admin API's thread: {0}")]
@@ -105,21 +124,37 @@ pub enum AdminError {
 /// The running admin listener. It stops when the `stop` given to [`start`] becomes true.
 #[derive(Debug)]
 pub struct AdminHandle {
-    /// The bound address (the real port when `[admin] bind` asked for port 0).
-    pub local_addr: SocketAddr,
+    /// The bound address (the real port when `[admin] bind` asked for port 0), if on TCP.
+    local_addr: Option<SocketAddr>,
     thread: JoinHandle<()>,
-    /// A descriptor of the listening socket, to hand down at a binary upgrade.
-    kept: StdTcpListener,
+    /// A descriptor of each listening socket, to hand down at a binary upgrade.
+    kept: Option<StdTcpListener>,
+    kept_socket: Option<StdUnixListener>,
+    /// The UNIX socket's path, removed at a stop unless a successor took the socket over.
+    socket_path: Option<PathBuf>,
+    handed_over: AtomicBool,
 }
 
 impl AdminHandle {
-    /// The listening socket's descriptor, for a binary upgrade.
-    pub fn socket_fd(&self) -> std::os::fd::RawFd {
-        std::os::fd::AsRawFd::as_raw_fd(&self.kept)
+    /// The TCP listening socket's descriptor, for a binary upgrade.
+    pub fn socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.kept.as_ref().map(std::os::fd::AsRawFd::as_raw_fd)
     }
 
-    pub fn local_addr(&self) -> SocketAddr {
+    /// The UNIX listening socket's descriptor, for a binary upgrade.
+    pub fn unix_socket_fd(&self) -> Option<std::os::fd::RawFd> {
+        self.kept_socket
+            .as_ref()
+            .map(std::os::fd::AsRawFd::as_raw_fd)
+    }
+
+    pub fn local_addr(&self) -> Option<SocketAddr> {
         self.local_addr
+    }
+
+    /// A successor serves the API's sockets now: the socket file is its, not to be removed.
+    pub fn handed_over(&self) {
+        self.handed_over.store(true, Ordering::Relaxed);
     }
 
     /// Waits for the admin thread to finish (after `stop`). A panic there is a bug; it is logged
@@ -128,44 +163,65 @@ impl AdminHandle {
         if self.thread.join().is_err() {
             tracing::error!("the admin API's thread panicked");
         }
+        if let (Some(path), false) = (&self.socket_path, self.handed_over.load(Ordering::Relaxed)) {
+            let _ = std::fs::remove_file(path);
+        }
     }
 }
 
-/// Binds the admin listener and serves it on a new thread until `stop` becomes true or its
+/// Binds the admin listeners and serves them on a new thread until `stop` becomes true or its
 /// sender is dropped. Connections still open then are closed. Errors (an unsafe or unusable
-/// address) are returned here, before any thread starts.
+/// address or socket) are returned here, before any thread starts.
 pub fn start(
     config: AdminConfig,
     stats: Arc<Stats>,
     registry: Arc<Registry>,
     stop: watch::Receiver<bool>,
 ) -> Result<AdminHandle, AdminError> {
-    check_exposure(config.bind, config.token.as_deref())?;
-    let bind_error = |error| AdminError::Bind {
-        addr: config.bind,
-        error,
+    let tcp = match config.bind {
+        Some(bind) => {
+            check_exposure(bind, config.token.as_deref())?;
+            Some(bind_tcp(bind, config.inherited.as_deref())?)
+        }
+        None => None,
     };
-    let listener = match &config.inherited {
-        Some(inherited) => inherited.try_clone(),
-        None => StdTcpListener::bind(config.bind),
-    }
-    .map_err(bind_error)?;
-    listener.set_nonblocking(true).map_err(bind_error)?;
-    let local_addr = listener.local_addr().map_err(bind_error)?;
-    // Kept to hand down at a binary upgrade.
-    let kept = listener.try_clone().map_err(bind_error)?;
+    let unix = match &config.socket {
+        Some(socket) => Some(listen_unix(socket, config.inherited_socket.as_deref())?),
+        None => None,
+    };
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .map_err(AdminError::Runtime)?;
+    let mut listeners = Vec::new();
+    let (mut local_addr, mut kept, mut kept_socket) = (None, None, None);
     // Registered with the admin runtime's reactor here, so that a failure is reported to the
     // caller rather than inside the thread.
-    let listener = {
-        let _entered = runtime.enter();
-        TcpListener::from_std(listener).map_err(bind_error)?
-    };
+    let _entered = runtime.enter();
+    if let (Some(listener), Some(bind)) = (tcp, config.bind) {
+        let bind_error = |error| AdminError::Bind { addr: bind, error };
+        local_addr = Some(listener.local_addr().map_err(bind_error)?);
+        kept = Some(listener.try_clone().map_err(bind_error)?);
+        listeners.push(AdminListener::Tcp(
+            TcpListener::from_std(listener).map_err(bind_error)?,
+        ));
+    }
+    if let (Some(listener), Some(socket)) = (unix, &config.socket) {
+        let socket_error = |error| AdminError::Socket {
+            path: socket.path.clone(),
+            error,
+        };
+        kept_socket = Some(listener.try_clone().map_err(socket_error)?);
+        listeners.push(AdminListener::Unix(
+            UnixListener::from_std(listener).map_err(socket_error)?,
+        ));
+    }
+    drop(_entered);
     let shared = Arc::new(Shared {
-        token: config.token,
+        guard: Guard {
+            allowed_hosts: config.allowed_hosts,
+            token: config.token,
+        },
         intake: config.intake,
         stats,
         registry,
@@ -179,21 +235,77 @@ pub fn start(
                     LISTEN_QUEUE_INTERVAL,
                     stop.clone(),
                 ));
-                accept_until_stopped(listener, shared, stop).await;
+                let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
+                let accepting: Vec<_> = listeners
+                    .into_iter()
+                    .map(|listener| {
+                        let accept = accept_until_stopped(
+                            listener,
+                            Arc::clone(&shared),
+                            Arc::clone(&slots),
+                            stop.clone(),
+                        );
+                        tokio::spawn(accept)
+                    })
+                    .collect();
+                for accept in accepting {
+                    let _ = accept.await;
+                }
             });
             // Dropping the runtime here cancels the watcher and any connection still open.
         })
         .map_err(AdminError::Thread)?;
-    tracing::info!(addr = %local_addr, "admin API listening");
+    if let Some(addr) = local_addr {
+        tracing::info!(%addr, "admin API listening");
+    }
+    if let Some(socket) = &config.socket {
+        tracing::info!(socket = %socket.path.display(), mode = format!("{:04o}", socket.mode), "admin API listening");
+    }
     Ok(AdminHandle {
         local_addr,
         thread,
         kept,
+        kept_socket,
+        socket_path: config.socket.map(|socket| socket.path),
+        handed_over: AtomicBool::new(false),
     })
 }
 
-/// Without a token, only loopback: the admin API reveals (and will later change) the proxy's
-/// state, so exposing it must be a decision, made by setting a token.
+/// The TCP listener on `bind`: the one handed down at an upgrade, or a new one.
+fn bind_tcp(
+    bind: SocketAddr,
+    inherited: Option<&StdTcpListener>,
+) -> Result<StdTcpListener, AdminError> {
+    let bind_error = |error| AdminError::Bind { addr: bind, error };
+    let listener = match inherited {
+        Some(inherited) => inherited.try_clone(),
+        None => StdTcpListener::bind(bind),
+    }
+    .map_err(bind_error)?;
+    listener.set_nonblocking(true).map_err(bind_error)?;
+    Ok(listener)
+}
+
+/// The UNIX listener on `socket`'s path: the one handed down at an upgrade, or a new one.
+fn listen_unix(
+    socket: &AdminSocket,
+    inherited: Option<&StdUnixListener>,
+) -> Result<StdUnixListener, AdminError> {
+    let socket_error = |error| AdminError::Socket {
+        path: socket.path.clone(),
+        error,
+    };
+    let listener = match inherited {
+        Some(inherited) => inherited.try_clone(),
+        None => admin_socket::listen(socket),
+    }
+    .map_err(socket_error)?;
+    listener.set_nonblocking(true).map_err(socket_error)?;
+    Ok(listener)
+}
+
+/// Without a token, only loopback: the admin API reveals and changes the proxy's state, so
+/// exposing it must be a decision, made by setting a token.
 fn check_exposure(bind: SocketAddr, token: Option<&str>) -> Result<(), AdminError> {
     match token {
         Some("") => Err(AdminError::EmptyToken),
@@ -206,7 +318,7 @@ fn check_exposure(bind: SocketAddr, token: Option<&str>) -> Result<(), AdminErro
 
 /// What every connection needs; immutable once the listener starts.
 struct Shared {
-    token: Option<String>,
+    guard: Guard,
     intake: &'static str,
     stats: Arc<Stats>,
     /// The pools; the pool routes read and change them.
@@ -214,12 +326,67 @@ struct Shared {
     predecessors: Option<Arc<Predecessors>>,
 }
 
+/// One of the admin API's listeners.
+enum AdminListener {
+    Tcp(TcpListener),
+    Unix(UnixListener),
+}
+
+/// Who called: the peer's address, or on the UNIX socket the caller's uid and pid as the kernel
+/// gives them (`SO_PEERCRED`).
+#[derive(Debug, Clone, Copy)]
+enum Peer {
+    Tcp(SocketAddr),
+    Local { uid: u32, pid: Option<i32> },
+}
+
+impl std::fmt::Display for Peer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Peer::Tcp(addr) => write!(f, "{addr}"),
+            Peer::Local {
+                uid,
+                pid: Some(pid),
+            } => write!(f, "uid {uid} (pid {pid})"),
+            Peer::Local { uid, pid: None } => write!(f, "uid {uid}"),
+        }
+    }
+}
+
+impl AdminListener {
+    /// Accepts the next connection and serves it in a task of its own, holding `slot`.
+    async fn accept_and_serve(
+        &self,
+        shared: &Arc<Shared>,
+        slot: OwnedSemaphorePermit,
+    ) -> io::Result<()> {
+        match self {
+            AdminListener::Tcp(listener) => {
+                let (stream, addr) = listener.accept().await?;
+                let _ = stream.set_nodelay(true);
+                let served = serve_connection(stream, Peer::Tcp(addr), Arc::clone(shared), slot);
+                tokio::spawn(served);
+            }
+            AdminListener::Unix(listener) => {
+                let (stream, _) = listener.accept().await?;
+                let credentials = stream.peer_cred()?;
+                let peer = Peer::Local {
+                    uid: credentials.uid(),
+                    pid: credentials.pid(),
+                };
+                tokio::spawn(serve_connection(stream, peer, Arc::clone(shared), slot));
+            }
+        }
+        Ok(())
+    }
+}
+
 async fn accept_until_stopped(
-    listener: TcpListener,
+    listener: AdminListener,
     shared: Arc<Shared>,
+    slots: Arc<Semaphore>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
     loop {
         let accept = async {
             // A slot first: with all taken, new connections wait in the listen queue.
@@ -227,33 +394,32 @@ async fn accept_until_stopped(
                 .acquire_owned()
                 .await
                 .expect("the semaphore is never closed");
-            (slot, listener.accept().await)
+            listener.accept_and_serve(&shared, slot).await
         };
-        let (slot, accepted) = tokio::select! {
+        let accepted = tokio::select! {
             // Err: the sender is gone, which also means stop.
             _ = stop.wait_for(|stopped| *stopped) => return,
             accepted = accept => accepted,
         };
-        match accepted {
-            Ok((stream, _peer)) => {
-                tokio::spawn(serve_connection(stream, Arc::clone(&shared), slot));
-            }
-            Err(error) => {
-                // Usually out of file descriptors: pause rather than spin on the same error.
-                tracing::warn!(%error, "admin API: accept failed");
-                tokio::time::sleep(Duration::from_millis(100)).await;
-            }
+        if let Err(error) = accepted {
+            // Usually out of file descriptors: pause rather than spin on the same error.
+            tracing::warn!(%error, "admin API: accept failed");
+            tokio::time::sleep(Duration::from_millis(100)).await;
         }
     }
 }
 
 /// Serves requests on one connection until it closes, asks to close, errs or times out.
-async fn serve_connection(mut stream: TcpStream, shared: Arc<Shared>, _slot: OwnedSemaphorePermit) {
-    let _ = stream.set_nodelay(true);
+async fn serve_connection<S: AsyncRead + AsyncWrite + Unpin>(
+    mut stream: S,
+    peer: Peer,
+    shared: Arc<Shared>,
+    _slot: OwnedSemaphorePermit,
+) {
     let mut buffer = Buffer::new();
     let mut out = Vec::new();
     loop {
-        let read = read_and_answer(&mut stream, &mut buffer, &shared, &mut out);
+        let read = read_and_answer(&mut stream, &mut buffer, &shared, peer, &mut out);
         let keep_open = match tokio::time::timeout(HEADER_TIMEOUT, read).await {
             Ok(Ok(Exchange::Answered { keep_open })) => keep_open,
             Ok(Ok(Exchange::Refused)) => false,
@@ -302,15 +468,16 @@ enum Buffered {
 }
 
 /// Reads until a whole request (head and body) is buffered, and writes its response into `out`.
-async fn read_and_answer(
-    stream: &mut TcpStream,
+async fn read_and_answer<S: AsyncRead + AsyncWrite + Unpin>(
+    stream: &mut S,
     buffer: &mut Buffer,
     shared: &Shared,
+    peer: Peer,
     out: &mut Vec<u8>,
 ) -> io::Result<Exchange> {
     let mut continued = false;
     loop {
-        match answer_buffered(buffer, shared, out) {
+        match answer_buffered(buffer, shared, peer, out) {
             Buffered::Done(done) => return Ok(done),
             Buffered::Incomplete { expects_continue } if expects_continue && !continued => {
                 stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await?;
@@ -334,7 +501,12 @@ async fn read_and_answer(
 /// and consumes it. Kept synchronous so that the header array never lives across an await. The
 /// head is parsed again after each read while the body arrives: at most 64 KiB, on the admin
 /// thread, is not worth remembering the parse for.
-fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> Buffered {
+fn answer_buffered(
+    buffer: &mut Buffer,
+    shared: &Shared,
+    peer: Peer,
+    out: &mut Vec<u8>,
+) -> Buffered {
     let mut headers = http1::header_slots();
     let data = buffer.data();
     let request = match http1::parse_request(data, &mut headers, MAX_HEAD) {
@@ -361,16 +533,19 @@ fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> B
         framing => {
             // Answered without reading the body, then closed: its end cannot be found (chunked,
             // not read here) or is too far away to be worth reading.
-            refuse_unread_body(&request, framing, shared).write(out, head_only, false, &request);
+            let refusal = refuse_unread_body(&request, framing, shared);
+            log_change(&request, peer, &refusal);
+            refusal.write(out, head_only, false, &request);
             return Buffered::Done(Exchange::Refused);
         }
     };
     let Some(body) = data.get(request.head_len..request.head_len + body_len) else {
         if request.expect_continue {
             // The client waits for `100 Continue` before sending the body. When the answer will
-            // be 401 anyway, give it now rather than invite a body only to refuse it; then
+            // be a refusal anyway, give it now rather than invite a body only to refuse it; then
             // close, since the client may send the body or not.
-            if let Some(refusal) = authenticate(&request, shared) {
+            if let Some(refusal) = shared.guard.check(&request, is_stats_page(&request)) {
+                log_change(&request, peer, &refusal);
                 refusal.write(out, head_only, false, &request);
                 return Buffered::Done(Exchange::Refused);
             }
@@ -381,7 +556,9 @@ fn answer_buffered(buffer: &mut Buffer, shared: &Shared, out: &mut Vec<u8>) -> B
     };
     // After an upgrade request the client may switch protocols without waiting; close instead.
     let keep_open = request.keep_alive && !request.upgrade;
-    answer(&request, body, shared).write(out, head_only, keep_open, &request);
+    let answer = answer(&request, body, shared);
+    log_change(&request, peer, &answer);
+    answer.write(out, head_only, keep_open, &request);
     let used = request.head_len + body_len;
     buffer.consume(used);
     Buffered::Done(Exchange::Answered { keep_open })
@@ -439,7 +616,12 @@ impl Answer {
         Answer::json(status, &json!({ "error": message }))
     }
 
-    fn with_headers(mut self, extra_headers: &'static str) -> Answer {
+    /// The status it answers with.
+    pub(super) fn status(&self) -> u16 {
+        self.status
+    }
+
+    pub(super) fn with_headers(mut self, extra_headers: &'static str) -> Answer {
         self.extra_headers = extra_headers;
         self
     }
@@ -624,12 +806,11 @@ struct WorkersBody<'a> {
     predecessors: Vec<Draining>,
 }
 
-/// Decides the response to one request: authentication first (so an unauthenticated client
-/// learns nothing, not even which paths exist, and changes nothing; `authenticate` lets the stats
-/// page through, and only it), then the route, then the method, then what the route does with
-/// the body.
+/// Decides the response to one request: the guard first (so a refused client learns nothing,
+/// not even which paths exist, and changes nothing; the stats page needs no token, and only it),
+/// then the route, then the method, then what the route does with the body.
 fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
-    if let Some(refusal) = authenticate(request, shared) {
+    if let Some(refusal) = shared.guard.check(request, is_stats_page(request)) {
         return refusal;
     }
     let Some(route) = Route::find(request.target) else {
@@ -693,10 +874,10 @@ fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer {
     result.unwrap_or_else(ApiError::into_answer)
 }
 
-/// The answer to a request whose body is not read (chunked, or over `MAX_BODY`): 401 when the
-/// token is missing or wrong, as for every request, else the reason the body is refused.
+/// The answer to a request whose body is not read (chunked, or over `MAX_BODY`): the guard's
+/// refusal, as for every request, else the reason the body is refused.
 fn refuse_unread_body(request: &Request, framing: Body, shared: &Shared) -> Answer {
-    if let Some(refusal) = authenticate(request, shared) {
+    if let Some(refusal) = shared.guard.check(request, is_stats_page(request)) {
         return refusal;
     }
     match framing {
@@ -711,19 +892,18 @@ fn refuse_unread_body(request: &Request, framing: Body, shared: &Shared) -> Answ
     }
 }
 
-/// `None` when the request may go on; else the 401 to answer.
-fn authenticate(request: &Request, shared: &Shared) -> Option<Answer> {
-    let token = shared.token.as_ref()?;
-    if presents_token(request, token) || is_stats_page(request) {
-        return None;
+/// Logs a request that would change something (any method but GET and HEAD): who made it, what
+/// it asked, and how it was answered. A refusal is a warning: someone tried.
+fn log_change(request: &Request, peer: Peer, answer: &Answer) {
+    if matches!(request.method, Method::Get | Method::Head) {
+        return;
     }
-    Some(
-        Answer::error(
-            401,
-            "this admin API needs a token: send Authorization: Bearer <token>",
-        )
-        .with_headers("WWW-Authenticate: Bearer\r\n"),
-    )
+    let (method, path, status) = (request.method_text, request.target, answer.status());
+    if (200..300).contains(&status) {
+        tracing::info!(who = %peer, method, path, status, "admin API: change made");
+    } else {
+        tracing::warn!(who = %peer, method, path, status, "admin API: change refused");
+    }
 }
 
 /// The one request served without the token: `GET` (or `HEAD`) `/stats`. The page is the same
@@ -735,40 +915,12 @@ fn is_stats_page(request: &Request) -> bool {
     Route::find(request.target) == Some(Route::StatsPage) && Allowed::Read.permits(request.method)
 }
 
-/// True when the request has exactly one Authorization field, `Bearer <token>` with the right
-/// token. The scheme name is case-insensitive (RFC 9110 §11.1); the token is not.
-fn presents_token(request: &Request, token: &str) -> bool {
-    let mut fields = request
-        .headers
-        .iter()
-        .filter(|header| header.name.eq_ignore_ascii_case("authorization"));
-    let (Some(field), None) = (fields.next(), fields.next()) else {
-        return false;
-    };
-    let value = field.value.trim_ascii();
-    let Some(space) = value.iter().position(|&b| b == b' ') else {
-        return false;
-    };
-    let (scheme, credentials) = value.split_at(space);
-    scheme.eq_ignore_ascii_case(b"Bearer")
-        && equal_in_constant_time(token.as_bytes(), credentials.trim_ascii())
-}
-
-/// Compares without stopping at the first difference, so the time taken reveals nothing about
-/// how much of a guess was right: it depends only on the length of the secret.
-fn equal_in_constant_time(secret: &[u8], guess: &[u8]) -> bool {
-    let mut difference = secret.len() ^ guess.len();
-    for (i, &byte) in secret.iter().enumerate() {
-        difference |= usize::from(byte ^ guess.get(i).copied().unwrap_or(0));
-    }
-    // black_box: keep the optimiser from turning the loop back into an early exit.
-    std::hint::black_box(difference) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
+
+    const TEST_PEER: Peer = Peer::Local { uid: 0, pid: None };
 
     /// A pool "app" of two servers, "a" and "b" (weight 2).
     fn registry() -> Arc<Registry> {
@@ -796,7 +948,10 @@ mod tests {
         let stats = Stats::new(2);
         stats.counters[1].accepted.store(7, Ordering::Relaxed);
         Shared {
-            token: token.map(str::to_string),
+            guard: Guard {
+                allowed_hosts: Vec::new(),
+                token: token.map(str::to_string),
+            },
             intake: "balanced",
             stats,
             registry: registry(),
@@ -810,7 +965,7 @@ mod tests {
         let mut source = request.as_bytes();
         read_everything(&mut buffer, &mut source);
         let mut out = Vec::new();
-        let keep_open = match answer_buffered(&mut buffer, shared, &mut out) {
+        let keep_open = match answer_buffered(&mut buffer, shared, TEST_PEER, &mut out) {
             Buffered::Done(Exchange::Answered { keep_open }) => Some(keep_open),
             Buffered::Done(Exchange::Refused) => None,
             Buffered::Done(Exchange::Closed) | Buffered::Incomplete { .. } => {
@@ -854,20 +1009,11 @@ mod tests {
     }
 
     #[test]
-    fn constant_time_comparison_is_still_a_comparison() {
-        assert!(equal_in_constant_time(b"secret", b"secret"));
-        assert!(!equal_in_constant_time(b"secret", b"secreT"));
-        assert!(!equal_in_constant_time(b"secret", b"secret2"));
-        assert!(!equal_in_constant_time(b"secret", b"secre"));
-        assert!(!equal_in_constant_time(b"secret", b""));
-    }
-
-    #[test]
     fn workers_are_reported_as_json() {
         let shared = shared(None);
         let (response, keep_open) = exchange(
             &shared,
-            "GET /api/workers?pretty HTTP/1.1\r\nHost: a\r\n\r\n",
+            "GET /api/workers?pretty HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
         );
         assert_eq!(keep_open, Some(true));
         let (head, body) = response.split_once("\r\n\r\n").unwrap();
@@ -895,7 +1041,7 @@ mod tests {
             "Authorization: Bearer s3cret\r\nAuthorization: Bearer s3cret\r\n",
         ] {
             for path in ["/api/workers", "/nowhere"] {
-                let request = format!("GET {path} HTTP/1.1\r\nHost: a\r\n{authorization}\r\n");
+                let request = format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n{authorization}\r\n");
                 let (response, keep_open) = exchange(&shared, &request);
                 assert!(
                     response.starts_with("HTTP/1.1 401 "),
@@ -907,7 +1053,7 @@ mod tests {
         }
         let (response, _) = exchange(
             &shared,
-            "GET /healthz HTTP/1.1\r\nHost: a\r\nauthorization: bearer  s3cret \r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nauthorization: bearer  s3cret \r\n\r\n",
         );
         assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
         assert!(response.ends_with("\r\n\r\nok\n"), "{response}");
@@ -916,7 +1062,7 @@ mod tests {
     #[test]
     fn unknown_paths_other_methods_and_bodies() {
         let shared = shared(None);
-        let (response, _) = exchange(&shared, "GET /api/nothing HTTP/1.1\r\nHost: a\r\n\r\n");
+        let (response, _) = exchange(&shared, "GET /api/nothing HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n");
         assert!(
             response.starts_with("HTTP/1.1 404 Not Found\r\n"),
             "{response}"
@@ -924,7 +1070,7 @@ mod tests {
 
         let (response, keep_open) = exchange(
             &shared,
-            "POST /api/workers HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}",
+            "POST /api/workers HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
         );
         assert!(response.starts_with("HTTP/1.1 405 "), "{response}");
         assert!(response.contains("Allow: GET, HEAD\r\n"), "{response}");
@@ -932,7 +1078,10 @@ mod tests {
         // The body was read, so the next request's start is known.
         assert_eq!(keep_open, Some(true));
 
-        let (response, _) = exchange(&shared, "HEAD /healthz HTTP/1.1\r\nHost: a\r\n\r\n");
+        let (response, _) = exchange(
+            &shared,
+            "HEAD /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
+        );
         assert!(response.contains("Content-Length: 3\r\n"), "{response}");
         assert!(response.ends_with("\r\n\r\n"), "{response}");
     }
@@ -942,7 +1091,7 @@ mod tests {
         let shared = shared(None);
         let (response, keep_open) = exchange(
             &shared,
-            "GET /healthz HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n",
         );
         assert_eq!(keep_open, Some(false));
         assert!(response.contains("Connection: close\r\n"), "{response}");
@@ -969,7 +1118,7 @@ mod tests {
         assert!(response.contains("Connection: close\r\n"), "{response}");
 
         let huge = format!(
-            "GET /healthz HTTP/1.1\r\nHost: a\r\nX-Big: {}\r\n\r\n",
+            "GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nX-Big: {}\r\n\r\n",
             "x".repeat(MAX_HEAD)
         );
         let (response, keep_open) = exchange(&shared, &huge);
@@ -980,7 +1129,7 @@ mod tests {
     /// Status and JSON body of one request with `body`, on a new connection.
     fn call(shared: &Shared, method: &str, path: &str, body: &str) -> (u16, serde_json::Value) {
         let request = format!(
-            "{method} {path} HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n{body}",
+            "{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
             body.len()
         );
         let (response, _) = exchange(shared, &request);
@@ -1045,35 +1194,35 @@ mod tests {
         let shared = shared(None);
         // A body in two reads, with a pipelined request after it.
         let mut buffer = Buffer::new();
-        let mut first: &[u8] = b"PUT /api/pools/app/servers/b/weight HTTP/1.1\r\nHost: a\r\n\
+        let mut first: &[u8] = b"PUT /api/pools/app/servers/b/weight HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
             Content-Length: 12\r\nExpect: 100-continue\r\n\r\n{\"weig";
         read_everything(&mut buffer, &mut first);
         let mut out = Vec::new();
         assert!(matches!(
-            answer_buffered(&mut buffer, &shared, &mut out),
+            answer_buffered(&mut buffer, &shared, TEST_PEER, &mut out),
             Buffered::Incomplete {
                 expects_continue: true
             }
         ));
         assert!(out.is_empty());
-        let mut rest: &[u8] = b"ht\":3}GET /healthz HTTP/1.1\r\nHost: a\r\n\r\n";
+        let mut rest: &[u8] = b"ht\":3}GET /healthz HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n";
         read_everything(&mut buffer, &mut rest);
         assert!(matches!(
-            answer_buffered(&mut buffer, &shared, &mut out),
+            answer_buffered(&mut buffer, &shared, TEST_PEER, &mut out),
             Buffered::Done(Exchange::Answered { keep_open: true })
         ));
         let response = String::from_utf8(std::mem::take(&mut out)).unwrap();
         assert!(response.starts_with("HTTP/1.1 200 OK\r\n"), "{response}");
         assert!(response.contains(r#""weight":3"#), "{response}");
         assert!(matches!(
-            answer_buffered(&mut buffer, &shared, &mut out),
+            answer_buffered(&mut buffer, &shared, TEST_PEER, &mut out),
             Buffered::Done(Exchange::Answered { keep_open: true })
         ));
         assert!(String::from_utf8(out).unwrap().ends_with("ok\n"));
 
         let (response, keep_open) = exchange(
             &shared,
-            "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
+            "POST /api/pools/app/servers HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n2\r\n{}\r\n0\r\n\r\n",
         );
         assert!(
             response.starts_with("HTTP/1.1 411 Length Required\r\n"),
@@ -1085,7 +1234,7 @@ mod tests {
         let (response, keep_open) = exchange(
             &shared,
             &format!(
-                "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nContent-Length: {}\r\n\r\n",
+                "POST /api/pools/app/servers HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
                 MAX_BODY + 1
             ),
         );
@@ -1103,23 +1252,23 @@ mod tests {
         let shared = shared(Some("s3cret"));
         let (response, keep_open) = exchange(
             &shared,
-            "PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: a\r\nContent-Length: 17\r\n\r\n{\"state\":\"maint\"}",
+            "PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 17\r\n\r\n{\"state\":\"maint\"}",
         );
         assert!(response.starts_with("HTTP/1.1 401 "), "{response}");
         assert_eq!(keep_open, Some(true));
         let (response, _) = exchange(
             &shared,
-            "POST /api/pools/app/servers HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST /api/pools/app/servers HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n",
         );
         assert!(response.starts_with("HTTP/1.1 401 "), "{response}");
         // Waiting for 100 Continue: refused at once, without inviting the body.
         let mut buffer = Buffer::new();
-        let mut head: &[u8] = b"PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: a\r\n\
+        let mut head: &[u8] = b"PUT /api/pools/app/servers/b/state HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\
             Content-Length: 17\r\nExpect: 100-continue\r\n\r\n";
         read_everything(&mut buffer, &mut head);
         let mut out = Vec::new();
         assert!(matches!(
-            answer_buffered(&mut buffer, &shared, &mut out),
+            answer_buffered(&mut buffer, &shared, TEST_PEER, &mut out),
             Buffered::Done(Exchange::Refused)
         ));
         let response = String::from_utf8(out).unwrap();
@@ -1207,7 +1356,7 @@ mod tests {
         for method in ["GET", "HEAD"] {
             let (response, keep_open) = exchange(
                 &with_token,
-                &format!("{method} /stats?refresh HTTP/1.1\r\nHost: a\r\n\r\n"),
+                &format!("{method} /stats?refresh HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"),
             );
             assert_eq!(keep_open, Some(true));
             let (head, body) = response.split_once("\r\n\r\n").unwrap();
@@ -1243,12 +1392,12 @@ mod tests {
         // What the page shows comes from the API, which still wants the token; so do other
         // methods on /stats and paths that merely look like it.
         for request in [
-            "GET /api/pools HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET /stats/ HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET /stats.html HTTP/1.1\r\nHost: a\r\n\r\n",
-            "GET /Stats HTTP/1.1\r\nHost: a\r\n\r\n",
-            "POST /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
-            "PUT /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 2\r\n\r\n{}",
+            "GET /api/pools HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
+            "GET /stats/ HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
+            "GET /stats.html HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
+            "GET /Stats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n",
+            "POST /stats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
+            "PUT /stats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 2\r\n\r\n{}",
         ] {
             let (response, _) = exchange(&with_token, request);
             assert!(
@@ -1260,7 +1409,7 @@ mod tests {
         let without_token = shared(None);
         let (response, _) = exchange(
             &without_token,
-            "POST /stats HTTP/1.1\r\nHost: a\r\nContent-Length: 0\r\n\r\n",
+            "POST /stats HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 0\r\n\r\n",
         );
         assert!(response.starts_with("HTTP/1.1 405 "), "{response}");
         assert!(response.contains("Allow: GET, HEAD\r\n"), "{response}");
@@ -1298,7 +1447,7 @@ mod tests {
         ] {
             let (response, _) = exchange(
                 &shared,
-                &format!("{method} {path} HTTP/1.1\r\nHost: a\r\n\r\n"),
+                &format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n\r\n"),
             );
             assert!(
                 response.starts_with("HTTP/1.1 405 "),

@@ -5,14 +5,20 @@
 //! file that does not validate, with its problems). `upgrade` is the exception: after its
 //! request it asks `GET /api/workers` until the new process serves and the old one has gone.
 //!
+//! It reaches the API on TCP (`--admin ADDR`) or on its UNIX socket (`--socket PATH`); with
+//! `--config FILE` it finds either in the file's `[admin]` (the socket when there is one).
+//!
 //! The commands are parsed here (clap), so that `main.rs` only hands them over and the mapping
 //! from command to request is unit-tested. `herdsman top` reaches the API the same way: the
-//! `--admin` option ([`AdminAddress`]), the token ([`token_from_env`]), [`get_json`], and the
-//! column layout of text tables ([`aligned_columns`]) are shared from here.
+//! `--admin`, `--socket` and `--config` options ([`AdminAddress`]), the token
+//! ([`token_from_env`]), [`get_json`], and the column layout of text tables ([`aligned_columns`])
+//! are shared from here.
 
 use std::fmt::Write as _;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::unix::net::UnixStream;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
@@ -35,13 +41,51 @@ const IO_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest response read; `GET /api/pools` for thousands of servers is well under it.
 const MAX_RESPONSE: u64 = 16 * 1024 * 1024;
 
-/// `--admin ADDR`: which herdsman's admin API a client command talks to (`ctl`, `top`).
+/// `--admin ADDR`, `--socket PATH` or `--config FILE`: which herdsman's admin API a client
+/// command talks to (`ctl`, `top`).
 #[derive(Debug, Args)]
 pub struct AdminAddress {
     /// The admin API's address (`[admin] bind` of the herdsman to talk to). The token, when the
     /// admin API needs one, is read from HERDSMAN_ADMIN_TOKEN.
     #[arg(long, global = true, value_name = "ADDR", default_value = DEFAULT_ADMIN)]
     pub admin: String,
+    /// The admin API's UNIX socket (`[admin] socket`), instead of --admin.
+    #[arg(long, global = true, value_name = "PATH", conflicts_with = "config")]
+    pub socket: Option<PathBuf>,
+    /// herdsman's config file: its `[admin] socket`, or else its `bind`, instead of --admin.
+    #[arg(short, long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+}
+
+impl AdminAddress {
+    /// Where to reach the admin API: a `host:port`, or a socket's path (which starts with `/`,
+    /// as every `[admin] socket` must).
+    pub fn endpoint(&self) -> Result<String, CtlError> {
+        if let Some(socket) = &self.socket {
+            return Ok(socket.display().to_string());
+        }
+        let Some(file) = &self.config else {
+            return Ok(self.admin.clone());
+        };
+        let config = crate::Config::load(file).map_err(|error| CtlError::BadAddress {
+            admin: format!("--config {}", file.display()),
+            why: error.to_string(),
+        })?;
+        let admin = config.admin.ok_or_else(|| CtlError::BadAddress {
+            admin: format!("--config {}", file.display()),
+            why: "the file has no [admin]: herdsman runs no admin API".to_string(),
+        })?;
+        match (admin.socket, admin.bind) {
+            (Some(socket), _) => Ok(socket.path.display().to_string()),
+            (None, Some(bind)) => Ok(bind.to_string()),
+            (None, None) => unreachable!("a checked [admin] has a bind or a socket"),
+        }
+    }
+}
+
+/// Whether `admin` names a UNIX socket rather than a TCP address.
+fn is_socket(admin: &str) -> bool {
+    admin.starts_with('/')
 }
 
 /// The admin token from [`TOKEN_ENV`], if set and not empty.
@@ -292,12 +336,9 @@ impl CtlCommand {
 /// Why a `ctl` command failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CtlError {
-    #[error("--admin {admin}: {why}")]
+    #[error("{admin}: {why}")]
     BadAddress { admin: String, why: String },
-    #[error(
-        "cannot reach the admin API at {admin}: {why} — is herdsman running with \
-         [admin] bind = \"{admin}\"? (another address: --admin ADDR)"
-    )]
+    #[error("cannot reach the admin API at {admin}: {why} — {}", where_to_look(.admin))]
     Unreachable { admin: String, why: String },
     #[error("the admin API at {admin} did not answer: {why}")]
     NoAnswer { admin: String, why: String },
@@ -327,6 +368,16 @@ pub enum CtlError {
     NotUpgraded { pid: u32, waited: u64 },
 }
 
+/// The hint after "cannot reach": which `[admin]` key the address should match, and how to name
+/// another.
+fn where_to_look(admin: &str) -> String {
+    let key = if is_socket(admin) { "socket" } else { "bind" };
+    format!(
+        "is herdsman running with [admin] {key} = \"{admin}\"? (another address: --admin ADDR; \
+         a socket: --socket PATH; the one a config names: --config FILE)"
+    )
+}
+
 fn refusal_text(message: &str, problems: &[String]) -> String {
     let mut text = message.to_string();
     for problem in problems {
@@ -343,15 +394,16 @@ pub fn run(
     token: Option<&str>,
     progress: &mut dyn Write,
 ) -> Result<String, CtlError> {
+    let admin = args.target.endpoint()?;
     if let CtlCommand::Upgrade {
         no_wait: false,
         wait,
     } = args.command
     {
         let limit = Duration::from_secs(wait);
-        return upgrade_and_wait(&args.target.admin, token, limit, progress);
+        return upgrade_and_wait(&admin, token, limit, progress);
     }
-    let body = call_api(&args.target.admin, token, &args.command.call())?;
+    let body = call_api(&admin, token, &args.command.call())?;
     args.command.describe_success(&body)
 }
 
@@ -530,12 +582,11 @@ fn exchange(admin: &str, token: Option<&str>, call: &Call) -> Result<Reply, CtlE
         admin: admin.to_string(),
         why: describe_io(&error),
     };
+    stream.set_timeouts(IO_TIMEOUT).map_err(no_answer)?;
+    // On the socket there is no host: the API answers to `localhost`.
+    let host = if is_socket(admin) { "localhost" } else { admin };
     stream
-        .set_read_timeout(Some(IO_TIMEOUT))
-        .and_then(|()| stream.set_write_timeout(Some(IO_TIMEOUT)))
-        .map_err(no_answer)?;
-    stream
-        .write_all(&request_bytes(admin, token, call))
+        .write_all(&request_bytes(host, token, call))
         .map_err(no_answer)?;
     let mut received = Vec::new();
     let read = (&mut stream).take(MAX_RESPONSE).read_to_end(&mut received);
@@ -547,9 +598,63 @@ fn exchange(admin: &str, token: Option<&str>, call: &Call) -> Result<Reply, CtlE
     }
 }
 
-fn connect(admin: &str) -> Result<TcpStream, CtlError> {
+/// A connection to the admin API, on TCP or on its UNIX socket.
+enum Connection {
+    Tcp(TcpStream),
+    Unix(UnixStream),
+}
+
+impl Connection {
+    fn set_timeouts(&self, timeout: Duration) -> io::Result<()> {
+        match self {
+            Connection::Tcp(stream) => {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))
+            }
+            Connection::Unix(stream) => {
+                stream.set_read_timeout(Some(timeout))?;
+                stream.set_write_timeout(Some(timeout))
+            }
+        }
+    }
+}
+
+impl Read for Connection {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Connection::Tcp(stream) => stream.read(buf),
+            Connection::Unix(stream) => stream.read(buf),
+        }
+    }
+}
+
+impl Write for Connection {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match self {
+            Connection::Tcp(stream) => stream.write(buf),
+            Connection::Unix(stream) => stream.write(buf),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match self {
+            Connection::Tcp(stream) => stream.flush(),
+            Connection::Unix(stream) => stream.flush(),
+        }
+    }
+}
+
+fn connect(admin: &str) -> Result<Connection, CtlError> {
+    if is_socket(admin) {
+        return UnixStream::connect(admin)
+            .map(Connection::Unix)
+            .map_err(|error| CtlError::Unreachable {
+                admin: admin.to_string(),
+                why: describe_io(&error),
+            });
+    }
     let bad_address = |why: String| CtlError::BadAddress {
-        admin: admin.to_string(),
+        admin: format!("--admin {admin}"),
         why,
     };
     let addrs: Vec<SocketAddr> = admin
@@ -559,7 +664,7 @@ fn connect(admin: &str) -> Result<TcpStream, CtlError> {
     let mut last_error = None;
     for addr in &addrs {
         match TcpStream::connect_timeout(addr, CONNECT_TIMEOUT) {
-            Ok(stream) => return Ok(stream),
+            Ok(stream) => return Ok(Connection::Tcp(stream)),
             Err(error) => last_error = Some(error),
         }
     }
@@ -578,6 +683,10 @@ fn describe_io(error: &io::Error) -> String {
         io::ErrorKind::ConnectionRefused => "connection refused".to_string(),
         io::ErrorKind::TimedOut | io::ErrorKind::WouldBlock => "no answer in time".to_string(),
         io::ErrorKind::ConnectionReset => "the connection was reset".to_string(),
+        io::ErrorKind::PermissionDenied => {
+            "permission denied (the socket's file mode keeps this user out)".to_string()
+        }
+        io::ErrorKind::NotFound => "no such socket".to_string(),
         _ => error.to_string(),
     }
 }
@@ -594,7 +703,9 @@ pub fn request_bytes(host: &str, token: Option<&str>, call: &Call) -> Vec<u8> {
         let _ = write!(head, "Authorization: Bearer {token}\r\n");
     }
     let body = call.body.as_deref().unwrap_or("");
-    if call.body.is_some() {
+    // Every change says JSON, body or not: the API refuses any other (a browser on another
+    // origin could send a form, not JSON).
+    if call.body.is_some() || !matches!(call.method, "GET" | "HEAD") {
         head.push_str("Content-Type: application/json\r\n");
     }
     if call.body.is_some() || call.method == "POST" {

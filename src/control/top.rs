@@ -69,7 +69,7 @@ pub enum TopError {
 /// Runs `herdsman top` against the admin API at `args.target.admin`, sending `token` if there is
 /// one: the live view until a key quits it, or with `--once` one interval printed to stdout.
 pub fn run(args: &TopArgs, token: Option<&str>) -> Result<(), TopError> {
-    let admin = &args.target.admin;
+    let admin = &args.target.endpoint()?;
     if args.once {
         let text = once(admin, token, args.interval)?;
         // Written, not print!: a reader that stops early (`| head`) is not a crash.

@@ -31,6 +31,9 @@ pub const READY_ENV: &str = "HERDSMAN_READY_FD";
 pub const PREDECESSOR_ENV: &str = "HERDSMAN_PREDECESSOR_FD";
 /// The name the admin API's socket goes by in `HERDSMAN_INHERIT`.
 pub const ADMIN_SOCKET: &str = "admin";
+/// The name its UNIX socket goes by. Not a listener name: those are checked names, and this has a
+/// character no checked name may have.
+pub const ADMIN_UNIX_SOCKET: &str = "admin unix";
 /// How long the old process waits for the new one to serve before giving up on it.
 const READY_WAIT: Duration = Duration::from_secs(30);
 
@@ -250,6 +253,17 @@ impl Inherited {
     pub fn take_admin(&mut self, addr: std::net::SocketAddr) -> Option<std::net::TcpListener> {
         self.take_listener(ADMIN_SOCKET, addr)
             .map(std::net::TcpListener::from)
+    }
+
+    /// The admin API's inherited UNIX socket, if it is the one at `path`.
+    pub fn take_admin_socket(
+        &mut self,
+        path: &std::path::Path,
+    ) -> Option<std::os::unix::net::UnixListener> {
+        let listener =
+            std::os::unix::net::UnixListener::from(self.sockets.remove(ADMIN_UNIX_SOCKET)?);
+        let bound = listener.local_addr().ok()?;
+        (bound.as_pathname() == Some(path)).then_some(listener)
     }
 }
 

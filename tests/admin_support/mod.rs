@@ -182,18 +182,21 @@ pub fn api(
     body: Option<&str>,
     token: Option<&str>,
 ) -> (u16, Value) {
-    let mut request = format!("{method} {path} HTTP/1.1\r\nHost: admin\r\nConnection: close\r\n");
+    let mut request =
+        format!("{method} {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n");
     if let Some(token) = token {
         request.push_str(&format!("Authorization: Bearer {token}\r\n"));
     }
-    if let Some(body) = body {
-        request.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-            body.len()
-        ));
-    } else {
-        request.push_str("\r\n");
+    // A change says JSON, body or not, as `herdsman ctl` does: the API refuses any other.
+    if body.is_some() || !matches!(method, "GET" | "HEAD") {
+        request.push_str("Content-Type: application/json\r\n");
     }
+    let body = body.unwrap_or("");
+    if !body.is_empty() || !matches!(method, "GET" | "HEAD") {
+        request.push_str(&format!("Content-Length: {}\r\n", body.len()));
+    }
+    request.push_str("\r\n");
+    request.push_str(body);
     let response = Conn::connect(admin).roundtrip(request.as_bytes());
     let json = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status(), json)

@@ -605,6 +605,12 @@ pub fn get_request(path: &str, extra: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: test.local\r\n{extra}\r\n").into_bytes()
 }
 
+/// `GET path` of the admin API as `herdsman ctl` asks it (the API answers to `localhost`, not
+/// to any name), on a connection closed after the answer.
+pub fn admin_get_request(path: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: localhost\r\nConnection: close\r\n\r\n").into_bytes()
+}
+
 // ---------------------------------------------------------------------------------------------
 // Synchronisation
 
@@ -1307,12 +1313,23 @@ pub fn run_binary_with(path: &Path) -> ChildGuard {
 /// Like [`run_binary_with`], with `env` added to the inherited environment (e.g. a
 /// `NOTIFY_SOCKET` for a test that plays systemd).
 pub fn run_binary_with_env(path: &Path, env: &[(&str, &std::ffi::OsStr)]) -> ChildGuard {
+    spawn_run(path, env, Stdio::null())
+}
+
+/// Like [`run_binary_with_env`], with herdsman's own log (stderr) written to `log`, for a test
+/// that reads what it logged.
+pub fn run_binary_logged(path: &Path, env: &[(&str, &std::ffi::OsStr)], log: &Path) -> ChildGuard {
+    let file = std::fs::File::create(log).expect("the log file");
+    spawn_run(path, env, Stdio::from(file))
+}
+
+fn spawn_run(path: &Path, env: &[(&str, &std::ffi::OsStr)], stderr: Stdio) -> ChildGuard {
     let child = Command::new(binary())
         .args(["run", "-c", path.to_str().unwrap()])
         .envs(env.iter().copied())
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn herdsman run");
     ChildGuard(child)
@@ -1400,8 +1417,7 @@ pub fn serving_pid(admin: SocketAddr) -> Option<u64> {
 pub fn workers(admin: SocketAddr) -> Option<serde_json::Value> {
     let mut conn = Conn::try_connect(admin).ok()?;
     conn.set_read_timeout(Duration::from_secs(2));
-    conn.try_send(&get_request("/api/workers", "Connection: close\r\n"))
-        .ok()?;
+    conn.try_send(&admin_get_request("/api/workers")).ok()?;
     let response = conn.read_response(false).ok()?;
     serde_json::from_str(&response.body_text()).ok()
 }
@@ -1492,7 +1508,7 @@ impl Binary {
     /// Reloads applied so far, as `/metrics` counts them.
     fn reloads(&self) -> u64 {
         let metrics = Conn::connect(self.admin)
-            .roundtrip(&get_request("/metrics", "Connection: close\r\n"))
+            .roundtrip(&admin_get_request("/metrics"))
             .body_text();
         metrics
             .lines()

@@ -265,3 +265,73 @@ fn upgrade_header_is_dropped_from_requests_that_do_not_ask_to_upgrade() {
         head.headers
     );
 }
+
+/// Answers each request with the trailer fields of its chunked body, a `name: value` line each.
+fn trailer_echo() -> Mock {
+    Mock::start(|ex| {
+        let mut body = Vec::new();
+        let trailers = ex
+            .conn
+            .read_chunked_with(&mut |b| body.extend_from_slice(b))?;
+        ex.record(body);
+        let text: String = trailers
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}\n"))
+            .collect();
+        ex.respond(200, &[], text.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+#[test]
+fn request_trailers_that_must_not_be_trailers_do_not_reach_the_server() {
+    let server = trailer_echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    // The trailer section arrives in pieces, cut inside field lines: each line goes on, or not,
+    // whole.
+    client.send(
+        b"POST /t HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Check",
+    );
+    for piece in [
+        &b"sum: abc\r\nContent-Len"[..],
+        b"gth: 100\r\nHost: evil.test\r\nIf-Match: *\r\nAuthorization: Basic eDp5\r\n",
+        b"Transfer-Encoding: chunked\r\nServer-Timing: db;dur=5\r\n\r\n",
+    ] {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        client.send(piece);
+    }
+    let response = client.response();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.body_text(),
+        "X-Checksum: abc\nServer-Timing: db;dur=5\n"
+    );
+    assert_eq!(server.requests()[0].body, b"hello");
+    // The connection is still in step.
+    let next = client
+        .roundtrip(b"POST /u HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    assert_eq!((next.status(), next.body_text().as_str()), (200, ""));
+}
+
+#[test]
+fn response_trailers_that_must_not_be_trailers_do_not_reach_the_client() {
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\
+          X-Checksum: abc\r\nSet-Cookie: admin=1\r\nContent-Length: 3\r\nDate: today\r\n\
+          Www-Authenticate: Basic\r\n\r\n",
+        Flow::KeepAlive,
+    );
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    client.send(&get_request("/", ""));
+    let head = client.response_head();
+    assert_eq!(head.status(), 200);
+    let mut body = Vec::new();
+    let trailers = client
+        .read_chunked_with(&mut |b| body.extend_from_slice(b))
+        .expect("a chunked body");
+    assert_eq!(body, b"hello");
+    assert_eq!(trailers, [("X-Checksum".to_string(), "abc".to_string())]);
+    assert_eq!(client.roundtrip(&get_request("/", "")).body_text(), "hello");
+}

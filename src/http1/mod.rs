@@ -3,7 +3,9 @@
 //!
 //! Framing is where proxies get smuggled through, so this module refuses ambiguity rather than
 //! guessing: a request with both Content-Length and Transfer-Encoding, differing lengths, a
-//! coding other than chunked last, or a malformed chunk is an error, never forwarded.
+//! coding other than chunked, or a malformed chunk is an error, never forwarded; a repeated
+//! Content-Length, an absolute-form target and a trailer field that must not be one are
+//! rewritten to the one form every server reads alike.
 
 pub mod chunked;
 pub mod error_response;

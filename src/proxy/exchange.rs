@@ -17,7 +17,8 @@ use super::server_stream::ServerStream;
 use super::{scratch, write_all_by, Client, Next};
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
-use crate::http1::{header_slots, parse_request, Body, Method};
+use crate::http1::head::read_as_http11;
+use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::snapshot::ActiveGuard;
@@ -221,8 +222,16 @@ async fn read_request(
     loop {
         if !client.buffer.is_empty() {
             let mut headers = header_slots();
-            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes)
-                .map_err(Failure::from_request_head)?;
+            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes);
+            let parsed = match parsed {
+                // HTTP/1.2 and later minor versions read as HTTP/1.1: its digit is rewritten in
+                // place, and the head parsed again.
+                Err(HeadError::LaterMinorVersion { digit_at }) => {
+                    read_as_http11(client.buffer.data_mut(), digit_at);
+                    continue;
+                }
+                parsed => parsed.map_err(Failure::from_request_head)?,
+            };
             if let Some(request) = parsed {
                 #[cfg(feature = "fault-injection")]
                 match request.target {

@@ -30,11 +30,21 @@ impl AddressText {
 
 use super::head::{Body, ConnectionTokens, Request, Response};
 use super::tokens::list_elements;
+use super::upgrade::UpgradeProtocols;
 
 /// Fields that describe one connection, not the message (RFC 9110 §7.6.1), plus the
 /// X-Forwarded-* fields herdsman writes itself. `upgrade` is handled by the caller.
+/// `HTTP2-Settings` goes with an `Upgrade: h2c`, which is never passed on (RFC 7540 §3.2.1 makes
+/// it hop-by-hop).
 fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
-    const FIXED: [&str; 5] = ["connection", "keep-alive", "te", "trailer", "upgrade"];
+    const FIXED: [&str; 6] = [
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "http2-settings",
+    ];
     FIXED.iter().any(|h| name.eq_ignore_ascii_case(h))
         || name.len() > 6 && name[..6].eq_ignore_ascii_case("proxy-")
         || connection.names(name)
@@ -52,8 +62,14 @@ fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 /// HTTP/1.0 request without one. The body is forwarded as framed after its framing was checked,
 /// so the framing field goes on, once, at the place of the first: one Content-Length with one
 /// value (RFC 9112 §6.3: a repeated or listed one is replaced, so no server can read it another
-/// way), or `Transfer-Encoding: chunked`.
-pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: &mut Vec<u8>) {
+/// way), or `Transfer-Encoding: chunked`. The Upgrade goes on only with the protocols `upgrades`
+/// allows, and only when there is one.
+pub fn write_request_head(
+    request: &Request<'_, '_>,
+    upgrades: &UpgradeProtocols,
+    client: &AddressText,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(request.method_text.as_bytes());
     out.push(b' ');
     if !matches!(
@@ -67,6 +83,7 @@ pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: 
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(request.host.unwrap_or_default());
     out.extend_from_slice(b"\r\n");
+    let upgrade = upgrades.forwards(request);
     let mut forwarded_for: Option<&[u8]> = None;
     let mut more_forwarded_for = false;
     let mut framing_written = false;
@@ -95,17 +112,15 @@ pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: 
             }
             continue;
         }
-        if request.upgrade && name.eq_ignore_ascii_case("upgrade") {
-            write_field(out, name, field.value);
-            continue;
-        }
         if is_hop_by_hop(name, &request.connection) {
             continue;
         }
         write_field(out, name, field.value);
     }
-    if request.upgrade {
-        out.extend_from_slice(b"Connection: upgrade\r\n");
+    if upgrade {
+        out.extend_from_slice(b"Upgrade: ");
+        upgrades.write_allowed(request, out);
+        out.extend_from_slice(b"\r\nConnection: upgrade\r\n");
     }
     out.extend_from_slice(b"X-Forwarded-For: ");
     if more_forwarded_for {
@@ -208,7 +223,12 @@ mod tests {
             .unwrap();
         let mut out = Vec::new();
         let client = AddressText::new("10.1.2.3".parse().unwrap());
-        write_request_head(&request, &client, &mut out);
+        write_request_head(
+            &request,
+            &UpgradeProtocols::new(["websocket"]),
+            &client,
+            &mut out,
+        );
         String::from_utf8(out).unwrap()
     }
 
@@ -265,6 +285,28 @@ mod tests {
         assert!(
             got.contains("Upgrade: websocket\r\n") && got.contains("Connection: upgrade\r\n"),
             "{got}"
+        );
+    }
+
+    #[test]
+    fn upgrade_goes_on_with_only_the_allowed_protocols() {
+        let got = forwarded(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: h2c, WebSocket\r\nUpgrade: websocket/13, irc\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+        );
+        assert_eq!(
+            got,
+            "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: WebSocket, websocket/13\r\nConnection: upgrade\r\n\
+             X-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\n\r\n"
+        );
+        // h2c alone: a plain request, with neither Upgrade, its Connection token nor
+        // HTTP2-Settings (even when Connection does not name it).
+        let got = forwarded(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMA\r\n\r\n",
+        );
+        assert_eq!(
+            got,
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\n\r\n"
         );
     }
 

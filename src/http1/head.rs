@@ -105,7 +105,9 @@ pub struct Request<'h, 'b> {
     /// The client wants the connection kept open after this exchange.
     pub keep_alive: bool,
     pub expect_continue: bool,
-    /// `Connection: upgrade` with an `Upgrade` field: tunnel after a 101.
+    /// `Connection: upgrade` with an `Upgrade` field: the client asks to switch protocols. Which
+    /// of those it offers go on to the server is the listener's choice
+    /// (`http1::upgrade::UpgradeProtocols`).
     pub upgrade: bool,
     /// The host the request is for: an absolute-form target's authority, which wins over the
     /// Host field (RFC 9112 §3.2.2), else the Host field (validated); `None` for an HTTP/1.0

@@ -1,5 +1,6 @@
 //! HTTP/1.1 per RFC 9112: request and response heads (parsed with `httparse`, then validated for
-//! framing), the chunked body decoder, and the heads herdsman writes when it forwards or answers.
+//! framing), the chunked body decoder, the heads herdsman writes when it forwards or answers, and
+//! the protocols a request's Upgrade may carry on to a server.
 //!
 //! Framing is where proxies get smuggled through, so this module refuses ambiguity rather than
 //! guessing: a request with both Content-Length and Transfer-Encoding, differing lengths, a
@@ -12,6 +13,7 @@ pub mod error_response;
 pub mod forward;
 pub mod head;
 mod tokens;
+pub mod upgrade;
 
 /// Most header fields accepted in one head; more is answered like an oversized head (431).
 pub const MAX_HEADERS: usize = 128;

@@ -36,6 +36,8 @@ pub struct RequestFacts {
     pub minor_version: u8,
     pub body: Body,
     pub keep_alive: bool,
+    /// The request's Upgrade went on to the server (it offered a protocol its listener allows),
+    /// so a 101 may answer it; a 101 to any other request is a bad response.
     pub upgrade: bool,
     /// The pool and server chosen for it, while its head was at hand.
     pub choice: Choice,
@@ -269,15 +271,21 @@ async fn read_request(
                     client_ip(client.peer),
                     &mut context.rng.borrow_mut(),
                 );
+                let upgrades = snapshot.upgrade_protocols(listener);
                 let facts = RequestFacts {
                     method: request.method,
                     minor_version: request.minor_version,
                     body: request.body,
                     keep_alive: request.keep_alive,
-                    upgrade: request.upgrade,
+                    upgrade: upgrades.forwards(&request),
                     choice,
                 };
-                write_request_head(&request, &client.forwarded_for, scratch(&mut client.out));
+                write_request_head(
+                    &request,
+                    upgrades,
+                    &client.forwarded_for,
+                    scratch(&mut client.out),
+                );
                 let head_len = request.head_len;
                 client.buffer.consume(head_len);
                 return Ok(Some(facts));

@@ -1,5 +1,5 @@
-//! Bad client input: each case gets its status (400, 408, 413, 431) with a short plain-text
-//! body, the connection is closed, and the request never reaches a server.
+//! Bad client input: each case gets its status (400, 408, 413, 431, 501, 505) with a short
+//! plain-text body, the connection is closed, and the request never reaches a server.
 
 mod common;
 
@@ -232,6 +232,72 @@ fn transfer_encoding_not_ending_in_chunked_is_400() {
             ),
         ],
         400,
+    );
+}
+
+#[test]
+fn transfer_codings_other_than_chunked_are_501() {
+    check_all(
+        &[
+            (
+                "gzip before chunked",
+                b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n\
+                  0\r\n\r\n",
+            ),
+            (
+                "gzip and chunked on two lines",
+                b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\
+                  Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            ),
+            (
+                "chunked with a parameter",
+                b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked;q=1\r\n\r\n\
+                  0\r\n\r\n",
+            ),
+        ],
+        501,
+    );
+}
+
+#[test]
+fn userinfo_and_misplaced_target_forms_are_400() {
+    check_all(
+        &[
+            ("userinfo in Host", b"GET / HTTP/1.1\r\nHost: a@x\r\n\r\n"),
+            (
+                "userinfo in an absolute-form target",
+                b"GET http://a@x/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            ),
+            (
+                "asterisk-form for GET",
+                b"GET * HTTP/1.1\r\nHost: t\r\n\r\n",
+            ),
+            (
+                "a scheme this proxy cannot serve",
+                b"GET ftp://x/ HTTP/1.1\r\nHost: x\r\n\r\n",
+            ),
+            (
+                "absolute-form without a host",
+                b"GET http:///a HTTP/1.1\r\nHost: x\r\n\r\n",
+            ),
+            (
+                "a target in no form",
+                b"GET a/b HTTP/1.1\r\nHost: t\r\n\r\n",
+            ),
+        ],
+        400,
+    );
+}
+
+#[test]
+fn http_major_versions_other_than_1_are_505() {
+    check_all(
+        &[
+            ("HTTP/2.0", b"GET / HTTP/2.0\r\nHost: t\r\n\r\n"),
+            ("HTTP/0.9", b"GET / HTTP/0.9\r\nHost: t\r\n\r\n"),
+            ("HTTP/3.0", b"GET / HTTP/3.0\r\nHost: t\r\n\r\n"),
+        ],
+        505,
     );
 }
 

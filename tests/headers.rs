@@ -265,3 +265,148 @@ fn upgrade_header_is_dropped_from_requests_that_do_not_ask_to_upgrade() {
         head.headers
     );
 }
+
+#[test]
+fn a_repeated_content_length_goes_on_once() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    for lengths in [
+        "Content-Length: 2\r\nContent-Length: 2\r\n",
+        "Content-Length: 2, 2\r\n",
+    ] {
+        let request = format!("POST /x HTTP/1.1\r\nHost: t\r\n{lengths}\r\nhi");
+        let response = client.roundtrip(request.as_bytes());
+        assert_eq!(
+            (response.status(), response.body_text().as_str()),
+            (200, "hi"),
+            "{lengths:?}"
+        );
+        let received = server.requests().pop().expect("a request");
+        assert_eq!(
+            received.head.header_all("content-length"),
+            ["2"],
+            "{lengths:?}: raw head received: {:?}",
+            String::from_utf8_lossy(&received.head.raw)
+        );
+    }
+}
+
+#[test]
+fn an_absolute_form_target_goes_on_in_origin_form_with_its_host() {
+    let heads =
+        heads_forwarded(b"GET http://y.test/p?q=1 HTTP/1.1\r\nHost: x.test\r\nAccept: */*\r\n\r\n");
+    let head = &heads[0];
+    assert_eq!(head.first_line, "GET /p?q=1 HTTP/1.1");
+    assert_eq!(
+        end_to_end(head),
+        pairs(&[("host", "y.test"), ("accept", "*/*")]),
+        "raw head received: {:?}",
+        String::from_utf8_lossy(&head.raw)
+    );
+    assert_eq!(head.header_all("x-forwarded-host"), ["y.test"]);
+}
+
+#[test]
+fn a_later_http1_minor_version_is_read_and_forwarded_as_http11() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    let response = client.roundtrip(b"GET /v HTTP/1.2\r\nHost: t\r\n\r\n");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.head.version(), "HTTP/1.1");
+    // Read as HTTP/1.1: the connection stays open for the next request.
+    let next = client.roundtrip(&get_request("/w", ""));
+    assert_eq!(next.header("x-target"), Some("/w"));
+    let lines: Vec<String> = server
+        .heads()
+        .iter()
+        .map(|h| h.first_line.clone())
+        .collect();
+    assert_eq!(lines, ["GET /v HTTP/1.1", "GET /w HTTP/1.1"]);
+}
+
+/// Answers each request with the trailer fields of its chunked body, a `name: value` line each.
+fn trailer_echo() -> Mock {
+    Mock::start(|ex| {
+        let mut body = Vec::new();
+        let trailers = ex
+            .conn
+            .read_chunked_with(&mut |b| body.extend_from_slice(b))?;
+        ex.record(body);
+        let text: String = trailers
+            .iter()
+            .map(|(n, v)| format!("{n}: {v}\n"))
+            .collect();
+        ex.respond(200, &[], text.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+#[test]
+fn request_trailers_that_must_not_be_trailers_do_not_reach_the_server() {
+    let server = trailer_echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    // The trailer section arrives in pieces, cut inside field lines: each line goes on, or not,
+    // whole.
+    client.send(
+        b"POST /t HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nX-Check",
+    );
+    for piece in [
+        &b"sum: abc\r\nContent-Len"[..],
+        b"gth: 100\r\nHost: evil.test\r\nIf-Match: *\r\nAuthorization: Basic eDp5\r\n",
+        b"Transfer-Encoding: chunked\r\nServer-Timing: db;dur=5\r\n\r\n",
+    ] {
+        std::thread::sleep(std::time::Duration::from_millis(50));
+        client.send(piece);
+    }
+    let response = client.response();
+    assert_eq!(response.status(), 200);
+    assert_eq!(
+        response.body_text(),
+        "X-Checksum: abc\nServer-Timing: db;dur=5\n"
+    );
+    assert_eq!(server.requests()[0].body, b"hello");
+    // The connection is still in step.
+    let next = client
+        .roundtrip(b"POST /u HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n");
+    assert_eq!((next.status(), next.body_text().as_str()), (200, ""));
+}
+
+#[test]
+fn response_trailers_that_must_not_be_trailers_do_not_reach_the_client() {
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\
+          X-Checksum: abc\r\nSet-Cookie: admin=1\r\nContent-Length: 3\r\nDate: today\r\n\
+          Www-Authenticate: Basic\r\n\r\n",
+        Flow::KeepAlive,
+    );
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    client.send(&get_request("/", ""));
+    let head = client.response_head();
+    assert_eq!(head.status(), 200);
+    let mut body = Vec::new();
+    let trailers = client
+        .read_chunked_with(&mut |b| body.extend_from_slice(b))
+        .expect("a chunked body");
+    assert_eq!(body, b"hello");
+    assert_eq!(trailers, [("X-Checksum".to_string(), "abc".to_string())]);
+    assert_eq!(client.roundtrip(&get_request("/", "")).body_text(), "hello");
+}
+
+#[test]
+fn a_servers_other_codings_before_chunked_still_reach_the_client_framed_by_chunked() {
+    let server = Mock::raw_reply(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+        Flow::KeepAlive,
+    );
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    for _ in 0..2 {
+        let response = client.roundtrip(&get_request("/", ""));
+        assert_eq!(response.header("transfer-encoding"), Some("gzip, chunked"));
+        assert_eq!(response.body, b"abc");
+    }
+}

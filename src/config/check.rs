@@ -23,8 +23,10 @@ use super::{
     AccessLogConfig, AccessLogFormat, AdminSettings, AdminSocket, Balance, Config,
     ExchangeTimeouts, HashKey, HealthCheck, HealthKind, HostPattern, IntakeMode, Limits,
     ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryCondition, RetryOn,
-    RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, STANDARD_OUTPUT,
+    RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, UpgradeProtocols,
+    STANDARD_OUTPUT,
 };
+use crate::http1::upgrade;
 
 /// Most worker threads accepted; also the cap on "auto".
 const MAX_WORKERS: i64 = 1024;
@@ -32,6 +34,9 @@ const MAX_WORKERS: i64 = 1024;
 const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// `backlog` when not written (see `ListenerConfig::backlog`).
 const DEFAULT_BACKLOG: u32 = 4096;
+/// A listener's `upgrade` when not written: WebSocket, the upgrade browsers make, and the one
+/// herdsman was built to tunnel (see `ListenerConfig::upgrade`).
+const DEFAULT_UPGRADE: [&str; 1] = ["websocket"];
 /// A server's `weight` when not written (see `ServerConfig::weight`).
 const DEFAULT_WEIGHT: u32 = 1;
 
@@ -624,7 +629,31 @@ impl Checker<'_> {
                 0,
             ),
             access_log: self.access_log(table, listener),
+            upgrade: self.upgrade_protocols(table, &listener.upgrade),
         }
+    }
+
+    /// A listener's `upgrade`: protocol names, each a token without a version, never HTTP/2;
+    /// [`DEFAULT_UPGRADE`] when absent.
+    fn upgrade_protocols(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    ) -> UpgradeProtocols {
+        let Some(raw) = raw else {
+            return UpgradeProtocols::new(DEFAULT_UPGRADE);
+        };
+        for name in raw.get_ref() {
+            if let Some(why) = upgrade::refusal(name.get_ref()) {
+                self.reject(
+                    &table.key("upgrade"),
+                    name.span(),
+                    &quoted(name.get_ref()),
+                    why,
+                );
+            }
+        }
+        UpgradeProtocols::new(raw.get_ref().iter().map(|name| name.get_ref().as_str()))
     }
 
     /// A listener's `access_log` and `access_log_format`: a log when the path is written (the
@@ -1449,6 +1478,7 @@ mod tests {
                     pool: 0,
                     max_connections: 0,
                     access_log: None,
+                    upgrade: UpgradeProtocols::new(["websocket"]),
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -1457,6 +1487,7 @@ mod tests {
                     pool: 1,
                     max_connections: 0,
                     access_log: None,
+                    upgrade: UpgradeProtocols::new(["websocket"]),
                 },
             ],
             timeouts: Timeouts {
@@ -2317,6 +2348,44 @@ servers = []
             assert_eq!(
                 only_problem(&minimal_listener_with(keys)),
                 problem(key, line, message),
+                "{keys}"
+            );
+        }
+    }
+
+    #[test]
+    fn upgrade_defaults_to_websocket_and_an_empty_list_allows_none() {
+        let upgrade = |keys: &str| {
+            from_toml(&minimal_listener_with(keys), "t")
+                .unwrap()
+                .listeners[0]
+                .upgrade
+                .clone()
+        };
+        assert_eq!(upgrade(""), UpgradeProtocols::new(["websocket"]));
+        assert_eq!(upgrade("upgrade = []\n"), UpgradeProtocols::none());
+        assert_eq!(
+            upgrade("upgrade = [\"WebSocket\", \"my-proto\"]\n"),
+            UpgradeProtocols::new(["websocket", "my-proto"])
+        );
+    }
+
+    #[test]
+    fn upgrade_never_lists_http2_or_a_version() {
+        let cases = [
+            (
+                "upgrade = [\"websocket\", \"h2c\"]\n",
+                r#"listener[0].upgrade = "h2c": HTTP/2 is never tunnelled: requests inside it would bypass routing, access logs, X-Forwarded-For and limits (h2c smuggling); remove it"#,
+            ),
+            (
+                "upgrade = [\"websocket/13\"]\n",
+                r#"listener[0].upgrade = "websocket/13": write the protocol name without a version, e.g. "websocket""#,
+            ),
+        ];
+        for (keys, message) in cases {
+            assert_eq!(
+                only_problem(&minimal_listener_with(keys)),
+                problem("listener[0].upgrade", 6, message),
                 "{keys}"
             );
         }

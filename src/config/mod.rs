@@ -18,6 +18,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::http1::upgrade::UpgradeProtocols;
 pub use check::is_valid_name;
 pub use duration::parse_duration;
 pub use load::{ConfigError, ConfigProblem};
@@ -153,6 +154,10 @@ pub struct ListenerConfig {
     pub max_connections: u32,
     /// Where a line per request goes, and in which format; `None` (the default): no access log.
     pub access_log: Option<AccessLogConfig>,
+    /// The protocols a request may upgrade its connection to (a 101, then a tunnel). Default
+    /// `websocket`; an empty list allows none. Never HTTP/2 (`h2c`): the config check refuses
+    /// it. A request offering others is forwarded as a plain request, without its Upgrade.
+    pub upgrade: UpgradeProtocols,
 }
 
 /// The `access_log` that means standard output rather than a file.

@@ -67,6 +67,7 @@ pub struct RawListener {
     pub max_connections: Option<Spanned<i64>>,
     pub access_log: Option<Spanned<String>>,
     pub access_log_format: Option<Spanned<String>>,
+    pub upgrade: Option<Spanned<Vec<Spanned<String>>>>,
 }
 
 /// One `[[route]]`.

@@ -8,8 +8,8 @@
 //!   read them from the snapshot, which every reload builds anew from the file
 //!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`.
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
-//!   `access_log` and `access_log_format` (the snapshot's, per listener) and `max_connections`
-//!   (its shared load's limit): see `control::registry`.
+//!   `access_log`, `access_log_format` and `upgrade` (the snapshot's, per listener) and
+//!   `max_connections` (its shared load's limit): see `control::registry`.
 //!
 //! A running process cannot change the rest; a restart, or a binary upgrade (which reads the
 //! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `socket` and its mode and
@@ -82,6 +82,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             // In the snapshot, per listener.
             pool: _,
             access_log: _,
+            upgrade: _,
             // The listener's shared load, which a reload sets.
             max_connections: _,
         } = old;

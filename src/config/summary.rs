@@ -4,7 +4,7 @@ use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
 use super::{Config, HashKey, HostPattern, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
-/// listener (with its access log), route and pool, and each pool's servers, one line each.
+/// listener (with its access log and upgrades), route and pool, and each pool's servers, one line each.
 pub(super) fn summary(config: &Config) -> String {
     let intake = INTAKE_MODES.word_for(config.intake);
     let level = LOG_LEVELS.word_for(config.log.level);
@@ -21,8 +21,15 @@ pub(super) fn summary(config: &Config) -> String {
             let format = ACCESS_LOG_FORMATS.word_for(log.format);
             format!("  access log {} ({format})", log.path.display())
         });
+        // Said only when not the default (websocket), which most listeners keep.
+        let upgrades: Vec<&str> = listener.upgrade.names().collect();
+        let upgrade = match upgrades.as_slice() {
+            ["websocket"] => String::new(),
+            [] => "  upgrade none".to_string(),
+            names => format!("  upgrade {}", names.join(", ")),
+        };
         lines.push(format!(
-            "listener {}  {}  backlog {}  → pool {pool}{access_log}",
+            "listener {}  {}  backlog {}  → pool {pool}{access_log}{upgrade}",
             listener.name, listener.bind, listener.backlog
         ));
     }
@@ -122,10 +129,10 @@ mod tests {
     }
 
     #[test]
-    fn the_summary_shows_each_listeners_access_log_and_the_log_level() {
+    fn the_summary_shows_each_listeners_access_log_upgrades_and_the_log_level() {
         let text = valid_with(
             "backlog = 1024\n",
-            "backlog = 1024\naccess_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\n",
+            "backlog = 1024\naccess_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\nupgrade = []\n",
         )
         .replace("shutdown_grace = \"15s\"\n", "shutdown_grace = \"15s\"\n[log]\nlevel = \"warn\"\n");
         let summary = summary(&from_toml(&text, "t").unwrap());
@@ -134,7 +141,7 @@ mod tests {
             lines,
             [
                 "workers: 3 (intake reuseport)  log level warn",
-                "listener web  127.0.0.1:8080  backlog 1024  → pool app  access log /var/log/herdsman/web.log (json)",
+                "listener web  127.0.0.1:8080  backlog 1024  → pool app  access log /var/log/herdsman/web.log (json)  upgrade none",
                 "listener internal  [::1]:0  backlog 4096  → pool api",
             ]
         );

@@ -520,8 +520,20 @@ fn answer_buffered(
             error_response::write_error_response(431, "request head too large", false, out);
             return Buffered::Done(Exchange::Refused);
         }
+        Err(HeadError::LaterMinorVersion { digit_at }) => {
+            http1::head::read_as_http11(buffer.data_mut(), digit_at);
+            return answer_buffered(buffer, shared, peer, out);
+        }
         Err(HeadError::Invalid(why)) => {
             error_response::write_error_response(400, why, false, out);
+            return Buffered::Done(Exchange::Refused);
+        }
+        Err(HeadError::NotImplemented(why)) => {
+            error_response::write_error_response(501, why, false, out);
+            return Buffered::Done(Exchange::Refused);
+        }
+        Err(HeadError::VersionNotSupported) => {
+            error_response::write_error_response(505, "HTTP/1.x only", false, out);
             return Buffered::Done(Exchange::Refused);
         }
     };

@@ -19,13 +19,13 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::{
-    hold_back_restart_only, is_valid_name, AccessLogConfig, Config, ConfigError, IntakeMode,
-    ListenerConfig, ServerConfig, ServerState,
+    hold_back_restart_only, is_valid_name, Config, ConfigError, IntakeMode, ListenerConfig,
+    ServerConfig, ServerState,
 };
 use crate::intake::{self, ListenerChange, ListenerLoad};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::upstream::health::HealthView;
-use crate::upstream::snapshot::Lineage;
+use crate::upstream::snapshot::{Lineage, ListenerRules};
 use crate::upstream::{Snapshot, SnapshotHandle};
 
 /// Largest server weight.
@@ -158,9 +158,9 @@ struct ListenerSlot {
     /// Its pool's name: kept when the listener closes, so that connections it accepted before
     /// keep going to the same pool.
     pool: String,
-    /// Its access log: kept when the listener closes, like `pool`, so that the requests of its
-    /// remaining connections are still logged.
-    access_log: Option<AccessLogConfig>,
+    /// Its access log and allowed upgrades: kept when the listener closes, like `pool`, so that
+    /// the requests of its remaining connections are still logged and treated alike.
+    rules: ListenerRules,
 }
 
 struct State {
@@ -209,7 +209,7 @@ impl Registry {
                     socket,
                     open: true,
                     pool: config.pools[listener.pool].name.clone(),
-                    access_log: listener.access_log.clone(),
+                    rules: ListenerRules::of(listener),
                 }
             })
             .collect();
@@ -219,7 +219,7 @@ impl Registry {
             &config,
             &HashSet::new(),
             listener_pools(&config, &mut slots),
-            listener_logs(&config, &mut slots),
+            listener_rules(&config, &mut slots),
         )?;
         let (published, _) = watch::channel(first.generation);
         Ok(Registry {
@@ -505,7 +505,7 @@ impl Registry {
                 socket,
                 open: true,
                 pool: String::new(),
-                access_log: None,
+                rules: ListenerRules::default(),
             });
             tracing::info!(listener = %name, addr = %bound, "listener opened by reload");
         }
@@ -783,10 +783,10 @@ impl Registry {
     fn publish(&self, state: &mut State) -> Result<u64, ChangeError> {
         let added: HashSet<(String, String)> = state.added.keys().cloned().collect();
         let pools = listener_pools(&state.config, &mut state.slots);
-        let logs = listener_logs(&state.config, &mut state.slots);
+        let rules = listener_rules(&state.config, &mut state.slots);
         let snapshot = state
             .lineage
-            .next(&state.config, &added, pools, logs)
+            .next(&state.config, &added, pools, rules)
             .map_err(ChangeError::Snapshot)?;
         let generation = snapshot.generation;
         self.snapshot.store(Arc::new(snapshot));
@@ -891,23 +891,24 @@ fn listener_pools(config: &Config, slots: &mut [ListenerSlot]) -> Vec<usize> {
         .collect()
 }
 
-/// Each slot's access log, noting an open listener's in its slot: a closed slot keeps the one
-/// it had. A reload that changes a listener's `access_log` thus applies to its next request.
-fn listener_logs(config: &Config, slots: &mut [ListenerSlot]) -> Vec<Option<AccessLogConfig>> {
+/// Each slot's rules, noting an open listener's in its slot: a closed slot keeps the ones it
+/// had. A reload that changes a listener's `access_log` or `upgrade` thus applies to its next
+/// request.
+fn listener_rules(config: &Config, slots: &mut [ListenerSlot]) -> Vec<ListenerRules> {
     slots
         .iter_mut()
         .map(|slot| {
             let listener = config.listeners.iter().find(|l| l.name == slot.name);
             if let (true, Some(listener)) = (slot.open, listener) {
-                slot.access_log = listener.access_log.clone();
+                slot.rules = ListenerRules::of(listener);
             }
-            slot.access_log.clone()
+            slot.rules.clone()
         })
         .collect()
 }
 
 /// Without workers to open listeners for: the listeners as running, each with the file's new
-/// pool and access log where the file still has it.
+/// pool, access log and upgrades where the file still has it.
 fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::ListenerConfig> {
     for listener in &fresh.listeners {
         if !running.listeners.iter().any(|l| l.name == listener.name) {
@@ -925,6 +926,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                 crate::config::ListenerConfig {
                     pool: new.pool,
                     access_log: new.access_log.clone(),
+                    upgrade: new.upgrade.clone(),
                     ..old.clone()
                 }
             }

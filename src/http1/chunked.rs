@@ -1,22 +1,33 @@
 //! A streaming, strict decoder for the chunked transfer coding (RFC 9112 §7.1).
 //!
 //! It never buffers: each call to [`ChunkedDecoder::step`] says how many bytes at the front of
-//! the input are framing, data or the end of the message, so a caller can forward the bytes as
-//! they are (after they were checked) or forward only the data (to re-frame the body). It refuses
-//! what proxies and servers disagree about: bare LF line endings, chunk sizes with signs or
-//! spaces inside, sizes that overflow, obs-folded trailers.
+//! the input are framing, data, a trailer field to drop or the end of the message, so a caller
+//! can forward the bytes as they are (after they were checked) or forward only the data (to
+//! re-frame the body). It refuses what proxies and servers disagree about: bare LF line endings,
+//! chunk sizes with signs or spaces inside, sizes that overflow, obs-folded or nameless trailers.
+//!
+//! A trailer field line is passed on or dropped whole, so its bytes are not taken until its line
+//! end is in the input: the caller holds them (at most [`MAX_TRAILERS`], in the buffer it reads
+//! into anyway) and calls again with more. A trailer section is small and rare; the usual empty
+//! one is two bytes that never wait.
+
+use super::tokens::is_token_byte;
 
 /// Longest chunk size, extensions included, before the line is refused.
 const MAX_SIZE_LINE: usize = 4096;
 /// Longest trailer section accepted.
-const MAX_TRAILERS: usize = 16384;
+pub const MAX_TRAILERS: usize = 16384;
 
 /// What the bytes at the front of the input are.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
-    /// This many bytes are framing (sizes, extensions, line ends, trailers). 0 means the decoder
-    /// needs more input (it only returns 0 for empty input).
+    /// This many bytes are framing (sizes, extensions, line ends, trailer fields to pass on). 0
+    /// means the decoder needs more input: the input is empty, or all of it is the start of a
+    /// trailer field line, to be given again with what follows.
     Framing(usize),
+    /// This many bytes are a trailer field line that must not be passed on (see
+    /// [`is_forbidden_trailer`]).
+    Dropped(usize),
     /// This many bytes are body data.
     Data(usize),
     /// The message ends after this many bytes (framing). Nothing after them belongs to it.
@@ -52,11 +63,8 @@ enum State {
     Data,
     DataCr,
     DataLf,
-    /// At the start of a trailer line (or the final empty line).
+    /// At the start of a trailer field line (taken whole) or of the final empty line.
     TrailerStart,
-    /// Inside a trailer field line.
-    TrailerLine,
-    TrailerLineLf,
     /// CR of the final empty line seen.
     EndLf,
     Finished,
@@ -104,6 +112,13 @@ impl ChunkedDecoder {
             return Ok(Step::Data(take));
         }
         for (i, &byte) in input.iter().enumerate() {
+            if self.state == State::TrailerStart && byte != b'\r' {
+                // A trailer field line: the bytes before it first, so that it starts the input.
+                if i > 0 {
+                    return Ok(Step::Framing(i));
+                }
+                return self.trailer_line(input);
+            }
             self.framing_byte(byte)?;
             match self.state {
                 State::Data => return Ok(Step::Framing(i + 1)),
@@ -112,6 +127,45 @@ impl ChunkedDecoder {
             }
         }
         Ok(Step::Framing(input.len()))
+    }
+
+    /// The trailer field line at the start of `input`: kept, dropped, or `Framing(0)` while its
+    /// line end has not come. Its name must be a token followed by a colon; its value may hold
+    /// tabs, visible characters and obs-text, like a header's.
+    fn trailer_line(&mut self, input: &[u8]) -> Result<Step, ChunkedError> {
+        let mut cr_at = None;
+        for (i, &byte) in input.iter().enumerate() {
+            match byte {
+                b'\r' => {
+                    cr_at = Some(i);
+                    break;
+                }
+                b'\t' | b' '..=b'~' | 0x80..=0xff => {}
+                _ => return Err(ChunkedError::Trailer),
+            }
+        }
+        let (Some(line_len), Some(&lf)) = (cr_at, cr_at.and_then(|cr| input.get(cr + 1))) else {
+            // Held by the caller until the line ends, within the section's limit.
+            if self.trailer_len + input.len() > MAX_TRAILERS {
+                return Err(ChunkedError::Trailer);
+            }
+            return Ok(Step::Framing(0));
+        };
+        self.trailer_len += line_len + 2;
+        if lf != b'\n' || self.trailer_len > MAX_TRAILERS {
+            return Err(ChunkedError::Trailer);
+        }
+        let line = &input[..line_len];
+        let name_len = line.iter().position(|&b| b == b':');
+        let name = &line[..name_len.ok_or(ChunkedError::Trailer)?];
+        if name.is_empty() || !name.iter().all(|&b| is_token_byte(b)) {
+            return Err(ChunkedError::Trailer);
+        }
+        Ok(if is_forbidden_trailer(name) {
+            Step::Dropped(line_len + 2)
+        } else {
+            Step::Framing(line_len + 2)
+        })
     }
 
     fn framing_byte(&mut self, byte: u8) -> Result<(), ChunkedError> {
@@ -169,27 +223,8 @@ impl ChunkedDecoder {
                 }
                 self.state = State::Size { digits: 0 };
             }
-            State::TrailerStart => match byte {
-                b'\r' => self.state = State::EndLf,
-                // a trailer line may not start with whitespace (obs-fold) or a colon
-                b' ' | b'\t' | b':' | b'\n' => return Err(ChunkedError::Trailer),
-                _ => {
-                    self.count_trailer()?;
-                    self.state = State::TrailerLine;
-                }
-            },
-            State::TrailerLine => match byte {
-                b'\r' => self.state = State::TrailerLineLf,
-                b'\n' => return Err(ChunkedError::Trailer),
-                b'\t' | b' '..=b'~' | 0x80..=0xff => self.count_trailer()?,
-                _ => return Err(ChunkedError::Trailer),
-            },
-            State::TrailerLineLf => {
-                if byte != b'\n' {
-                    return Err(ChunkedError::Trailer);
-                }
-                self.state = State::TrailerStart;
-            }
+            // Only the final empty line's CR reaches here: `step` takes field lines whole.
+            State::TrailerStart => self.state = State::EndLf,
             State::EndLf => {
                 if byte != b'\n' {
                     return Err(ChunkedError::Trailer);
@@ -208,14 +243,54 @@ impl ChunkedDecoder {
         }
         Ok(())
     }
+}
 
-    fn count_trailer(&mut self) -> Result<(), ChunkedError> {
-        self.trailer_len += 1;
-        if self.trailer_len > MAX_TRAILERS {
-            return Err(ChunkedError::Trailer);
-        }
-        Ok(())
-    }
+/// Whether a field must not be passed on in a trailer section (RFC 9110 §6.5.1): fields that
+/// frame the message, route it, modify the request (controls and conditionals), authenticate,
+/// control the response, or say how to read the content, and hop-by-hop fields. A recipient
+/// that merged one into the head after herdsman checked and routed the head could be made to
+/// frame, route or authorize the message differently; dropping them is what the RFC allows a
+/// proxy that cannot tell whether the next recipient merges trailers.
+pub fn is_forbidden_trailer(name: &[u8]) -> bool {
+    const FORBIDDEN: [&str; 27] = [
+        "content-length",
+        "transfer-encoding",
+        "trailer",
+        "host",
+        "cache-control",
+        "expect",
+        "max-forwards",
+        "pragma",
+        "range",
+        "te",
+        "authorization",
+        "set-cookie",
+        "cookie",
+        "www-authenticate",
+        "age",
+        "expires",
+        "date",
+        "location",
+        "retry-after",
+        "vary",
+        "warning",
+        "content-encoding",
+        "content-type",
+        "content-range",
+        "connection",
+        "keep-alive",
+        "upgrade",
+    ];
+    // If-Match, If-None-Match, If-Modified-Since, If-Range, …; and Proxy-Authorization,
+    // Proxy-Authenticate, Proxy-Connection, hop-by-hop like every Proxy-* field in a head.
+    let prefixed = |prefix: &[u8]| {
+        name.len() > prefix.len() && name[..prefix.len()].eq_ignore_ascii_case(prefix)
+    };
+    prefixed(b"if-")
+        || prefixed(b"proxy-")
+        || FORBIDDEN
+            .iter()
+            .any(|forbidden| name.eq_ignore_ascii_case(forbidden.as_bytes()))
 }
 
 fn hex_value(byte: u8) -> Option<u8> {
@@ -227,24 +302,55 @@ fn hex_value(byte: u8) -> Option<u8> {
     }
 }
 
-/// Decodes a whole chunked body held in memory: the data, and how many bytes the message took.
-/// Used by tests and the fuzz target; the proxy streams with [`ChunkedDecoder::step`].
-pub fn decode_all(input: &[u8]) -> Result<(Vec<u8>, Option<usize>), ChunkedError> {
+/// What a relay passing a chunked body on as framed makes of it (see [`pass_on_in_pieces`]).
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct PassedOn {
+    /// The bytes passed on: all of the message's but the dropped trailer fields.
+    pub bytes: Vec<u8>,
+    /// The body's data.
+    pub data: Vec<u8>,
+    /// Where the message ended in the input, once it did.
+    pub end: Option<usize>,
+}
+
+/// Relays `input` as framed, as it arrives in pieces of the sizes in `pieces` (over again until
+/// it is all there; a held trailer line waits for the next piece). Used by tests and the fuzz
+/// target; the proxy streams with [`ChunkedDecoder::step`].
+pub fn pass_on_in_pieces(input: &[u8], pieces: &[usize]) -> Result<PassedOn, ChunkedError> {
     let mut decoder = ChunkedDecoder::new();
-    let mut data = Vec::new();
-    let mut at = 0;
-    loop {
-        match decoder.step(&input[at..])? {
-            Step::Framing(0) => return Ok((data, None)),
-            Step::Framing(n) => at += n,
-            Step::Data(0) => return Ok((data, None)),
-            Step::Data(n) => {
-                data.extend_from_slice(&input[at..at + n]);
-                at += n;
+    let mut passed = PassedOn::default();
+    let (mut at, mut available) = (0, 0);
+    let mut piece = pieces.iter().cycle();
+    while passed.end.is_none() && available < input.len() {
+        available = (available + piece.next().copied().unwrap_or(1).max(1)).min(input.len());
+        while at < available && passed.end.is_none() {
+            let step = decoder.step(&input[at..available])?;
+            let taken = match step {
+                Step::Framing(0) => break,
+                Step::Framing(n) | Step::Data(n) | Step::Dropped(n) | Step::Done(n) => n,
+            };
+            let bytes = &input[at..at + taken];
+            match step {
+                Step::Dropped(_) => {}
+                Step::Data(_) => {
+                    passed.bytes.extend_from_slice(bytes);
+                    passed.data.extend_from_slice(bytes);
+                }
+                _ => passed.bytes.extend_from_slice(bytes),
             }
-            Step::Done(n) => return Ok((data, Some(at + n))),
+            at += taken;
+            if let Step::Done(_) = step {
+                passed.end = Some(at);
+            }
         }
     }
+    Ok(passed)
+}
+
+/// Decodes a whole chunked body held in memory: the data, and how many bytes the message took.
+pub fn decode_all(input: &[u8]) -> Result<(Vec<u8>, Option<usize>), ChunkedError> {
+    let passed = pass_on_in_pieces(input, &[input.len()])?;
+    Ok((passed.data, passed.end))
 }
 
 #[cfg(test)]
@@ -292,7 +398,8 @@ mod tests {
         }
     }
 
-    fn encode(data: &[u8], sizes: &[usize]) -> Vec<u8> {
+    /// `data` chunked in `sizes`, with `trailers` (whole field lines) after the last chunk.
+    fn encode(data: &[u8], sizes: &[usize], trailers: &[&str]) -> Vec<u8> {
         let mut out = Vec::new();
         let mut at = 0;
         for &size in sizes.iter().cycle() {
@@ -305,44 +412,88 @@ mod tests {
             out.extend_from_slice(b"\r\n");
             at += n;
         }
-        out.extend_from_slice(b"0\r\n\r\n");
+        out.extend_from_slice(b"0\r\n");
+        for line in trailers {
+            out.extend_from_slice(line.as_bytes());
+        }
+        out.extend_from_slice(b"\r\n");
         out
+    }
+
+    #[test]
+    fn trailer_fields_that_must_not_be_trailers_are_dropped_whole() {
+        let trailers = [
+            "X-Checksum: abc\r\n",
+            "Content-Length: 5\r\n",
+            "if-none-match: \"x\"\r\n",
+            "Proxy-Authorization: Basic x\r\n",
+            "Set-Cookie: a=1\r\n",
+            "Server-Timing: db;dur=53\r\n",
+        ];
+        let encoded = encode(b"hello", &[3], &trailers);
+        let kept = encode(
+            b"hello",
+            &[3],
+            &["X-Checksum: abc\r\n", "Server-Timing: db;dur=53\r\n"],
+        );
+        for cuts in [&[encoded.len()][..], &[1], &[2, 7], &[5]] {
+            let passed = pass_on_in_pieces(&encoded, cuts).unwrap();
+            assert_eq!(
+                String::from_utf8_lossy(&passed.bytes),
+                String::from_utf8_lossy(&kept)
+            );
+            assert_eq!(passed.data, b"hello");
+            assert_eq!(passed.end, Some(encoded.len()));
+        }
+    }
+
+    #[test]
+    fn a_trailer_line_is_held_until_its_end_arrives() {
+        let mut decoder = ChunkedDecoder::new();
+        assert_eq!(decoder.step(b"0\r\nX-A: 1"), Ok(Step::Framing(3)));
+        assert_eq!(decoder.step(b"X-A: 1"), Ok(Step::Framing(0)));
+        assert_eq!(decoder.step(b"X-A: 1\r"), Ok(Step::Framing(0)));
+        assert_eq!(
+            decoder.step(b"X-A: 1\r\nHost: x\r\n\r\n"),
+            Ok(Step::Framing(8))
+        );
+        assert_eq!(decoder.step(b"Host: x\r\n\r\n"), Ok(Step::Dropped(9)));
+        assert_eq!(decoder.step(b"\r\nNEXT"), Ok(Step::Done(2)));
+        let mut endless = ChunkedDecoder::new();
+        let long = format!("0\r\nX-Long: {}", "a".repeat(MAX_TRAILERS));
+        assert_eq!(endless.step(long.as_bytes()), Ok(Step::Framing(3)));
+        assert_eq!(
+            endless.step(&long.as_bytes()[3..]),
+            Err(ChunkedError::Trailer)
+        );
+        for nameless in [&b"0\r\nno colon\r\n\r\n"[..], b"0\r\nX Y: z\r\n\r\n"] {
+            assert!(decode_all(nameless).is_err());
+        }
     }
 
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(256))]
 
         /// Any body, chunked any way and delivered in any pieces, decodes to itself and ends
-        /// exactly where the encoding ends.
+        /// exactly where the encoding ends; its trailers pass whole, less the forbidden ones.
         #[test]
         fn round_trips_in_pieces(
             data in proptest::collection::vec(any::<u8>(), 0..2000),
             sizes in proptest::collection::vec(1usize..300, 1..8),
             cuts in proptest::collection::vec(1usize..64, 1..16),
+            trailers in proptest::collection::vec(
+                prop::sample::select(vec!["X-Sum: 1\r\n", "Host: h\r\n", "If-Match: *\r\n", "Etag: \"e\"\r\n"]),
+                0..4,
+            ),
         ) {
-            let encoded = encode(&data, &sizes);
-            let mut decoder = ChunkedDecoder::new();
-            let mut decoded = Vec::new();
-            let mut at = 0;
-            let mut cut = cuts.iter().cycle();
-            let mut end = None;
-            while at < encoded.len() && end.is_none() {
-                let piece_end = (at + cut.next().unwrap()).min(encoded.len());
-                let mut piece_at = at;
-                while piece_at < piece_end {
-                    match decoder.step(&encoded[piece_at..piece_end]).unwrap() {
-                        Step::Framing(n) => piece_at += n,
-                        Step::Data(n) => {
-                            decoded.extend_from_slice(&encoded[piece_at..piece_at + n]);
-                            piece_at += n;
-                        }
-                        Step::Done(n) => { end = Some(piece_at + n); break; }
-                    }
-                }
-                at = piece_end;
-            }
-            prop_assert_eq!(decoded, data);
-            prop_assert_eq!(end, Some(encoded.len()));
+            let encoded = encode(&data, &sizes, &trailers);
+            let passed = pass_on_in_pieces(&encoded, &cuts).unwrap();
+            let allowed: Vec<&str> = trailers.iter().copied().filter(|line| {
+                !is_forbidden_trailer(line.split(':').next().unwrap().as_bytes())
+            }).collect();
+            prop_assert_eq!(passed.bytes, encode(&data, &sizes, &allowed));
+            prop_assert_eq!(passed.data, data);
+            prop_assert_eq!(passed.end, Some(encoded.len()));
         }
 
         /// Arbitrary bytes never panic the decoder, and it never claims more bytes than given.
@@ -352,7 +503,7 @@ mod tests {
             let mut at = 0;
             while at < input.len() {
                 match decoder.step(&input[at..]) {
-                    Ok(Step::Framing(n)) | Ok(Step::Data(n)) => {
+                    Ok(Step::Framing(n)) | Ok(Step::Data(n)) | Ok(Step::Dropped(n)) => {
                         prop_assert!(n <= input.len() - at);
                         if n == 0 { break; }
                         at += n;

@@ -28,12 +28,23 @@ impl AddressText {
     }
 }
 
-use super::head::{ConnectionTokens, Request, Response};
+use super::head::{Body, ConnectionTokens, Request, Response};
+use super::tokens::list_elements;
+use super::upgrade::UpgradeProtocols;
 
 /// Fields that describe one connection, not the message (RFC 9110 §7.6.1), plus the
 /// X-Forwarded-* fields herdsman writes itself. `upgrade` is handled by the caller.
+/// `HTTP2-Settings` goes with an `Upgrade: h2c`, which is never passed on (RFC 7540 §3.2.1 makes
+/// it hop-by-hop).
 fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
-    const FIXED: [&str; 5] = ["connection", "keep-alive", "te", "trailer", "upgrade"];
+    const FIXED: [&str; 6] = [
+        "connection",
+        "keep-alive",
+        "te",
+        "trailer",
+        "upgrade",
+        "http2-settings",
+    ];
     FIXED.iter().any(|h| name.eq_ignore_ascii_case(h))
         || name.len() > 6 && name[..6].eq_ignore_ascii_case("proxy-")
         || connection.names(name)
@@ -46,20 +57,36 @@ fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// Appends the request head to send to a server. Always HTTP/1.1; the body framing fields are
-/// kept as received (the body is forwarded as framed, after the framing was checked).
-pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: &mut Vec<u8>) {
+/// Appends the request head to send to a server. Always HTTP/1.1, origin-form, with Host first:
+/// the host the request is for (an absolute-form target's, RFC 9112 §3.2.2), or empty for an
+/// HTTP/1.0 request without one. The body is forwarded as framed after its framing was checked,
+/// so the framing field goes on, once, at the place of the first: one Content-Length with one
+/// value (RFC 9112 §6.3: a repeated or listed one is replaced, so no server can read it another
+/// way), or `Transfer-Encoding: chunked`. The Upgrade goes on only with the protocols `upgrades`
+/// allows, and only when there is one.
+pub fn write_request_head(
+    request: &Request<'_, '_>,
+    upgrades: &UpgradeProtocols,
+    client: &AddressText,
+    out: &mut Vec<u8>,
+) {
     out.extend_from_slice(request.method_text.as_bytes());
     out.push(b' ');
-    out.extend_from_slice(request.target.as_bytes());
-    out.extend_from_slice(b" HTTP/1.1\r\n");
-    if request.host.is_none() {
-        // An HTTP/1.0 client may omit Host, but the request goes on as HTTP/1.1, which must carry
-        // one: empty when there is no authority to name (RFC 9112 §3.2).
-        out.extend_from_slice(b"Host: \r\n");
+    if !matches!(
+        request.forwarded_target.as_bytes().first(),
+        Some(b'/' | b'*')
+    ) {
+        // An absolute-form target without a path, or with only a query.
+        out.push(b'/');
     }
+    out.extend_from_slice(request.forwarded_target.as_bytes());
+    out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
+    out.extend_from_slice(request.host.unwrap_or_default());
+    out.extend_from_slice(b"\r\n");
+    let upgrade = upgrades.forwards(request);
     let mut forwarded_for: Option<&[u8]> = None;
     let mut more_forwarded_for = false;
+    let mut framing_written = false;
     for field in request.headers {
         let name = field.name;
         if name.eq_ignore_ascii_case("x-forwarded-for") {
@@ -70,13 +97,19 @@ pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: 
             }
             continue;
         }
-        if name.eq_ignore_ascii_case("x-forwarded-proto")
+        if name.eq_ignore_ascii_case("host")
+            || name.eq_ignore_ascii_case("x-forwarded-proto")
             || name.eq_ignore_ascii_case("x-forwarded-host")
         {
             continue;
         }
-        if request.upgrade && name.eq_ignore_ascii_case("upgrade") {
-            write_field(out, name, field.value);
+        if name.eq_ignore_ascii_case("content-length")
+            || name.eq_ignore_ascii_case("transfer-encoding")
+        {
+            if !framing_written {
+                framing_written = true;
+                write_framing(request, name, field.value, out);
+            }
             continue;
         }
         if is_hop_by_hop(name, &request.connection) {
@@ -84,8 +117,10 @@ pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: 
         }
         write_field(out, name, field.value);
     }
-    if request.upgrade {
-        out.extend_from_slice(b"Connection: upgrade\r\n");
+    if upgrade {
+        out.extend_from_slice(b"Upgrade: ");
+        upgrades.write_allowed(request, out);
+        out.extend_from_slice(b"\r\nConnection: upgrade\r\n");
     }
     out.extend_from_slice(b"X-Forwarded-For: ");
     if more_forwarded_for {
@@ -105,6 +140,17 @@ pub fn write_request_head(request: &Request<'_, '_>, client: &AddressText, out: 
         write_field(out, "X-Forwarded-Host", host);
     }
     out.extend_from_slice(b"\r\n");
+}
+
+/// The request's one framing field, under the client's spelling of `name`: its first
+/// Content-Length value (every value was checked to be the same number), or chunked, the only
+/// transfer coding accepted.
+fn write_framing(request: &Request<'_, '_>, name: &str, value: &[u8], out: &mut Vec<u8>) {
+    let value = match request.body {
+        Body::Chunked => &b"chunked"[..],
+        _ => list_elements(value).next().unwrap_or(b"0"),
+    };
+    write_field(out, name, value);
 }
 
 /// What the response head tells the client about the connection and the body.
@@ -177,7 +223,12 @@ mod tests {
             .unwrap();
         let mut out = Vec::new();
         let client = AddressText::new("10.1.2.3".parse().unwrap());
-        write_request_head(&request, &client, &mut out);
+        write_request_head(
+            &request,
+            &UpgradeProtocols::new(["websocket"]),
+            &client,
+            &mut out,
+        );
         String::from_utf8(out).unwrap()
     }
 
@@ -235,6 +286,64 @@ mod tests {
             got.contains("Upgrade: websocket\r\n") && got.contains("Connection: upgrade\r\n"),
             "{got}"
         );
+    }
+
+    #[test]
+    fn upgrade_goes_on_with_only_the_allowed_protocols() {
+        let got = forwarded(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade, HTTP2-Settings\r\n\
+             Upgrade: h2c, WebSocket\r\nUpgrade: websocket/13, irc\r\nHTTP2-Settings: AAMAAABkAAQAoAAAAAIAAAAA\r\n\r\n",
+        );
+        assert_eq!(
+            got,
+            "GET / HTTP/1.1\r\nHost: h\r\nUpgrade: WebSocket, websocket/13\r\nConnection: upgrade\r\n\
+             X-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\n\r\n"
+        );
+        // h2c alone: a plain request, with neither Upgrade, its Connection token nor
+        // HTTP2-Settings (even when Connection does not name it).
+        let got = forwarded(
+            "GET / HTTP/1.1\r\nHost: h\r\nConnection: Upgrade\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMA\r\n\r\n",
+        );
+        assert_eq!(
+            got,
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: h\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn framing_fields_go_on_once_with_one_value() {
+        for lengths in [
+            "Content-Length: 2\r\nContent-Length: 2\r\n",
+            "Content-Length: 2, 2\r\n",
+            "content-length: 2\r\nX-A: 1\r\nContent-Length:2,2\r\n",
+        ] {
+            let got = forwarded(&format!("POST / HTTP/1.1\r\nHost: h\r\n{lengths}\r\n"));
+            let framing: Vec<&str> = got
+                .lines()
+                .filter(|line| line.to_ascii_lowercase().starts_with("content-length"))
+                .collect();
+            assert_eq!(framing.len(), 1, "{got}");
+            assert!(framing[0].ends_with(": 2"), "{got}");
+        }
+        let got = forwarded("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: \r\nTransfer-Encoding: ChunKed \r\n\r\n");
+        assert!(
+            got.contains("\r\nTransfer-Encoding: chunked\r\nX-Forwarded-For"),
+            "{got}"
+        );
+        assert_eq!(got.matches("Transfer-Encoding").count(), 1, "{got}");
+    }
+
+    #[test]
+    fn absolute_form_goes_on_in_origin_form_with_its_host() {
+        let got = forwarded("GET http://y/a?b HTTP/1.1\r\nHost: x\r\nAccept: */*\r\n\r\n");
+        assert_eq!(
+            got,
+            "GET /a?b HTTP/1.1\r\nHost: y\r\nAccept: */*\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Host: y\r\n\r\n"
+        );
+        assert!(forwarded("GET http://y?q HTTP/1.0\r\n\r\n")
+            .starts_with("GET /?q HTTP/1.1\r\nHost: y\r\n"));
+        assert!(forwarded("OPTIONS http://y HTTP/1.1\r\nHost: y\r\n\r\n")
+            .starts_with("OPTIONS * HTTP/1.1\r\n"));
     }
 
     #[test]

@@ -49,6 +49,11 @@ impl Buffer {
         &self.bytes[self.start..]
     }
 
+    /// The unread bytes, to be changed in place (a head's version digit).
+    pub fn data_mut(&mut self) -> &mut [u8] {
+        &mut self.bytes[self.start..]
+    }
+
     pub fn is_empty(&self) -> bool {
         self.start == self.bytes.len()
     }

@@ -18,7 +18,8 @@ use super::{scratch, write_all_by, Client, Next};
 use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::write_request_head;
-use crate::http1::{header_slots, parse_request, Body, Method};
+use crate::http1::head::read_as_http11;
+use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
@@ -37,6 +38,8 @@ pub struct RequestFacts {
     pub minor_version: u8,
     pub body: Body,
     pub keep_alive: bool,
+    /// The request's Upgrade went on to the server (it offered a protocol its listener allows),
+    /// so a 101 may answer it; a 101 to any other request is a bad response.
     pub upgrade: bool,
     /// The pool and server chosen for it, while its head was at hand.
     pub choice: Choice,
@@ -239,8 +242,16 @@ async fn read_request(
     loop {
         if !client.buffer.is_empty() {
             let mut headers = header_slots();
-            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes)
-                .map_err(Failure::from_request_head)?;
+            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes);
+            let parsed = match parsed {
+                // HTTP/1.2 and later minor versions read as HTTP/1.1: its digit is rewritten in
+                // place, and the head parsed again.
+                Err(HeadError::LaterMinorVersion { digit_at }) => {
+                    read_as_http11(client.buffer.data_mut(), digit_at);
+                    continue;
+                }
+                parsed => parsed.map_err(Failure::from_request_head)?,
+            };
             if let Some(request) = parsed {
                 #[cfg(feature = "fault-injection")]
                 match request.target {
@@ -278,16 +289,22 @@ async fn read_request(
                     client_ip(client.peer),
                     &mut context.rng.borrow_mut(),
                 );
+                let upgrades = snapshot.upgrade_protocols(listener);
                 let facts = RequestFacts {
                     method: request.method,
                     minor_version: request.minor_version,
                     body: request.body,
                     keep_alive: request.keep_alive,
-                    upgrade: request.upgrade,
+                    upgrade: upgrades.forwards(&request),
                     choice,
                     timeouts: snapshot.exchange_timeouts(choice.route),
                 };
-                write_request_head(&request, &client.forwarded_for, scratch(&mut client.out));
+                write_request_head(
+                    &request,
+                    upgrades,
+                    &client.forwarded_for,
+                    scratch(&mut client.out),
+                );
                 let head_len = request.head_len;
                 client.buffer.consume(head_len);
                 return Ok(Some(facts));

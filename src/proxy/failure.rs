@@ -18,8 +18,10 @@ pub enum Failure {
     BodyTooLarge,
     /// The client started a head and did not finish it within `client_header`.
     HeadTimeout,
-    /// A request herdsman does not proxy (CONNECT).
+    /// A request herdsman does not proxy (CONNECT, a transfer coding other than chunked).
     NotImplemented(&'static str),
+    /// The request line's HTTP major version is not 1.
+    VersionNotSupported,
     /// The client stopped sending its body or reading the response for `client_idle`.
     ClientStalled,
     /// The client closed or reset its connection.
@@ -54,6 +56,7 @@ impl Failure {
             Failure::BodyTooLarge => 413,
             Failure::HeadTooLarge => 431,
             Failure::NotImplemented(_) => 501,
+            Failure::VersionNotSupported => 505,
             Failure::NoServer | Failure::QueueTimeout => 503,
             Failure::ConnectFailed(_)
             | Failure::ServerClosed
@@ -72,6 +75,7 @@ impl Failure {
                 why
             }
             Failure::HeadTooLarge => "request header section too large",
+            Failure::VersionNotSupported => "only HTTP/1.0 and HTTP/1.1 are spoken here",
             Failure::BodyTooLarge => "request body too large",
             Failure::HeadTimeout => "request head not received in time",
             Failure::ClientStalled => "client stalled",
@@ -134,6 +138,7 @@ impl Failure {
                 | Failure::BodyTooLarge
                 | Failure::HeadTimeout
                 | Failure::NotImplemented(_)
+                | Failure::VersionNotSupported
                 | Failure::ClientStalled
                 | Failure::ClientGone
         )
@@ -143,13 +148,21 @@ impl Failure {
         match error {
             HeadError::TooLarge => Failure::HeadTooLarge,
             HeadError::Invalid(why) => Failure::BadRequest(why),
+            HeadError::NotImplemented(why) => Failure::NotImplemented(why),
+            HeadError::VersionNotSupported => Failure::VersionNotSupported,
+            // Read as HTTP/1.1 by a caller that rewrites it; one that did not refuses it.
+            HeadError::LaterMinorVersion { .. } => Failure::BadRequest("invalid HTTP version"),
         }
     }
 
     pub fn from_response_head(error: HeadError) -> Failure {
         match error {
             HeadError::TooLarge => Failure::BadResponse("response head too large"),
-            HeadError::Invalid(why) => Failure::BadResponse(why),
+            HeadError::Invalid(why) | HeadError::NotImplemented(why) => Failure::BadResponse(why),
+            // parse_response does not classify versions; kept for completeness.
+            HeadError::VersionNotSupported | HeadError::LaterMinorVersion { .. } => {
+                Failure::BadResponse("invalid HTTP version")
+            }
         }
     }
 

@@ -53,7 +53,8 @@ pub struct BodyRelay {
 }
 
 /// A span at the front of the available bytes: `consumed` of them belong to the body, and the
-/// first `forward` of those are to be written on.
+/// first `forward` of those are to be written on. Nothing consumed from bytes at hand means they
+/// start a trailer field line whose end has yet to come.
 struct Piece {
     consumed: usize,
     forward: usize,
@@ -133,7 +134,7 @@ impl BodyRelay {
                                 forward: n,
                             })
                         }
-                        Step::Framing(n) => Ok(Piece {
+                        Step::Framing(n) | Step::Dropped(n) => Ok(Piece {
                             consumed: n,
                             forward: 0,
                         }),
@@ -146,10 +147,12 @@ impl BodyRelay {
                         }
                     };
                 }
-                // As framed: check every byte, forward all that belong to the body in one write.
+                // As framed: check every byte, forward all that belong to the body in one write,
+                // up to a trailer field that must not be passed on, which is then skipped.
                 let mut at = 0;
                 let mut data = 0;
                 let mut done = false;
+                let mut dropped = 0;
                 while at < available.len() {
                     match decoder
                         .step(&available[at..])
@@ -157,6 +160,10 @@ impl BodyRelay {
                     {
                         Step::Framing(0) | Step::Data(0) => break,
                         Step::Framing(n) => at += n,
+                        Step::Dropped(n) => {
+                            dropped = n;
+                            break;
+                        }
                         Step::Data(n) => {
                             at += n;
                             data += n;
@@ -173,7 +180,7 @@ impl BodyRelay {
                 }
                 self.count_data(data)?;
                 Ok(Piece {
-                    consumed: at,
+                    consumed: at + dropped,
                     forward: at,
                 })
             }
@@ -257,8 +264,10 @@ impl BodyRelay {
         W: AsyncWrite + Unpin,
     {
         tokio::pin!(sink_gone);
+        // The buffer holds the start of a trailer field line, kept until the line is whole.
+        let mut line_held = false;
         while !self.is_done() {
-            if buffer.is_empty() {
+            if buffer.is_empty() || line_held {
                 let read = timeout(
                     read_wait,
                     buffer.read_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
@@ -280,6 +289,7 @@ impl BodyRelay {
                 }
             }
             let piece = self.advance(buffer.data())?;
+            line_held = piece.consumed == 0;
             if piece.forward > 0 {
                 match timeout(write_wait, buffer.write_to(piece.forward, sink)).await {
                     Err(_) => return Err(RelayError::SinkTimeout),

@@ -20,8 +20,9 @@ use super::health::{Health, HealthView};
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    AccessLogConfig, Balance, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits, Passive,
-    PoolConfig, RetryOn, RouteConfig, ServerState, Timeouts,
+    AccessLogConfig, Balance, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
+    ListenerConfig, Passive, PoolConfig, RetryOn, RouteConfig, ServerState, Timeouts,
+    UpgradeProtocols,
 };
 use crate::stats::traffic::Traffic;
 
@@ -35,11 +36,33 @@ pub struct Snapshot {
     pub pools: Vec<Pool>,
     /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
     pub listener_pools: Vec<usize>,
-    /// For each listener slot, its access log, if it has one.
-    pub listener_logs: Vec<Option<AccessLogConfig>>,
+    /// For each listener slot, what its requests are held to.
+    pub listener_rules: Vec<ListenerRules>,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
 }
+
+/// What a listener's requests are held to, apart from their default pool: kept by its slot when
+/// the listener closes, so that the connections it accepted go on as before.
+#[derive(Debug, Clone, Default)]
+pub struct ListenerRules {
+    /// Its access log, if it has one.
+    pub access_log: Option<AccessLogConfig>,
+    /// The protocols its requests may upgrade to.
+    pub upgrade: UpgradeProtocols,
+}
+
+impl ListenerRules {
+    pub fn of(listener: &ListenerConfig) -> ListenerRules {
+        ListenerRules {
+            access_log: listener.access_log.clone(),
+            upgrade: listener.upgrade.clone(),
+        }
+    }
+}
+
+/// What a slot the snapshot does not know gets (there is none: every slot has rules).
+static NO_UPGRADES: UpgradeProtocols = UpgradeProtocols::none();
 
 #[derive(Debug)]
 pub struct Pool {
@@ -241,7 +264,14 @@ impl Drop for ActiveGuard<'_> {
 impl Snapshot {
     /// The access log of the listener in `slot`, if it has one.
     pub fn access_log(&self, slot: usize) -> Option<&AccessLogConfig> {
-        self.listener_logs.get(slot)?.as_ref()
+        self.listener_rules.get(slot)?.access_log.as_ref()
+    }
+
+    /// The protocols requests on the listener in `slot` may upgrade to.
+    pub fn upgrade_protocols(&self, slot: usize) -> &UpgradeProtocols {
+        self.listener_rules
+            .get(slot)
+            .map_or(&NO_UPGRADES, |rules| &rules.upgrade)
     }
 
     /// The exchange timeouts of a request that `route` (an index into `routes`) matched, or
@@ -308,14 +338,14 @@ impl Lineage {
 
     /// The next snapshot of `config`, whose servers in `added_at_run_time` (pool, server names)
     /// are marked as added through the admin API; `listener_pools` gives each listener slot's
-    /// pool, and `listener_logs` its access log. Fails only when a pool needs a generated key and
+    /// pool, and `listener_rules` its other rules. Fails only when a pool needs a generated key and
     /// the system's random source cannot be read.
     pub fn next(
         &mut self,
         config: &Config,
         added_at_run_time: &HashSet<(String, String)>,
         listener_pools: Vec<usize>,
-        listener_logs: Vec<Option<AccessLogConfig>>,
+        listener_rules: Vec<ListenerRules>,
     ) -> io::Result<Snapshot> {
         self.generation += 1;
         let now = std::time::Instant::now();
@@ -430,7 +460,7 @@ impl Lineage {
             routes: config.routes.clone(),
             pools,
             listener_pools,
-            listener_logs,
+            listener_rules,
             server_ids,
         })
     }

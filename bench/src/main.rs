@@ -21,6 +21,8 @@
 //! - `results`     — what every results file states about its run, and writing it with its plot
 //! - `environment` — versions, machine, load, and the command that reproduces a run
 //! - `scratch`     — the temporary directory for configs and logs
+//! - `kit`         — helpers several experiments share: admin API GETs, JSON, access log counts,
+//!   percentiles
 
 mod backend;
 mod compare;
@@ -28,6 +30,7 @@ mod environment;
 mod fairness;
 mod herd;
 mod holders;
+mod kit;
 mod observability;
 mod plot;
 mod process;

@@ -3,13 +3,10 @@
 //! connection with `Connection: close` (Prometheus keeps its connection; a new one per scrape
 //! costs herdsman a little more, so the cost is not understated).
 
-use std::sync::mpsc::{self, RecvTimeoutError, Sender};
-use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, Context};
-
 use crate::kit::admin_api;
+use crate::kit::periodic::Periodic;
 
 /// How often `/metrics` is scraped: the "every second".
 pub const SCRAPE_EVERY: Duration = Duration::from_secs(1);
@@ -50,59 +47,28 @@ impl ScrapeTally {
     }
 }
 
-/// A scraper at work. `finish` stops it and returns the tally; dropping it stops it too (the
-/// thread ends after the scrape in progress, if any).
-pub struct Scraper {
-    /// Dropped to tell the thread to stop: it waits between scrapes on the other end.
-    stop: Option<Sender<()>>,
-    thread: Option<JoinHandle<ScrapeTally>>,
-}
+/// A scraper at work. `finish` stops it and returns the tally; dropping it stops it too.
+pub struct Scraper(Periodic<ScrapeTally>);
 
 impl Scraper {
     /// Scrapes `http://127.0.0.1:{admin_port}/metrics` now and every `SCRAPE_EVERY` after.
     pub fn start(admin_port: u16) -> anyhow::Result<Scraper> {
-        let (stop, stopped) = mpsc::channel::<()>();
-        let thread = thread::Builder::new()
-            .name("metrics-scraper".into())
-            .spawn(move || {
-                let mut tally = ScrapeTally::default();
-                let mut next = Instant::now();
-                loop {
-                    let started = Instant::now();
-                    let outcome = admin_api::get(admin_port, "/metrics");
-                    tally.count(outcome, started.elapsed());
-                    // A scrape slower than the interval skips the ticks it missed, as Prometheus
-                    // does, rather than catching up with a burst.
-                    let now = Instant::now();
-                    while next <= now {
-                        next += SCRAPE_EVERY;
-                    }
-                    match stopped.recv_timeout(next - now) {
-                        Err(RecvTimeoutError::Timeout) => continue,
-                        Ok(()) | Err(RecvTimeoutError::Disconnected) => return tally,
-                    }
-                }
-            })
-            .context("starting the scraper thread")?;
-        Ok(Scraper {
-            stop: Some(stop),
-            thread: Some(thread),
-        })
+        Periodic::start(
+            "metrics-scraper",
+            SCRAPE_EVERY,
+            ScrapeTally::default(),
+            move |tally| {
+                let started = Instant::now();
+                let outcome = admin_api::get(admin_port, "/metrics");
+                tally.count(outcome, started.elapsed());
+            },
+        )
+        .map(Scraper)
     }
 
     /// Stops scraping and returns what the scrapes got.
-    pub fn finish(mut self) -> anyhow::Result<ScrapeTally> {
-        self.stop.take();
-        match self.thread.take().map(JoinHandle::join) {
-            Some(Ok(tally)) => Ok(tally),
-            _ => bail!("the scraper thread panicked"),
-        }
-    }
-}
-
-impl Drop for Scraper {
-    fn drop(&mut self) {
-        self.stop.take();
+    pub fn finish(self) -> anyhow::Result<ScrapeTally> {
+        self.0.finish()
     }
 }
 
@@ -111,6 +77,7 @@ mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::net::TcpListener;
+    use std::thread;
 
     /// A server that answers every connection with `answer` and closes it.
     fn serve(answer: &'static [u8]) -> u16 {

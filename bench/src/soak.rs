@@ -7,7 +7,7 @@
 //! connections closed without an answer, the proxy's memory and descriptors second by second
 //! (following the new process after an upgrade), access log lines against requests answered, and a
 //! timeline of the chaos with the failures near each event. `--peer haproxy` soaks HAProxy after
-//! herdsman through the same kind of servers and chaos. `--short` is the same in 30 s; `--chaos`
+//! herdsman through the same kind of servers and chaos. `--short` is the same in 27 s; `--chaos`
 //! picks the events, which is how the failover tests run one kind alone (or `kill-all`).
 //!
 //! Layout:
@@ -51,9 +51,13 @@ use sampler::{Footprint, Sampler};
 use servers::Servers;
 use settings::{Peer, Settings};
 
-/// After the proxy starts, before the baseline: the health checks have passed once and the idle
-/// server connection of the readiness probe has been closed (`backend_idle`), plus this.
-const SETTLE_MARGIN: Duration = Duration::from_secs(1);
+/// After the proxy starts, before the baseline: the idle server connection of the readiness probe
+/// has been closed (`backend_idle`), plus this.
+const SETTLE_MARGIN: Duration = Duration::from_millis(250);
+
+/// Readings, 100 ms apart, whose least is the baseline: a health check's connection open at one
+/// of them is not counted.
+const BASELINE_READINGS: usize = 4;
 
 /// Once the load has stopped, how long descriptors may take to come back to their baseline,
 /// beyond the client and backend idle timeouts.
@@ -201,11 +205,11 @@ fn soak_one(
     let idle = settings.idle_in_force();
     thread::sleep(Duration::from_secs(u64::from(idle.backend_seconds)) + SETTLE_MARGIN);
     let group = proxy.group();
-    let baseline = Footprint::least_of(group, 5, Duration::from_millis(100));
+    let baseline = Footprint::least_of(group, BASELINE_READINGS, Duration::from_millis(100));
     let log_before = access_log_count(&proxy, &proxy_dir)?;
 
     let load = Load::start(proxy.port(), settings.connections)?;
-    let began = load.began;
+    let (began, began_wall) = (load.began, load.began_wall);
     let sampler = Sampler::start(group, proxy.admin_port(), began)?;
     let steps = chaos::schedule(
         &settings.chaos,
@@ -245,6 +249,7 @@ fn soak_one(
         idle: after,
         log,
         proxy_log: std::fs::read_to_string(proxy.log_path()).unwrap_or_default(),
+        began_wall,
     })
 }
 

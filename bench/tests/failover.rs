@@ -4,9 +4,10 @@
 //!
 //! - a graceful stop and restart of one server, three times in 12 s (each server in turn), fails
 //!   no request;
-//! - `kill -9` of one server and its start 4 s later, twice, fails no request that had not yet
-//!   received a byte of its response ("cut mid-response" is counted apart, and is all that may
-//!   fail) and closes no client connection without an answer;
+//! - `kill -9` of one server and its start 4 s later, twice in 10 s (for a second, two servers are
+//!   dead), fails no request that had not yet received a byte of its response ("cut
+//!   mid-response" is counted apart, and is all that may fail) and closes no client connection
+//!   without an answer;
 //! - with all three servers killed for 4 s, every failed request is a 502 or a 503 that comes
 //!   quickly (p99 under 100 ms), the retries stay within the budget (20% of the requests, with
 //!   `retry_budget_floor = 0` so that the bound is exact), and the answers come back once the
@@ -69,7 +70,7 @@ fn a_killed_server_fails_no_request_that_had_no_answer_yet() {
     let run = run_short_with(
         "soak",
         "failover-kill",
-        &["--chaos", "kill", "--every", "4", "--duration", "12"],
+        &["--chaos", "kill", "--every", "3", "--duration", "10"],
     );
     let table = figures(&run);
     assert_eq!(steps(&run, ": kill -9"), 2, "{}", run.md);

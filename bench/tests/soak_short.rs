@@ -1,8 +1,8 @@
 //! End to end: `herdsman-bench soak --short`, so that the soak cannot rot and herdsman cannot
-//! regress on it. Thirty seconds of 200 keep-alive connections through herdsman (release build)
-//! in front of three nginx servers while, every 3 s, one of the soak's seven events happens in
-//! turn (each at least once): a server stopped gracefully and started again, drain then ready, a
-//! reload that changes the balance algorithm, a log rotation, a server killed and started again,
+//! regress on it. Twenty-seven seconds of 200 keep-alive connections through herdsman (release
+//! build) in front of three nginx servers while, every 3 s, one of the soak's seven events happens
+//! in turn (each at least once): a server stopped gracefully and started again, drain then ready,
+//! a reload that changes the balance algorithm, a log rotation, a server killed and started again,
 //! a binary upgrade, maintenance then ready. It checks what an operator would: no request failed
 //! and no client connection was closed without an answer; every request herdsman answered has
 //! its access log line (over the rotated files too); memory did not grow much under load; and the
@@ -12,7 +12,6 @@
 //! It needs nginx (`soak` installs nginx-light with apt-get when it runs as root; CI installs it
 //! first). It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every
 //! benchmark on a shared machine (or runs under it when started by `flock` on it).
-
 mod support;
 use support::{row, run_short, table_after, take_benchmark_lock, value};
 

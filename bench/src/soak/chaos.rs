@@ -297,17 +297,14 @@ mod tests {
 
     #[test]
     fn the_short_soak_has_every_kind_and_ends_with_every_server_back() {
-        let steps = schedule(&Kind::SOAK, 30, 3, 3);
+        let steps = schedule(&Kind::SOAK, 27, 3, 3);
         for kind in Kind::SOAK {
             assert!(steps.iter().any(|s| s.kind == kind), "{kind} missing");
         }
-        assert!(steps.iter().all(|s| s.at <= Duration::from_secs(30)));
-        // Nothing starts at the very end: 27 s is the last event.
-        assert_eq!(steps.last().unwrap().at, Duration::from_secs(30));
-        assert_eq!(
-            steps.last().unwrap().action,
-            Action::SetState(2, ServerState::Ready)
-        );
+        assert!(steps.iter().all(|s| s.at <= Duration::from_secs(27)));
+        // Nothing starts at the very end: 24 s is the last event, s2's graceful restart.
+        assert_eq!(steps.last().unwrap().at, Duration::from_secs(27));
+        assert_eq!(steps.last().unwrap().action, Action::Start(1));
         // Every stop has its start, every drain or maint its ready.
         let stops = steps
             .iter()

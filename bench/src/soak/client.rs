@@ -17,7 +17,7 @@ use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{bail, Context};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -220,6 +220,8 @@ pub struct Live {
 pub struct Load {
     /// When the connections were started: every time in the run is counted from it.
     pub began: Instant,
+    /// The same moment by the wall clock, to place the proxy's log lines in the run.
+    pub began_wall: SystemTime,
     pub live: Arc<Live>,
     stop: Arc<AtomicBool>,
     /// Taken by `finish`.
@@ -233,6 +235,7 @@ impl Load {
         let stop = Arc::new(AtomicBool::new(false));
         let live = Arc::new(Live::default());
         let began = Instant::now();
+        let began_wall = SystemTime::now();
         let (task_stop, task_live) = (Arc::clone(&stop), Arc::clone(&live));
         let thread = thread::Builder::new()
             .name("soak-load".into())
@@ -261,6 +264,7 @@ impl Load {
             .context("starting the load's thread")?;
         Ok(Load {
             began,
+            began_wall,
             live,
             stop,
             thread: Some(thread),

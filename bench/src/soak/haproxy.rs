@@ -147,6 +147,21 @@ impl Haproxy {
     }
 }
 
+/// How HAProxy was made equivalent, for the results file (the reasons are at `config`).
+pub const EQUIVALENCE: &str = "HAProxy 2.6 is configured as herdsman is by default where it has \
+the same thing: `nbthread` = workers; keep-alive on both sides with `http-reuse always`; `retries 2` \
+with `option redispatch 1` and `retry-on conn-failure empty-response` (herdsman's default \
+`retry_on` is connect failures, empty responses and resets before a response, which HAProxy counts \
+as empty responses; neither retries a response timeout); HTTP checks `GET /` with `inter 1s fall 2 \
+rise 2`; herdsman's timeouts (connect 2 s, client header 10 s, server 60 s, queue 2 s, client idle); \
+`hard-stop-after 10s` (herdsman's `shutdown_grace`). It runs in master-worker mode (`-W`) with \
+`expose-fd listeners` on its stats socket: drain, maint and ready are `set server app/sN state …` \
+on that socket; the reload rewrites `balance` (roundrobin ↔ leastconn) and sends the master \
+SIGUSR2; the upgrade is the same signal without a change (the master executes the binary again and \
+starts new workers, the old ones finishing their connections). It has no passive ejection \
+(herdsman's `[pool.passive]` is on by default; HAProxy's `observe` is not) and no access log: it \
+logs only to syslog, so the log rotation is skipped for it.";
+
 fn config_path(dir: &Path) -> PathBuf {
     dir.join("haproxy.cfg")
 }

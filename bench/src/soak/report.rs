@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use super::chaos::Done;
 use super::client::{Cause, Failed, Failure, Live, Tally};
@@ -33,8 +33,10 @@ pub const WARM: Duration = Duration::from_secs(2);
 pub const RETRY_SHARE: f64 = 0.20;
 /// herdsman's `retry_budget_floor` default: retries a second allowed whatever the traffic.
 const DEFAULT_FLOOR: u32 = 10;
-/// Lines of the proxy's log shown at most.
+/// Lines of the proxy's log shown at most, among its warnings, and around a burst of failures.
 const LOG_LINES_SHOWN: usize = 15;
+/// Failures less than this apart make one burst, whose log lines are shown together.
+const BURST_GAP: Duration = Duration::from_secs(1);
 
 /// How the descriptors came back once the load had stopped.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -64,6 +66,8 @@ pub struct ProxyRun {
     pub log: Option<LogCount>,
     /// The proxy's own output (stdout and stderr).
     pub proxy_log: String,
+    /// When the load began, by the wall clock: where the log's timestamps fall in the run.
+    pub began_wall: SystemTime,
 }
 
 impl ProxyRun {
@@ -144,6 +148,34 @@ impl ProxyRun {
         away
     }
 
+    /// The failures in bursts, each a run of failures less than `BURST_GAP` apart: (first, last).
+    fn bursts(&self) -> Vec<(Duration, Duration)> {
+        let mut times: Vec<Duration> = self.tally.failures.iter().map(|f| f.at).collect();
+        times.sort();
+        let mut bursts: Vec<(Duration, Duration)> = Vec::new();
+        for at in times {
+            match bursts.last_mut() {
+                Some((_, last)) if at <= *last + BURST_GAP => *last = at,
+                _ => bursts.push((at, at)),
+            }
+        }
+        bursts
+    }
+
+    /// The proxy's log lines from `from` to `to` after the load began, with their time in the
+    /// run; only herdsman's lines carry a timestamp.
+    fn logged_between(&self, from: f64, to: f64) -> Vec<(f64, &str)> {
+        let began = self
+            .began_wall
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        self.proxy_log
+            .lines()
+            .filter_map(|line| Some((logged_at(line)? - began, line)))
+            .filter(|(at, _)| (from..=to).contains(at))
+            .collect()
+    }
+
     fn steps_failed(&self) -> usize {
         self.timeline.iter().filter(|d| d.failed).count()
     }
@@ -182,16 +214,23 @@ fn grouped<'a>(failures: impl Iterator<Item = &'a Failure>) -> String {
 /// The warnings and errors of a proxy's log, alike lines counted together: (count, first line).
 /// herdsman's lines start with a timestamp and a level; HAProxy's with `[WARNING]` or `[ALERT]`.
 fn warnings(log: &str) -> Vec<(u64, String)> {
+    alike_lines(log, |words| {
+        words.iter().take(3).any(|w| {
+            matches!(*w, "WARN" | "ERROR") || w.starts_with("[WARNING]") || w.starts_with("[ALERT]")
+        })
+    })
+}
+
+/// The lines of `log` that `keep` takes (by their words), alike ones — the same words once the
+/// first (a timestamp) and every digit are left out — counted together: (count, first line), in
+/// the order each first appears.
+fn alike_lines(log: &str, keep: impl Fn(&[&str]) -> bool) -> Vec<(u64, String)> {
     let mut seen: Vec<(u64, String, String)> = Vec::new();
     for line in log.lines() {
         let words: Vec<&str> = line.split_whitespace().collect();
-        let serious = words.iter().take(3).any(|w| {
-            matches!(*w, "WARN" | "ERROR") || w.starts_with("[WARNING]") || w.starts_with("[ALERT]")
-        });
-        if !serious {
+        if !keep(&words) {
             continue;
         }
-        // Alike: the same words once the timestamp and every number are left out.
         let key: String = words
             .iter()
             .skip(1)
@@ -210,6 +249,30 @@ fn warnings(log: &str) -> Vec<(u64, String)> {
     seen.into_iter()
         .map(|(count, _, line)| (count, line))
         .collect()
+}
+
+/// Seconds since the Unix epoch of a line of herdsman's log, from its RFC 3339 UTC timestamp
+/// ("2026-11-24T18:49:07.793393Z  INFO …"); None for a line without one (HAProxy's have none).
+fn logged_at(line: &str) -> Option<f64> {
+    let stamp = line.split_whitespace().next()?.strip_suffix('Z')?;
+    let (date, time) = stamp.split_once('T')?;
+    let mut date = date.splitn(3, '-').map(str::parse::<i64>);
+    let (year, month, day) = (date.next()?.ok()?, date.next()?.ok()?, date.next()?.ok()?);
+    let mut time = time.splitn(3, ':').map(str::parse::<f64>);
+    let (hours, minutes, seconds) = (time.next()?.ok()?, time.next()?.ok()?, time.next()?.ok()?);
+    let days = days_from_civil(year, month, day) as f64;
+    Some(days * 86_400.0 + hours * 3_600.0 + minutes * 60.0 + seconds)
+}
+
+/// Days from 1970-01-01 to a date of the proleptic Gregorian calendar (Howard Hinnant's
+/// `days_from_civil`: years counted from March, so that the leap day ends a year).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let year = if month <= 2 { year - 1 } else { year };
+    let era = year.div_euclid(400);
+    let year_of_era = year - era * 400;
+    let day_of_year = (153 * ((month + 9) % 12) + 2) / 5 + day - 1;
+    let day_of_era = year_of_era * 365 + year_of_era / 4 - year_of_era / 100 + day_of_year;
+    era * 146_097 + day_of_era - 719_468
 }
 
 /// Everything the results file says.
@@ -417,7 +480,7 @@ impl Session {
             "\nThe proxy's resident memory (VmRSS) and open descriptors are summed over every \
              process of its process group, once a second: herdsman's binary upgrade starts a new \
              process (the old one's child, whose parent then exits) in the same group, and its pid \
-             is read from `GET /api/workers`. \"Before the load\" is the least of five readings \
+             is read from `GET /api/workers`. \"Before the load\" is the least of four readings \
              once the proxy has started and its idle server connections have closed; \"after the \
              load, once idle\" is read when the count is back at that baseline, or after the \
              client and server idle timeouts and {margin} s more. herdsman's access log lines are \
@@ -430,6 +493,9 @@ impl Session {
                 idle.client_seconds, idle.backend_seconds
             )),
         );
+        if self.peer().is_some() {
+            let _ = writeln!(md, "{}\n", super::haproxy::EQUIVALENCE);
+        }
         self.facts.write_markdown(&mut md);
         for verdict in self.verdicts() {
             let _ = writeln!(md, "**{verdict}**\n");
@@ -449,6 +515,7 @@ impl Session {
         for run in &self.runs {
             write_timeline(&mut md, run);
             write_away(&mut md, run);
+            write_log_near_failures(&mut md, run);
             write_warnings(&mut md, run);
         }
         self.write_configs(&mut md);
@@ -581,8 +648,9 @@ impl Session {
 
     /// Requests/s (and failures/s, where there were any), RSS and descriptors, second by second.
     pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        // The last second is cut short by the end of the load: left out.
         let per_second = |values: &[u64]| -> Vec<(f64, f64)> {
-            values
+            values[..values.len().saturating_sub(1)]
                 .iter()
                 .enumerate()
                 .map(|(second, &n)| (second as f64 + 0.5, n as f64))
@@ -708,6 +776,42 @@ fn write_away(md: &mut String, run: &ProxyRun) {
     let _ = writeln!(md);
 }
 
+/// For each burst of failures, what the proxy logged from a second before it to half a second
+/// after, alike lines counted together.
+fn write_log_near_failures(md: &mut String, run: &ProxyRun) {
+    for (first, last) in run.bursts() {
+        let (from, to) = (first.as_secs_f64() - 1.0, last.as_secs_f64() + 0.5);
+        let lines = run.logged_between(from, to);
+        if lines.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            md,
+            "{}'s log from {from:.1} s to {to:.1} s, around the failed requests of {:.3}–{:.3} s \
+             (alike lines counted together):\n",
+            run.label,
+            first.as_secs_f64(),
+            last.as_secs_f64()
+        );
+        let text: String = lines.iter().map(|(_, line)| format!("{line}\n")).collect();
+        let mut alike = alike_lines(&text, |_| true);
+        alike.truncate(LOG_LINES_SHOWN);
+        let _ = writeln!(md, "| t, s | times | first line |\n|---:|---:|---|");
+        for (times, line) in alike {
+            let at = lines
+                .iter()
+                .find(|(_, l)| *l == line)
+                .map_or(f64::NAN, |(t, _)| *t);
+            let _ = writeln!(
+                md,
+                "| {at:.3} | {times} | `{}` |",
+                line.replace('|', "/").replace('`', "'")
+            );
+        }
+        let _ = writeln!(md);
+    }
+}
+
 fn write_warnings(md: &mut String, run: &ProxyRun) {
     let warnings = warnings(&run.proxy_log);
     if warnings.is_empty() {
@@ -820,6 +924,7 @@ mod tests {
             },
             log: None,
             proxy_log: String::new(),
+            began_wall: SystemTime::UNIX_EPOCH,
         }
     }
 
@@ -841,6 +946,48 @@ mod tests {
         );
         let away: Vec<u64> = run.away().iter().map(|f| f.at.as_secs()).collect();
         assert_eq!(away, vec![20]);
+    }
+
+    #[test]
+    fn log_timestamps_are_read_as_seconds_since_the_epoch() {
+        assert_eq!(days_from_civil(1970, 1, 1), 0);
+        assert_eq!(days_from_civil(2000, 3, 1) * 86_400, 951_868_800);
+        let at = logged_at("2026-11-24T18:49:07.250000Z  INFO herdsman: stopped").unwrap();
+        assert!((at - 1_795_546_147.25).abs() < 1e-6, "{at}");
+        assert_eq!(logged_at("[WARNING]  (9469) : Server app/s1 is DOWN"), None);
+    }
+
+    #[test]
+    fn failures_make_bursts_and_the_log_around_them_is_found() {
+        let mut r = run(
+            vec![
+                failure(18_068, Failed::Cause(Cause::Reset)),
+                failure(18_069, Failed::Cause(Cause::Reset)),
+                failure(91_000, Failed::Status(502)),
+            ],
+            Vec::new(),
+        );
+        assert_eq!(
+            r.bursts(),
+            vec![
+                (Duration::from_millis(18_068), Duration::from_millis(18_069)),
+                (Duration::from_secs(91), Duration::from_secs(91)),
+            ]
+        );
+        r.began_wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_546_129);
+        r.proxy_log = "\
+2026-11-24T18:49:07.719318Z  INFO herdsman::control::signals: SIGUSR2: upgrading the binary
+2026-11-24T18:49:07.793393Z  INFO herdsman: stopped
+2026-11-24T18:49:20.893388Z  INFO herdsman: stopping gracefully signal=\"SIGTERM\"
+"
+        .to_string();
+        let near: Vec<f64> = r
+            .logged_between(17.0, 19.0)
+            .iter()
+            .map(|(t, _)| *t)
+            .collect();
+        assert_eq!(near.len(), 2, "{near:?}");
+        assert!((near[1] - 18.793393).abs() < 1e-3, "{near:?}");
     }
 
     #[test]

@@ -9,7 +9,7 @@ use super::chaos::Kind;
 /// Options of `soak`.
 #[derive(Debug, clap::Args)]
 pub struct SoakArgs {
-    /// Seconds of load, chaos included. Default: 240; with --short, 30.
+    /// Seconds of load, chaos included. Default: 240; with --short, 27.
     #[arg(long, value_parser = clap::value_parser!(u32).range(5..=3600))]
     pub duration: Option<u32>,
     /// Seconds between two chaos events. Default: 7; with --short, 3.
@@ -32,7 +32,7 @@ pub struct SoakArgs {
     /// herdsman's own (10); 0 makes the budget exactly 20% of the requests.
     #[arg(long, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     pub retry_budget_floor: Option<u32>,
-    /// 30 s with an event every 3 s (each kind at least once), short idle timeouts so that
+    /// 27 s with an event every 3 s (each kind at least once), short idle timeouts so that
     /// descriptors return to their baseline within seconds; written by default under target/
     /// rather than over bench/results/soak.md.
     #[arg(long)]
@@ -81,10 +81,10 @@ const FULL: Defaults = Defaults {
     out: "bench/results/soak.md",
 };
 
-/// The same chaos in 30 s: an event every 3 s, so that each of the seven kinds comes once and
-/// the first two again.
+/// The same chaos in 27 s: an event every 3 s, so that each of the seven kinds comes once (and
+/// the first again).
 const SHORT: Defaults = Defaults {
-    seconds: 30,
+    seconds: 27,
     every: 3,
     idle: Some(Idle {
         client_seconds: 3,
@@ -193,7 +193,7 @@ mod tests {
     #[test]
     fn short_mode_is_brief_and_writes_under_target() {
         let s = resolve(&["--short"]);
-        assert_eq!((s.seconds, s.every), (30, 3));
+        assert_eq!((s.seconds, s.every), (27, 3));
         assert!(s.idle.is_some());
         assert!(s.out.starts_with("/w/target"));
         let s = resolve(&[

@@ -52,6 +52,53 @@ pub fn record_versions(session: &mut Session, wrk_path: &Path, targets: &[Target
     ];
 }
 
+/// herdsman's version and build, rustc, the kernel, the CPUs and how busy they were: the setup
+/// lines of the benchmarks that measure herdsman alone.
+pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)> {
+    let built = tools::version_line(
+        Path::new("date"),
+        &[
+            "-u",
+            "-r",
+            &herdsman.to_string_lossy(),
+            "+%Y-%m-%d %H:%M:%S UTC",
+        ],
+    );
+    let cpu = cpu_model();
+    vec![
+        (
+            "herdsman".into(),
+            format!(
+                "{} ({}, built {built})",
+                tools::version_line(herdsman, &["--version"]),
+                herdsman.display()
+            ),
+        ),
+        (
+            "rustc".into(),
+            tools::version_line(Path::new("rustc"), &["-V"]),
+        ),
+        (
+            "kernel".into(),
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        ),
+        (
+            "CPUs".into(),
+            format!(
+                "{} × {cpu}",
+                std::thread::available_parallelism().map_or(0, |n| n.get())
+            ),
+        ),
+        (
+            "CPUs busy with other work in the second before the start".into(),
+            busy.map_or("unknown".into(), |b| format!("{:.0}%", b * 100.0)),
+        ),
+    ]
+}
+
 /// The first three fields of /proc/loadavg: other work on the machine skews every figure.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

@@ -7,17 +7,14 @@
 //! Layout:
 //! - `stack`  — herdsman in one mode plus the backend, started and stopped together
 //! - `admin`  — reading `/api/workers` into per-worker counters, and deltas
-//! - `json`   — the minimal JSON parser `admin` uses
 //! - `client` — the hidden `fairness-client` subcommand: one client process
-//! - `stats`  — coefficient of variation, max ÷ mean, percentiles
+//! - `stats`  — coefficient of variation, max ÷ mean
 //! - `report` — the table, the results file and the plot
 
 pub mod admin;
 pub mod client;
-mod json;
 mod report;
 
-pub use report::machine_lines;
 pub mod stack;
 pub mod stats;
 

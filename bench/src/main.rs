@@ -9,6 +9,8 @@
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
 //! - `observability` — requests/s with access logs on and metrics scraped every second, and off
+//! - `soak`        — herdsman (and HAProxy) under load through four minutes of chaos: restarts,
+//!   kills, drains, reloads, log rotations, upgrades; every failed request classified
 //! - `plot`        — line charts as PNG files for bench/results/
 //! - `targets`     — which rows to measure: installing peers, building herdsman
 //! - `proxies`     — the proxies' equivalent configurations and command lines
@@ -21,6 +23,8 @@
 //! - `results`     — what every results file states about its run, and writing it with its plot
 //! - `environment` — versions, machine, load, and the command that reproduces a run
 //! - `scratch`     — the temporary directory for configs and logs
+//! - `kit`         — helpers several experiments share: admin API GETs, JSON, access log counts,
+//!   percentiles
 
 mod backend;
 mod compare;
@@ -28,6 +32,7 @@ mod environment;
 mod fairness;
 mod herd;
 mod holders;
+mod kit;
 mod observability;
 mod plot;
 mod process;
@@ -37,6 +42,7 @@ mod report;
 mod results;
 mod scratch;
 mod slowloris;
+mod soak;
 mod stall;
 mod targets;
 mod tools;
@@ -83,6 +89,13 @@ enum Command {
     /// Requests/s with access logs on and /metrics scraped every second, against both off;
     /// writes bench/results/observability.md.
     Observability(observability::ObservabilityArgs),
+    /// 200 keep-alive connections through herdsman while servers restart and die, states change,
+    /// the config reloads, the log rotates and the binary upgrades; every failure classified;
+    /// writes bench/results/soak.md.
+    Soak(soak::SoakArgs),
+    /// Stops a process group once this program's stdin closes (started by `soak`).
+    #[command(hide = true)]
+    GuardGroup { group: u32 },
 }
 
 fn main() -> anyhow::Result<()> {
@@ -97,5 +110,7 @@ fn main() -> anyhow::Result<()> {
         Command::Slowloris(args) => slowloris::run(args),
         Command::SlowClients(args) => slowloris::clients::run(args),
         Command::Observability(args) => observability::run(args),
+        Command::Soak(args) => soak::run(args),
+        Command::GuardGroup { group } => process::guard_group(group),
     }
 }

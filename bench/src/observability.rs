@@ -31,6 +31,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::kit::logfile::LogCount;
 use crate::process::free_port;
 use crate::results::{self, RunFacts};
 use crate::scratch::ScratchDir;
@@ -38,7 +39,7 @@ use crate::slowloris::cpu::{CpuClock, Measured};
 use crate::wrk::{self, Load};
 use crate::{backend, environment, procstat, tools};
 use condition::Condition;
-use logfile::{LogCount, LogTally};
+use logfile::LogTally;
 use report::{ObservedRun, Session};
 use scraper::Scraper;
 use settings::Settings;
@@ -60,11 +61,11 @@ const OVERHEAD_SECONDS: f64 = 2.0;
 pub fn run(args: ObservabilityArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
     let settings = Settings::resolve(&args, &workspace);
-    let herdsman = crate::slowloris::herdsman_binary(&workspace, args.no_build)?;
+    let herdsman = tools::herdsman_binary(&workspace, args.no_build)?;
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::fairness::machine_lines(&herdsman, busy);
+    let mut setup = crate::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     let mut session = Session {
         facts: RunFacts::new(setup),

@@ -1,8 +1,9 @@
 //! Child processes that must never outlive the benchmark: proxies, the backend, client processes
 //! and wrk. Each runs in its own process group (so a proxy's workers are stopped with it) and gets
-//! SIGTERM from the kernel if this process dies first (PR_SET_PDEATHSIG). Also: free ports, "is it
-//! serving yet", running a command with a time limit, spreading clients over processes, and the
-//! descriptor limit every child inherits.
+//! SIGTERM from the kernel if this process dies first (PR_SET_PDEATHSIG); a group whose processes
+//! may outlive their parent (herdsman's binary upgrade) also gets a guard process. Also: free
+//! ports, "is it serving yet", running a command with a time limit, spreading clients over
+//! processes, and the descriptor limit every child inherits.
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -66,6 +67,31 @@ impl Supervised {
 
     pub fn pid(&self) -> u32 {
         self.child.id()
+    }
+
+    /// Sends `signal` to the process (not its group).
+    pub fn signal(&self, signal: libc::c_int) -> anyhow::Result<()> {
+        // SAFETY: kill(2) on our own child's pid, which stays ours until we reap it.
+        if unsafe { libc::kill(self.child.id() as libc::pid_t, signal) } != 0 {
+            return Err(std::io::Error::last_os_error())
+                .with_context(|| format!("signalling {} (pid {})", self.label, self.pid()));
+        }
+        Ok(())
+    }
+
+    /// Waits until the process has exited, at most `limit`, and says how it ended ("exit code 0",
+    /// "killed by signal 9").
+    pub fn wait_for_exit(&mut self, limit: Duration) -> anyhow::Result<String> {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait()? {
+                return Ok(describe(status));
+            }
+            if Instant::now() >= deadline {
+                bail!("{} had not exited after {limit:?}", self.label);
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
     }
 
     /// If the process has exited: how, with the end of its log.
@@ -167,6 +193,73 @@ fn signal_group(group: libc::pid_t, signal: libc::c_int) {
     unsafe {
         libc::kill(-group, signal);
     }
+}
+
+/// Stops a process group when this program ends, however it ends. PR_SET_PDEATHSIG covers only
+/// the child this program started; a process that child starts in turn (herdsman's binary upgrade
+/// starts its successor, which then outlives its parent) has no such tie. The guard is a process
+/// of its own (this program's hidden `guard-group` subcommand, outside the group and without
+/// PR_SET_PDEATHSIG) that waits for its stdin to close — which happens when this program exits or
+/// is killed, or drops the guard — then sends the group SIGTERM and, after `STOP_GRACE`, SIGKILL.
+pub struct GroupGuard {
+    /// Closed (dropped) to tell the guard to act; it also closes when this program dies.
+    stdin: Option<ChildStdin>,
+    child: Child,
+}
+
+impl GroupGuard {
+    /// Starts a guard for process group `group`.
+    pub fn start(group: u32) -> anyhow::Result<GroupGuard> {
+        let mut child = Command::new(std::env::current_exe()?)
+            .arg("guard-group")
+            .arg(group.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .context("starting the process group's guard")?;
+        let stdin = child.stdin.take().context("the guard's stdin")?;
+        Ok(GroupGuard {
+            stdin: Some(stdin),
+            child,
+        })
+    }
+}
+
+impl Drop for GroupGuard {
+    /// Lets the guard stop the group now, and reaps it.
+    fn drop(&mut self) {
+        drop(self.stdin.take());
+        let deadline = Instant::now() + STOP_GRACE + Duration::from_secs(1);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return;
+            }
+            thread::sleep(Duration::from_millis(10));
+        }
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The hidden `guard-group` subcommand: waits until stdin closes, then stops process group
+/// `group` (SIGTERM, then SIGKILL after `STOP_GRACE` if any member is left).
+pub fn guard_group(group: u32) -> anyhow::Result<()> {
+    let mut ignored = Vec::new();
+    let _ = std::io::stdin().lock().read_to_end(&mut ignored);
+    let group = group as libc::pid_t;
+    if group <= 1 {
+        bail!("no process group {group} to guard");
+    }
+    signal_group(group, libc::SIGTERM);
+    let deadline = Instant::now() + STOP_GRACE;
+    // SAFETY: kill(2) with signal 0 only asks whether the group still has a member.
+    while Instant::now() < deadline && unsafe { libc::kill(-group, 0) } == 0 {
+        thread::sleep(Duration::from_millis(50));
+    }
+    signal_group(group, libc::SIGKILL);
+    Ok(())
 }
 
 /// Asks the kernel to SIGTERM the child when this process dies, so that even a killed benchmark

@@ -1,7 +1,8 @@
 //! What a running process tree has cost, read from /proc: CPU time (utime + stime), peak and current
 //! resident memory (VmHWM, VmRSS), each summed over a process and all its descendants (nginx runs a
-//! master and workers); and how many TCP connections a local port holds open (/proc/net/tcp).
-//! Linux only, like the proxies it measures.
+//! master and workers); the same memory and open descriptors summed over a process group (which a
+//! binary upgrade's new process stays in, while its parent exits); and how many TCP connections a
+//! local port holds open (/proc/net/tcp). Linux only, like the proxies it measures.
 
 use std::collections::HashMap;
 use std::fs;
@@ -12,7 +13,11 @@ use anyhow::{bail, Context};
 /// The fields of /proc/PID/stat this tool needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct StatFields {
+    /// R, S, D, Z (a zombie: exited, not yet reaped), …
+    pub state: char,
     pub ppid: u32,
+    /// The process group.
+    pub pgrp: u32,
     /// Clock ticks in user mode.
     pub utime: u64,
     /// Clock ticks in kernel mode.
@@ -23,35 +28,38 @@ pub struct StatFields {
 /// spaces and parentheses, so the fields are counted from the last `)`.
 pub fn parse_stat(line: &str) -> Option<StatFields> {
     let after_comm = &line[line.rfind(')')? + 1..];
-    // Fields from 3 (state) on; ppid is field 4, utime 14, stime 15.
+    // Fields from 3 (state) on; ppid is field 4, pgrp 5, utime 14, stime 15.
     let fields: Vec<&str> = after_comm.split_whitespace().collect();
     Some(StatFields {
+        state: fields.first()?.chars().next()?,
         ppid: fields.get(1)?.parse().ok()?,
+        pgrp: fields.get(2)?.parse().ok()?,
         utime: fields.get(11)?.parse().ok()?,
         stime: fields.get(12)?.parse().ok()?,
     })
 }
 
+/// Every process there is now, with its stat fields. A process may exit between listing and
+/// reading; it then simply is not in the list.
+fn all_processes() -> Vec<(u32, StatFields)> {
+    let Ok(entries) = fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse::<u32>().ok()?;
+            let stat = parse_stat(&fs::read_to_string(format!("/proc/{pid}/stat")).ok()?)?;
+            Some((pid, stat))
+        })
+        .collect()
+}
+
 /// `root` and every live process descending from it, root first.
 pub fn process_tree(root: u32) -> Vec<u32> {
     let mut children: HashMap<u32, Vec<u32>> = HashMap::new();
-    if let Ok(entries) = fs::read_dir("/proc") {
-        for entry in entries.flatten() {
-            let Some(pid) = entry
-                .file_name()
-                .to_str()
-                .and_then(|s| s.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            // A process may exit between listing and reading; it then simply is not in the tree.
-            if let Some(stat) = fs::read_to_string(format!("/proc/{pid}/stat"))
-                .ok()
-                .and_then(|s| parse_stat(&s))
-            {
-                children.entry(stat.ppid).or_default().push(pid);
-            }
-        }
+    for (pid, stat) in all_processes() {
+        children.entry(stat.ppid).or_default().push(pid);
     }
     let mut tree = vec![root];
     let mut next = 0;
@@ -108,6 +116,35 @@ fn tree_status_kib(root: u32, field: &str) -> anyhow::Result<u64> {
         }
     }
     Ok(total)
+}
+
+/// The live members of process group `group` (zombies left out), in pid order: a proxy and every
+/// process it started that stayed in its group, whoever their parent is now.
+pub fn group_members(group: u32) -> Vec<u32> {
+    let mut members: Vec<u32> = all_processes()
+        .into_iter()
+        .filter(|(_, stat)| stat.pgrp == group && stat.state != 'Z')
+        .map(|(pid, _)| pid)
+        .collect();
+    members.sort_unstable();
+    members
+}
+
+/// Current resident set size (VmRSS) in KiB, summed over `pids`; a process that has gone counts 0.
+pub fn rss_kib_of(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| fs::read_to_string(format!("/proc/{pid}/status")).ok())
+        .map(|status| parse_status_kib(&status, "VmRSS:").unwrap_or(0))
+        .sum()
+}
+
+/// Open file descriptors (entries of /proc/PID/fd), summed over `pids`; a process that has gone
+/// counts 0.
+pub fn descriptors_of(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|pid| fs::read_dir(format!("/proc/{pid}/fd")).ok())
+        .map(|entries| entries.count() as u64)
+        .sum()
 }
 
 /// The value of a `NAME:   1234 kB` line of /proc/PID/status, such as `VmHWM:`.
@@ -171,7 +208,9 @@ mod tests {
         assert_eq!(
             parse_stat(line),
             Some(StatFields {
+                state: 'S',
                 ppid: 4241,
+                pgrp: 4241,
                 utime: 731,
                 stime: 265
             })
@@ -196,6 +235,18 @@ mod tests {
         let peak = tree_peak_rss_kib(me).unwrap();
         assert!(now > 0 && now <= peak, "VmRSS {now} KiB, VmHWM {peak} KiB");
         tree_cpu_time(me).unwrap();
+    }
+
+    #[test]
+    fn this_process_group_is_measurable() {
+        // SAFETY: getpgrp has no preconditions.
+        let group = unsafe { libc::getpgrp() } as u32;
+        let members = group_members(group);
+        assert!(members.contains(&std::process::id()), "{members:?}");
+        assert!(rss_kib_of(&members) > 0);
+        // stdin, stdout, stderr at least.
+        assert!(descriptors_of(&[std::process::id()]) >= 3);
+        assert_eq!(descriptors_of(&[]), 0);
     }
 
     /// Two rows of /proc/net/tcp: a listener on port 8080 (0x1F90, state 0A) and a connection

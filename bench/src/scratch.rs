@@ -28,6 +28,26 @@ impl ScratchDir {
     pub fn path(&self) -> &Path {
         &self.path
     }
+
+    /// Keeps the directory (its configs and logs) for a person to read: renamed to
+    /// `herdsman-bench-kept-…`, which no later run removes, and returned. Processes still writing
+    /// into it follow the rename.
+    pub fn keep(self) -> anyhow::Result<PathBuf> {
+        let name = self
+            .path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_prefix("herdsman-bench-"))
+            .unwrap_or("dir")
+            .to_string();
+        let kept = self
+            .path
+            .with_file_name(format!("herdsman-bench-kept-{name}"));
+        std::fs::rename(&self.path, &kept)
+            .with_context(|| format!("renaming {} to {}", self.path.display(), kept.display()))?;
+        std::mem::forget(self);
+        Ok(kept)
+    }
 }
 
 impl Drop for ScratchDir {

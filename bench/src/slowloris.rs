@@ -26,7 +26,7 @@ mod stack;
 
 pub use settings::SlowlorisArgs;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
@@ -73,11 +73,11 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
             settings.herdsman_descriptors()
         );
     }
-    let herdsman = herdsman_binary(&workspace, args.no_build)?;
+    let herdsman = tools::herdsman_binary(&workspace, args.no_build)?;
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::fairness::machine_lines(&herdsman, busy);
+    let mut setup = crate::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     setup.push((
         "open files per process (RLIMIT_NOFILE)".into(),
@@ -143,21 +143,6 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
         |plot| session.render(plot),
     )?;
     outcome
-}
-
-/// The workspace's release herdsman, built first unless `no_build`.
-pub(crate) fn herdsman_binary(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
-    if !no_build {
-        return tools::build_herdsman(workspace);
-    }
-    let binary = tools::default_herdsman(workspace);
-    if !binary.exists() {
-        bail!(
-            "{} does not exist (--no-build): build it first",
-            binary.display()
-        );
-    }
-    Ok(binary)
 }
 
 /// The warm-up, then every round: without and with, in alternating order.
@@ -340,6 +325,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::path::PathBuf;
 
     #[test]
     fn the_order_alternates_so_drift_falls_on_both() {

@@ -165,6 +165,21 @@ pub fn default_herdsman(workspace: &Path) -> PathBuf {
     workspace.join("target/release/herdsman")
 }
 
+/// The workspace's release herdsman, built first unless `no_build`.
+pub fn herdsman_binary(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
+    if !no_build {
+        return build_herdsman(workspace);
+    }
+    let binary = default_herdsman(workspace);
+    if !binary.exists() {
+        bail!(
+            "{} does not exist (--no-build): build it first",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
 /// Builds (or confirms up to date) herdsman's release binary. The error says why it failed.
 pub fn build_herdsman(workspace: &Path) -> anyhow::Result<PathBuf> {
     build_herdsman_into(workspace, &workspace.join("target"), &[])

@@ -180,7 +180,15 @@ impl HandoffBoard {
 }
 
 impl HandoffInbox {
-    /// The next connection handed to this worker; `None` once every acceptor is gone.
+    /// Takes no more connections: a hand-off to this worker is refused from now on (the
+    /// acceptor serves the connection itself), and [`HandoffInbox::take`] gives those already
+    /// queued, then `None`.
+    pub fn close(&mut self) {
+        self.receiver.close();
+    }
+
+    /// The next connection handed to this worker; `None` once every acceptor is gone (or the
+    /// inbox is closed and empty).
     pub async fn take(&mut self) -> Option<HandedConnection> {
         let connection = self.receiver.recv().await?;
         let load = &self.stats.loads[self.worker];

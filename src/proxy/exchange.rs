@@ -450,7 +450,6 @@ async fn forward<'s>(
             }
             Err(failure) => failure,
         };
-        report(client, failure, Some(server));
         if failure.is_server_unreachable() {
             context.server_failed(server, &pool.passive);
         }
@@ -469,6 +468,10 @@ async fn forward<'s>(
                 continue;
             }
         }
+        // Logged once it is not a refusal made good on another server (the health checker
+        // says once that the server refuses; a warning per request would say it thousands of
+        // times a second under load).
+        report(client, failure, Some(server));
         let listed = failure
             .retry_condition()
             .is_some_and(|condition| pool.retry_on.has(condition));

@@ -1,13 +1,10 @@
 //! Reading herdsman's per-worker counters: `GET /api/workers` on the admin listener, parsed into a
 //! snapshot, and the difference between two snapshots (what one run added).
 
-use std::io::{Read, Write};
-use std::net::{Ipv4Addr, TcpStream};
-use std::time::Duration;
+use anyhow::Context;
 
-use anyhow::{bail, Context};
-
-use super::json::{self, Json};
+use crate::kit::admin_api;
+use crate::kit::json::{self, Json};
 
 /// One worker's counters at one moment.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -93,36 +90,8 @@ impl Snapshot {
 
 /// Reads `/api/workers` from the admin listener on `port`.
 pub fn read_workers(port: u16) -> anyhow::Result<Snapshot> {
-    let body = get(port, "/api/workers")?;
-    parse_workers(&body).context("reading /api/workers")
-}
-
-/// The body of a `GET path` answered with 200 (Connection: close, so the body ends at EOF).
-fn get(port: u16, path: &str) -> anyhow::Result<String> {
-    let timeout = Duration::from_secs(3);
-    let mut stream = TcpStream::connect_timeout(&(Ipv4Addr::LOCALHOST, port).into(), timeout)
-        .with_context(|| format!("connecting to the admin listener on 127.0.0.1:{port}"))?;
-    stream.set_read_timeout(Some(timeout))?;
-    stream.set_write_timeout(Some(timeout))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut answer = Vec::new();
-    stream
-        .read_to_end(&mut answer)
-        .with_context(|| format!("reading the answer to GET {path}"))?;
-    let answer = String::from_utf8_lossy(&answer);
-    let Some((head, body)) = answer.split_once("\r\n\r\n") else {
-        bail!("GET {path}: no complete response head in {answer:?}");
-    };
-    if !head.starts_with("HTTP/1.1 200") && !head.starts_with("HTTP/1.0 200") {
-        bail!(
-            "GET {path} answered {:?}",
-            head.lines().next().unwrap_or("")
-        );
-    }
-    Ok(body.to_string())
+    let body = admin_api::get(port, "/api/workers")?;
+    parse_workers(&String::from_utf8_lossy(&body)).context("reading /api/workers")
 }
 
 /// The snapshot in an `/api/workers` body.

@@ -6,9 +6,9 @@ use std::path::Path;
 
 use super::stats::{balance, per};
 use super::{FairnessArgs, Run};
+use crate::environment;
 use crate::plot::{LineChart, Series};
 use crate::results::RunFacts;
-use crate::tools;
 
 /// Everything the results file says.
 pub struct Session {
@@ -26,7 +26,7 @@ pub struct Session {
 impl Session {
     pub fn new(args: &FairnessArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            facts: RunFacts::new(machine_lines(herdsman, busy)),
+            facts: RunFacts::new(environment::machine_lines(herdsman, busy)),
             workers: args.workers,
             storm_gap_us: args.storm_gap_us,
             hold_ms: args.hold_ms,
@@ -281,55 +281,4 @@ fn list(values: &[u64]) -> String {
         .map(u64::to_string)
         .collect::<Vec<_>>()
         .join(" ")
-}
-
-/// Versions, kernel, CPUs and how busy the machine was: shared with `stall`.
-pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)> {
-    let built = tools::version_line(
-        Path::new("date"),
-        &[
-            "-u",
-            "-r",
-            &herdsman.to_string_lossy(),
-            "+%Y-%m-%d %H:%M:%S UTC",
-        ],
-    );
-    let cpu = std::fs::read_to_string("/proc/cpuinfo")
-        .unwrap_or_default()
-        .lines()
-        .find_map(|l| l.strip_prefix("model name"))
-        .map(|rest| rest.trim_start_matches([' ', '\t', ':']).to_string())
-        .unwrap_or_else(|| "unknown".into());
-    vec![
-        (
-            "herdsman".into(),
-            format!(
-                "{} ({}, built {built})",
-                tools::version_line(herdsman, &["--version"]),
-                herdsman.display()
-            ),
-        ),
-        (
-            "rustc".into(),
-            tools::version_line(Path::new("rustc"), &["-V"]),
-        ),
-        (
-            "kernel".into(),
-            std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-        ),
-        (
-            "CPUs".into(),
-            format!(
-                "{} × {cpu}",
-                std::thread::available_parallelism().map_or(0, |n| n.get())
-            ),
-        ),
-        (
-            "CPUs busy with other work in the second before the start".into(),
-            busy.map_or("unknown".into(), |b| format!("{:.0}%", b * 100.0)),
-        ),
-    ]
 }

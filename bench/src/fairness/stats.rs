@@ -1,5 +1,4 @@
-//! The figures a spread across workers, or a set of latencies, is summed up by: coefficient of
-//! variation, max ÷ mean, and percentiles.
+//! The figures a spread across workers is summed up by: coefficient of variation and max ÷ mean.
 
 /// How evenly a quantity is spread across workers.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -29,15 +28,6 @@ pub fn balance(values: &[u64]) -> Option<Balance> {
         cv: variance.sqrt() / mean,
         max_over_mean: max / mean,
     })
-}
-
-/// The `p`-th percentile (0–100) by nearest rank of already sorted values; None when empty.
-pub fn percentile(sorted: &[f64], p: f64) -> Option<f64> {
-    if sorted.is_empty() {
-        return None;
-    }
-    let rank = ((p / 100.0) * sorted.len() as f64).ceil() as usize;
-    Some(sorted[rank.clamp(1, sorted.len()) - 1])
 }
 
 /// `numerator ÷ denominator`, NaN when nothing was counted.
@@ -73,14 +63,7 @@ mod tests {
     }
 
     #[test]
-    fn percentiles_take_the_nearest_rank() {
-        let values: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(percentile(&values, 50.0), Some(50.0));
-        assert_eq!(percentile(&values, 99.0), Some(99.0));
-        assert_eq!(percentile(&values, 100.0), Some(100.0));
-        assert_eq!(percentile(&values, 0.0), Some(1.0));
-        assert_eq!(percentile(&[7.0], 99.0), Some(7.0));
-        assert_eq!(percentile(&[], 50.0), None);
+    fn a_share_of_nothing_is_not_a_number() {
         assert!(per(1, 0).is_nan());
         assert_eq!(per(3, 2), 1.5);
     }

@@ -639,7 +639,7 @@ fn worker_counts(counts: &[u32]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observability::logfile::LogCount;
+    use crate::kit::logfile::LogCount;
     use std::path::PathBuf;
     use std::time::Duration;
 

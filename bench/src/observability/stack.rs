@@ -11,16 +11,13 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use super::condition::Condition;
-use super::scraper;
+use crate::kit::admin_api;
 use crate::process::{free_port, Supervised};
 use crate::proxies::{self, Plan};
 
 /// How long herdsman may take to stop after SIGTERM with no client connected: it closes its idle
 /// connections and writes the access log's last buffers.
 const STOP_LIMIT: Duration = Duration::from_secs(10);
-
-/// How long the admin API may take to answer its first `GET /healthz` once the listener serves.
-const ADMIN_READY_LIMIT: Duration = Duration::from_secs(5);
 
 /// The one listener's line that the access log keys follow (`proxies::herdsman_config`'s).
 const LISTENER_HEAD: &str = "[[listener]]\nname = \"bench\"\n";
@@ -84,7 +81,7 @@ impl Herdsman {
             access_log.as_ref().map(|(path, f)| (path.as_path(), *f)),
         );
         let mut process = proxies::start_herdsman(program, &config, port, dir)?;
-        wait_for_admin(&mut process, admin_port)?;
+        admin_api::wait_for_admin(&mut process, admin_port)?;
         Ok(Herdsman {
             port,
             admin_port,
@@ -128,25 +125,6 @@ impl Herdsman {
                 );
             }
             thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// Waits until `GET /healthz` on the admin API answers 200, or fails with the reason.
-fn wait_for_admin(process: &mut Supervised, admin_port: u16) -> anyhow::Result<()> {
-    let deadline = Instant::now() + ADMIN_READY_LIMIT;
-    loop {
-        process.check_running()?;
-        match scraper::get(admin_port, "/healthz") {
-            Ok(_) => return Ok(()),
-            Err(e) if Instant::now() >= deadline => {
-                bail!(
-                    "herdsman's admin API on 127.0.0.1:{admin_port} did not answer within \
-                     {ADMIN_READY_LIMIT:?} ({e:#}); its log ends: {}",
-                    process.log_tail(5)
-                )
-            }
-            Err(_) => thread::sleep(Duration::from_millis(50)),
         }
     }
 }

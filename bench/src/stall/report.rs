@@ -8,7 +8,7 @@ use std::path::Path;
 use super::load::{Sample, StallRun};
 use super::StallArgs;
 use crate::fairness::stack::Mode;
-use crate::fairness::stats::percentile;
+use crate::kit::stats::percentile;
 use crate::plot::{LineChart, Series};
 use crate::results::RunFacts;
 
@@ -97,7 +97,7 @@ fn pooled(runs: &[&StallRun]) -> (Window, Window) {
 impl Session {
     pub fn new(args: &StallArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            facts: RunFacts::new(crate::fairness::machine_lines(herdsman, busy)),
+            facts: RunFacts::new(crate::environment::machine_lines(herdsman, busy)),
             workers: args.workers,
             rate: args.rate,
             run_ms: args.run_ms,

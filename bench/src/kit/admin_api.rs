@@ -1,0 +1,117 @@
+//! herdsman's admin API from outside: a `GET` on a fresh loopback connection (`Connection: close`)
+//! whose answer must be a whole 200 with a body, and waiting until the API answers at all.
+
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+
+use crate::process::Supervised;
+
+/// How long one GET may take, connect to last byte, before it counts as failed.
+const GET_LIMIT: Duration = Duration::from_secs(2);
+
+/// How long the admin API may take to answer its first `GET /healthz` once herdsman's listener
+/// serves.
+const ADMIN_READY_LIMIT: Duration = Duration::from_secs(5);
+
+/// `GET path` on a fresh connection to 127.0.0.1:`port`; the body when the answer is 200 with a
+/// non-empty body of its Content-Length.
+pub fn get(port: u16, path: &str) -> anyhow::Result<Vec<u8>> {
+    let mut stream = TcpStream::connect_timeout(&(Ipv4Addr::LOCALHOST, port).into(), GET_LIMIT)
+        .with_context(|| format!("connecting to 127.0.0.1:{port}"))?;
+    stream.set_read_timeout(Some(GET_LIMIT))?;
+    stream.set_write_timeout(Some(GET_LIMIT))?;
+    // One write: `write!` on the stream would send the head piece by piece.
+    let request =
+        format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
+    // Connection: close, so the answer ends where the connection does.
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .with_context(|| format!("reading the answer to GET {path}"))?;
+    body_of_ok(&answer).with_context(|| format!("GET {path}"))
+}
+
+/// The body of a complete `200` answer whose body is as long as its Content-Length and not empty.
+fn body_of_ok(answer: &[u8]) -> anyhow::Result<Vec<u8>> {
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    let head_length = match response
+        .parse(answer)
+        .context("parsing the answer's head")?
+    {
+        httparse::Status::Complete(length) => length,
+        httparse::Status::Partial => bail!("the answer ended within its head"),
+    };
+    if response.code != Some(200) {
+        bail!(
+            "answered {} {}",
+            response.code.unwrap_or(0),
+            response.reason.unwrap_or("")
+        );
+    }
+    let announced = response
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-length"))
+        .and_then(|h| {
+            std::str::from_utf8(h.value)
+                .ok()?
+                .trim()
+                .parse::<usize>()
+                .ok()
+        })
+        .context("no Content-Length")?;
+    let body = &answer[head_length..];
+    if body.len() != announced {
+        bail!(
+            "the body has {} bytes of the {announced} announced",
+            body.len()
+        );
+    }
+    if body.is_empty() {
+        bail!("the body is empty");
+    }
+    Ok(body.to_vec())
+}
+
+/// Waits until `GET /healthz` on the admin API answers 200, or fails with the reason.
+pub fn wait_for_admin(process: &mut Supervised, admin_port: u16) -> anyhow::Result<()> {
+    let deadline = Instant::now() + ADMIN_READY_LIMIT;
+    loop {
+        process.check_running()?;
+        match get(admin_port, "/healthz") {
+            Ok(_) => return Ok(()),
+            Err(e) if Instant::now() >= deadline => {
+                bail!(
+                    "herdsman's admin API on 127.0.0.1:{admin_port} did not answer within \
+                     {ADMIN_READY_LIMIT:?} ({e:#}); its log ends: {}",
+                    process.log_tail(5)
+                )
+            }
+            Err(_) => thread::sleep(Duration::from_millis(50)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_whole_non_empty_200_counts() {
+        let ok = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc";
+        assert_eq!(body_of_ok(ok).unwrap(), b"abc");
+        let short = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nabc";
+        assert!(format!("{:#}", body_of_ok(short).unwrap_err()).contains("3 bytes of the 5"));
+        let empty = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n";
+        assert!(body_of_ok(empty).is_err());
+        let refused = b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 2\r\n\r\nno";
+        assert!(format!("{:#}", body_of_ok(refused).unwrap_err()).contains("401"));
+        assert!(body_of_ok(b"HTTP/1.1 200 OK\r\nContent-").is_err());
+    }
+}

@@ -8,8 +8,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::config::Config;
+use crate::http1::relay::BodyRelay;
 use crate::http1::{header_slots, parse_request};
-use crate::proxy::{BodyRelay, Buffer};
+use crate::transport::Buffer;
 
 /// The demo backends' names.
 pub const BACKENDS: [&str; 3] = ["a", "b", "c"];

@@ -29,7 +29,9 @@ pub mod http1;
 pub mod intake;
 pub mod proxy;
 pub mod server;
+pub mod session;
 pub mod stats;
+pub mod transport;
 pub mod upstream;
 pub mod worker;
 

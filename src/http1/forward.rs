@@ -211,6 +211,17 @@ pub fn write_response_head(
     out.extend_from_slice(b"\r\n");
 }
 
+/// The address a client connected from, for X-Forwarded-For and for hashing by client.
+pub fn client_ip(peer: std::net::SocketAddr) -> std::net::IpAddr {
+    match peer.ip() {
+        std::net::IpAddr::V6(v6) => v6
+            .to_ipv4_mapped()
+            .map(std::net::IpAddr::V4)
+            .unwrap_or(std::net::IpAddr::V6(v6)),
+        v4 => v4,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

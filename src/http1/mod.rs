@@ -13,6 +13,7 @@ pub mod error_response;
 pub mod forward;
 pub mod head;
 pub mod keep_alive;
+pub mod relay;
 mod tokens;
 pub mod upgrade;
 

@@ -1,20 +1,48 @@
 //! A worker's accept loop for one listener: wait for readiness, accept what is there, count the
-//! wake-ups that found nothing, and serve each connection here or hand it to another worker.
+//! wake-ups that found nothing, and hand each connection to the worker's dispatch (which serves
+//! it there or hands it to another worker).
 
 use std::cell::Cell;
+use std::future::Future;
 use std::io;
+use std::net::SocketAddr;
 use std::os::fd::AsRawFd;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Duration;
 
 use socket2::Socket;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::sys;
+use super::{sys, ListenerLoad};
 use crate::config::IntakeMode;
 use crate::stats::WorkerCounters;
-use crate::worker::WorkerContext;
+use crate::transport::Detached;
+
+/// What an accept loop needs of the worker it runs on.
+pub trait Acceptor {
+    /// The worker's index (for the log).
+    fn worker(&self) -> usize;
+    /// The worker's counters (accepted connections, spurious wake-ups).
+    fn counters(&self) -> &WorkerCounters;
+    /// Completes when a graceful stop begins.
+    fn stopped(&self) -> impl Future<Output = ()>;
+    /// The shared load of the listener in `slot`, which bounds its connections.
+    fn listener_load(&self, slot: usize) -> Option<Arc<ListenerLoad>>;
+    /// Serves a connection accepted on listener `slot`, here or on another worker; `rotation`
+    /// is this loop's own state for spreading hand-offs.
+    fn dispatch(
+        self: &Rc<Self>,
+        stream: Detached,
+        peer: SocketAddr,
+        slot: usize,
+        rotation: &Cell<usize>,
+    );
+    /// Fault injection: whether this accept is to panic (see `/__herdsman/panic-accept`).
+    #[cfg(feature = "fault-injection")]
+    fn panic_on_accept(&self) -> bool;
+}
 
 /// Connections accepted in one go before the loop lets the worker's connections run: enough to
 /// take a burst in few wake-ups, few enough that accepting never starves serving.
@@ -22,8 +50,8 @@ const ACCEPT_BATCH: usize = 16;
 
 /// Accepts connections on `socket` (this worker's descriptor for listener `listener`) until a
 /// graceful stop begins.
-pub async fn accept_loop(
-    context: Rc<WorkerContext>,
+pub async fn accept_loop<A: Acceptor>(
+    context: Rc<A>,
     listener: usize,
     socket: Socket,
     mode: IntakeMode,
@@ -34,7 +62,7 @@ pub async fn accept_loop(
     let socket = match registered.map_err(|e| e.into_parts().1) {
         Ok(socket) => socket,
         Err(error) => {
-            tracing::error!(worker = context.index, %error, "cannot register a listening socket");
+            tracing::error!(worker = context.worker(), %error, "cannot register a listening socket");
             return;
         }
     };
@@ -42,7 +70,7 @@ pub async fn accept_loop(
         if let Err(error) = sys::make_epoll_exclusive(socket.as_raw_fd()) {
             // Still served, only with every idle worker woken per connection, as in `shared`.
             tracing::warn!(
-                worker = context.index,
+                worker = context.worker(),
                 %error,
                 "cannot wait on the listening socket with EPOLLEXCLUSIVE; this worker is woken for every new connection"
             );
@@ -50,7 +78,7 @@ pub async fn accept_loop(
     }
     let counters = context.counters();
     // Each acceptor starts its rotation at itself, so that acceptors do not move in step.
-    let rotation = Cell::new(context.index);
+    let rotation = Cell::new(context.worker());
     let load = context.listener_load(listener);
     loop {
         // At its max_connections a listener accepts nothing: new connections wait in the
@@ -65,7 +93,7 @@ pub async fn accept_loop(
             ready = socket.readable() => match ready {
                 Ok(ready) => ready,
                 Err(error) => {
-                    tracing::error!(worker = context.index, %error, "listening socket failed");
+                    tracing::error!(worker = context.worker(), %error, "listening socket failed");
                     return;
                 }
             },
@@ -82,7 +110,7 @@ pub async fn accept_loop(
             match sys::accept_nonblocking(ready.get_inner()) {
                 Ok((stream, peer)) => {
                     #[cfg(feature = "fault-injection")]
-                    if context.panic_next_accept.replace(false) {
+                    if context.panic_on_accept() {
                         // The connection is dropped with the panic; its client sees a close.
                         panic!("fault injection: a panic in an accept loop");
                     }
@@ -109,7 +137,7 @@ pub async fn accept_loop(
         if let Some(error) = failure {
             // Out of descriptors or memory: say so and pause rather than spin on a queue that
             // cannot be served; connections keep waiting in the kernel's backlog meanwhile.
-            tracing::warn!(worker = context.index, %error, "accept failed");
+            tracing::warn!(worker = context.worker(), %error, "accept failed");
             tokio::time::sleep(Duration::from_millis(50)).await;
         } else if accepted == ACCEPT_BATCH {
             tokio::task::yield_now().await;

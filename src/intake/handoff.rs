@@ -31,6 +31,7 @@ use std::sync::Arc;
 use tokio::sync::mpsc;
 
 use crate::stats::{Stats, WorkerCounters};
+use crate::transport::Detached;
 
 /// Connections one worker may have queued to it before acceptors look elsewhere.
 const QUEUE_CAPACITY: usize = 256;
@@ -44,7 +45,7 @@ const STALLED_AFTER_US: u64 = 50_000;
 
 /// A connection on its way from the accepting worker to the one that will serve it.
 pub struct HandedConnection {
-    pub stream: std::net::TcpStream,
+    pub stream: Detached,
     pub peer: SocketAddr,
     pub listener: usize,
     queued_at_us: u64,
@@ -129,10 +130,10 @@ impl HandoffBoard {
         me: usize,
         rotation: &Cell<usize>,
         rng: &mut fastrand::Rng,
-        stream: std::net::TcpStream,
+        stream: Detached,
         peer: SocketAddr,
         listener: usize,
-    ) -> Option<(std::net::TcpStream, SocketAddr)> {
+    ) -> Option<(Detached, SocketAddr)> {
         let mut connection = HandedConnection {
             stream,
             peer,
@@ -209,11 +210,13 @@ impl HandoffInbox {
 mod tests {
     use super::*;
 
-    fn connection_pair() -> std::net::TcpStream {
+    fn connection_pair() -> Detached {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         drop(listener.accept().unwrap());
-        client
+        use std::os::fd::{FromRawFd, IntoRawFd};
+        // SAFETY: a connected socket whose descriptor `client` gives up.
+        unsafe { Detached::from_raw_fd(client.into_raw_fd()) }
     }
 
     #[test]

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 
 use socket2::{Domain, Protocol, Socket, Type};
 
-pub use accept::accept_loop;
+pub use accept::{accept_loop, Acceptor};
 pub use handoff::{HandoffBoard, HandoffInbox};
 pub use limit::ListenerLoad;
 

@@ -6,6 +6,8 @@ use std::net::SocketAddr;
 
 use socket2::Socket;
 
+use crate::transport::Detached;
+
 /// SO_REUSEPORT: several sockets on one address, connections spread over them by the kernel.
 #[cfg(unix)]
 pub fn set_reuse_port(socket: &Socket) -> io::Result<()> {
@@ -22,13 +24,13 @@ pub fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
 
 /// Accepts one connection, already non-blocking and close-on-exec (one syscall, not three).
 #[cfg(target_os = "linux")]
-pub fn accept_nonblocking(listener: &Socket) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+pub fn accept_nonblocking(listener: &Socket) -> io::Result<(Detached, SocketAddr)> {
     use std::os::fd::{AsRawFd, FromRawFd};
     // SAFETY: an all-zero sockaddr_storage is a valid value of that plain C struct.
     let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
     let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: storage and len describe a writable buffer of the size given; the fd returned is
-    // new and owned by nobody else, so the TcpStream may take it.
+    // new and owned by nobody else, so the connection may take it.
     let (fd, addr) = unsafe {
         let fd = libc::accept4(
             listener.as_raw_fd(),
@@ -42,7 +44,7 @@ pub fn accept_nonblocking(listener: &Socket) -> io::Result<(std::net::TcpStream,
         (fd, socket2::SockAddr::new(storage, len))
     };
     // SAFETY: see above.
-    let stream = unsafe { std::net::TcpStream::from_raw_fd(fd) };
+    let stream = unsafe { Detached::from_raw_fd(fd) };
     let peer = addr
         .as_socket()
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
@@ -50,13 +52,15 @@ pub fn accept_nonblocking(listener: &Socket) -> io::Result<(std::net::TcpStream,
 }
 
 #[cfg(not(target_os = "linux"))]
-pub fn accept_nonblocking(listener: &Socket) -> io::Result<(std::net::TcpStream, SocketAddr)> {
+pub fn accept_nonblocking(listener: &Socket) -> io::Result<(Detached, SocketAddr)> {
     let (socket, addr) = listener.accept()?;
     socket.set_nonblocking(true)?;
     let peer = addr
         .as_socket()
         .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
-    Ok((socket.into(), peer))
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor was just accepted and is given up by `socket`.
+    Ok((unsafe { Detached::from_raw_fd(socket.into_raw_fd()) }, peer))
 }
 
 /// True when the kernel accepts EPOLLEXCLUSIVE (Linux 4.5 and later): tried on a real epoll

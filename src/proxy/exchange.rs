@@ -2,30 +2,30 @@
 //! request (retrying once where that is safe), then hand over to `respond` for the response.
 
 use std::cell::Cell;
-use std::rc::Rc;
 use std::sync::Arc;
-use std::time::Duration;
 
-use tokio::net::TcpStream;
 use tokio::time::{timeout_at, Instant};
 
+use super::client::scratch;
+use super::context::ProxyContext;
 use super::failure::Failure;
-use super::recycle;
-use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
+use super::outcome::Outcome;
+use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::respond::{self, ResponseStart};
-use super::server_stream::ServerStream;
-use super::{scratch, write_all_by, Client, Next};
+use super::{Client, Next};
 use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
+use crate::http1::forward::client_ip;
 use crate::http1::forward::write_request_head;
 use crate::http1::head::read_as_http11;
+use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
+use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
-use crate::worker::{client_ip, WorkerContext};
 
 /// Room first taken for an access log's copy of a request head's logged parts (method, target,
 /// Host, Referer, User-Agent): enough for most, from a free list of its own size.
@@ -47,59 +47,11 @@ pub struct RequestFacts {
     pub timeouts: ExchangeTimeouts,
 }
 
-/// How an exchange went, as far as the counters and the access log need it.
-#[derive(Debug, Clone, Copy)]
-pub struct Outcome {
-    /// When its first bytes were at hand.
-    pub started: Instant,
-    /// A request head began to arrive (else the client only closed the connection).
-    pub request: bool,
-    /// The pool the request was routed to, and the server that answered it or was last tried
-    /// (indexes into the snapshot).
-    pub pool: Option<usize>,
-    pub server: Option<usize>,
-    pub ending: Ending,
-    /// The response head reached the client.
-    pub response_started: bool,
-    /// From sending the request to a server until the response head arrived (the server's
-    /// time, with connecting; over all attempts).
-    pub upstream: Option<Duration>,
-    /// Body bytes sent to the client.
-    pub body_bytes: u64,
-    /// The request named its server with a sticky cookie, or the response gave it one.
-    pub sticky: bool,
-}
-
-impl Outcome {
-    fn new() -> Outcome {
-        Outcome {
-            started: Instant::now(),
-            request: true,
-            pool: None,
-            server: None,
-            ending: Ending::Unanswered,
-            response_started: false,
-            upstream: None,
-            body_bytes: 0,
-            sticky: false,
-        }
-    }
-
-    /// The pool and the server it names, in `snapshot` (the one the exchange ran on).
-    pub fn routed<'s>(&self, snapshot: &'s Snapshot) -> (Option<&'s Pool>, Option<&'s Server>) {
-        let pool = self.pool.map(|index| &snapshot.pools[index]);
-        let server = pool
-            .zip(self.server)
-            .map(|(pool, index)| &pool.servers[index]);
-        (pool, server)
-    }
-}
-
 /// Serves one request on `client`; returns whether the connection stays open, and when the
 /// exchange ended (where the wait for the next request starts). Counts it, and logs it where
 /// the listener keeps an access log.
 pub async fn serve_one(
-    context: &Rc<WorkerContext>,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Arc<Snapshot>,
     listener: usize,
@@ -110,14 +62,15 @@ pub async fn serve_one(
     if outcome.request {
         let took = ended.duration_since(outcome.started);
         context.record(snapshot, &outcome, took);
-        context.log_access(snapshot, listener, client, &outcome, took);
+        let (address, request) = (&client.forwarded_for, &client.request_log);
+        context.log_access(snapshot, listener, address, request, &outcome, took);
     }
     (next, ended)
 }
 
 /// The exchange itself; `outcome` is filled in as it goes.
 async fn exchange(
-    context: &Rc<WorkerContext>,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Arc<Snapshot>,
     listener: usize,
@@ -185,7 +138,7 @@ async fn exchange(
 /// within the pool's `queue_timeout`. A request that names its server (cookie, test token) waits
 /// for that one.
 async fn take_slot<'s>(
-    context: &WorkerContext,
+    context: &ProxyContext,
     pool: &'s Pool,
     chosen: &'s Server,
     facts: &mut RequestFacts,
@@ -229,7 +182,7 @@ async fn take_slot<'s>(
 /// reset it). On success the head to forward is in `client.out` and the head's bytes are
 /// consumed from `client.buffer`.
 async fn read_request(
-    context: &WorkerContext,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Snapshot,
     listener: usize,
@@ -350,13 +303,10 @@ impl Sending {
     }
 }
 
-/// Sends the request to `server` and relays the response. After a failure its pool's
-/// `retry_on` lists, before any response byte, the request goes to another server of the pool,
-/// up to the pool's `retries` and within the worker's retry budget — when nothing of it reached
-/// the first server (connecting failed), or when it is idempotent and all of it is at hand.
-/// Each failure is logged and counted for passive checks here.
+/// Sends the request to `server` and relays the response, sending it again where the replay
+/// rules allow (`replay.rs`). Each failure is logged and counted for passive checks here.
 async fn forward<'s>(
-    context: &Rc<WorkerContext>,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &'s Snapshot,
     first: &'s Server,
@@ -376,16 +326,11 @@ async fn forward<'s>(
     // buffer of the client's (the rest of a body, if any, is read into a new one).
     client.buffer.release_if_empty();
     let whole = upload.is_done();
-    // What may go again after it reached a server: its bytes can do no harm twice.
-    let replayable = whole && sending.facts.method.is_idempotent();
+    let idempotent = sending.facts.method.is_idempotent();
     // A response head takes the request's place in `out`; a pool that retries on a status keeps
     // a copy to send again (a block from the free list, only in such pools).
     let mut kept_request =
-        (replayable && pool.retries > 0 && pool.retry_on.has_statuses()).then(|| {
-            let mut copy = recycle::take_bytes(client.out.len());
-            copy.extend_from_slice(&client.out);
-            KeptRequest(copy)
-        });
+        replay::may_retry_on_status(pool, whole, idempotent).then(|| KeptRequest::of(&client.out));
     pool.retry_budget
         .count_request(context.index, second_of(outcome.started.into_std()));
     // Made at the first failure: most requests never need it.
@@ -393,17 +338,20 @@ async fn forward<'s>(
     let mut retry: Option<Retry> = None;
     let mut server = first;
     let mut slot = Some(first_slot);
+    let mut fresh_only = false;
     loop {
-        let _slot = slot.take();
+        let held_slot = slot.take();
         let facts = sending.facts;
         outcome.server = facts.choice.server;
         outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
         let sent = if whole {
-            send_whole(context, client, snapshot, server, &sending).await
+            send_whole(context, client, snapshot, server, &sending, fresh_only).await
         } else {
-            send_streaming(context, client, snapshot, server, &sending, &mut upload).await
+            send_streaming(context, client, snapshot, server, &sending, &mut upload)
+                .await
+                .map_err(Failed::from)
         };
-        let failure = match sent {
+        let failed = match sent {
             Ok((upstream, start, upload_finished)) => {
                 outcome.upstream = Some(start.arrived.duration_since(first_sent));
                 outcome.ending = Ending::Status(start.status);
@@ -418,7 +366,7 @@ async fn forward<'s>(
                 {
                     let again = retry
                         .get_or_insert_with(|| Retry::new(first_choice))
-                        .next_server(context, pool, &sending, Failover::Retry);
+                        .next_server(context, pool, sending.deadline, Failover::Retry);
                     if let Some((next, next_slot)) = again {
                         tracing::info!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, status = start.status, "retrying on another server after its answer");
                         // The answer is dropped with its connection (reset: its body was not read).
@@ -448,19 +396,39 @@ async fn forward<'s>(
                 }
                 return relayed;
             }
-            Err(failure) => failure,
+            Err(failed) => failed,
         };
+        let attempt = Attempt {
+            reused: failed.reused,
+            whole,
+            idempotent,
+            response_began: !client.server_buffer.is_empty(),
+        };
+        let failure = failed.failure;
+        let took_none = || {
+            failed
+                .connection
+                .as_ref()
+                .is_some_and(|(upstream, written)| upstream.took_none_of(*written))
+        };
+        let replay = Replay::of(failure, attempt, took_none);
+        if replay == Replay::SameServer {
+            tracing::debug!(server = %server.name, "reused connection was closed; sending again on a fresh one");
+            fresh_only = true;
+            slot = held_slot;
+            continue;
+        }
+        fresh_only = false;
         if failure.is_server_unreachable() {
             context.server_failed(server, &pool.passive);
         }
-        if failure.is_refusal() {
-            // Certain: nothing reached the server, and nothing loads it. Another server at
-            // once, outside `retries` and the budget; the health checker takes this one out
-            // of rotation until it listens again.
+        if replay == Replay::Elsewhere(Failover::Refused) {
+            // The health checker takes the refusing server out of rotation until it listens
+            // again.
             context.server_refused(server);
             if let Some((next, next_slot)) = retry
                 .get_or_insert_with(|| Retry::new(first_choice))
-                .next_server(context, pool, &sending, Failover::Refused)
+                .next_server(context, pool, sending.deadline, Failover::Refused)
             {
                 tracing::debug!(pool = %pool.name, from = %server.name, to = %pool.servers[next].name, "connection refused: on to another server");
                 (server, slot) = (&pool.servers[next], Some(next_slot));
@@ -475,14 +443,12 @@ async fn forward<'s>(
         let listed = failure
             .retry_condition()
             .is_some_and(|condition| pool.retry_on.has(condition));
-        let may_go_again =
-            failure.reached_no_server() || (replayable && client.server_buffer.is_empty());
-        if !(listed && may_go_again) {
+        if !(listed && matches!(replay, Replay::Elsewhere(_))) {
             return Err(failure);
         }
         let Some((next, next_slot)) = retry
             .get_or_insert_with(|| Retry::new(first_choice))
-            .next_server(context, pool, &sending, Failover::Retry)
+            .next_server(context, pool, sending.deadline, Failover::Retry)
         else {
             return Err(failure);
         };
@@ -492,21 +458,13 @@ async fn forward<'s>(
     }
 }
 
-/// The request's bytes, kept while a retry on a status may need them again.
-struct KeptRequest(Vec<u8>);
-
-impl KeptRequest {
-    /// Puts the request back in `out`, for the next server.
-    fn restore(&self, out: &mut Vec<u8>) {
-        out.clear();
-        out.extend_from_slice(&self.0);
-    }
-}
-
-impl Drop for KeptRequest {
-    fn drop(&mut self) {
-        recycle::give_back_bytes(std::mem::take(&mut self.0));
-    }
+/// An attempt that failed: why, and what the replay rules need to know of it.
+struct Failed {
+    failure: Failure,
+    /// It went out on a connection kept idle from an earlier request.
+    reused: bool,
+    /// The connection it went out on, and how many of the request's bytes were written to it.
+    connection: Option<(ServerStream, usize)>,
 }
 
 impl Sending {
@@ -519,142 +477,65 @@ impl Sending {
     }
 }
 
-/// Most servers one request is tried on.
-const MOST_ATTEMPTS: usize = 12;
-
-/// Why a request goes to another server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Failover {
-    /// Its server refused the connection: nothing reached it, and nothing loads it.
-    Refused,
-    /// A failure `retry_on` lists: one of the pool's `retries`, within its budget.
-    Retry,
-}
-
-/// The servers a request has been tried on, and whether it may be tried on one more.
-struct Retry {
-    /// By index in the pool.
-    tried: [usize; MOST_ATTEMPTS],
-    attempts: usize,
-    /// Of the attempts, those that were retries (not failovers after a refusal).
-    retries: usize,
-}
-
-impl Retry {
-    fn new(first: Option<usize>) -> Retry {
-        let mut tried = [usize::MAX; MOST_ATTEMPTS];
-        tried[0] = first.unwrap_or(usize::MAX);
-        Retry {
-            tried,
-            attempts: 1,
-            retries: 0,
+impl From<Failure> for Failed {
+    fn from(failure: Failure) -> Failed {
+        Failed {
+            failure,
+            reused: false,
+            connection: None,
         }
-    }
-
-    /// Another server of `pool` and a slot on it, when the request may go again: the request's
-    /// deadline has not passed, a server not yet tried takes requests and has room, and — for a
-    /// retry — the pool's `retries` are not used up and its budget has one to spare. Counts it.
-    fn next_server<'s>(
-        &mut self,
-        context: &WorkerContext,
-        pool: &'s Pool,
-        sending: &Sending,
-        why: Failover,
-    ) -> Option<(usize, ActiveGuard<'s>)> {
-        if self.attempts == MOST_ATTEMPTS {
-            return None;
-        }
-        if why == Failover::Retry && self.retries >= pool.retries as usize {
-            return None;
-        }
-        if sending
-            .deadline
-            .is_some_and(|deadline| Instant::now() >= deadline)
-        {
-            return None;
-        }
-        let next = pool.balancer.pick_other(
-            &pool.servers,
-            &mut context.rng.borrow_mut(),
-            &self.tried[..self.attempts],
-        )?;
-        let slot = ActiveGuard::try_take(&pool.servers[next], &pool.queue)?;
-        if why == Failover::Retry {
-            let second = second_of(std::time::Instant::now());
-            let (percent, floor) = (pool.retry_budget_percent, pool.retry_budget_floor);
-            if !pool
-                .retry_budget
-                .try_retry(context.index, second, percent, floor)
-            {
-                tracing::warn!(pool = %pool.name, "retry budget spent: not retrying");
-                return None;
-            }
-            pool.traffic.record_retry(context.index);
-            self.retries += 1;
-        }
-        self.tried[self.attempts] = next;
-        self.attempts += 1;
-        Some((next, slot))
     }
 }
 
 /// Sends a request whose head and body are all in `client.out`, and reads the response head.
-/// A reused connection that fails before any response byte is replaced by a fresh one, once,
-/// when the request may go again: it is idempotent (its bytes can do no harm twice), or the
-/// server's TCP took none of it (the server had closed the connection as the request went out:
-/// a keep-alive timeout crossing the request on the wire).
+/// `fresh_only`: not on an idle connection (a reused one just failed it). A failure says what
+/// the replay rules need (`replay.rs`).
 async fn send_whole(
-    context: &WorkerContext,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Snapshot,
     server: &Server,
     sending: &Sending,
-) -> Result<(ServerStream, ResponseStart, bool), Failure> {
+    fresh_only: bool,
+) -> Result<(ServerStream, ResponseStart, bool), Failed> {
     let upload_done = Cell::new(true);
     let facts = sending.facts;
-    let mut fresh_only = false;
-    loop {
-        let (mut upstream, reused, ready) =
-            server_connection(context, snapshot, server, fresh_only, sending).await?;
-        // One deadline for sending the request and receiving the response head.
-        let (deadline, expired) = sending.bound(
-            ready + facts.timeouts.backend_response,
-            Failure::ResponseTimeout,
-        );
-        let mut written = 0;
-        let sent = match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
-            None => Err(expired),
-            Some(Err(e)) => Err(Failure::server_io(&e)),
-            Some(Ok(())) => {
-                let (mut server_read, _) = upstream.split();
-                let head = respond::read_response_head(
-                    &mut server_read,
-                    &mut client.server_buffer,
-                    &mut client.stream,
-                    &mut client.out,
-                    facts,
-                    cookie_to_set(server, facts),
-                    &upload_done,
-                    context,
-                );
-                match timeout_at(deadline, head).await {
-                    Err(_) => Err(expired),
-                    Ok(result) => result,
-                }
+    let (mut upstream, reused, ready) =
+        server_connection(context, snapshot, server, fresh_only, sending).await?;
+    // One deadline for sending the request and receiving the response head.
+    let (deadline, expired) = sending.bound(
+        ready + facts.timeouts.backend_response,
+        Failure::ResponseTimeout,
+    );
+    let mut written = 0;
+    let sent = match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
+        None => Err(expired),
+        Some(Err(e)) => Err(Failure::server_io(&e)),
+        Some(Ok(())) => {
+            let (mut server_read, _) = upstream.split();
+            let head = respond::read_response_head(
+                &mut server_read,
+                &mut client.server_buffer,
+                &mut client.stream,
+                &mut client.out,
+                facts,
+                cookie_to_set(server, facts),
+                &upload_done,
+                context,
+            );
+            match timeout_at(deadline, head).await {
+                Err(_) => Err(expired),
+                Ok(result) => result,
             }
-        };
-        match sent {
-            Ok(start) => return Ok((upstream, start, true)),
-            Err(Failure::ServerClosed | Failure::ServerIo(_))
-                if reused
-                    && client.server_buffer.is_empty()
-                    && (facts.method.is_idempotent() || upstream.took_none_of(written)) =>
-            {
-                tracing::debug!(server = %server.name, "reused connection was closed; sending again on a fresh one");
-                fresh_only = true;
-            }
-            Err(failure) => return Err(failure),
         }
+    };
+    match sent {
+        Ok(start) => Ok((upstream, start, true)),
+        Err(failure) => Err(Failed {
+            failure,
+            reused,
+            connection: Some((upstream, written)),
+        }),
     }
 }
 
@@ -662,7 +543,7 @@ async fn send_whole(
 /// response head is awaited, so a server that answers early (or asks for the body with
 /// 100 Continue) is heard. Returns whether the whole body was sent.
 async fn send_streaming(
-    context: &WorkerContext,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Snapshot,
     server: &Server,
@@ -744,7 +625,7 @@ async fn send_streaming(
 /// and when it was ready (the attempt's start for an idle one, fresh from the clock after
 /// connecting).
 async fn server_connection(
-    context: &WorkerContext,
+    context: &ProxyContext,
     snapshot: &Snapshot,
     server: &Server,
     fresh_only: bool,
@@ -761,13 +642,10 @@ async fn server_connection(
     context.counters().count_backend_connection(false);
     let (deadline, expired) =
         sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
-    match timeout_at(deadline, TcpStream::connect(server.addr)).await {
+    match timeout_at(deadline, Stream::connect(server.addr)).await {
         Err(_) => Err(expired),
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
-        Ok(Ok(stream)) => {
-            let _ = stream.set_nodelay(true);
-            Ok((ServerStream::new(stream), false, Instant::now()))
-        }
+        Ok(Ok(stream)) => Ok((ServerStream::new(stream), false, Instant::now())),
     }
 }
 

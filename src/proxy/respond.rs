@@ -6,19 +6,19 @@ use std::cell::Cell;
 use std::future::poll_fn;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::net::tcp::ReadHalf;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
-use super::exchange::{Outcome, RequestFacts};
+use super::client::scratch;
+use super::context::ProxyContext;
+use super::exchange::RequestFacts;
 use super::failure::Failure;
-use super::relay::{BodyRelay, RelayError, BUFFER_INITIAL};
-use super::server_stream::ServerStream;
-use super::{recycle, scratch, write_all_by, Client, Next};
+use super::outcome::Outcome;
+use super::{Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
+use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, keep_alive, parse_response, Body};
+use crate::transport::{recycle, write_all_by, Buffer, ReadHalf, ServerStream, BUFFER_INITIAL};
 use crate::upstream::{Server, Snapshot};
-use crate::worker::WorkerContext;
 
 /// Largest response head accepted from a server.
 const MAX_RESPONSE_HEAD: usize = 64 * 1024;
@@ -66,13 +66,13 @@ enum Examined {
 #[allow(clippy::too_many_arguments)]
 pub async fn read_response_head<W>(
     server: &mut ReadHalf<'_>,
-    buffer: &mut super::Buffer,
+    buffer: &mut Buffer,
     client: &mut W,
     out: &mut Vec<u8>,
     facts: RequestFacts,
     set_cookie: &[u8],
     upload_done: &Cell<bool>,
-    context: &WorkerContext,
+    context: &ProxyContext,
 ) -> Result<ResponseStart, Failure>
 where
     W: AsyncWrite + Unpin,
@@ -106,7 +106,7 @@ where
             // wait for a server (one still reading a slow upload, say) holds none and costs no
             // give-and-take of a block. poll_read_ready wakes as poll_read does (`readable`
             // queues a waiter, measurably dearer per request).
-            poll_fn(|cx| server.as_ref().poll_read_ready(cx))
+            poll_fn(|cx| server.poll_read_ready(cx))
                 .await
                 .map_err(|e| Failure::server_io(&e))?;
         }
@@ -188,7 +188,7 @@ fn examine_head(
 /// sent: then both connections close after the response.
 #[allow(clippy::too_many_arguments)]
 pub async fn respond(
-    context: &WorkerContext,
+    context: &ProxyContext,
     client: &mut Client,
     snapshot: &Snapshot,
     server: &Server,
@@ -219,8 +219,7 @@ pub async fn respond(
     recycle::give_back_bytes(std::mem::take(&mut client.out));
 
     if start.switching {
-        tunnel(client, upstream.into_finished()).await;
-        return Ok(Next::Close);
+        return Ok(Next::Switched(upstream.into_finished()));
     }
     {
         let (mut client_read, mut client_write) = client.stream.split();
@@ -231,7 +230,7 @@ pub async fn respond(
                 &mut client_write,
                 start.backend_read,
                 timeouts.client_idle,
-                client_gone(&mut client_read),
+                client_read.closed(),
             )
             .await;
         outcome.body_bytes = download.data_seen();
@@ -260,43 +259,7 @@ pub async fn respond(
     })
 }
 
-/// After a 101: passes bytes both ways until either side closes. Bytes that arrived with the
-/// heads go first.
-async fn tunnel(client: &mut Client, mut upstream: TcpStream) {
-    if !client.server_buffer.is_empty() {
-        if client
-            .stream
-            .write_all(client.server_buffer.data())
-            .await
-            .is_err()
-        {
-            return;
-        }
-        let n = client.server_buffer.len();
-        client.server_buffer.consume(n);
-    }
-    if !client.buffer.is_empty() {
-        if upstream.write_all(client.buffer.data()).await.is_err() {
-            return;
-        }
-        let n = client.buffer.len();
-        client.buffer.consume(n);
-    }
-    let _ = tokio::io::copy_bidirectional(&mut client.stream, &mut upstream).await;
-}
-
 /// A response body that could not be relayed, as the server's or the client's failure.
-/// Completes when the client closed or reset its connection. Bytes it sends meanwhile (a
-/// pipelined request) are left for later, and then it is not watched for the rest of the
-/// response.
-async fn client_gone(client: &mut tokio::net::tcp::ReadHalf<'_>) {
-    let mut probe = [0u8; 1];
-    match client.peek(&mut probe).await {
-        Ok(0) | Err(_) => {}
-        Ok(_) => std::future::pending().await,
-    }
-}
-
 fn download_failure(error: RelayError) -> Failure {
     match error {
         RelayError::SourceEnded => Failure::ServerTruncated,

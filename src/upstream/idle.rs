@@ -8,16 +8,16 @@
 //! readiness, which the runtime updates as the server's FIN arrives, and, for a connection idle
 //! long enough that a server's timer may have fired, by asking the kernel directly. What is left
 //! is a close that crosses a request on the wire; the exchange replays such a request when the
-//! server's TCP took none of it (`proxy::server_stream`).
+//! server's TCP took none of it (`transport::ServerStream`).
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
 use std::time::{Duration, Instant};
 
-use tokio::net::TcpStream;
+use crate::transport::Stream;
 
 struct IdleConnection {
-    stream: TcpStream,
+    stream: Stream,
     since: Instant,
     /// Its server's own bound on idle time (from a keep-alive hint), if it gave one.
     limit: Option<Duration>,
@@ -82,7 +82,7 @@ impl IdleConnections {
 
     /// Takes the newest usable connection to `server`, dropping any that expired by `now` or
     /// that the server closed (or sent unasked-for bytes on) while idle.
-    pub fn take(&mut self, server: u64, max_idle: Duration, now: Instant) -> Option<TcpStream> {
+    pub fn take(&mut self, server: u64, max_idle: Duration, now: Instant) -> Option<Stream> {
         let queue = self.by_server.get_mut(&server)?;
         while let Some(idle) = queue.pop_back() {
             self.count -= 1;
@@ -93,7 +93,7 @@ impl IdleConnections {
                 queue.clear();
                 break;
             }
-            if still_open(&idle.stream, for_how_long >= ASK_THE_KERNEL_AFTER) {
+            if idle.stream.still_open(for_how_long >= ASK_THE_KERNEL_AFTER) {
                 return Some(idle.stream);
             }
         }
@@ -106,7 +106,7 @@ impl IdleConnections {
     pub fn put(
         &mut self,
         server: u64,
-        stream: TcpStream,
+        stream: Stream,
         max_per_server: usize,
         since: Instant,
         limit: Option<Duration>,
@@ -158,19 +158,4 @@ impl IdleConnections {
         self.by_server.clear();
         self.count = 0;
     }
-}
-
-/// A pooled connection is usable if reading would block: no EOF, no error, and no bytes the
-/// server sent outside a response. tokio answers from its cached readiness without a syscall
-/// when the socket has not become readable since it was last drained; `ask_kernel` peeks at the
-/// socket itself whatever the runtime last saw.
-fn still_open(stream: &TcpStream, ask_kernel: bool) -> bool {
-    let would_block = |result: std::io::Result<usize>| matches!(result, Err(e) if e.kind() == std::io::ErrorKind::WouldBlock);
-    let mut probe = [0u8; 1];
-    if ask_kernel {
-        // Non-blocking (tokio set O_NONBLOCK), and a peek leaves any byte where it was.
-        let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
-        return would_block(socket2::SockRef::from(stream).peek(&mut probe));
-    }
-    would_block(stream.try_read(&mut probe))
 }

@@ -18,6 +18,9 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use super::recycle;
 
+/// First size of a buffer: a usual head, or a body relay's read.
+pub const BUFFER_INITIAL: usize = 16 * 1024;
+
 /// The smallest block the bytes of a waiting read move into. Most request heads are smaller, so a
 /// head that trickles in stays in it for its first kilobyte.
 const SMALLEST_WAITING: usize = 1024;

@@ -8,12 +8,11 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::timeout;
 
-use super::buffer::Buffer;
 use crate::http1::chunked::{ChunkedDecoder, Step};
 use crate::http1::Body;
+use crate::transport::{Buffer, BUFFER_INITIAL};
 
-/// First size of a buffer, and the most a body relay reads at once.
-pub const BUFFER_INITIAL: usize = 16 * 1024;
+/// The most a body relay reads at once.
 pub const BODY_READ_LIMIT: usize = 64 * 1024;
 
 /// Why a body could not be relayed.

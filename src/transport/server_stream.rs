@@ -1,10 +1,8 @@
 //! A connection to a server while one exchange uses it: closed normally once the exchange ended
 //! at a message boundary, reset if it is dropped anywhere else.
 
+use super::Stream;
 use std::ops::{Deref, DerefMut};
-use std::time::Duration;
-
-use tokio::net::TcpStream;
 
 /// A server connection in the middle of an exchange. Dropped before the exchange ends cleanly
 /// (the client went away mid-upload or mid-response, a timeout, a broken message) it is reset
@@ -15,13 +13,13 @@ use tokio::net::TcpStream;
 /// HAProxy closes an aborted server connection the same way.
 pub struct ServerStream {
     /// `None` only once `into_finished` or `drop` took it.
-    stream: Option<TcpStream>,
+    stream: Option<Stream>,
 }
 
 const HELD: &str = "a ServerStream holds its stream until it is finished or dropped";
 
 impl ServerStream {
-    pub fn new(stream: TcpStream) -> ServerStream {
+    pub fn new(stream: Stream) -> ServerStream {
         ServerStream {
             stream: Some(stream),
         }
@@ -35,7 +33,7 @@ impl ServerStream {
     /// kernel took but its process never read may still count as acknowledged: then the answer
     /// is no, the safe side. Linux only (TCP_INFO's byte counts, 4.19 and later); elsewhere no.
     pub fn took_none_of(&self, written: usize) -> bool {
-        tcp_bytes(self).is_some_and(|(sent, acknowledged)| {
+        self.tcp_bytes().is_some_and(|(sent, acknowledged)| {
             // The SYN counts one acknowledged byte and no sent one.
             acknowledged + written as u64 <= sent + 1
         })
@@ -43,21 +41,21 @@ impl ServerStream {
 
     /// The exchange ended where the messages did: the plain stream, to keep idle or to close
     /// normally.
-    pub fn into_finished(mut self) -> TcpStream {
+    pub fn into_finished(mut self) -> Stream {
         self.stream.take().expect(HELD)
     }
 }
 
 impl Deref for ServerStream {
-    type Target = TcpStream;
+    type Target = Stream;
 
-    fn deref(&self) -> &TcpStream {
+    fn deref(&self) -> &Stream {
         self.stream.as_ref().expect(HELD)
     }
 }
 
 impl DerefMut for ServerStream {
-    fn deref_mut(&mut self) -> &mut TcpStream {
+    fn deref_mut(&mut self) -> &mut Stream {
         self.stream.as_mut().expect(HELD)
     }
 }
@@ -70,69 +68,20 @@ impl Drop for ServerStream {
     }
 }
 
-/// Bytes sent once (retransmissions aside) and bytes acknowledged on `stream`, from TCP_INFO.
-#[cfg(target_os = "linux")]
-fn tcp_bytes(stream: &TcpStream) -> Option<(u64, u64)> {
-    use std::os::fd::AsRawFd;
-    /// The start of Linux's `struct tcp_info` up to `tcpi_bytes_retrans` (libc's copy of the
-    /// struct ends before the byte counts).
-    #[repr(C)]
-    #[derive(Default)]
-    struct TcpInfo {
-        head: [u8; 8],
-        words: [u32; 24],
-        pacing_rate: u64,
-        max_pacing_rate: u64,
-        bytes_acked: u64,
-        bytes_received: u64,
-        segs: [u32; 6],
-        delivery_rate: u64,
-        busy_time: u64,
-        rwnd_limited: u64,
-        sndbuf_limited: u64,
-        delivered: [u32; 2],
-        bytes_sent: u64,
-        bytes_retrans: u64,
-    }
-    let mut info = TcpInfo::default();
-    let mut length = std::mem::size_of::<TcpInfo>() as libc::socklen_t;
-    // SAFETY: `info` is a plain struct of integers with room for `length` bytes, which the
-    // kernel fills (at most that many) and reports back.
-    let status = unsafe {
-        libc::getsockopt(
-            stream.as_raw_fd(),
-            libc::IPPROTO_TCP,
-            libc::TCP_INFO,
-            std::ptr::addr_of_mut!(info).cast(),
-            &mut length,
-        )
-    };
-    if status != 0 || (length as usize) < std::mem::size_of::<TcpInfo>() {
-        return None;
-    }
-    let sent = info.bytes_sent.checked_sub(info.bytes_retrans)?;
-    Some((sent, info.bytes_acked))
-}
-
-#[cfg(not(target_os = "linux"))]
-fn tcp_bytes(_stream: &TcpStream) -> Option<(u64, u64)> {
-    None
-}
-
 /// Out of line: the exchange's future carries only the call, and the common path (finished)
 /// none of it.
 #[cold]
 #[inline(never)]
-fn reset(stream: TcpStream) {
-    // Best effort: should the option not take, the close is an ordinary one.
-    let _ = socket2::SockRef::from(&stream).set_linger(Some(Duration::ZERO));
+fn reset(stream: Stream) {
+    stream.reset_on_close();
 }
 
 #[cfg(all(test, target_os = "linux"))]
 mod tests {
     use super::*;
+    use std::time::Duration;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    use tokio::net::TcpListener;
+    use tokio::net::{TcpListener, TcpStream};
 
     /// A connection that carried one answered request, as a pooled one has: the server side,
     /// and herdsman's side.
@@ -148,7 +97,7 @@ mod tests {
         theirs.write_all(b"answer").await.unwrap();
         let mut answer = [0; 6];
         ours.read_exact(&mut answer).await.unwrap();
-        (theirs, ServerStream::new(ours))
+        (theirs, ServerStream::new(Stream::Tcp(ours)))
     }
 
     #[tokio::test]

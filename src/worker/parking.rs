@@ -2,7 +2,7 @@
 //! worker's own epoll set, so an idle connection costs a small slot rather than a task, its
 //! timers and a tokio registration.
 //!
-//! A connection that has sent nothing for `PARK_AFTER` since its last response (or since it was
+//! A connection that has sent nothing for `session::PARK_AFTER` since its last response (or since it was
 //! accepted) is parked: its socket moves out of tokio's reactor into this lot's epoll instance,
 //! which is itself registered with tokio, and its task ends. When the client sends its next
 //! request (or closes), one `epoll_wait` on the lot names exactly the connections that woke —
@@ -22,7 +22,6 @@ use std::collections::VecDeque;
 use std::io;
 use std::net::SocketAddr;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::time::Duration;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -32,18 +31,16 @@ use tokio::io::Interest;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use super::context::ConnectionGuard;
 use crate::stats::Stats;
-use crate::worker::ConnectionGuard;
-
-/// How long a connection waits for its next request inside its task before it is parked.
-pub const PARK_AFTER: Duration = Duration::from_millis(100);
+use crate::transport::Detached;
 
 /// Connections woken per `epoll_wait` call on the lot.
 const WAKE_BATCH: usize = 64;
 
 /// A connection waiting in the lot.
 pub struct Parked {
-    pub stream: std::net::TcpStream,
+    pub stream: Detached,
     pub peer: SocketAddr,
     pub listener: usize,
     /// Counts the connection as open while it waits here.

@@ -1,0 +1,254 @@
+//! What an exchange needs of the worker it runs on: the snapshot in use, the worker's idle server
+//! connections, its random numbers, its counters, the health checker's ear, its access log lines,
+//! and whether a stop has begun. One per worker, reached through an `Rc`: nothing here is shared
+//! with another thread except through atomics and channels, so the request path takes no lock.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::sync::{mpsc, Notify};
+
+use super::Outcome;
+use crate::access_log::{CapturedRequest, Entry, LogSink, WorkerAccessLog};
+use crate::http1::forward::AddressText;
+use crate::stats::traffic::Ending;
+use crate::stats::{Stats, WorkerCounters};
+use crate::transport::Stream;
+use crate::upstream::health::ServerReport;
+use crate::upstream::idle::IdleConnections;
+use crate::upstream::{Snapshot, SnapshotHandle};
+
+/// The request-path half of a worker's state.
+pub struct ProxyContext {
+    /// The worker's index.
+    pub index: usize,
+    stats: Arc<Stats>,
+    snapshot_cache: RefCell<arc_swap::Cache<SnapshotHandle, Arc<Snapshot>>>,
+    /// The current snapshot wrapped in an `Rc`, so that tasks clone a thread-local count rather
+    /// than the `Arc`'s shared one on every request (that count's cache line would otherwise
+    /// bounce between cores once per request per worker).
+    #[allow(clippy::redundant_allocation)]
+    snapshot_local: RefCell<Rc<Arc<Snapshot>>>,
+    idle: RefCell<IdleConnections>,
+    idle_added: Notify,
+    pub rng: RefCell<fastrand::Rng>,
+    /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
+    #[cfg(feature = "fault-injection")]
+    pub panic_next_accept: Cell<bool>,
+    /// Fault injection: the worker's event loop panics (see `/__herdsman/panic-worker`).
+    #[cfg(feature = "fault-injection")]
+    pub panic_loop: Notify,
+    failing: mpsc::UnboundedSender<ServerReport>,
+    stopping: Cell<bool>,
+    stop_notify: Notify,
+    /// This worker's access log lines, waiting for the writer.
+    access_log: WorkerAccessLog,
+}
+
+impl ProxyContext {
+    pub fn new(
+        index: usize,
+        snapshot: SnapshotHandle,
+        stats: Arc<Stats>,
+        failing: mpsc::UnboundedSender<ServerReport>,
+        access_log: Option<LogSink>,
+    ) -> ProxyContext {
+        let current = snapshot.load_full();
+        ProxyContext {
+            index,
+            stats,
+            snapshot_cache: RefCell::new(arc_swap::Cache::new(snapshot)),
+            snapshot_local: RefCell::new(Rc::new(current)),
+            idle: RefCell::new(IdleConnections::new()),
+            idle_added: Notify::new(),
+            rng: RefCell::new(fastrand::Rng::new()),
+            #[cfg(feature = "fault-injection")]
+            panic_next_accept: Cell::new(false),
+            #[cfg(feature = "fault-injection")]
+            panic_loop: Notify::new(),
+            failing,
+            stopping: Cell::new(false),
+            stop_notify: Notify::new(),
+            access_log: WorkerAccessLog::new(access_log),
+        }
+    }
+
+    /// The snapshot to use for the next request.
+    #[allow(clippy::redundant_allocation)]
+    pub fn snapshot(&self) -> Rc<Arc<Snapshot>> {
+        let mut cache = self.snapshot_cache.borrow_mut();
+        let current = cache.load();
+        let mut local = self.snapshot_local.borrow_mut();
+        if !Arc::ptr_eq(&local, current) {
+            *local = Rc::new(Arc::clone(current));
+            // Connections to servers removed or re-addressed must not carry another request.
+            let mut idle = self.idle.borrow_mut();
+            idle.retain_servers(|server| current.has_server(server));
+            self.publish_idle_count(&idle);
+        }
+        Rc::clone(&local)
+    }
+
+    /// Counts a failure a request met on `server`; the worker whose count reaches the pool's
+    /// limit (or another multiple of it, should the server fail on after an ejection) tells the
+    /// health checker, which decides on ejection.
+    pub fn server_failed(
+        &self,
+        server: &crate::upstream::Server,
+        passive: &crate::config::Passive,
+    ) {
+        let in_a_row = server.counters.failed();
+        let limit = passive.consecutive_failures;
+        if limit > 0 && in_a_row.is_multiple_of(limit) {
+            let _ = self.failing.send(ServerReport::Failing(server.id));
+        }
+    }
+
+    /// `server` refused a connection: the health checker takes it out of rotation until it
+    /// listens again. Every refusal is told (the checker ignores those of a server it already
+    /// took out), so none is lost between a snapshot and the next.
+    pub fn server_refused(&self, server: &crate::upstream::Server) {
+        let _ = self.failing.send(ServerReport::Refused(server.id));
+    }
+
+    /// True once a graceful stop has begun: finish what is in flight, start nothing new.
+    pub fn is_stopping(&self) -> bool {
+        self.stopping.get()
+    }
+
+    /// Completes when a graceful stop begins.
+    pub async fn stopped(&self) {
+        // Single-threaded: the flag cannot be set between this check and the registration of
+        // the `notified()` future, which happens in the same poll.
+        if self.stopping.get() {
+            return;
+        }
+        self.stop_notify.notified().await;
+    }
+
+    /// Begins a graceful stop: wakes whoever waits in [`ProxyContext::stopped`] and closes the
+    /// idle server connections (no request will take them).
+    pub fn begin_stop(&self) {
+        self.stopping.set(true);
+        self.stop_notify.notify_waiters();
+        let mut idle = self.idle.borrow_mut();
+        idle.clear();
+        self.publish_idle_count(&idle);
+    }
+
+    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests;
+    /// for no longer than `limit` when its server said how long it keeps idle connections.
+    pub fn keep_idle(
+        &self,
+        server: u64,
+        stream: Stream,
+        max_per_server: usize,
+        since: tokio::time::Instant,
+        limit: Option<Duration>,
+    ) {
+        if self.stopping.get() {
+            return;
+        }
+        let mut idle = self.idle.borrow_mut();
+        let was_empty = idle.is_empty();
+        idle.put(server, stream, max_per_server, since.into_std(), limit);
+        self.publish_idle_count(&idle);
+        if was_empty {
+            self.idle_added.notify_one();
+        }
+    }
+
+    /// An idle connection to `server` kept by this worker, if one is fresher than `max_idle` at
+    /// `now` (the caller's clock reading, which it uses for more than this).
+    pub fn take_idle(
+        &self,
+        server: u64,
+        max_idle: Duration,
+        now: tokio::time::Instant,
+    ) -> Option<Stream> {
+        let mut idle = self.idle.borrow_mut();
+        let taken = idle.take(server, max_idle, now.into_std());
+        self.publish_idle_count(&idle);
+        taken
+    }
+
+    /// Completes once this worker keeps an idle server connection (at once if it keeps some).
+    pub async fn idle_kept(&self) {
+        if self.idle.borrow().is_empty() {
+            self.idle_added.notified().await;
+        }
+    }
+
+    /// Closes the idle server connections that outlived `max_idle`.
+    pub fn close_expired_idle(&self, max_idle: Duration) {
+        let mut idle = self.idle.borrow_mut();
+        idle.close_expired(max_idle);
+        self.publish_idle_count(&idle);
+    }
+
+    /// Counts a finished exchange that `took` so long: in the worker's requests, and in its
+    /// pool's and server's traffic when it was routed.
+    pub fn record(&self, snapshot: &Snapshot, outcome: &Outcome, took: Duration) {
+        let counters = self.counters();
+        WorkerCounters::bump(&counters.requests);
+        let (Some(pool), server) = outcome.routed(snapshot) else {
+            WorkerCounters::bump(&counters.rejected);
+            return;
+        };
+        pool.traffic.record(self.index, outcome.ending, took);
+        if let Some(server) = server {
+            server.traffic.record(self.index, outcome.ending, took);
+        }
+    }
+
+    /// Writes a finished exchange's line, when its listener keeps an access log (what the line
+    /// needs of the request head was captured while it was read, for such listeners only).
+    pub fn log_access(
+        &self,
+        snapshot: &Snapshot,
+        listener: usize,
+        client: &AddressText,
+        request: &CapturedRequest,
+        outcome: &Outcome,
+        took: Duration,
+    ) {
+        let Some(log) = snapshot.access_log(listener) else {
+            return;
+        };
+        let (pool, server) = outcome.routed(snapshot);
+        let entry = Entry {
+            client: client.as_bytes(),
+            request,
+            status: match outcome.ending {
+                Ending::Status(status) => Some(status),
+                Ending::Unanswered => None,
+            },
+            body_bytes: outcome.body_bytes,
+            pool: pool.map(|pool| pool.name.as_str()),
+            server: server.map(|server| server.name.as_str()),
+            upstream: outcome.upstream,
+            total: took,
+            sticky: outcome.sticky,
+        };
+        self.access_log.write(log, &entry);
+    }
+
+    /// This worker's access log lines, waiting for the writer.
+    pub fn access_log(&self) -> &WorkerAccessLog {
+        &self.access_log
+    }
+
+    /// Publishes how many idle server connections this worker keeps, for the metrics.
+    fn publish_idle_count(&self, idle: &IdleConnections) {
+        let count = u32::try_from(idle.len()).unwrap_or(u32::MAX);
+        self.counters().idle_backend.store(count, Ordering::Relaxed);
+    }
+
+    /// This worker's own counters.
+    pub fn counters(&self) -> &WorkerCounters {
+        &self.stats.counters[self.index]
+    }
+}

@@ -1,0 +1,126 @@
+//! An HTTP/1 client connection: wait for each request without holding buffers, serve it as one
+//! exchange, keep the connection for the next or close it with a lingering close, hand it back
+//! to the worker when it stays quiet (to be parked), and pass bytes both ways after a 101.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::time::Duration;
+
+use tokio::time::{timeout, timeout_at, Instant};
+
+use super::pipe;
+use crate::proxy::{serve_one, Client, Next, ProxyContext};
+use crate::transport::recycle::Recycled;
+use crate::transport::{Detached, Stream};
+use crate::upstream::Snapshot;
+
+/// How long a connection waits for its next request inside its task before it is handed back
+/// to be parked.
+pub const PARK_AFTER: Duration = Duration::from_millis(100);
+
+/// How long a stop waits for the next request of a connection that is between requests.
+const LAST_CALL: Duration = Duration::from_millis(250);
+
+/// How a session ended.
+pub enum Ended {
+    /// The connection is closed (or closes as this drops).
+    Closed,
+    /// Nothing for `PARK_AFTER`: the connection, out of the runtime, to be parked until
+    /// `deadline` (its idle timeout).
+    Quiet { stream: Detached, deadline: Instant },
+}
+
+/// Serves a client connection of `listener` until it closes, a stop begins, an error ends it,
+/// or — when `parks` — it stays quiet long enough to be handed back.
+pub async fn serve(
+    context: &Rc<ProxyContext>,
+    stream: Stream,
+    peer: SocketAddr,
+    listener: usize,
+    parks: bool,
+) -> Ended {
+    let mut client = Client::new(stream, peer);
+    // Where the client's silence began: its arrival, then the end of each exchange.
+    let mut quiet_since = Instant::now();
+    loop {
+        let snapshot = context.snapshot();
+        if !client.has_unread() {
+            match wait_for_request(context, &mut client, &snapshot, quiet_since, parks).await {
+                Waited::Request => {}
+                Waited::Quiet { deadline } => {
+                    return match client.into_stream().detach() {
+                        Ok(stream) => Ended::Quiet { stream, deadline },
+                        Err(_) => Ended::Closed,
+                    };
+                }
+                Waited::Close => break,
+            }
+        }
+        // The exchange's future is large (about 1.5 KiB: timers, the relay's state); it lives in
+        // a recycled block, so the task of an idle connection holds only this loop's small state
+        // and a busy one allocates nothing per request.
+        let exchange = {
+            let (client, snapshot) = (&mut client, &snapshot);
+            Recycled::new(move || serve_one(context, client, snapshot, listener))
+        };
+        match exchange.await {
+            (Next::KeepAlive, ended) => quiet_since = ended,
+            (Next::Close, _) => break,
+            (Next::Switched(server), _) => {
+                let (stream, from_client, from_server) = client.switched();
+                pipe::run(stream, from_client, server, from_server).await;
+                break;
+            }
+        }
+    }
+    client.close_gracefully().await;
+    Ended::Closed
+}
+
+/// How the wait for a request ended.
+enum Waited {
+    /// Its first bytes are in the client's buffer.
+    Request,
+    /// Nothing for `PARK_AFTER`: park the connection until `deadline` (its idle timeout).
+    Quiet { deadline: Instant },
+    /// The client closed the connection, stayed idle past `client_idle`, or a stop began.
+    Close,
+}
+
+/// Between requests: holds no buffer until the client sends the first bytes of its next
+/// request, then reads them. The idle timeout counts from `since`.
+async fn wait_for_request(
+    context: &ProxyContext,
+    client: &mut Client,
+    snapshot: &Snapshot,
+    since: Instant,
+    parks: bool,
+) -> Waited {
+    client.release_idle_memory();
+    let (idle, most) = (
+        snapshot.timeouts.client_idle,
+        snapshot.limits.max_header_bytes,
+    );
+    let parks = parks && idle > PARK_AFTER;
+    let first_bytes = async {
+        match client.read_first_bytes(most).await {
+            true => Waited::Request,
+            false => Waited::Close,
+        }
+    };
+    let wait = if parks { PARK_AFTER } else { idle };
+    tokio::pin!(first_bytes);
+    tokio::select! {
+        waited = timeout_at(since + wait, &mut first_bytes) => waited.unwrap_or(if parks {
+            Waited::Quiet { deadline: since + idle }
+        } else {
+            Waited::Close
+        }),
+        () = context.stopped() => {
+            // Last call: a request already on its way (a busy client sends its next one at
+            // once) is served, with Connection: close, rather than met with a close that could
+            // cross it on the wire and fail it. A connection that stays silent closes.
+            timeout(LAST_CALL, first_bytes).await.unwrap_or(Waited::Close)
+        }
+    }
+}

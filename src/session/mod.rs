@@ -1,0 +1,8 @@
+//! One client connection's protocol, from its first byte to its close: HTTP/1 today (`h1`),
+//! and the bytes both ways that follow a switch of protocols (`pipe`). The worker hands each
+//! connection here; the exchanges it carries are the proxy's.
+
+mod h1;
+mod pipe;
+
+pub use h1::{serve, Ended, PARK_AFTER};

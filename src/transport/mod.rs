@@ -1,0 +1,16 @@
+//! The bytes a connection runs on: the stream (an enum of transports, plain TCP today), the
+//! buffers that read from it and the per-worker free lists behind them, a server connection that
+//! resets when an exchange abandons it, and writes bounded by a deadline. Of the request path,
+//! only this module names a socket type.
+
+mod buffer;
+pub mod recycle;
+mod server_stream;
+mod stream;
+mod sys;
+mod write;
+
+pub use buffer::{Buffer, BUFFER_INITIAL};
+pub use server_stream::ServerStream;
+pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
+pub use write::write_all_by;

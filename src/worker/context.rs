@@ -1,0 +1,243 @@
+//! A worker's own state, shared by its tasks through an `Rc`: the request-path half
+//! (`ProxyContext`), its listeners, its hand-off board, its parking lot, and the count of its open
+//! connections. Also where a connection starts its task: accepted here, handed over by another
+//! worker, or woken in the parking lot.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use socket2::Socket;
+use tokio::sync::Notify;
+
+use super::parking::{Parked, ParkingLot};
+use crate::intake::{Acceptor, HandoffBoard, ListenerLoad};
+use crate::proxy::ProxyContext;
+use crate::session::{self, Ended};
+use crate::stats::{Stats, WorkerCounters};
+use crate::transport::Detached;
+
+/// A worker's descriptor of each open listener, and its load, by slot.
+pub(super) type KeptListeners = Rc<RefCell<HashMap<usize, (Socket, Arc<ListenerLoad>)>>>;
+
+/// The worker's state, shared by its tasks through an `Rc`.
+pub struct WorkerContext {
+    pub index: usize,
+    /// What the exchanges on this worker use.
+    pub proxy: Rc<ProxyContext>,
+    stats: Arc<Stats>,
+    handoff: Option<Arc<HandoffBoard>>,
+    /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
+    pub parking: Option<ParkingLot>,
+    /// This worker's descriptor of each open listener, and its shared load, by slot (kept by
+    /// the thread across restarts of the event loop).
+    pub(super) listeners: KeptListeners,
+    connections: Cell<usize>,
+    connections_done: Notify,
+}
+
+impl WorkerContext {
+    pub(super) fn new(
+        proxy: Rc<ProxyContext>,
+        stats: Arc<Stats>,
+        handoff: Option<Arc<HandoffBoard>>,
+        listeners: KeptListeners,
+    ) -> WorkerContext {
+        let index = proxy.index;
+        let parking = ParkingLot::new(Arc::clone(&stats), index)
+            .inspect_err(|error| {
+                tracing::warn!(worker = index, %error, "no parking lot: idle connections keep their tasks");
+            })
+            .ok();
+        WorkerContext {
+            index,
+            proxy,
+            stats,
+            handoff,
+            parking,
+            listeners,
+            connections: Cell::new(0),
+            connections_done: Notify::new(),
+        }
+    }
+
+    /// This worker's own counters.
+    pub fn counters(&self) -> &WorkerCounters {
+        &self.stats.counters[self.index]
+    }
+
+    /// Completes when a graceful stop begins.
+    pub async fn stopped(&self) {
+        self.proxy.stopped().await
+    }
+
+    /// Open client connections on this worker, parked ones included.
+    pub(super) fn open_connections(&self) -> usize {
+        self.connections.get()
+    }
+
+    /// Serves a connection accepted on listener `listener` on this worker.
+    pub fn serve(self: &Rc<Self>, stream: Detached, peer: SocketAddr, listener: usize) {
+        stream.set_nodelay();
+        let guard = self.connection_guard(listener);
+        self.spawn_connection_task(stream, peer, listener, guard);
+    }
+
+    /// Serves a parked connection that woke up, in a new task.
+    pub(super) fn resume(self: &Rc<Self>, parked: Parked) {
+        self.spawn_connection_task(parked.stream, parked.peer, parked.listener, parked.guard);
+    }
+
+    fn spawn_connection_task(
+        self: &Rc<Self>,
+        stream: Detached,
+        peer: SocketAddr,
+        listener: usize,
+        guard: ConnectionGuard,
+    ) {
+        let stream = match stream.attach() {
+            Ok(stream) => stream,
+            Err(error) => {
+                tracing::warn!(worker = self.index, %error, "cannot register a connection");
+                return;
+            }
+        };
+        let context = Rc::clone(self);
+        tokio::task::spawn_local(async move {
+            let parks = context.parking.is_some();
+            let ended = session::serve(&context.proxy, stream, peer, listener, parks).await;
+            if let Ended::Quiet { stream, deadline } = ended {
+                context.park(stream, peer, listener, guard, deadline);
+            }
+        });
+    }
+
+    /// Moves a quiet connection from its task into the worker's parking lot (closing it if that
+    /// fails); the task then ends.
+    fn park(
+        &self,
+        stream: Detached,
+        peer: SocketAddr,
+        listener: usize,
+        guard: ConnectionGuard,
+        deadline: tokio::time::Instant,
+    ) {
+        let Some(lot) = &self.parking else {
+            return;
+        };
+        let parked = Parked {
+            stream,
+            peer,
+            listener,
+            guard,
+            deadline,
+        };
+        if lot.park(parked).is_err() {
+            tracing::debug!(client = %peer, "could not park an idle connection; closed it");
+        }
+    }
+
+    /// Counts a client connection of listener `slot` as open, on this worker and on its
+    /// listener, until the guard drops (also when its task panics).
+    fn connection_guard(self: &Rc<Self>, slot: usize) -> ConnectionGuard {
+        self.connections.set(self.connections.get() + 1);
+        self.stats.loads[self.index]
+            .active
+            .fetch_add(1, Ordering::Relaxed);
+        let listener = self.listener_load(slot);
+        if let Some(load) = &listener {
+            load.opened();
+        }
+        ConnectionGuard {
+            worker: Rc::clone(self),
+            listener,
+        }
+    }
+
+    /// Begins a graceful stop: exchanges finish what is in flight, parked connections are
+    /// served their last call.
+    pub(super) fn begin_stop(self: &Rc<Self>) {
+        self.proxy.begin_stop();
+        if let Some(lot) = &self.parking {
+            lot.take_all(|parked| self.resume(parked));
+        }
+    }
+
+    pub(super) async fn all_connections_closed(&self) {
+        while self.connections.get() > 0 {
+            self.connections_done.notified().await;
+        }
+    }
+}
+
+impl Acceptor for WorkerContext {
+    fn worker(&self) -> usize {
+        self.index
+    }
+
+    fn counters(&self) -> &WorkerCounters {
+        &self.stats.counters[self.index]
+    }
+
+    async fn stopped(&self) {
+        self.proxy.stopped().await
+    }
+
+    /// The shared load of the listener in `slot`.
+    fn listener_load(&self, slot: usize) -> Option<Arc<ListenerLoad>> {
+        let listeners = self.listeners.borrow();
+        listeners.get(&slot).map(|(_, load)| Arc::clone(load))
+    }
+
+    /// Serves a connection this worker accepted, here or — in `balanced` intake — on the worker
+    /// the hand-off chooses.
+    fn dispatch(
+        self: &Rc<Self>,
+        stream: Detached,
+        peer: SocketAddr,
+        listener: usize,
+        rotation: &Cell<usize>,
+    ) {
+        let here = match &self.handoff {
+            Some(board) => {
+                let mut rng = self.proxy.rng.borrow_mut();
+                board.dispatch(self.index, rotation, &mut rng, stream, peer, listener)
+            }
+            None => Some((stream, peer)),
+        };
+        if let Some((stream, peer)) = here {
+            self.serve(stream, peer, listener);
+        }
+    }
+
+    #[cfg(feature = "fault-injection")]
+    fn panic_on_accept(&self) -> bool {
+        self.proxy.panic_next_accept.replace(false)
+    }
+}
+
+/// Counts a client connection as open, on its worker and its listener, while it lives.
+pub struct ConnectionGuard {
+    worker: Rc<WorkerContext>,
+    listener: Option<Arc<ListenerLoad>>,
+}
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        let worker = &self.worker;
+        let left = worker.connections.get() - 1;
+        worker.connections.set(left);
+        worker.stats.loads[worker.index]
+            .active
+            .fetch_sub(1, Ordering::Relaxed);
+        if let Some(load) = &self.listener {
+            load.closed();
+        }
+        if left == 0 {
+            worker.connections_done.notify_waiters();
+        }
+    }
+}

@@ -513,10 +513,14 @@ async fn send_whole(
         Some(Err(e)) => Err(Failure::server_io(&e)),
         Some(Ok(())) => {
             let (mut server_read, _) = upstream.split();
+            // The client's writing half, as with a streaming upload: one instance of the head
+            // reader serves both (with two, its parse was no longer inlined: +60 instructions
+            // a request, callgrind).
+            let (_, mut client_write) = client.stream.split();
             let head = respond::read_response_head(
                 &mut server_read,
                 &mut client.server_buffer,
-                &mut client.stream,
+                &mut client_write,
                 &mut client.out,
                 facts,
                 cookie_to_set(server, facts),

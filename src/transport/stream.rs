@@ -19,6 +19,7 @@ use tokio::net::{tcp, TcpStream};
 macro_rules! read_by_variant {
     ($type:ty) => {
         impl AsyncRead for $type {
+            #[inline]
             fn poll_read(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,
@@ -37,6 +38,7 @@ macro_rules! read_by_variant {
 macro_rules! write_by_variant {
     ($type:ty) => {
         impl AsyncWrite for $type {
+            #[inline]
             fn poll_write(
                 self: Pin<&mut Self>,
                 cx: &mut Context<'_>,
@@ -47,12 +49,14 @@ macro_rules! write_by_variant {
                 }
             }
 
+            #[inline]
             fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 match self.get_mut() {
                     Self::Tcp(inner) => Pin::new(inner).poll_flush(cx),
                 }
             }
 
+            #[inline]
             fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
                 match self.get_mut() {
                     Self::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
@@ -86,11 +90,13 @@ pub enum WriteHalf<'a> {
 impl Detached {
     /// Turns Nagle off for a new client connection: responses are written whole, so it would
     /// only delay their last segment.
+    #[inline]
     pub fn set_nodelay(&self) {
         let _ = self.0.set_nodelay(true);
     }
 
     /// Registers the connection with the current runtime.
+    #[inline]
     pub fn attach(self) -> io::Result<Stream> {
         TcpStream::from_std(self.0).map(Stream::Tcp)
     }
@@ -106,6 +112,7 @@ impl FromRawFd for Detached {
 }
 
 impl AsRawFd for Detached {
+    #[inline]
     fn as_raw_fd(&self) -> RawFd {
         self.0.as_raw_fd()
     }
@@ -120,6 +127,7 @@ impl Stream {
     }
 
     /// Takes the connection out of the runtime, e.g. to park it.
+    #[inline]
     pub fn detach(self) -> io::Result<Detached> {
         match self {
             Stream::Tcp(stream) => stream.into_std().map(Detached),
@@ -129,6 +137,7 @@ impl Stream {
     /// Ready when a read would find bytes, the end of the stream or an error. Unlike
     /// `readable().await`, queues no waiter on the registration (about 230 instructions a request
     /// cheaper, bench/results/optimisation.md).
+    #[inline]
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
@@ -136,6 +145,7 @@ impl Stream {
     }
 
     /// Writes what the socket takes now, without waiting.
+    #[inline]
     pub fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(stream) => stream.try_write(bytes),
@@ -143,6 +153,7 @@ impl Stream {
     }
 
     /// The two halves, to read and write at once within one task.
+    #[inline]
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {
             Stream::Tcp(stream) => {
@@ -157,6 +168,7 @@ impl Stream {
     /// its cached readiness, with no syscall when the socket has not become readable since it
     /// was last drained; with it, the socket itself is peeked at, whatever the runtime last saw
     /// (a close it has not yet polled for).
+    #[inline]
     pub fn still_open(&self, ask_kernel: bool) -> bool {
         let would_block = |result: io::Result<usize>| matches!(result, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
         let Stream::Tcp(stream) = self;
@@ -171,6 +183,7 @@ impl Stream {
 
     /// Makes the close that dropping the stream brings a reset (SO_LINGER 0) rather than a FIN.
     /// Best effort: should the option not take, the close is an ordinary one.
+    #[inline]
     pub fn reset_on_close(&self) {
         let Stream::Tcp(stream) = self;
         let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
@@ -178,6 +191,7 @@ impl Stream {
 
     /// Bytes sent once (retransmissions aside) and bytes the peer acknowledged, from TCP_INFO
     /// (Linux 4.19 and later; `None` elsewhere).
+    #[inline]
     pub fn tcp_bytes(&self) -> Option<(u64, u64)> {
         let Stream::Tcp(stream) = self;
         super::sys::tcp_bytes(stream.as_raw_fd())
@@ -190,6 +204,7 @@ write_by_variant!(Stream);
 
 impl ReadHalf<'_> {
     /// As [`Stream::poll_read_ready`].
+    #[inline]
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             ReadHalf::Tcp(read) => read.as_ref().poll_read_ready(cx),
@@ -198,6 +213,7 @@ impl ReadHalf<'_> {
 
     /// Completes when the peer closed or reset the connection. Bytes it sends meanwhile are left
     /// for later, and then it is not watched any longer (the future never completes).
+    #[inline]
     pub async fn closed(&mut self) {
         let mut probe = [0u8; 1];
         let ReadHalf::Tcp(read) = self;

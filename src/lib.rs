@@ -25,6 +25,7 @@ pub mod access_log;
 pub mod config;
 pub mod control;
 pub mod demo;
+pub mod health_check;
 pub mod http1;
 pub mod intake;
 pub mod proxy;

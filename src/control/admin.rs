@@ -47,12 +47,12 @@ use super::admin_socket;
 use super::drain::{Draining, Predecessors};
 use super::kernel_watch;
 use super::metrics;
-use super::registry::Registry;
 use crate::config::{is_valid_name, AdminSocket};
 use crate::http1::{self, error_response, Body, HeadError, Method, Request};
 use crate::proxy::Buffer;
 use crate::stats::procfs::{self, ListenQueueDrops};
 use crate::stats::{Stats, WorkerReport};
+use crate::upstream::registry::Registry;
 
 /// A request (head and body) must arrive complete within this long of the previous response (or
 /// of the connection opening); an idle keep-alive connection is closed after it too.

@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 
 use super::admin::Answer;
 use super::notify;
-use super::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 use crate::config::{is_valid_name, ServerState};
+use crate::upstream::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 
 /// The header a request carries a test token in, as `GET …/test-token` tells clients to send it.
 const TEST_TOKEN_HEADER: &str = "X-Herdsman-Test";

@@ -28,6 +28,7 @@ pub mod demo;
 pub mod health_check;
 pub mod http1;
 pub mod intake;
+pub mod process;
 pub mod proxy;
 pub mod server;
 pub mod stats;

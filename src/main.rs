@@ -8,7 +8,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use herdsman::config::LogLevel;
-use herdsman::control::signals::Signals;
+use herdsman::process::signals::Signals;
 use herdsman::{Config, Server};
 
 #[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
@@ -151,8 +151,8 @@ type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
 /// SIGINT (then stops gracefully) or a binary upgrade (then drains). SIGHUP reloads `path`, the
 /// file the config came from.
 fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyhow::Result<()> {
-    use herdsman::control::signals::Ending;
-    use herdsman::control::{drain, upgrade};
+    use herdsman::process::signals::Ending;
+    use herdsman::process::{drain, upgrade};
 
     let first_listener = config.listeners[0].name.clone();
     // Read before the binary file can be replaced: an upgrade starts whatever is there then.

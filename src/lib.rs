@@ -22,6 +22,7 @@
 //! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
 
 pub mod access_log;
+pub mod admin;
 pub mod config;
 pub mod control;
 pub mod demo;

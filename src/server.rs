@@ -8,8 +8,8 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 use crate::access_log::{AccessLogWriter, LogFiles};
+use crate::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::config::{Config, IntakeMode};
-use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::health_check::{self, HealthHandle};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::process::drain::Predecessors;

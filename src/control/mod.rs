@@ -5,10 +5,5 @@
 //! binary upgrade (`upgrade`), the drain of a process that stops or handed over (`drain`), and
 //! what systemd is told about it all (`notify`).
 
-pub mod admin;
-mod admin_guard;
-mod admin_pools;
-mod admin_socket;
 pub mod ctl;
-pub mod metrics;
 pub mod top;

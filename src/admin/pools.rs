@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::admin::Answer;
+use super::answer::Answer;
 use crate::config::{is_valid_name, ServerState};
 use crate::process::notify;
 use crate::upstream::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};

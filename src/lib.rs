@@ -6,17 +6,26 @@
 //! - [`access_log`]: a line per request, per listener, formatted into per-worker buffers and
 //!   written by one thread that reopens the files on SIGUSR1.
 //! - [`server`]: the running proxy: binds listeners, starts workers, stops them gracefully.
+//! - [`admin`]: the admin listener (`/api/workers`, `/api/pools`, `/api/reload`, `/metrics`, the
+//!   stats page) on its own thread: connections, routes, whom it answers, the pool routes.
+//! - [`process`]: the process's life seen from outside: signals, systemd notifications, the
+//!   binary upgrade, the drain of a process that stops or handed over, the kernel's listen-queue
+//!   losses.
+//! - [`health_check`]: the active health checks, a thread beside the workers that probes servers
+//!   and reports to the registry.
 //! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections.
 //! - [`intake`]: listening sockets and the socket options they need (`sys.rs`: Linux-only calls).
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting (RFC 9112).
 //! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
 //! - [`upstream`]: pools of servers, the published snapshot, the choice of pool and server
-//!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle connections.
-//! - [`control`]: the registry of pools changed at run time and by reload, signals, the admin API
-//!   (`/api/workers`, `/api/pools`, `/api/reload`), `herdsman ctl`, the kernel listen-queue watch,
-//!   the binary upgrade and the drain of a process that stops or handed over.
+//!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle
+//!   connections, and the registry of pools changed at run time and by reload
+//!   (`upstream::registry`).
 //! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
+//!
+//! `herdsman ctl` and `herdsman top` are the binary's (`src/cli/`), not the library's: they
+//! reach a running herdsman through its admin API, as any client would.
 //!
 //! Request path rule: nothing a worker does per request takes a lock shared with other workers.
 //! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
@@ -24,7 +33,6 @@
 pub mod access_log;
 pub mod admin;
 pub mod config;
-pub mod control;
 pub mod demo;
 pub mod health_check;
 pub mod http1;

@@ -1,4 +1,7 @@
-//! The herdsman binary: parses the command line, loads the config, and calls the library.
+//! The herdsman binary: parses the command line, loads the config, and calls the library; its
+//! clients of a running herdsman (`ctl`, `top`) are in `cli`.
+
+mod cli;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -49,9 +52,9 @@ enum Command {
         config: PathBuf,
     },
     /// Show and change a running herdsman's pools through its admin API.
-    Ctl(herdsman::control::ctl::CtlArgs),
+    Ctl(cli::ctl::CtlArgs),
     /// Watch a running herdsman's workers and servers through its admin API (`q` quits).
-    Top(herdsman::control::top::TopArgs),
+    Top(cli::top::TopArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,8 +114,8 @@ fn check(path: &std::path::Path) -> ExitCode {
 }
 
 /// Runs a `ctl` command with the token from the environment, if set; exit status 1 on failure.
-fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
-    use herdsman::control::ctl;
+fn ctl(args: &cli::ctl::CtlArgs) -> ExitCode {
+    use cli::ctl;
     let token = ctl::token_from_env();
     match ctl::run(args, token.as_deref(), &mut std::io::stderr()) {
         Ok(output) => {
@@ -127,9 +130,9 @@ fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
 }
 
 /// Runs `top` with the token from the environment, as `ctl` does; exit status 1 on failure.
-fn top(args: &herdsman::control::top::TopArgs) -> ExitCode {
-    let token = herdsman::control::ctl::token_from_env();
-    match herdsman::control::top::run(args, token.as_deref()) {
+fn top(args: &cli::top::TopArgs) -> ExitCode {
+    let token = cli::ctl::token_from_env();
+    match cli::top::run(args, token.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("herdsman top: {error}");

@@ -2,31 +2,51 @@
 //!
 //! # Layout
 //!
+//! The design of record, with the import rule between these modules, is `ARCHITECTURE.md`.
+//!
 //! - [`config`]: TOML → raw serde structs → validated, immutable [`Config`].
 //! - [`access_log`]: a line per request, per listener, formatted into per-worker buffers and
 //!   written by one thread that reopens the files on SIGUSR1.
 //! - [`server`]: the running proxy: binds listeners, starts workers, stops them gracefully.
-//! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections.
-//! - [`intake`]: listening sockets and the socket options they need (`sys.rs`: Linux-only calls).
-//! - [`http1`]: request/response heads (httparse), body framing, header rewriting (RFC 9112).
-//! - [`proxy`]: one client connection's request loop: read, route, pick, forward, answer.
+//! - [`admin`]: the admin listener (`/api/workers`, `/api/pools`, `/api/reload`, `/metrics`, the
+//!   stats page) on its own thread: connections, routes, whom it answers, the pool routes.
+//! - [`process`]: the process's life seen from outside: signals, systemd notifications, the
+//!   binary upgrade, the drain of a process that stops or handed over, the kernel's listen-queue
+//!   losses.
+//! - [`health_check`]: the active health checks, a thread beside the workers that probes servers
+//!   and reports to the registry.
+//! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections from
+//!   accept to close, parks the quiet ones, runs the request path's housekeeping.
+//! - [`intake`]: listening sockets, the accept loop (which hands each connection to the worker's
+//!   dispatch) and the hand-off between workers.
+//! - [`session`]: one client connection's protocol: HTTP/1 (`h1`), bytes both ways after a 101.
+//! - [`proxy`]: one exchange: read and check a head, route, pick, forward (again where the replay
+//!   rules allow), answer.
+//! - [`http1`]: request/response heads (httparse), body framing, header rewriting, the body relay
+//!   (RFC 9112).
+//! - [`transport`]: the byte stream a connection runs on (an enum of transports), buffers and
+//!   their free lists, server connections that reset when abandoned.
 //! - [`upstream`]: pools of servers, the published snapshot, the choice of pool and server
-//!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle connections.
-//! - [`control`]: the registry of pools changed at run time and by reload, signals, the admin API
-//!   (`/api/workers`, `/api/pools`, `/api/reload`), `herdsman ctl`, the kernel listen-queue watch,
-//!   the binary upgrade and the drain of a process that stops or handed over.
+//!   (routes, test tokens, signed sticky cookies, balancing, consistent hashing), idle
+//!   connections, and the registry of pools changed at run time and by reload
+//!   (`upstream::registry`).
 //! - [`stats`]: per-worker counters and loads, and what /proc says about the threads.
 //! - [`demo`]: the embedded demo (three backends in-process) behind `herdsman demo`.
+//!
+//! `herdsman ctl` and `herdsman top` are the binary's (`src/cli/`), not the library's: they
+//! reach a running herdsman through its admin API, as any client would.
 //!
 //! Request path rule: nothing a worker does per request takes a lock shared with other workers.
 //! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
 
 pub mod access_log;
+pub mod admin;
 pub mod config;
-pub mod control;
 pub mod demo;
+pub mod health_check;
 pub mod http1;
 pub mod intake;
+pub mod process;
 pub mod proxy;
 pub mod server;
 pub mod session;

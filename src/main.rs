@@ -1,4 +1,7 @@
-//! The herdsman binary: parses the command line, loads the config, and calls the library.
+//! The herdsman binary: parses the command line, loads the config, and calls the library; its
+//! clients of a running herdsman (`ctl`, `top`) are in `cli`.
+
+mod cli;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -8,7 +11,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 
 use herdsman::config::LogLevel;
-use herdsman::control::signals::Signals;
+use herdsman::process::signals::Signals;
 use herdsman::{Config, Server};
 
 #[cfg(all(feature = "alloc-mimalloc", not(feature = "alloc-jemalloc")))]
@@ -49,9 +52,9 @@ enum Command {
         config: PathBuf,
     },
     /// Show and change a running herdsman's pools through its admin API.
-    Ctl(herdsman::control::ctl::CtlArgs),
+    Ctl(cli::ctl::CtlArgs),
     /// Watch a running herdsman's workers and servers through its admin API (`q` quits).
-    Top(herdsman::control::top::TopArgs),
+    Top(cli::top::TopArgs),
 }
 
 fn main() -> ExitCode {
@@ -111,8 +114,8 @@ fn check(path: &std::path::Path) -> ExitCode {
 }
 
 /// Runs a `ctl` command with the token from the environment, if set; exit status 1 on failure.
-fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
-    use herdsman::control::ctl;
+fn ctl(args: &cli::ctl::CtlArgs) -> ExitCode {
+    use cli::ctl;
     let token = ctl::token_from_env();
     match ctl::run(args, token.as_deref(), &mut std::io::stderr()) {
         Ok(output) => {
@@ -127,9 +130,9 @@ fn ctl(args: &herdsman::control::ctl::CtlArgs) -> ExitCode {
 }
 
 /// Runs `top` with the token from the environment, as `ctl` does; exit status 1 on failure.
-fn top(args: &herdsman::control::top::TopArgs) -> ExitCode {
-    let token = herdsman::control::ctl::token_from_env();
-    match herdsman::control::top::run(args, token.as_deref()) {
+fn top(args: &cli::top::TopArgs) -> ExitCode {
+    let token = cli::ctl::token_from_env();
+    match cli::top::run(args, token.as_deref()) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             eprintln!("herdsman top: {error}");
@@ -151,8 +154,8 @@ type Banner = fn(SocketAddr, Option<SocketAddr>) -> String;
 /// SIGINT (then stops gracefully) or a binary upgrade (then drains). SIGHUP reloads `path`, the
 /// file the config came from.
 fn serve(config: Config, path: Option<PathBuf>, banner: Option<Banner>) -> anyhow::Result<()> {
-    use herdsman::control::signals::Ending;
-    use herdsman::control::{drain, upgrade};
+    use herdsman::process::signals::Ending;
+    use herdsman::process::{drain, upgrade};
 
     let first_listener = config.listeners[0].name.clone();
     // Read before the binary file can be replaced: an upgrade starts whatever is there then.

@@ -8,15 +8,15 @@ use std::thread::JoinHandle;
 use tokio::sync::watch;
 
 use crate::access_log::{AccessLogWriter, LogFiles};
+use crate::admin::{self, AdminConfig, AdminError, AdminHandle};
 use crate::config::{Config, IntakeMode};
-use crate::control::admin::{self, AdminConfig, AdminError, AdminHandle};
-use crate::control::drain::Predecessors;
-use crate::control::health::{self, HealthHandle};
-use crate::control::kernel_watch;
-use crate::control::registry::{ListenerControl, Registry};
-use crate::control::upgrade::{self, Inherited};
+use crate::health_check::{self, HealthHandle};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
+use crate::process::drain::Predecessors;
+use crate::process::kernel_watch;
+use crate::process::upgrade::{self, Inherited};
 use crate::stats::Stats;
+use crate::upstream::registry::{ListenerControl, Registry};
 use crate::upstream::Snapshot;
 use crate::worker::{self, Stopping, WorkerSetup};
 
@@ -160,7 +160,7 @@ impl Server {
         let (stop, stop_receiver) = watch::channel(false);
         let (stopping, stopping_receiver) = watch::channel(None);
         let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();
-        let health = health::start(
+        let health = health_check::start(
             Arc::clone(&registry),
             failing_receiver,
             stop_receiver.clone(),

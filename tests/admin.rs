@@ -8,9 +8,9 @@ use std::sync::atomic::Ordering;
 use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
-use herdsman::control::admin::{self, AdminConfig, AdminHandle};
-use herdsman::control::registry::Registry;
+use herdsman::admin::{self, AdminConfig, AdminHandle};
 use herdsman::stats::Stats;
+use herdsman::upstream::registry::Registry;
 use herdsman::Config;
 use tokio::sync::watch;
 

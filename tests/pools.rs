@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use herdsman::config::ServerState;
-use herdsman::control::registry::{ChangeError, NewServer, Registry};
+use herdsman::upstream::registry::{ChangeError, NewServer, Registry};
 
 // ---------------------------------------------------------------------------------------------
 // herdsman from a config file

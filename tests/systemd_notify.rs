@@ -15,8 +15,8 @@ use std::os::unix::net::UnixDatagram;
 use std::time::{Duration, Instant};
 
 use common::*;
-use herdsman::control::notify::SOCKET_ENV;
-use herdsman::control::upgrade::READY_ENV;
+use herdsman::process::notify::SOCKET_ENV;
+use herdsman::process::upgrade::READY_ENV;
 
 /// The service manager's end: every message heard, in order.
 struct Manager {

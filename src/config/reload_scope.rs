@@ -9,7 +9,7 @@
 //!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`.
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
 //!   `access_log`, `access_log_format` and `upgrade` (the snapshot's, per listener) and
-//!   `max_connections` (its shared load's limit): see `control::registry`.
+//!   `max_connections` (its shared load's limit): see `upstream::registry`.
 //!
 //! A running process cannot change the rest; a restart, or a binary upgrade (which reads the
 //! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `socket` and its mode and

@@ -976,7 +976,7 @@ mod tests {
         );
         r.began_wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_795_546_129);
         r.proxy_log = "\
-2026-11-24T18:49:07.719318Z  INFO herdsman::control::signals: SIGUSR2: upgrading the binary
+2026-11-24T18:49:07.719318Z  INFO herdsman::process::signals: SIGUSR2: upgrading the binary
 2026-11-24T18:49:07.793393Z  INFO herdsman: stopped
 2026-11-24T18:49:20.893388Z  INFO herdsman: stopping gracefully signal=\"SIGTERM\"
 "

@@ -7,10 +7,10 @@
 
 use std::fmt::Write as _;
 
-use crate::control::ctl::{self, PoolsReply, ServerReply};
-use crate::stats::traffic::TrafficTotals;
+use herdsman::stats::traffic::TrafficTotals;
 
-use super::{Sample, WorkerFigures, WorkersReply};
+use super::sample::{Sample, WorkerFigures, WorkersReply};
+use crate::cli::ctl::print::{self, PoolsReply, ServerReply};
 
 /// One table: headings, and rows of cells already written as they are shown.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,12 +33,12 @@ impl Table {
 
     /// Each column's width in characters: its widest cell, heading included.
     pub fn widths(&self) -> Vec<usize> {
-        ctl::column_widths(&self.cells())
+        print::column_widths(&self.cells())
     }
 
     /// The table as lines of aligned text, headings first (`ctl servers`' layout).
     pub fn text(&self) -> String {
-        ctl::aligned_columns(&self.cells(), self.numeric)
+        print::aligned_columns(&self.cells(), self.numeric)
     }
 }
 
@@ -294,7 +294,7 @@ mod tests {
 
     fn pools(generation: u64, servers: Vec<serde_json::Value>) -> serde_json::Value {
         json!({
-            "bucket_bounds_us": crate::stats::traffic::BUCKET_BOUNDS_US,
+            "bucket_bounds_us": herdsman::stats::traffic::BUCKET_BOUNDS_US,
             "generation": generation,
             "pools": [
                 { "name": "demo", "balance": "round-robin", "sticky_cookie": null, "queued": 0,

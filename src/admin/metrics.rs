@@ -7,12 +7,12 @@
 use std::fmt::{Display, Write};
 use std::sync::atomic::Ordering;
 
-use super::registry::{PoolsView, Registry};
 use crate::config::ServerState;
 use crate::stats::procfs::{self, ListenQueueDrops};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::health::HealthView;
+use crate::upstream::registry::{PoolsView, Registry};
 
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";

@@ -5,6 +5,7 @@
 //! Samples are taken on a thread of their own, so that a key is answered at once even while
 //! the admin API is slow to answer (up to `ctl`'s timeouts).
 
+use std::io;
 use std::sync::mpsc;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -16,12 +17,25 @@ use ratatui::text::Line;
 use ratatui::widgets::{Cell, Paragraph, Row};
 use ratatui::Frame;
 
-use crate::control::ctl::CtlError;
+use crate::cli::ctl::client::CtlError;
 
-use super::{Sample, Table, Tables, TopError};
+use super::sample::Sample;
+use super::tables::{Table, Tables};
 
 /// How often the keyboard is looked at while waiting for the next sample.
 const KEY_POLL: Duration = Duration::from_millis(100);
+
+/// Why `top` stopped short.
+#[derive(Debug, thiserror::Error)]
+pub enum TopError {
+    /// The admin API could not be asked, or refused: `ctl`'s messages.
+    #[error(transparent)]
+    Admin(#[from] CtlError),
+    #[error("the live view needs a terminal; for plain text, use --once")]
+    NotATerminal,
+    #[error("the terminal: {0}")]
+    Terminal(#[from] io::Error),
+}
 
 /// Takes the terminal over and shows a new span of figures every `interval` until a key quits.
 pub fn run(admin: &str, token: Option<&str>, interval: Duration) -> Result<(), TopError> {

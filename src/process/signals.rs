@@ -6,8 +6,8 @@
 use std::io;
 
 use super::notify;
-use super::registry::Registry;
 use super::upgrade::Successor;
+use crate::upstream::registry::Registry;
 
 /// The process's signal handlers, installed and waiting to be served by [`Signals::wait_for_stop`].
 /// Until they are installed, SIGHUP, SIGUSR1 and SIGUSR2 would end the process (their default

@@ -19,7 +19,7 @@
 
 use std::net::IpAddr;
 
-use super::admin::Answer;
+use super::answer::Answer;
 use crate::http1::{Method, Request};
 
 /// What the API trusts, as `[admin]` says.

@@ -15,9 +15,9 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::AbortHandle;
 
-use super::registry::Registry;
 use crate::config::{HealthCheck, HealthKind};
 use crate::upstream::health::ServerReport;
+use crate::upstream::registry::Registry;
 
 /// The running checker; it stops when the `stop` given to [`start`] becomes true.
 pub struct HealthHandle {

@@ -10,10 +10,10 @@ use std::net::SocketAddr;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use super::admin::Answer;
-use super::notify;
-use super::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
+use super::answer::Answer;
 use crate::config::{is_valid_name, ServerState};
+use crate::process::notify;
+use crate::upstream::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 
 /// The header a request carries a test token in, as `GET …/test-token` tells clients to send it.
 const TEST_TOKEN_HEADER: &str = "X-Herdsman-Test";

@@ -4,22 +4,24 @@
 //! two samples of the admin API's cumulative counters (`GET /api/workers`, `GET /api/pools`)
 //! divided by the wall time between them.
 //!
-//! This file takes the samples (with `ctl`'s client, options and error messages) and runs the
-//! command; `tables` turns two samples into the rows both views show; `screen` is the live
+//! This file runs the command; `sample` takes the samples (with `ctl`'s client, options and error
+//! messages); `tables` turns two samples into the rows both views show; `screen` is the live
 //! terminal view (ratatui), and `--once` prints the same rows as plain text for scripts.
 
+mod sample;
 mod screen;
 mod tables;
 
 use std::io::{self, IsTerminal, Write};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use clap::Args;
-use serde::Deserialize;
 
-use crate::control::ctl::{self, AdminAddress, CtlError, PoolsReply};
+use crate::cli::ctl::client::{AdminAddress, CtlError};
+use sample::Sample;
+use tables::Tables;
 
-pub use tables::{Table, Tables};
+pub use screen::TopError;
 
 /// The shortest `--interval`: shorter spans count too few events for steady rates, and the
 /// kernel charges CPU time in ticks (10 ms at the usual 100 Hz).
@@ -54,18 +56,6 @@ fn parse_interval(text: &str) -> Result<Duration, String> {
     Ok(Duration::from_secs_f64(seconds))
 }
 
-/// Why `top` stopped short.
-#[derive(Debug, thiserror::Error)]
-pub enum TopError {
-    /// The admin API could not be asked, or refused: `ctl`'s messages.
-    #[error(transparent)]
-    Admin(#[from] CtlError),
-    #[error("the live view needs a terminal; for plain text, use --once")]
-    NotATerminal,
-    #[error("the terminal: {0}")]
-    Terminal(#[from] io::Error),
-}
-
 /// Runs `herdsman top` against the admin API at `args.target.admin`, sending `token` if there is
 /// one: the live view until a key quits it, or with `--once` one interval printed to stdout.
 pub fn run(args: &TopArgs, token: Option<&str>) -> Result<(), TopError> {
@@ -89,75 +79,10 @@ pub fn once(admin: &str, token: Option<&str>, interval: Duration) -> Result<Stri
     let later = Sample::take(admin, token)?;
     Ok(Tables::between(&earlier, &later).plain_text())
 }
-
-/// What the admin API said at one moment: every counter since herdsman started.
-#[derive(Debug)]
-pub struct Sample {
-    /// When it was asked: just before the first of its two requests (each takes a millisecond
-    /// or so on loopback, the same in every sample, so the span between samples is right).
-    pub taken_at: Instant,
-    pub workers: WorkersReply,
-    pub pools: PoolsReply,
-}
-
-impl Sample {
-    pub fn take(admin: &str, token: Option<&str>) -> Result<Sample, CtlError> {
-        let taken_at = Instant::now();
-        Ok(Sample {
-            taken_at,
-            workers: ctl::get_json(admin, token, "/api/workers")?,
-            pools: ctl::get_json(admin, token, "/api/pools")?,
-        })
-    }
-}
-
-/// `GET /api/workers`, as far as `top` reads it (unknown fields ignored). Its own small types,
-/// not `stats::WorkerReport`, because that report's /proc parts (`stats::procfs`) are written,
-/// never read back.
-#[derive(Debug, Deserialize)]
-pub struct WorkersReply {
-    /// The process; a different one in the next sample (a binary upgrade) starts from zero.
-    pub pid: u32,
-    pub intake: String,
-    pub workers: Vec<WorkerFigures>,
-    /// The network namespace's listen-queue counters; `None` where herdsman cannot read them.
-    pub listen_queue: Option<ListenQueueFigures>,
-}
-
-/// One worker's counters since start, and its connections now.
-#[derive(Debug, Default, Deserialize)]
-pub struct WorkerFigures {
-    pub worker: usize,
-    /// Connections taken from a listening socket.
-    pub accepted: u64,
-    /// Client connections it owns now.
-    pub active: u32,
-    /// Requests finished, answered or not.
-    pub requests: u64,
-    /// Absent from herdsman before it read /proc for CPU: none.
-    #[serde(default)]
-    pub cpu: CpuFigures,
-}
-
-/// A worker thread's CPU time and run-queue wait since it started, in seconds.
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct CpuFigures {
-    pub user_seconds: f64,
-    pub system_seconds: f64,
-    /// `None` where the kernel keeps no scheduler statistics.
-    pub run_queue_wait_seconds: Option<f64>,
-}
-
-/// The kernel's counts of connections lost before accept() (see `stats::procfs`).
-#[derive(Debug, Clone, Copy, Default, Deserialize)]
-pub struct ListenQueueFigures {
-    pub overflows: u64,
-    pub drops: u64,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::cli::ctl::client::DEFAULT_ADMIN;
     use clap::Parser;
 
     #[derive(Debug, Parser)]
@@ -174,7 +99,7 @@ mod tests {
     #[test]
     fn options_default_like_ctl() {
         let args = parse(&[]).unwrap();
-        assert_eq!(args.target.admin, ctl::DEFAULT_ADMIN);
+        assert_eq!(args.target.admin, DEFAULT_ADMIN);
         assert!(!args.once);
         assert_eq!(args.interval, Duration::from_secs(1));
         let args = parse(&["--once", "--interval", "0.5", "--admin", "10.0.0.1:9"]).unwrap();

@@ -1,0 +1,146 @@
+//! What `ctl` and `top` read of `GET /api/pools`, and the text tables they print: `ctl servers`
+//! and the column layout both share.
+
+use std::fmt::Write as _;
+
+use serde::Deserialize;
+
+use herdsman::stats::traffic::TrafficTotals;
+
+/// `GET /api/pools`, as far as `ctl` and `top` read it (unknown fields ignored, so that a newer
+/// herdsman still answers an older `ctl`; missing ones default, so that an older one answers a
+/// newer `ctl`).
+#[derive(Debug, Deserialize)]
+pub struct PoolsReply {
+    /// The published snapshot's: one more with each change and reload (absent from herdsman
+    /// before reloads: 0).
+    #[serde(default)]
+    pub generation: u64,
+    pub pools: Vec<PoolReply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct PoolReply {
+    pub name: String,
+    pub servers: Vec<ServerReply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ServerReply {
+    pub name: String,
+    pub addr: String,
+    pub state: String,
+    /// "up", "down" or "ejected" (absent from herdsman before health checks: up).
+    #[serde(default = "up")]
+    pub health: String,
+    pub weight: u32,
+    #[serde(default)]
+    pub active: u64,
+    #[serde(default)]
+    pub requests: u64,
+    /// Its requests since it joined, by ending and duration (absent from herdsman before
+    /// traffic counters: none).
+    #[serde(default)]
+    pub traffic: TrafficTotals,
+}
+
+fn up() -> String {
+    "up".to_string()
+}
+
+/// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right.
+/// A pool without servers gets a row saying so.
+pub fn servers_table(reply: &PoolsReply) -> String {
+    const HEADINGS: [&str; 8] = [
+        "POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS",
+    ];
+    /// The columns whose cells are numbers.
+    const NUMERIC: [bool; 8] = [false, false, false, false, false, true, true, true];
+    let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
+    for pool in &reply.pools {
+        if pool.servers.is_empty() {
+            rows.push(vec![pool.name.clone(), "(no servers)".to_string()]);
+        }
+        for server in &pool.servers {
+            rows.push(vec![
+                pool.name.clone(),
+                server.name.clone(),
+                server.addr.clone(),
+                server.state.clone(),
+                server.health.clone(),
+                server.weight.to_string(),
+                server.active.to_string(),
+                server.requests.to_string(),
+            ]);
+        }
+    }
+    aligned_columns(&rows, &NUMERIC)
+}
+
+/// How wide each column of `rows` is: its widest cell, in characters.
+pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
+    let mut widths = Vec::new();
+    for row in rows {
+        widths.resize(widths.len().max(row.len()), 0);
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    widths
+}
+
+/// `rows` (the headings first) as lines of text: columns two spaces apart, each as wide as its
+/// widest cell, the `numeric` ones right-aligned and the others left-aligned, no trailing blanks.
+/// A row may be shorter than the others: its missing cells are blank.
+pub fn aligned_columns(rows: &[Vec<String>], numeric: &[bool]) -> String {
+    let widths = column_widths(rows);
+    let mut table = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (column, cell) in row.iter().enumerate() {
+            if column > 0 {
+                line.push_str("  ");
+            }
+            let width = widths[column];
+            if numeric.get(column).copied().unwrap_or(false) {
+                let _ = write!(line, "{cell:>width$}");
+            } else {
+                let _ = write!(line, "{cell:<width$}");
+            }
+        }
+        table.push_str(line.trim_end());
+        table.push('\n');
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_servers_table_lines_up() {
+        let reply: PoolsReply = serde_json::from_value(json!({
+            "generation": 4,
+            "pools": [
+                { "name": "app", "balance": "round-robin", "servers": [
+                    { "name": "a", "addr": "127.0.0.1:9001", "state": "ready", "weight": 1,
+                      "active": 12, "requests": 1234567, "added_at_run_time": false },
+                    { "name": "backend-2", "addr": "[::1]:9002", "state": "drain", "weight": 256,
+                      "health": "ejected", "remaining_ms": 900,
+                      "active": 0, "requests": 3, "added_at_run_time": true },
+                ]},
+                { "name": "empty", "balance": "p2c", "servers": [] },
+            ],
+        }))
+        .unwrap();
+        let expected = "\
+POOL   SERVER        ADDR            STATE  HEALTH   WEIGHT  ACTIVE  REQUESTS
+app    a             127.0.0.1:9001  ready  up            1      12   1234567
+app    backend-2     [::1]:9002      drain  ejected     256       0         3
+empty  (no servers)
+";
+        assert_eq!(servers_table(&reply), expected);
+    }
+}

@@ -9,6 +9,7 @@ mod duration;
 #[cfg(test)]
 mod fixtures;
 mod load;
+mod problem;
 mod raw;
 mod reload_scope;
 mod summary;
@@ -21,7 +22,7 @@ use std::time::Duration;
 pub use crate::http1::upgrade::UpgradeProtocols;
 pub use check::is_valid_name;
 pub use duration::parse_duration;
-pub use load::{ConfigError, ConfigProblem};
+pub use problem::{ConfigError, ConfigProblem};
 pub use reload_scope::hold_back_restart_only;
 
 /// A whole, validated configuration.

@@ -3,9 +3,10 @@
 //! rewritten into one that parses again with the same framing, host and upgrade.
 #![no_main]
 
+use herdsman::config::UpgradeProtocols;
 use herdsman::http1::forward::{write_request_head, AddressText};
 use herdsman::http1::head::read_as_http11;
-use herdsman::http1::upgrade::UpgradeProtocols;
+use herdsman::http1::upgrade;
 use herdsman::http1::{header_slots, parse_request, HeadError};
 use libfuzzer_sys::fuzz_target;
 
@@ -35,7 +36,7 @@ fuzz_target!(|data: &[u8]| {
                     reparsed.host.unwrap_or_default(),
                     request.host.unwrap_or_default()
                 );
-                assert_eq!(reparsed.upgrade, upgrades.forwards(&request));
+                assert_eq!(reparsed.upgrade, upgrade::forwards(&upgrades, &request));
                 return;
             }
             Ok(None) | Err(_) => return,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use super::connection::{answer_buffered, Buffered, Exchange, Peer, MAX_BODY, MAX_HEAD};
 use super::guard::Guard;
 use super::routes::{Shared, STATS_PAGE};
-use crate::transport::Buffer;
 use crate::stats::Stats;
+use crate::transport::Buffer;
 use crate::upstream::registry::Registry;
 
 const TEST_PEER: Peer = Peer::Local { uid: 0, pid: None };

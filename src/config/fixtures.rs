@@ -1,4 +1,4 @@
-//! Config texts and helpers shared by the unit tests of `load.rs`, `check.rs` and `summary.rs`.
+//! Config texts and helpers shared by the unit tests of `load.rs`, `check/` and `summary.rs`.
 
 use super::load::from_toml;
 use super::ConfigProblem;
@@ -108,4 +108,9 @@ pub(super) fn problem(key: &str, line: usize, message: &str) -> ConfigProblem {
 pub(super) fn valid_with(from: &str, to: &str) -> String {
     assert_eq!(VALID.matches(from).count(), 1, "{from}");
     VALID.replace(from, to)
+}
+
+/// A socket address written in a test.
+pub(super) fn addr(text: &str) -> std::net::SocketAddr {
+    text.parse().unwrap()
 }

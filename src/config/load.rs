@@ -1,62 +1,16 @@
-//! Where a configuration comes in — TOML text or a file — and how it is refused: [`ConfigError`],
-//! its [`ConfigProblem`]s, and the toml crate's errors turned into problems with a key and line.
+//! Where a configuration comes in — TOML text or a file — and the toml crate's errors turned
+//! into [`ConfigProblem`]s with a key and line.
 //!
 //! Two passes. The toml crate reads the text into the structs of `raw.rs`, refusing bad syntax,
-//! wrong types and unknown keys; it stops at the first. Then `check.rs` holds every value to its
+//! wrong types and unknown keys; it stops at the first. Then `check/` holds every value to its
 //! rule and keeps going, so one `herdsman check` shows everything there is to fix.
 
-use std::fmt;
 use std::path::Path;
 
 use super::check::check;
+use super::problem::{line_of, ConfigError, ConfigProblem};
 use super::raw::{self, RawConfig};
 use super::Config;
-
-/// Why a configuration was refused: every problem found, and where the text came from.
-#[derive(Debug)]
-pub struct ConfigError {
-    /// The file's path, or a name such as "<demo>" for text that was not read from a file.
-    pub origin: String,
-    /// At least one, in the order of their lines; problems with no line come last.
-    pub problems: Vec<ConfigProblem>,
-}
-
-/// One thing wrong with a configuration.
-#[derive(Debug, Clone, PartialEq)]
-pub struct ConfigProblem {
-    /// The dotted key path: `listener[0].bind`, `pool[1].servers[2].addr`, `timeouts.connect`.
-    /// Empty when there is no key to name (a syntax error, an unreadable file).
-    pub key: String,
-    /// 1-based line in the text, when the problem is at one place.
-    pub line: Option<usize>,
-    /// The whole sentence, complete without `key`: the key, the value when there is one, what is
-    /// wrong and what would be accepted —
-    /// `pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random`.
-    pub message: String,
-}
-
-impl fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.line {
-            Some(line) => write!(f, "line {line}: {}", self.message),
-            None => f.write_str(&self.message),
-        }
-    }
-}
-
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = self.problems.len();
-        let plural = if count == 1 { "" } else { "s" };
-        write!(f, "{}: {count} problem{plural}", self.origin)?;
-        for problem in &self.problems {
-            write!(f, "\n  {problem}")?;
-        }
-        Ok(())
-    }
-}
-
-impl std::error::Error for ConfigError {}
 
 /// Parses and validates `text`; `origin` names it in the error.
 pub fn from_toml(text: &str, origin: &str) -> Result<Config, ConfigError> {
@@ -114,12 +68,6 @@ fn problem_from_toml(text: &str, error: &toml::de::Error) -> ConfigProblem {
         line: span.map(|span| line_of(text, span.start)),
         message,
     }
-}
-
-/// 1-based line of a byte offset.
-pub(super) fn line_of(text: &str, offset: usize) -> usize {
-    let before = &text.as_bytes()[..offset.min(text.len())];
-    before.iter().filter(|&&byte| byte == b'\n').count() + 1
 }
 
 #[cfg(test)]

@@ -9,20 +9,23 @@ mod duration;
 #[cfg(test)]
 mod fixtures;
 mod load;
+mod problem;
 mod raw;
 mod reload_scope;
 mod summary;
+pub mod token;
+pub mod upgrade;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-pub use crate::http1::upgrade::UpgradeProtocols;
 pub use check::is_valid_name;
 pub use duration::parse_duration;
-pub use load::{ConfigError, ConfigProblem};
+pub use problem::{ConfigError, ConfigProblem};
 pub use reload_scope::hold_back_restart_only;
+pub use upgrade::UpgradeProtocols;
 
 /// A whole, validated configuration.
 #[derive(Debug, Clone, PartialEq)]

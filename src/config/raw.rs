@@ -1,7 +1,7 @@
 //! Raw serde structs mirroring the TOML file, before validation, and the map from a byte offset
 //! back to the dotted key path (for the toml crate's errors, which carry a span but no path).
 //!
-//! Every value that `check.rs` checks is `Spanned`, so a problem found after parsing still points
+//! Every value that `check/` checks is `Spanned`, so a problem found after parsing still points
 //! at its line. Integers are read as `i64` (TOML's own integer) so that a negative or oversized
 //! number reaches the range check and its message, instead of a bare "expected u32".
 
@@ -12,11 +12,11 @@ use serde::Deserialize;
 use toml::Spanned;
 
 /// The whole file. Every top-level key is optional here; "at least one listener and one pool" is
-/// checked in `check.rs`, where it can be reported alongside everything else.
+/// checked in `check/`, where it can be reported alongside everything else.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawConfig {
-    /// "auto" or an integer; any other TOML value is reported by `check.rs`.
+    /// "auto" or an integer; any other TOML value is reported by `check/`.
     pub workers: Option<Spanned<toml::Value>>,
     pub intake: Option<Spanned<String>>,
     pub shutdown_grace: Option<Spanned<String>>,

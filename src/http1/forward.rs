@@ -30,7 +30,8 @@ impl AddressText {
 
 use super::head::{Body, ConnectionTokens, Request, Response};
 use super::tokens::list_elements;
-use super::upgrade::UpgradeProtocols;
+use super::upgrade;
+use crate::config::UpgradeProtocols;
 
 /// Fields that describe one connection, not the message (RFC 9110 §7.6.1), plus the
 /// X-Forwarded-* fields herdsman writes itself. `upgrade` is handled by the caller.
@@ -83,7 +84,7 @@ pub fn write_request_head(
     out.extend_from_slice(b" HTTP/1.1\r\nHost: ");
     out.extend_from_slice(request.host.unwrap_or_default());
     out.extend_from_slice(b"\r\n");
-    let upgrade = upgrades.forwards(request);
+    let upgrade = upgrade::forwards(upgrades, request);
     let mut forwarded_for: Option<&[u8]> = None;
     let mut more_forwarded_for = false;
     let mut framing_written = false;
@@ -119,7 +120,7 @@ pub fn write_request_head(
     }
     if upgrade {
         out.extend_from_slice(b"Upgrade: ");
-        upgrades.write_allowed(request, out);
+        upgrade::write_allowed(upgrades, request, out);
         out.extend_from_slice(b"\r\nConnection: upgrade\r\n");
     }
     out.extend_from_slice(b"X-Forwarded-For: ");

@@ -1,10 +1,16 @@
 //! Request and response heads: parsed by `httparse`, then checked for what a proxy must decide
 //! before forwarding a byte — the version, the target's form, body framing, persistence, Host,
-//! upgrade and 100-continue.
+//! upgrade and 100-continue. The pass over the header fields is `head/fields.rs`; the target's
+//! form and which hosts may stand in it or in Host, `head/target.rs`.
+
+mod fields;
+mod target;
 
 use std::mem::MaybeUninit;
 
-use super::tokens::{list_contains, list_elements, trim_ows};
+use fields::gather_facts;
+pub use fields::ConnectionTokens;
+use target::{is_valid_host, read_target};
 
 /// How a message's body is delimited (RFC 9112 §6.3).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -107,7 +113,7 @@ pub struct Request<'h, 'b> {
     pub expect_continue: bool,
     /// `Connection: upgrade` with an `Upgrade` field: the client asks to switch protocols. Which
     /// of those it offers go on to the server is the listener's choice
-    /// (`http1::upgrade::UpgradeProtocols`).
+    /// (`config::UpgradeProtocols`, `http1::upgrade`).
     pub upgrade: bool,
     /// The host the request is for: an absolute-form target's authority, which wins over the
     /// Host field (RFC 9112 §3.2.2), else the Host field (validated); `None` for an HTTP/1.0
@@ -151,115 +157,6 @@ impl Response<'_, '_> {
     pub fn is_interim(&self) -> bool {
         (100..200).contains(&self.code) && self.code != 101
     }
-}
-
-/// The Connection field values of a head (there may be several fields). Up to 8 are kept;
-/// a head with more Connection fields than that is refused as malformed.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct ConnectionTokens<'b> {
-    values: [&'b [u8]; 8],
-    count: usize,
-}
-
-impl<'b> ConnectionTokens<'b> {
-    fn push(&mut self, value: &'b [u8]) -> Result<(), HeadError> {
-        if self.count == self.values.len() {
-            return Err(HeadError::Invalid("too many Connection fields"));
-        }
-        self.values[self.count] = value;
-        self.count += 1;
-        Ok(())
-    }
-
-    /// True when some Connection field lists `token`.
-    pub fn contains(&self, token: &[u8]) -> bool {
-        self.values[..self.count]
-            .iter()
-            .any(|v| list_contains(v, token))
-    }
-
-    /// True when the field called `name` is named by Connection, and so is hop-by-hop. Framing
-    /// fields and Host are never removed this way: a client that lists Content-Length in
-    /// Connection must not make herdsman forward a body the server cannot delimit.
-    pub fn names(&self, name: &str) -> bool {
-        let protected = ["content-length", "transfer-encoding", "host"];
-        !protected.iter().any(|p| name.eq_ignore_ascii_case(p)) && self.contains(name.as_bytes())
-    }
-}
-
-/// Facts gathered in one pass over the header fields.
-#[derive(Default)]
-struct FieldFacts<'b> {
-    content_length: Option<u64>,
-    transfer_encoding_seen: bool,
-    /// The last transfer coding is chunked (by name; parameters aside).
-    chunked_last: bool,
-    chunked_count: usize,
-    /// Transfer codings listed, over all Transfer-Encoding fields.
-    coding_count: usize,
-    /// The last transfer coding is exactly `chunked`, with no parameters.
-    plain_chunked_last: bool,
-    host: Option<&'b [u8]>,
-    host_count: usize,
-    upgrade_field: bool,
-    expect_continue: bool,
-    connection: ConnectionTokens<'b>,
-}
-
-fn gather_facts<'b>(headers: &[httparse::Header<'b>]) -> Result<FieldFacts<'b>, HeadError> {
-    let mut facts = FieldFacts::default();
-    for header in headers {
-        let name = header.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            let length = parse_content_length(header.value)
-                .ok_or(HeadError::Invalid("invalid Content-Length"))?;
-            if facts.content_length.is_some_and(|seen| seen != length) {
-                return Err(HeadError::Invalid("differing Content-Length values"));
-            }
-            facts.content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            facts.transfer_encoding_seen = true;
-            for coding in list_elements(header.value) {
-                let coding_name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(b""));
-                facts.chunked_last = coding_name.eq_ignore_ascii_case(b"chunked");
-                if facts.chunked_last {
-                    facts.chunked_count += 1;
-                }
-                facts.coding_count += 1;
-                facts.plain_chunked_last = coding.eq_ignore_ascii_case(b"chunked");
-            }
-        } else if name.eq_ignore_ascii_case("host") {
-            facts.host = Some(header.value);
-            facts.host_count += 1;
-        } else if name.eq_ignore_ascii_case("connection") {
-            facts.connection.push(header.value)?;
-        } else if name.eq_ignore_ascii_case("upgrade") {
-            facts.upgrade_field = true;
-        } else if name.eq_ignore_ascii_case("expect") {
-            facts.expect_continue = trim_ows(header.value).eq_ignore_ascii_case(b"100-continue");
-        }
-    }
-    Ok(facts)
-}
-
-/// Content-Length is 1*DIGIT; a list of identical values ("5, 5") is accepted as one (RFC 9110
-/// §8.6). Anything else — signs, spaces inside, overflow, differing values — is refused.
-fn parse_content_length(value: &[u8]) -> Option<u64> {
-    let mut result = None;
-    for element in value.split(|&b| b == b',') {
-        let digits = trim_ows(element);
-        if digits.is_empty() || digits.len() > 19 || !digits.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let n = digits
-            .iter()
-            .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0'));
-        if result.is_some_and(|r| r != n) {
-            return None;
-        }
-        result = Some(n);
-    }
-    result
 }
 
 fn map_parse_error(error: httparse::Error) -> HeadError {
@@ -416,86 +313,6 @@ pub fn read_as_http11(buf: &mut [u8], digit_at: usize) {
     if let Some(digit) = buf.get_mut(digit_at) {
         *digit = b'1';
     }
-}
-
-/// The request target's form (RFC 9112 §3.2): what is forwarded, and the host an absolute-form
-/// target names.
-///
-/// An absolute-form target is forwarded in origin-form with its authority as Host, as RFC 9112
-/// §3.2.2 requires of a proxy ("MUST ignore the received Host header field … and instead replace
-/// it with the host information of the request-target"): routing, X-Forwarded-Host, the access
-/// log and the server then all see the same host. Refusing a Host that differs (as HAProxy does)
-/// would also be safe, but the RFC's way serves the clients that send absolute-form to proxies.
-/// Only an authority that is itself invalid — empty, with userinfo (RFC 9110 §4.2.4), or with a
-/// byte a host cannot have — is refused, as is a scheme other than http and https, which this
-/// proxy cannot serve.
-fn read_target(method: Method, target: &str) -> Result<(&str, Option<&[u8]>), HeadError> {
-    let bytes = target.as_bytes();
-    match bytes.first() {
-        Some(b'/') => return Ok((target, None)),
-        Some(b'*') if bytes.len() == 1 => {
-            return match method {
-                Method::Options => Ok((target, None)),
-                _ => Err(HeadError::Invalid("an asterisk target is for OPTIONS only")),
-            }
-        }
-        // authority-form: CONNECT is answered 501 by the caller.
-        _ if method == Method::Connect => return Ok((target, None)),
-        _ => {}
-    }
-    let after_scheme = ["http://", "https://"].iter().find_map(|scheme| {
-        let has_scheme = bytes.len() > scheme.len()
-            && bytes[..scheme.len()].eq_ignore_ascii_case(scheme.as_bytes());
-        has_scheme.then(|| &target[scheme.len()..])
-    });
-    let Some(rest) = after_scheme else {
-        return Err(HeadError::Invalid("invalid request target"));
-    };
-    let authority_end = rest.find(['/', '?']).unwrap_or(rest.len());
-    let (authority, after) = rest.split_at(authority_end);
-    if authority.contains('@') {
-        return Err(HeadError::Invalid("userinfo in the request target"));
-    }
-    if authority.is_empty() || !is_valid_host(authority.as_bytes()) {
-        return Err(HeadError::Invalid("invalid host in the request target"));
-    }
-    // RFC 9112 §3.2.4: an absolute-form OPTIONS with no path is for the server as a whole.
-    let forwarded = if after.is_empty() && method == Method::Options {
-        "*"
-    } else {
-        after
-    };
-    Ok((forwarded, Some(authority.as_bytes())))
-}
-
-/// Whether `value` may be a Host (RFC 9110 §7.2: `uri-host [ ":" port ]`): a name or IPv4
-/// address of unreserved, percent-encoded and sub-delimiter characters, or a bracketed IP
-/// literal, then an optional port of digits. Empty is allowed (a target with no authority).
-/// Userinfo (`user@`) and whatever would end an authority (`/`, `?`, `#`, spaces) are not: a
-/// server or a log reading `a@evil` or `good/..` differently from herdsman's routes must never
-/// see one.
-pub(super) fn is_valid_host(value: &[u8]) -> bool {
-    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b);
-    let (name_ok, port) = match value.first() {
-        Some(b'[') => match value.iter().position(|&b| b == b']') {
-            Some(close) => {
-                let literal = &value[1..close];
-                let literal_ok = literal.iter().all(|b| name_byte(b) || *b == b':');
-                (literal_ok, &value[close + 1..])
-            }
-            None => return false,
-        },
-        _ => {
-            let colon = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-            (value[..colon].iter().all(name_byte), &value[colon..])
-        }
-    };
-    let port_ok = match port {
-        [] => true,
-        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
-        _ => false,
-    };
-    name_ok && port_ok
 }
 
 /// Parses a response head to a request made with `method`. `Ok(None)`: incomplete.

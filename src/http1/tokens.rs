@@ -20,10 +20,7 @@ pub fn trim_ows(mut s: &[u8]) -> &[u8] {
     s
 }
 
-/// An RFC 9110 token character (§5.6.2), as in a field name or a protocol name.
-pub fn is_token_byte(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&byte)
-}
+pub use crate::config::token::is_token_byte;
 
 /// True when `value`, as a comma-separated list, holds `token` (ASCII case-insensitive).
 pub fn list_contains(value: &[u8], token: &[u8]) -> bool {

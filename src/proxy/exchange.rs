@@ -19,6 +19,7 @@ use crate::http1::forward::client_ip;
 use crate::http1::forward::write_request_head;
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::{BodyRelay, RelayError};
+use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
@@ -248,7 +249,7 @@ async fn read_request(
                     minor_version: request.minor_version,
                     body: request.body,
                     keep_alive: request.keep_alive,
-                    upgrade: upgrades.forwards(&request),
+                    upgrade: upgrade::forwards(upgrades, &request),
                     choice,
                     timeouts: snapshot.exchange_timeouts(choice.route),
                 };

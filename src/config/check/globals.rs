@@ -1,0 +1,155 @@
+//! The document's own keys and its one-of tables: `workers`, `[timeouts]`, `[limits]` and
+//! `[log]` (`intake`, `shutdown_grace` and `hard_stop_after` are one call each in `mod.rs`).
+
+use std::num::NonZeroUsize;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::primitives::Zero;
+use super::words::LOG_LEVELS;
+use super::Checker;
+use crate::config::raw::{RawLimits, RawLog, RawTimeouts};
+use crate::config::{Limits, LogSettings, Timeouts};
+
+/// Most worker threads accepted; also the cap on "auto".
+const MAX_WORKERS: i64 = 1024;
+/// `shutdown_grace` when not written (see `Config::shutdown_grace`).
+pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
+
+impl Checker<'_> {
+    pub(super) fn workers(&mut self, raw: &Option<Spanned<toml::Value>>) -> usize {
+        let Some(raw) = raw else {
+            return auto_workers();
+        };
+        let why = match raw.get_ref() {
+            toml::Value::String(word) if word == "auto" => return auto_workers(),
+            toml::Value::Integer(count) if (1..=MAX_WORKERS).contains(count) => {
+                return usize::try_from(*count).unwrap_or(1);
+            }
+            toml::Value::Integer(_) => "out of range",
+            _ => "not a number of workers",
+        };
+        self.reject(
+            "workers",
+            raw.span(),
+            &raw.get_ref().to_string(),
+            format!(r#"{why}; accepted: "auto" or a number from 1 to {MAX_WORKERS}"#),
+        );
+        1
+    }
+
+    pub(super) fn timeouts(&mut self, raw: &RawTimeouts) -> Timeouts {
+        let default = Timeouts::default();
+        let mut timeout = |key, value, default| self.duration(key, value, default, Zero::Refused);
+        let timeouts = Timeouts {
+            connect: timeout("timeouts.connect", &raw.connect, default.connect),
+            client_header: timeout(
+                "timeouts.client_header",
+                &raw.client_header,
+                default.client_header,
+            ),
+            client_idle: timeout(
+                "timeouts.client_idle",
+                &raw.client_idle,
+                default.client_idle,
+            ),
+            backend_response: timeout(
+                "timeouts.backend_response",
+                &raw.backend_response,
+                default.backend_response,
+            ),
+            backend_read: timeout(
+                "timeouts.backend_read",
+                &raw.backend_read,
+                default.backend_read,
+            ),
+            backend_idle: timeout(
+                "timeouts.backend_idle",
+                &raw.backend_idle,
+                default.backend_idle,
+            ),
+            request: None,
+        };
+        Timeouts {
+            request: self.optional_duration(
+                "timeouts.request",
+                &raw.request,
+                "30s",
+                "no limit (the default)",
+            ),
+            ..timeouts
+        }
+    }
+
+    pub(super) fn limits(&mut self, raw: &RawLimits) -> Limits {
+        let default = Limits::default();
+        Limits {
+            max_header_bytes: self.integer(
+                "limits.max_header_bytes",
+                &raw.max_header_bytes,
+                1024..=1_048_576,
+                "1024 to 1048576 (default 65536)",
+                default.max_header_bytes,
+            ),
+            max_body_bytes: self.integer(
+                "limits.max_body_bytes",
+                &raw.max_body_bytes,
+                0..=i64::MAX,
+                "0 (no limit, the default) or a number of bytes",
+                default.max_body_bytes,
+            ),
+            max_idle_per_server: self.integer(
+                "limits.max_idle_per_server",
+                &raw.max_idle_per_server,
+                0..=4096,
+                "0 to 4096 (default 64)",
+                default.max_idle_per_server,
+            ),
+        }
+    }
+
+    pub(super) fn log(&mut self, raw: &RawLog) -> LogSettings {
+        LogSettings {
+            level: self.word("log.level", &raw.level, &LOG_LEVELS),
+        }
+    }
+}
+
+/// "auto": the CPUs this process may run on (1 if that cannot be known), at most [`MAX_WORKERS`].
+pub(super) fn auto_workers() -> usize {
+    let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+    cpus.min(usize::try_from(MAX_WORKERS).unwrap_or(usize::MAX))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixtures::{only_problem, MINIMAL};
+    use crate::config::load::from_toml;
+
+    #[test]
+    fn workers_auto_is_the_cpu_count() {
+        let text = format!("workers = \"auto\"\n{MINIMAL}");
+        let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
+        assert_eq!(from_toml(&text, "t").unwrap().workers, cpus.min(1024));
+    }
+
+    #[test]
+    fn hard_stop_after_is_a_duration_above_zero_or_absent() {
+        let with = |value: &str| format!("hard_stop_after = {value:?}\n{MINIMAL}");
+        let config = from_toml(&with("30m"), "t").unwrap();
+        assert_eq!(config.hard_stop_after, Some(Duration::from_secs(1800)));
+        let zero = only_problem(&with("0s"));
+        assert_eq!(
+            (zero.key.as_str(), zero.line, zero.message.as_str()),
+            (
+                "hard_stop_after",
+                Some(1),
+                r#"hard_stop_after = "0s": must be more than 0, e.g. "30m"; leave it out for no limit (the default)"#
+            )
+        );
+        let bad = only_problem(&with("forever"));
+        assert_eq!(bad.key, "hard_stop_after");
+    }
+}

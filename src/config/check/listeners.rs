@@ -1,0 +1,303 @@
+//! `[[listener]]`s: address, backlog, default pool, connection limit, access log and the
+//! protocols a request may upgrade to, and that listeners sharing an access log share its format.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toml::Spanned;
+
+use super::primitives::{quoted, PortZero};
+use super::words::ACCESS_LOG_FORMATS;
+use super::{Checker, Table};
+use crate::config::raw::{RawListener, RawPool};
+use crate::config::upgrade;
+use crate::config::{AccessLogConfig, ListenerConfig, UpgradeProtocols, STANDARD_OUTPUT};
+
+/// `backlog` when not written (see `ListenerConfig::backlog`).
+const DEFAULT_BACKLOG: u32 = 4096;
+/// A listener's `upgrade` when not written: WebSocket, the upgrade browsers make, and the one
+/// herdsman was built to tunnel (see `ListenerConfig::upgrade`).
+const DEFAULT_UPGRADE: [&str; 1] = ["websocket"];
+
+impl Checker<'_> {
+    pub(super) fn listener(
+        &mut self,
+        table: &Table,
+        listener: &RawListener,
+        pools: &[Spanned<RawPool>],
+    ) -> ListenerConfig {
+        ListenerConfig {
+            name: self.name(table, &listener.name, "web"),
+            bind: self.socket_addr(
+                table,
+                "bind",
+                &listener.bind,
+                "127.0.0.1:8080",
+                PortZero::Allowed,
+            ),
+            backlog: self.integer(
+                &table.key("backlog"),
+                &listener.backlog,
+                1..=65535,
+                "1 to 65535 (default 4096)",
+                DEFAULT_BACKLOG,
+            ),
+            pool: self.pool_index(table, &listener.pool, pools),
+            max_connections: self.integer(
+                &table.key("max_connections"),
+                &listener.max_connections,
+                0..=10_000_000,
+                "0 (no limit, the default) to 10000000",
+                0,
+            ),
+            access_log: self.access_log(table, listener),
+            upgrade: self.upgrade_protocols(table, &listener.upgrade),
+        }
+    }
+
+    /// A listener's `upgrade`: protocol names, each a token without a version, never HTTP/2;
+    /// [`DEFAULT_UPGRADE`] when absent.
+    fn upgrade_protocols(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    ) -> UpgradeProtocols {
+        let Some(raw) = raw else {
+            return UpgradeProtocols::new(DEFAULT_UPGRADE);
+        };
+        for name in raw.get_ref() {
+            if let Some(why) = upgrade::refusal(name.get_ref()) {
+                self.reject(
+                    &table.key("upgrade"),
+                    name.span(),
+                    &quoted(name.get_ref()),
+                    why,
+                );
+            }
+        }
+        UpgradeProtocols::new(raw.get_ref().iter().map(|name| name.get_ref().as_str()))
+    }
+
+    /// A listener's `access_log` and `access_log_format`: a log when the path is written (the
+    /// format alone is ignored, so that commenting out the path turns the log off).
+    fn access_log(&mut self, table: &Table, listener: &RawListener) -> Option<AccessLogConfig> {
+        let format = self.word(
+            &table.key("access_log_format"),
+            &listener.access_log_format,
+            &ACCESS_LOG_FORMATS,
+        );
+        let raw = listener.access_log.as_ref()?;
+        let text = raw.get_ref();
+        let why = if text.is_empty() {
+            r#"empty; write an absolute path, e.g. "/var/log/herdsman/access.log", "-" for standard output, or remove the key for no access log"#
+        } else if text == STANDARD_OUTPUT {
+            return Some(AccessLogConfig {
+                path: Arc::from(Path::new(text)),
+                format,
+            });
+        } else if text.contains('\0') {
+            "a path cannot contain a NUL character"
+        } else if !Path::new(text).is_absolute() {
+            // A relative path would depend on the working directory of whoever started herdsman
+            // (systemd's is /), and a reload or a SIGUSR1 could reopen another file.
+            r#"not an absolute path; write e.g. "/var/log/herdsman/access.log", or "-" for standard output"#
+        } else if text.ends_with('/') {
+            r#"names a directory; write a file's path, e.g. "/var/log/herdsman/access.log""#
+        } else {
+            return Some(AccessLogConfig {
+                path: Arc::from(Path::new(text)),
+                format,
+            });
+        };
+        self.reject(&table.key("access_log"), raw.span(), &quoted(text), why);
+        None
+    }
+
+    /// Listeners may share an access log file only in one format: a file of mixed lines would
+    /// defeat whatever reads it.
+    pub(super) fn one_format_per_access_log(
+        &mut self,
+        raw: &[Spanned<RawListener>],
+        listeners: &[ListenerConfig],
+    ) {
+        for (index, listener) in listeners.iter().enumerate() {
+            let Some(log) = &listener.access_log else {
+                continue;
+            };
+            let first = listeners[..index].iter().find(|other| {
+                other
+                    .access_log
+                    .as_ref()
+                    .is_some_and(|o| o.path == log.path)
+            });
+            let Some(first) = first else {
+                continue;
+            };
+            let first_format = first.access_log.as_ref().map_or(log.format, |o| o.format);
+            if first_format == log.format {
+                continue;
+            }
+            let Some(path) = raw[index].get_ref().access_log.as_ref() else {
+                continue;
+            };
+            self.reject(
+                &format!("listener[{index}].access_log"),
+                path.span(),
+                &quoted(path.get_ref()),
+                format!(
+                    "also the access log of listener {}, in format {}; listeners sharing a file \
+                     must share its access_log_format, or write to files of their own",
+                    first.name,
+                    ACCESS_LOG_FORMATS.word_for(first_format),
+                ),
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixtures::{only_problem, problem, MINIMAL};
+    use crate::config::load::from_toml;
+    use crate::config::AccessLogFormat;
+
+    /// `MINIMAL` with `keys` added to its listener (at line 6 onwards).
+    fn minimal_listener_with(keys: &str) -> String {
+        let end_of_listener = "pool = \"app\"\n\n[[pool]]";
+        assert_eq!(MINIMAL.matches(end_of_listener).count(), 1);
+        MINIMAL.replace(
+            end_of_listener,
+            &format!("pool = \"app\"\n{keys}\n[[pool]]"),
+        )
+    }
+
+    #[test]
+    fn an_access_log_is_read_with_its_format_defaulting_to_combined() {
+        let config = from_toml(MINIMAL, "t").unwrap();
+        assert_eq!(config.listeners[0].access_log, None);
+        let log = |keys: &str| {
+            from_toml(&minimal_listener_with(keys), "t")
+                .unwrap()
+                .listeners[0]
+                .access_log
+                .clone()
+        };
+        let path: Arc<Path> = Arc::from(Path::new("/var/log/herdsman/web.log"));
+        assert_eq!(
+            log("access_log = \"/var/log/herdsman/web.log\"\n"),
+            Some(AccessLogConfig {
+                path: Arc::clone(&path),
+                format: AccessLogFormat::Combined,
+            })
+        );
+        assert_eq!(
+            log("access_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\n"),
+            Some(AccessLogConfig {
+                path,
+                format: AccessLogFormat::Json,
+            })
+        );
+        // The format alone: commenting out the path turns the log off.
+        assert_eq!(log("access_log_format = \"json\"\n"), None);
+    }
+
+    #[test]
+    fn access_log_keys_are_held_to_their_rules() {
+        let cases = [
+            (
+                "access_log = \"/tmp/a.log\"\naccess_log_format = \"apache\"\n",
+                "listener[0].access_log_format",
+                7,
+                r#"listener[0].access_log_format = "apache": unknown; accepted: combined, json"#,
+            ),
+            (
+                "access_log = \"logs/web.log\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "logs/web.log": not an absolute path; write e.g. "/var/log/herdsman/access.log", or "-" for standard output"#,
+            ),
+            (
+                "access_log = \"\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "": empty; write an absolute path, e.g. "/var/log/herdsman/access.log", "-" for standard output, or remove the key for no access log"#,
+            ),
+            (
+                "access_log = \"/var/log/herdsman/\"\n",
+                "listener[0].access_log",
+                6,
+                r#"listener[0].access_log = "/var/log/herdsman/": names a directory; write a file's path, e.g. "/var/log/herdsman/access.log""#,
+            ),
+        ];
+        for (keys, key, line, message) in cases {
+            assert_eq!(
+                only_problem(&minimal_listener_with(keys)),
+                problem(key, line, message),
+                "{keys}"
+            );
+        }
+    }
+
+    #[test]
+    fn upgrade_defaults_to_websocket_and_an_empty_list_allows_none() {
+        let upgrade = |keys: &str| {
+            from_toml(&minimal_listener_with(keys), "t")
+                .unwrap()
+                .listeners[0]
+                .upgrade
+                .clone()
+        };
+        assert_eq!(upgrade(""), UpgradeProtocols::new(["websocket"]));
+        assert_eq!(upgrade("upgrade = []\n"), UpgradeProtocols::none());
+        assert_eq!(
+            upgrade("upgrade = [\"WebSocket\", \"my-proto\"]\n"),
+            UpgradeProtocols::new(["websocket", "my-proto"])
+        );
+    }
+
+    #[test]
+    fn upgrade_never_lists_http2_or_a_version() {
+        let cases = [
+            (
+                "upgrade = [\"websocket\", \"h2c\"]\n",
+                r#"listener[0].upgrade = "h2c": HTTP/2 is never tunnelled: requests inside it would bypass routing, access logs, X-Forwarded-For and limits (h2c smuggling); remove it"#,
+            ),
+            (
+                "upgrade = [\"websocket/13\"]\n",
+                r#"listener[0].upgrade = "websocket/13": write the protocol name without a version, e.g. "websocket""#,
+            ),
+        ];
+        for (keys, message) in cases {
+            assert_eq!(
+                only_problem(&minimal_listener_with(keys)),
+                problem("listener[0].upgrade", 6, message),
+                "{keys}"
+            );
+        }
+    }
+
+    #[test]
+    fn listeners_may_share_an_access_log_only_in_one_format() {
+        let second = |format: &str| {
+            format!(
+                "access_log = \"/var/log/h.log\"\n\n[[listener]]\nname = \"api\"\n\
+                 bind = \"127.0.0.1:8081\"\npool = \"app\"\naccess_log = \"/var/log/h.log\"\n\
+                 access_log_format = \"{format}\"\n"
+            )
+        };
+        let shared = from_toml(&minimal_listener_with(&second("combined")), "t").unwrap();
+        assert_eq!(
+            shared.listeners[0].access_log,
+            shared.listeners[1].access_log
+        );
+        assert_eq!(
+            only_problem(&minimal_listener_with(&second("json"))),
+            problem(
+                "listener[1].access_log",
+                12,
+                r#"listener[1].access_log = "/var/log/h.log": also the access log of listener web, in format combined; listeners sharing a file must share its access_log_format, or write to files of their own"#
+            )
+        );
+    }
+}

@@ -1,0 +1,417 @@
+//! Holding the raw structs of `raw.rs` to their rules and building the [`Config`] from them: every
+//! value checked, every problem recorded with its key, line and fix, and checking goes on past each
+//! one, so one `herdsman check` shows everything there is to fix.
+//!
+//! This file holds the walk over the whole document and how a problem is recorded; each part of
+//! the document has a file of its own (`globals.rs`, `admin.rs`, `listeners.rs`, `routes.rs`,
+//! `pools.rs`, `health.rs`), on the small checkers of `primitives.rs` and the word tables of
+//! `words.rs`.
+
+mod admin;
+mod globals;
+mod health;
+mod listeners;
+mod pools;
+mod primitives;
+mod routes;
+mod words;
+
+use std::fmt;
+use std::ops::Range;
+
+use super::problem::{line_of, ConfigProblem};
+use super::raw::RawConfig;
+use super::Config;
+use globals::DEFAULT_SHUTDOWN_GRACE;
+use primitives::Zero;
+
+pub use primitives::is_valid_name;
+pub(super) use words::{
+    ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS, RETRY_CONDITIONS, SERVER_STATES,
+};
+
+/// Checks `raw`, read from `text`: the `Config`, or every problem found, in the order found.
+pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigProblem>> {
+    let mut checker = Checker {
+        text,
+        problems: Vec::new(),
+    };
+    let config = checker.config(raw);
+    if checker.problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(checker.problems)
+    }
+}
+
+/// One table being checked — a listener, a pool, a server — as its problems name it.
+struct Table {
+    /// Its key path: `listener[0]`, `pool[1].servers[2]`.
+    path: String,
+    /// The line it starts at, where a key missing from it is reported.
+    line: usize,
+}
+
+impl Table {
+    /// The key path of one of its keys: `listener[0].bind`.
+    fn key(&self, field: &str) -> String {
+        format!("{}.{field}", self.path)
+    }
+}
+
+/// Holds each raw value to its rule, recording every problem instead of stopping at the first.
+///
+/// Each check returns a value even when it refuses one (a default or a stand-in such as
+/// `0.0.0.0:0`) so that checking goes on; the `Config` built from stand-ins is thrown away
+/// whenever a problem was recorded.
+struct Checker<'a> {
+    text: &'a str,
+    problems: Vec<ConfigProblem>,
+}
+
+impl Checker<'_> {
+    fn config(&mut self, raw: &RawConfig) -> Config {
+        let workers = self.workers(&raw.workers);
+        let intake = self.word("intake", &raw.intake, &INTAKE_MODES);
+        let shutdown_grace = self.duration(
+            "shutdown_grace",
+            &raw.shutdown_grace,
+            DEFAULT_SHUTDOWN_GRACE,
+            Zero::Allowed,
+        );
+        let hard_stop_after = self.optional_duration(
+            "hard_stop_after",
+            &raw.hard_stop_after,
+            "30m",
+            "no limit (the default)",
+        );
+        let timeouts = self.timeouts(&raw.timeouts);
+        let limits = self.limits(&raw.limits);
+
+        if raw.listener.is_empty() {
+            self.report(
+                "listener",
+                None,
+                "listener: none defined; add a [[listener]] with a name, bind and pool",
+            );
+        }
+        let listeners = self.tables(
+            "listener",
+            &raw.listener,
+            "listener names must be unique",
+            |checker, table, listener| checker.listener(table, listener, &raw.pool),
+        );
+        self.one_format_per_access_log(&raw.listener, &listeners);
+
+        if raw.pool.is_empty() {
+            self.report(
+                "pool",
+                None,
+                "pool: none defined; add a [[pool]] with a name and servers",
+            );
+        }
+        let routes = raw
+            .route
+            .iter()
+            .enumerate()
+            .map(|(index, route)| {
+                let table = Table {
+                    path: format!("route[{index}]"),
+                    line: line_of(self.text, route.span().start),
+                };
+                self.route(&table, route.get_ref(), &raw.pool, &timeouts)
+            })
+            .collect();
+        let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
+        self.unique_sticky_cookies(&raw.pool, &pools);
+        let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
+        let log = self.log(&raw.log);
+
+        Config {
+            workers,
+            intake,
+            shutdown_grace,
+            hard_stop_after,
+            listeners,
+            timeouts,
+            limits,
+            routes,
+            pools,
+            admin,
+            log,
+        }
+    }
+
+    // A table's keys are checked in the order its struct literal lists them, and problems on one
+    // line (every key missing from a table points at the table's line) keep the order found.
+
+    /// `raw` when present; otherwise `None`, after recording `key: missing; how` at the line of
+    /// the table that lacks the key.
+    fn required<'r, T>(
+        &mut self,
+        table: &Table,
+        field: &str,
+        raw: &'r Option<T>,
+        how: &str,
+    ) -> Option<&'r T> {
+        if raw.is_none() {
+            let key = table.key(field);
+            self.report(&key, Some(table.line), &format!("{key}: missing; {how}"));
+        }
+        raw.as_ref()
+    }
+
+    /// Records `key = value: why`.
+    fn reject(&mut self, key: &str, span: Range<usize>, value: &str, why: impl fmt::Display) {
+        let line = line_of(self.text, span.start);
+        self.report(key, Some(line), &format!("{key} = {value}: {why}"));
+    }
+
+    fn report(&mut self, key: &str, line: Option<usize>, message: &str) {
+        self.problems.push(ConfigProblem {
+            key: key.to_string(),
+            line,
+            message: message.to_string(),
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::globals::auto_workers;
+    use crate::config::fixtures::{addr, problem, problems, MINIMAL, VALID};
+    use crate::config::load::from_toml;
+    use crate::config::{
+        Balance, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern, IntakeMode, Limits,
+        ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryOn, RouteConfig,
+        ServerConfig, ServerState, StickyConfig, Timeouts, UpgradeProtocols,
+    };
+
+    /// A pool of `VALID`, with the keys that `VALID` leaves out at their defaults.
+    fn pool(
+        name: &str,
+        balance: Balance,
+        hash_key: HashKey,
+        sticky: Option<StickyConfig>,
+        servers: Vec<ServerConfig>,
+    ) -> PoolConfig {
+        PoolConfig {
+            name: name.into(),
+            balance,
+            hash_key,
+            sticky,
+            health: None,
+            passive: Passive::default(),
+            slow_start: Duration::ZERO,
+            retries: 2,
+            retry_on: RetryOn::default(),
+            retry_budget_percent: 20,
+            retry_budget_floor: 10,
+            queue_timeout: Duration::from_secs(2),
+            servers,
+        }
+    }
+
+    /// A server of `VALID`, without a connection limit.
+    fn server(name: &str, address: &str, weight: u32, state: ServerState) -> ServerConfig {
+        ServerConfig {
+            name: name.into(),
+            addr: addr(address),
+            weight,
+            state,
+            max_connections: 0,
+        }
+    }
+
+    #[test]
+    fn a_full_config_becomes_exactly_that_config() {
+        let config = from_toml(VALID, "test.toml").unwrap();
+        let expected = Config {
+            workers: 3,
+            intake: IntakeMode::ReusePort,
+            shutdown_grace: Duration::from_secs(15),
+            hard_stop_after: None,
+            listeners: vec![
+                ListenerConfig {
+                    name: "web".into(),
+                    bind: addr("127.0.0.1:8080"),
+                    backlog: 1024,
+                    pool: 0,
+                    max_connections: 0,
+                    access_log: None,
+                    upgrade: UpgradeProtocols::new(["websocket"]),
+                },
+                ListenerConfig {
+                    name: "internal".into(),
+                    bind: addr("[::1]:0"),
+                    backlog: 4096,
+                    pool: 1,
+                    max_connections: 0,
+                    access_log: None,
+                    upgrade: UpgradeProtocols::new(["websocket"]),
+                },
+            ],
+            timeouts: Timeouts {
+                connect: Duration::from_secs(1),
+                client_header: Duration::from_secs(5),
+                client_idle: Duration::from_secs(120),
+                backend_response: Duration::from_secs(45),
+                backend_read: Duration::from_secs(60),
+                request: None,
+                backend_idle: Duration::from_millis(3500),
+            },
+            limits: Limits {
+                max_header_bytes: 16384,
+                max_body_bytes: 1_048_576,
+                max_idle_per_server: 8,
+            },
+            pools: vec![
+                pool(
+                    "app",
+                    Balance::LeastConn,
+                    HashKey::SourceIp,
+                    None,
+                    vec![
+                        server("a", "127.0.0.1:9001", 1, ServerState::Ready),
+                        server("b", "127.0.0.1:9002", 2, ServerState::Ready),
+                    ],
+                ),
+                pool(
+                    "api",
+                    Balance::P2c,
+                    HashKey::SourceIp,
+                    None,
+                    vec![server("x", "10.0.0.7:80", 0, ServerState::Ready)],
+                ),
+                pool(
+                    "shop",
+                    Balance::Hash,
+                    HashKey::Header("x-user".into()),
+                    Some(StickyConfig {
+                        cookie: "SHOP".into(),
+                        key_env: Some("SHOP_STICKY_KEY".into()),
+                        max_age: Some(Duration::from_secs(3600)),
+                    }),
+                    vec![
+                        server("s1", "127.0.0.1:9101", 1, ServerState::Ready),
+                        server("s2", "127.0.0.1:9102", 1, ServerState::Drain),
+                    ],
+                ),
+            ],
+            routes: vec![
+                RouteConfig {
+                    host: Some(HostPattern::Subdomains(".example.com".into())),
+                    path_prefix: Some("/api/".into()),
+                    pool: 1,
+                    timeouts: ExchangeTimeouts {
+                        backend_response: Duration::from_secs(45),
+                        backend_read: Duration::from_secs(60),
+                        request: None,
+                    },
+                },
+                RouteConfig {
+                    host: Some(HostPattern::Exact("shop.example.com".into())),
+                    path_prefix: None,
+                    pool: 2,
+                    timeouts: ExchangeTimeouts {
+                        backend_response: Duration::from_secs(120),
+                        backend_read: Duration::from_secs(600),
+                        request: None,
+                    },
+                },
+            ],
+            admin: None,
+            log: LogSettings {
+                level: LogLevel::Info,
+            },
+        };
+        assert_eq!(config, expected);
+    }
+
+    #[test]
+    fn unwritten_keys_take_their_defaults() {
+        let config = from_toml(MINIMAL, "test.toml").unwrap();
+        assert_eq!(config.workers, auto_workers());
+        assert!(config.workers >= 1);
+        assert_eq!(config.intake, IntakeMode::Balanced);
+        assert_eq!(config.shutdown_grace, Duration::from_secs(10));
+        assert_eq!(config.hard_stop_after, None);
+        assert_eq!(config.listeners[0].backlog, 4096);
+        assert_eq!(config.timeouts, Timeouts::default());
+        assert_eq!(config.limits, Limits::default());
+        assert_eq!(config.pools[0].balance, Balance::RoundRobin);
+        assert_eq!(config.pools[0].servers[0].weight, 1);
+    }
+
+    #[test]
+    fn missing_keys_are_reported_at_their_table() {
+        let text = r#"
+[[listener]]
+name = "web"
+
+[[pool]]
+name = "app"
+servers = [{ addr = "127.0.0.1:9001" }, { name = "b" }]
+
+[[pool]]
+servers = []
+"#;
+        assert_eq!(
+            problems(text),
+            [
+                problem(
+                    "listener[0].bind",
+                    2,
+                    r#"listener[0].bind: missing; write e.g. bind = "127.0.0.1:8080""#
+                ),
+                problem(
+                    "listener[0].pool",
+                    2,
+                    r#"listener[0].pool: missing; write the name of a [[pool]], e.g. pool = "app""#
+                ),
+                problem(
+                    "pool[0].servers[0].name",
+                    7,
+                    r#"pool[0].servers[0].name: missing; write e.g. name = "a""#
+                ),
+                problem(
+                    "pool[0].servers[1].addr",
+                    7,
+                    r#"pool[0].servers[1].addr: missing; write e.g. addr = "127.0.0.1:9001""#
+                ),
+                problem(
+                    "pool[1].name",
+                    9,
+                    r#"pool[1].name: missing; write e.g. name = "app""#
+                ),
+                problem(
+                    "pool[1].servers",
+                    10,
+                    r#"pool[1].servers = []: empty; a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#
+                ),
+            ]
+        );
+    }
+
+    #[test]
+    fn no_listener_and_no_pool_are_both_reported() {
+        let found = problems("workers = 1\n");
+        let expected = [
+            ConfigProblem {
+                key: "listener".into(),
+                line: None,
+                message: "listener: none defined; add a [[listener]] with a name, bind and pool"
+                    .into(),
+            },
+            ConfigProblem {
+                key: "pool".into(),
+                line: None,
+                message: "pool: none defined; add a [[pool]] with a name and servers".into(),
+            },
+        ];
+        assert_eq!(found, expected);
+        assert_eq!(problems("").len(), 2);
+    }
+}

@@ -1,0 +1,433 @@
+//! `[[pool]]`s: balance and hash key, sticky sessions (and that no two sticky pools share a
+//! cookie), retries, queueing and the servers with their weights and states; a pool's health
+//! checks are in `health.rs`.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use toml::Spanned;
+
+use super::primitives::{is_token, quoted, PortZero, Zero};
+use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_STATES};
+use super::{Checker, Table};
+use crate::config::problem::line_of;
+use crate::config::raw::{RawPool, RawServer, RawSticky};
+use crate::config::{Balance, HashKey, Passive, PoolConfig, RetryOn, ServerConfig, StickyConfig};
+
+/// A server's `weight` when not written (see `ServerConfig::weight`).
+const DEFAULT_WEIGHT: u32 = 1;
+
+/// Ends the message for a pool whose `servers` is missing or empty.
+const NEED_A_SERVER: &str =
+    r#"a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#;
+
+/// `[pool.sticky] cookie` when not written.
+const DEFAULT_STICKY_COOKIE: &str = "HERDSMAN";
+
+impl Checker<'_> {
+    pub(super) fn pool(&mut self, table: &Table, pool: &RawPool) -> PoolConfig {
+        let name = self.name(table, &pool.name, "app");
+        let balance = self.word(&table.key("balance"), &pool.balance, &BALANCES);
+        let sub_table = |checker: &Self, field: &str, start: usize| Table {
+            path: table.key(field),
+            line: line_of(checker.text, start),
+        };
+        PoolConfig {
+            name,
+            balance,
+            hash_key: self.hash_key(table, &pool.hash_key, balance),
+            sticky: pool.sticky.as_ref().map(|sticky| {
+                let sticky_table = sub_table(self, "sticky", sticky.span().start);
+                self.sticky(&sticky_table, sticky.get_ref())
+            }),
+            health: pool.health.as_ref().map(|health| {
+                let health_table = sub_table(self, "health", health.span().start);
+                self.health(&health_table, health.get_ref())
+            }),
+            passive: match &pool.passive {
+                Some(passive) => {
+                    let passive_table = sub_table(self, "passive", passive.span().start);
+                    self.passive(&passive_table, passive.get_ref())
+                }
+                None => Passive::default(),
+            },
+            slow_start: self.duration(
+                &table.key("slow_start"),
+                &pool.slow_start,
+                Duration::ZERO,
+                Zero::Allowed,
+            ),
+            retries: self.integer(
+                &table.key("retries"),
+                &pool.retries,
+                0..=10,
+                "0 to 10 (default 2)",
+                2,
+            ),
+            retry_on: self.retry_on(&table.key("retry_on"), &pool.retry_on),
+            retry_budget_percent: self.integer(
+                &table.key("retry_budget_percent"),
+                &pool.retry_budget_percent,
+                0..=100,
+                "0 to 100 (default 20)",
+                20,
+            ),
+            retry_budget_floor: self.integer(
+                &table.key("retry_budget_floor"),
+                &pool.retry_budget_floor,
+                0..=100_000,
+                "0 to 100000 retries a second (default 10)",
+                10,
+            ),
+            queue_timeout: self.duration(
+                &table.key("queue_timeout"),
+                &pool.queue_timeout,
+                Duration::from_secs(2),
+                Zero::Allowed,
+            ),
+            servers: self.servers(table, &pool.servers),
+        }
+    }
+
+    /// No two sticky pools may share a cookie name: a browser keeps one cookie per name and path,
+    /// so a client of both would send each pool the other's cookie and be re-balanced every time.
+    pub(super) fn unique_sticky_cookies(&mut self, raw: &[Spanned<RawPool>], pools: &[PoolConfig]) {
+        let mut first: HashMap<&str, &str> = HashMap::new();
+        for (index, (raw_pool, pool)) in raw.iter().zip(pools).enumerate() {
+            let (Some(sticky), Some(raw_sticky)) = (&pool.sticky, &raw_pool.get_ref().sticky)
+            else {
+                continue;
+            };
+            let Some(earlier) = first.get(sticky.cookie.as_str()) else {
+                first.insert(&sticky.cookie, &pool.name);
+                continue;
+            };
+            let key = format!("pool[{index}].sticky.cookie");
+            let suggestion = format!("{}_{}", sticky.cookie, pool.name.to_ascii_uppercase());
+            let why = format!(
+                "also the cookie of pool {earlier:?}; a browser keeps one cookie per name, so \
+                 each sticky pool needs its own, e.g. cookie = {suggestion:?}"
+            );
+            match &raw_sticky.get_ref().cookie {
+                Some(cookie) => self.reject(&key, cookie.span(), &quoted(cookie.get_ref()), why),
+                None => {
+                    let line = line_of(self.text, raw_sticky.span().start);
+                    let message = format!("{key}: the default {:?} is {why}", sticky.cookie);
+                    self.report(&key, Some(line), &message);
+                }
+            }
+        }
+    }
+
+    /// A pool's `hash_key`: only with `balance = "hash"`.
+    fn hash_key(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+        balance: Balance,
+    ) -> HashKey {
+        let Some(raw) = raw else {
+            return HashKey::SourceIp;
+        };
+        let text = raw.get_ref();
+        let key = match text.split_once(':') {
+            None if text == "source-ip" => Some(HashKey::SourceIp),
+            Some(("header", name)) if is_token(name) => {
+                Some(HashKey::Header(name.to_ascii_lowercase()))
+            }
+            Some(("cookie", name)) if is_token(name) => Some(HashKey::Cookie(name.to_string())),
+            _ => None,
+        };
+        let why = match key {
+            None => r#"accepted: "source-ip", "header:NAME" or "cookie:NAME""#,
+            Some(_) if balance != Balance::Hash => {
+                r#"only used with balance = "hash"; remove it or set balance = "hash""#
+            }
+            Some(key) => return key,
+        };
+        self.reject(&table.key("hash_key"), raw.span(), &quoted(text), why);
+        HashKey::SourceIp
+    }
+
+    fn sticky(&mut self, table: &Table, raw: &RawSticky) -> StickyConfig {
+        let cookie = match &raw.cookie {
+            None => DEFAULT_STICKY_COOKIE.to_string(),
+            Some(cookie) => {
+                if !is_token(cookie.get_ref()) {
+                    self.reject(
+                        &table.key("cookie"),
+                        cookie.span(),
+                        &quoted(cookie.get_ref()),
+                        r#"not a cookie name (letters, digits and !#$%&'*+-.^_`|~), e.g. cookie = "HERDSMAN""#,
+                    );
+                }
+                cookie.get_ref().clone()
+            }
+        };
+        let key_env = self.env_name(&table.key("key_env"), &raw.key_env, "HERDSMAN_STICKY_KEY");
+        let max_age = raw.max_age.as_ref().map(|_| {
+            self.duration(
+                &table.key("max_age"),
+                &raw.max_age,
+                Duration::from_secs(3600),
+                Zero::Refused,
+            )
+        });
+        StickyConfig {
+            cookie,
+            key_env,
+            max_age,
+        }
+    }
+
+    /// A pool's `retry_on`: each word a condition or a 5xx status.
+    fn retry_on(&mut self, key: &str, raw: &Option<Spanned<Vec<Spanned<String>>>>) -> RetryOn {
+        let Some(raw) = raw else {
+            return RetryOn::default();
+        };
+        let mut retry_on = RetryOn::NONE;
+        for word in raw.get_ref() {
+            let text = word.get_ref().as_str();
+            if let Some(condition) = RETRY_CONDITIONS.value_of(text) {
+                retry_on = retry_on.with(condition);
+                continue;
+            }
+            match text.parse::<u16>() {
+                Ok(status) if (500..=599).contains(&status) => {
+                    retry_on = retry_on.with_status(status);
+                }
+                _ => {
+                    self.reject(
+                        key,
+                        word.span(),
+                        &quoted(text),
+                        format!(
+                            "unknown; accepted: {}, or a status from 500 to 599",
+                            RETRY_CONDITIONS.listed()
+                        ),
+                    );
+                }
+            }
+        }
+        retry_on
+    }
+
+    /// A pool's `servers`: at least one.
+    fn servers(
+        &mut self,
+        pool: &Table,
+        raw: &Option<Spanned<Vec<Spanned<RawServer>>>>,
+    ) -> Vec<ServerConfig> {
+        let Some(servers) = self.required(pool, "servers", raw, NEED_A_SERVER) else {
+            return Vec::new();
+        };
+        let key = pool.key("servers");
+        if servers.get_ref().is_empty() {
+            self.reject(
+                &key,
+                servers.span(),
+                "[]",
+                format!("empty; {NEED_A_SERVER}"),
+            );
+            return Vec::new();
+        }
+        self.tables(
+            &key,
+            servers.get_ref(),
+            "server names must be unique within a pool",
+            Self::server,
+        )
+    }
+
+    fn server(&mut self, table: &Table, server: &RawServer) -> ServerConfig {
+        ServerConfig {
+            name: self.name(table, &server.name, "a"),
+            addr: self.socket_addr(
+                table,
+                "addr",
+                &server.addr,
+                "127.0.0.1:9001",
+                PortZero::Refused,
+            ),
+            weight: self.integer(
+                &table.key("weight"),
+                &server.weight,
+                0..=256,
+                "0 to 256 (default 1; 0 takes no new requests)",
+                DEFAULT_WEIGHT,
+            ),
+            state: self.word(&table.key("state"), &server.state, &SERVER_STATES),
+            max_connections: self.integer(
+                &table.key("max_connections"),
+                &server.max_connections,
+                0..=1_000_000,
+                "0 (no limit, the default) to 1000000",
+                0,
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::fixtures::{only_problem, problem, valid_with, MINIMAL, VALID};
+    use crate::config::load::from_toml;
+    use crate::config::RetryCondition;
+
+    #[test]
+    fn routes_sticky_hash_keys_and_states_are_held_to_their_rules() {
+        for (from, to, key, why) in [
+            (
+                r#"host = "shop.example.com""#,
+                r#"host = "shop.example.com:80""#,
+                "route[1].host",
+                "without a port",
+            ),
+            (
+                r#"host = "shop.example.com""#,
+                r#"host = "shop example""#,
+                "route[1].host",
+                "not a host name",
+            ),
+            (
+                r#"host = "*.Example.com""#,
+                r#"host = "*.""#,
+                "route[0].host",
+                "empty",
+            ),
+            (
+                r#"path_prefix = "/api/""#,
+                r#"path_prefix = "api/""#,
+                "route[0].path_prefix",
+                "must start with '/'",
+            ),
+            (
+                r#"pool = "shop"
+"#,
+                r#"pool = "shoes"
+"#,
+                "route[1].pool",
+                "no such pool; defined pools: app, api, shop",
+            ),
+            (
+                r#"hash_key = "header:X-User""#,
+                r#"hash_key = "body""#,
+                "pool[2].hash_key",
+                "accepted: \"source-ip\"",
+            ),
+            (
+                r#"balance = "hash""#,
+                r#"balance = "random""#,
+                "pool[2].hash_key",
+                "only used with balance = \"hash\"",
+            ),
+            (
+                r#"cookie = "SHOP""#,
+                r#"cookie = "SH OP""#,
+                "pool[2].sticky.cookie",
+                "not a cookie name",
+            ),
+            (
+                r#"key_env = "SHOP_STICKY_KEY""#,
+                r#"key_env = "1KEY""#,
+                "pool[2].sticky.key_env",
+                "not an environment variable name",
+            ),
+            (
+                r#"max_age = "1h""#,
+                r#"max_age = "0s""#,
+                "pool[2].sticky.max_age",
+                "must be more than 0",
+            ),
+            (
+                r#"state = "drain""#,
+                r#"state = "drained""#,
+                "pool[2].servers[1].state",
+                "unknown; accepted: ready, drain, maint, test",
+            ),
+        ] {
+            let found = only_problem(&valid_with(from, to));
+            assert_eq!(found.key, key, "{to}");
+            assert!(found.message.contains(why), "{to}: {}", found.message);
+        }
+        let unknown = only_problem(&valid_with("path_prefix = \"/api/\"", "path = \"/api/\""));
+        assert_eq!(unknown.key, "route[0].path");
+    }
+
+    #[test]
+    fn two_sticky_pools_need_two_cookie_names() {
+        let sticky_api = valid_with(
+            "servers = [{ name = \"x\", addr = \"10.0.0.7:80\", weight = 0 }]\n",
+            "servers = [{ name = \"x\", addr = \"10.0.0.7:80\", weight = 0 }]\n[pool.sticky]\n",
+        );
+        from_toml(&sticky_api, "t").expect("HERDSMAN and SHOP differ");
+        let clash = only_problem(&sticky_api.replace("cookie = \"SHOP\"", "cookie = \"HERDSMAN\""));
+        assert_eq!(clash.key, "pool[2].sticky.cookie");
+        assert!(
+            clash.message.contains(r#"also the cookie of pool "api""#)
+                && clash.message.contains(r#"e.g. cookie = "HERDSMAN_SHOP""#),
+            "{}",
+            clash.message
+        );
+    }
+
+    #[test]
+    fn retry_on_lists_conditions_and_5xx_statuses() {
+        let pool_line = r#"balance = "p2c""#;
+        let listed = valid_with(
+            pool_line,
+            "balance = \"p2c\"\nretry_on = [\"connect-failure\", \"response-timeout\", \"503\"]",
+        );
+        let retry_on = from_toml(&listed, "t").unwrap().pools[1].retry_on;
+        assert!(retry_on.has(RetryCondition::ConnectFailure));
+        assert!(retry_on.has(RetryCondition::ResponseTimeout));
+        assert!(!retry_on.has(RetryCondition::EmptyResponse));
+        assert!(retry_on.has_status(503) && !retry_on.has_status(502));
+        assert_eq!(
+            retry_on.words(),
+            ["connect-failure", "response-timeout", "503"]
+        );
+        let default = from_toml(VALID, "t").unwrap().pools[1].retry_on;
+        assert_eq!(
+            default.words(),
+            ["connect-failure", "empty-response", "reset-before-response"]
+        );
+        let none = valid_with(pool_line, "balance = \"p2c\"\nretry_on = []");
+        assert_eq!(
+            from_toml(&none, "t").unwrap().pools[1].retry_on,
+            RetryOn::NONE
+        );
+        for bad in ["404", "timeout", "600"] {
+            let text = valid_with(
+                pool_line,
+                &format!("balance = \"p2c\"\nretry_on = [\"{bad}\"]"),
+            );
+            assert_eq!(
+                only_problem(&text),
+                problem(
+                    "pool[1].retry_on",
+                    40,
+                    &format!(
+                        "pool[1].retry_on = \"{bad}\": unknown; accepted: connect-failure, \
+                         empty-response, reset-before-response, response-timeout, or a status \
+                         from 500 to 599"
+                    )
+                )
+            );
+        }
+    }
+
+    #[test]
+    fn a_pool_without_servers_is_refused() {
+        let text = MINIMAL.replace(r#"servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#, "");
+        assert_eq!(
+            only_problem(&text),
+            problem(
+                "pool[0].servers",
+                7,
+                r#"pool[0].servers: missing; a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#
+            )
+        );
+    }
+}

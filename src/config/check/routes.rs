@@ -1,0 +1,190 @@
+//! `[[route]]`s — the host and path prefix a request must match and the exchange timeouts it may
+//! set apart from `[timeouts]` — and the pool a listener or a route names.
+
+use toml::Spanned;
+
+use super::primitives::{quoted, Zero};
+use super::{Checker, Table};
+use crate::config::raw::{RawPool, RawRoute};
+use crate::config::{ExchangeTimeouts, HostPattern, RouteConfig, Timeouts};
+
+impl Checker<'_> {
+    pub(super) fn route(
+        &mut self,
+        table: &Table,
+        route: &RawRoute,
+        pools: &[Spanned<RawPool>],
+        timeouts: &Timeouts,
+    ) -> RouteConfig {
+        let host = route.host.as_ref().map(|raw| {
+            let text = raw.get_ref().to_ascii_lowercase();
+            let (pattern, name) = match text.strip_prefix("*.") {
+                Some(rest) => (HostPattern::Subdomains(format!(".{rest}")), rest),
+                None => (HostPattern::Exact(text.clone()), text.as_str()),
+            };
+            let is_host_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '.');
+            let why = if name.is_empty() {
+                Some("empty; write e.g. host = \"api.example.com\" or \"*.example.com\"")
+            } else if name.contains(':') {
+                Some("a host name without a port (a request's port is ignored when matching)")
+            } else if !name.chars().all(is_host_char) {
+                Some("not a host name; write e.g. \"api.example.com\", or \"*.example.com\" for every name under it")
+            } else {
+                None
+            };
+            if let Some(why) = why {
+                self.reject(&table.key("host"), raw.span(), &quoted(raw.get_ref()), why);
+            }
+            pattern
+        });
+        let path_prefix = route.path_prefix.as_ref().map(|raw| {
+            let text = raw.get_ref();
+            if !text.starts_with('/') {
+                self.reject(
+                    &table.key("path_prefix"),
+                    raw.span(),
+                    &quoted(text),
+                    "must start with '/', e.g. path_prefix = \"/api/\"",
+                );
+            }
+            text.clone()
+        });
+        let global = timeouts.exchange();
+        let timeouts = match &route.timeouts {
+            Some(raw) => {
+                let path = table.key("timeouts");
+                let raw = raw.get_ref();
+                let key = |field: &str| format!("{path}.{field}");
+                ExchangeTimeouts {
+                    backend_response: self.duration(
+                        &key("backend_response"),
+                        &raw.backend_response,
+                        global.backend_response,
+                        Zero::Refused,
+                    ),
+                    backend_read: self.duration(
+                        &key("backend_read"),
+                        &raw.backend_read,
+                        global.backend_read,
+                        Zero::Refused,
+                    ),
+                    request: self
+                        .optional_duration(&key("request"), &raw.request, "30s", "[timeouts]' own")
+                        .or(global.request),
+                }
+            }
+            None => global,
+        };
+        RouteConfig {
+            host,
+            path_prefix,
+            pool: self.pool_index(table, &route.pool, pools),
+            timeouts,
+        }
+    }
+
+    /// A listener's `pool`: the index in `pools` of the first pool of that name (0, a stand-in,
+    /// when missing or unknown).
+    pub(super) fn pool_index(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+        pools: &[Spanned<RawPool>],
+    ) -> usize {
+        let how = r#"write the name of a [[pool]], e.g. pool = "app""#;
+        let Some(reference) = self.required(table, "pool", raw, how) else {
+            return 0;
+        };
+        let named = |pool: &Spanned<RawPool>| pool.get_ref().name.clone().map(Spanned::into_inner);
+        // A position in `pools`, not among the named ones: a pool missing its name must not
+        // shift the indexes.
+        let found = pools
+            .iter()
+            .position(|pool| named(pool).as_ref() == Some(reference.get_ref()));
+        if let Some(index) = found {
+            return index;
+        }
+        let defined = pools
+            .iter()
+            .filter_map(named)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let defined = if defined.is_empty() { "none" } else { &defined };
+        self.reject(
+            &table.key("pool"),
+            reference.span(),
+            &quoted(reference.get_ref()),
+            format!("no such pool; defined pools: {defined}"),
+        );
+        0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::config::fixtures::{only_problem, problem, valid_with, VALID};
+    use crate::config::load::from_toml;
+
+    #[test]
+    fn a_listener_naming_a_missing_pool_lists_the_defined_ones() {
+        assert_eq!(
+            only_problem(&valid_with(r#"pool = "app""#, r#"pool = "nope""#)),
+            problem(
+                "listener[0].pool",
+                10,
+                r#"listener[0].pool = "nope": no such pool; defined pools: app, api, shop"#
+            )
+        );
+    }
+
+    #[test]
+    fn exchange_timeouts_are_global_or_a_routes_own() {
+        let text = valid_with(
+            r#"backend_idle = "3500ms""#,
+            "backend_idle = \"3500ms\"\nbackend_read = \"90s\"\nrequest = \"2m\"",
+        );
+        let config = from_toml(&text, "t").unwrap();
+        assert_eq!(config.timeouts.backend_read, Duration::from_secs(90));
+        assert_eq!(config.timeouts.request, Some(Duration::from_secs(120)));
+        // The first route sets none of its own; the second its response and read timeouts only.
+        assert_eq!(config.routes[0].timeouts, config.timeouts.exchange());
+        let own = config.routes[1].timeouts;
+        assert_eq!(own.backend_response, Duration::from_secs(120));
+        assert_eq!(own.backend_read, Duration::from_secs(600));
+        assert_eq!(own.request, Some(Duration::from_secs(120)));
+        let unset = from_toml(VALID, "t").unwrap();
+        assert_eq!(unset.timeouts.request, None);
+        let zero = only_problem(&valid_with(
+            r#"backend_read = "10m""#,
+            r#"backend_read = "0s""#,
+        ));
+        assert_eq!(zero.key, "route[1].timeouts.backend_read");
+        assert_eq!(zero.line, Some(65));
+        let unknown = only_problem(&valid_with(r#"backend_read = "10m""#, r#"connect = "1s""#));
+        assert!(
+            unknown.message.contains("unknown field `connect`"),
+            "{}",
+            unknown.message
+        );
+    }
+
+    #[test]
+    fn host_patterns_ignore_case_and_port() {
+        let exact = HostPattern::Exact("api.example.com".into());
+        assert!(exact.matches(b"API.Example.com"));
+        assert!(exact.matches(b"api.example.com:8080"));
+        assert!(!exact.matches(b"api.example.com.evil"));
+        assert!(!exact.matches(b"x.api.example.com"));
+        let any = HostPattern::Subdomains(".example.com".into());
+        assert!(any.matches(b"a.example.com"));
+        assert!(any.matches(b"A.B.EXAMPLE.COM:443"));
+        assert!(!any.matches(b"example.com"));
+        assert!(!any.matches(b"badexample.com"));
+        let v6 = HostPattern::Exact("[::1]".into());
+        assert!(v6.matches(b"[::1]:8080"));
+        assert!(v6.matches(b"[::1]"));
+    }
+}

@@ -1,0 +1,57 @@
+//! How a configuration is refused: [`ConfigError`] and its [`ConfigProblem`]s, each naming a key
+//! and the line it stands on. Below both `load.rs` (which reads the text) and `check/` (which
+//! holds its values to their rules), so that neither needs the other for these.
+
+use std::fmt;
+
+/// Why a configuration was refused: every problem found, and where the text came from.
+#[derive(Debug)]
+pub struct ConfigError {
+    /// The file's path, or a name such as "<demo>" for text that was not read from a file.
+    pub origin: String,
+    /// At least one, in the order of their lines; problems with no line come last.
+    pub problems: Vec<ConfigProblem>,
+}
+
+/// One thing wrong with a configuration.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ConfigProblem {
+    /// The dotted key path: `listener[0].bind`, `pool[1].servers[2].addr`, `timeouts.connect`.
+    /// Empty when there is no key to name (a syntax error, an unreadable file).
+    pub key: String,
+    /// 1-based line in the text, when the problem is at one place.
+    pub line: Option<usize>,
+    /// The whole sentence, complete without `key`: the key, the value when there is one, what is
+    /// wrong and what would be accepted —
+    /// `pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random`.
+    pub message: String,
+}
+
+impl fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.line {
+            Some(line) => write!(f, "line {line}: {}", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let count = self.problems.len();
+        let plural = if count == 1 { "" } else { "s" };
+        write!(f, "{}: {count} problem{plural}", self.origin)?;
+        for problem in &self.problems {
+            write!(f, "\n  {problem}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// 1-based line of a byte offset.
+pub(super) fn line_of(text: &str, offset: usize) -> usize {
+    let before = &text.as_bytes()[..offset.min(text.len())];
+    before.iter().filter(|&&byte| byte == b'\n').count() + 1
+}

@@ -31,13 +31,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::kit::cpu::{CpuClock, Measured};
 use crate::kit::logfile::LogCount;
-use crate::process::free_port;
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::slowloris::cpu::{CpuClock, Measured};
-use crate::wrk::{self, Load};
-use crate::{backend, environment, procstat, tools};
+use crate::kit::process::free_port;
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::wrk::{self, Load};
+use crate::kit::{backend, environment, procstat, tools};
 use condition::Condition;
 use logfile::LogTally;
 use report::{ObservedRun, Session};
@@ -65,7 +65,7 @@ pub fn run(args: ObservabilityArgs) -> anyhow::Result<()> {
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::environment::machine_lines(&herdsman, busy);
+    let mut setup = crate::kit::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     let mut session = Session {
         facts: RunFacts::new(setup),

@@ -12,12 +12,10 @@
 //! - `stack`    — the backend and herdsman (compare's configuration, a longer header timeout)
 //! - `kinds`    — the four kinds of slow connection and what each saw of herdsman
 //! - `clients`  — the hidden `slow-clients` holder processes, and the handle on them
-//! - `cpu`      — where the machine's CPU went during a run, process by process
 //! - `report`   — the figures, the summary, the results file and its plot
 //! - `memory`   — `--memory-only`: RSS per slow connection, per kind
 
 pub mod clients;
-pub(crate) mod cpu;
 mod kinds;
 mod memory;
 mod report;
@@ -31,13 +29,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::process::raise_descriptor_limit;
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::wrk::{self, Load};
-use crate::{environment, procstat, tools};
+use crate::kit::cpu::{CpuClock, Measured};
+use crate::kit::process::raise_descriptor_limit;
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::wrk::{self, Load};
+use crate::kit::{environment, procstat, tools};
 use clients::SlowClients;
-use cpu::{CpuClock, Measured};
 use report::{Session, SlowRun, SlowSide};
 use settings::Settings;
 use stack::Stack;
@@ -77,7 +75,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::environment::machine_lines(&herdsman, busy);
+    let mut setup = crate::kit::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     setup.push((
         "open files per process (RLIMIT_NOFILE)".into(),

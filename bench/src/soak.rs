@@ -40,10 +40,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::kit::logfile::LogCount;
-use crate::process::{free_port, raise_descriptor_limit};
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::{environment, tools};
+use crate::kit::process::{free_port, raise_descriptor_limit};
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::{environment, tools};
 use client::Load;
 use proxy::{Plan, Proxy, Which};
 use report::{IdleAfter, ProxyRun, Session};

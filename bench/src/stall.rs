@@ -16,9 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::fairness::stack::{self, Mode, Stack};
-use crate::scratch::ScratchDir;
-use crate::{environment, tools};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::{self, Mode, Stack};
+use crate::kit::{environment, tools};
 
 /// Options of `stall`.
 #[derive(Debug, clap::Args)]
@@ -83,7 +83,7 @@ pub fn run(args: StallArgs) -> anyhow::Result<()> {
     })?;
     session.failures.extend(failures);
     session.facts.end(started);
-    crate::results::write_results(
+    crate::kit::results::write_results(
         "stall",
         &out,
         &session.table(),
@@ -103,7 +103,7 @@ fn fault_injection_build(workspace: &Path, no_build: bool) -> anyhow::Result<Pat
     let target = workspace.join("target/fault-injection");
     let binary = target.join("release/herdsman");
     if !no_build {
-        return crate::tools::build_herdsman_into(workspace, &target, &["fault-injection"]);
+        return crate::kit::tools::build_herdsman_into(workspace, &target, &["fault-injection"]);
     }
     if !binary.exists() {
         bail!(

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::proxies::{IntakeMode, ProxyKind};
+use crate::kit::proxies::{IntakeMode, ProxyKind};
 
 /// Options of `compare`.
 #[derive(Debug, clap::Args)]

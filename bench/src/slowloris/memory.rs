@@ -16,9 +16,10 @@ use super::kinds::{Kind, Tally};
 use super::settings::Settings;
 use super::stack::Stack;
 use super::{SETTLE_WITH, WARMUP_SECONDS};
-use crate::procstat;
-use crate::report::{spread, thousands};
-use crate::wrk::{self, Load};
+use crate::kit::markdown::thousands;
+use crate::kit::procstat;
+use crate::kit::stats::spread;
+use crate::kit::wrk::{self, Load};
 
 /// How long a holder may go on beyond settling before it stops by itself.
 const HOLD_MARGIN: Duration = Duration::from_secs(30);

@@ -4,9 +4,9 @@
 
 use std::path::Path;
 
-use crate::backend;
-use crate::process::{free_port, Supervised};
-use crate::proxies::{self, Plan};
+use crate::kit::backend;
+use crate::kit::process::{free_port, Supervised};
+use crate::kit::proxies::{self, Plan};
 
 /// A slow head is held for one run "with" (its wrk run plus a few seconds); herdsman's default
 /// `client_header` of 10 s would answer it with 408 and close it in the middle of that run, and

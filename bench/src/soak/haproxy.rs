@@ -16,8 +16,8 @@ use anyhow::{bail, Context};
 use super::herdsman::POOL;
 use super::proxy::{Balance, Plan, ServerState};
 use super::settings::HERDSMAN_IDLE;
-use crate::process::Supervised;
-use crate::procstat;
+use crate::kit::process::Supervised;
+use crate::kit::procstat;
 
 /// How long HAProxy may take to serve once started.
 const START_LIMIT: Duration = Duration::from_secs(15);

@@ -15,8 +15,8 @@ use anyhow::{bail, Context};
 use super::proxy::{Balance, Plan, ServerState};
 use crate::kit::admin_api;
 use crate::kit::json;
-use crate::process::{run_with_timeout, GroupGuard, Supervised};
-use crate::{procstat, proxies};
+use crate::kit::process::{run_with_timeout, GroupGuard, Supervised};
+use crate::kit::{procstat, proxies};
 
 /// The pool's name in the configuration.
 pub const POOL: &str = "app";

@@ -11,8 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::StallArgs;
-use crate::fairness::admin::{self, Snapshot};
-use crate::fairness::stack::{Mode, Stack};
+use crate::kit::stack::{Mode, Stack};
+use crate::kit::workers_api::{self, Snapshot};
 
 /// A connection slower than this counts as failed.
 const CONNECTION_LIMIT: Duration = Duration::from_secs(5);
@@ -61,9 +61,9 @@ pub fn run(stack: &Stack, mode: Mode, round: u32, args: &StallArgs) -> anyhow::R
     });
     let looks = thread::spawn(move || -> anyhow::Result<(Snapshot, Snapshot)> {
         sleep_until(start + stall_at + FIRST_LOOK);
-        let first = admin::read_workers(admin_port)?;
+        let first = workers_api::read_workers(admin_port)?;
         sleep_until(start + stall_at + SECOND_LOOK);
-        Ok((first, admin::read_workers(admin_port)?))
+        Ok((first, workers_api::read_workers(admin_port)?))
     });
 
     let samples = stream(port, start, args.rate, Duration::from_millis(args.run_ms))?;
@@ -188,7 +188,7 @@ async fn first_byte(addr: SocketAddr) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fairness::admin::WorkerCounters;
+    use crate::kit::workers_api::WorkerCounters;
 
     fn snapshot(counts: &[(u64, u64)]) -> Snapshot {
         Snapshot {

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use super::load::{Sample, StallRun};
 use super::StallArgs;
-use crate::fairness::stack::Mode;
+use crate::kit::plot::{LineChart, Series};
+use crate::kit::results::RunFacts;
+use crate::kit::stack::Mode;
 use crate::kit::stats::percentile;
-use crate::plot::{LineChart, Series};
-use crate::results::RunFacts;
 
 /// Connections due this long before the stall, or up to this long after it ended, belong to
 /// neither window: they may straddle its edges (a queue behind the stalled worker drains after it).
@@ -97,7 +97,7 @@ fn pooled(runs: &[&StallRun]) -> (Window, Window) {
 impl Session {
     pub fn new(args: &StallArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            facts: RunFacts::new(crate::environment::machine_lines(herdsman, busy)),
+            facts: RunFacts::new(crate::kit::environment::machine_lines(herdsman, busy)),
             workers: args.workers,
             rate: args.rate,
             run_ms: args.run_ms,

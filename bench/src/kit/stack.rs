@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::backend;
-use crate::process::{free_port, Supervised};
+use crate::kit::backend;
+use crate::kit::process::{free_port, Supervised};
 
 /// herdsman's `intake` modes, in the order the benchmarks run them by default.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::process::Supervised;
+use crate::kit::process::Supervised;
 
 /// Which program a benchmark target runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]

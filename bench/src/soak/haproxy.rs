@@ -13,9 +13,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::herdsman::POOL;
-use super::proxy::{Balance, Plan, ServerState};
-use super::settings::HERDSMAN_IDLE;
+use super::plan::{Balance, Plan, ServerState, HERDSMAN_IDLE, POOL};
 use crate::kit::process::Supervised;
 use crate::kit::procstat;
 

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::chaos::Kind;
+use super::plan::{Idle, HERDSMAN_IDLE};
 
 /// Options of `soak`.
 #[derive(Debug, clap::Args)]
@@ -91,22 +92,6 @@ const SHORT: Defaults = Defaults {
         backend_seconds: 1,
     }),
     out: "target/herdsman-bench/soak-short.md",
-};
-
-/// Short idle timeouts: the short run measures descriptors back at their baseline a few seconds
-/// after the load stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Idle {
-    /// herdsman's `client_idle`, HAProxy's `timeout client` and `timeout http-keep-alive`.
-    pub client_seconds: u32,
-    /// herdsman's `backend_idle`.
-    pub backend_seconds: u32,
-}
-
-/// herdsman's own defaults, used when the run sets none.
-pub const HERDSMAN_IDLE: Idle = Idle {
-    client_seconds: 60,
-    backend_seconds: 4,
 };
 
 /// What a run does, with every default applied.

@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use anyhow::bail;
 
 use crate::kit::process::{split_evenly, Supervised};
+use crate::kit::proxies::IntakeMode;
 use crate::kit::scratch::ScratchDir;
-use crate::kit::stack::{self, Mode, Stack};
+use crate::kit::stack::{self, Stack};
 use crate::kit::workers_api::{self, Snapshot, WorkerCounters};
 use crate::kit::{environment, tools};
 use client::Mix;
@@ -37,7 +38,7 @@ pub struct FairnessArgs {
         value_enum,
         default_value = "balanced,reuseport,exclusive,shared"
     )]
-    pub modes: Vec<Mode>,
+    pub modes: Vec<IntakeMode>,
     /// herdsman's worker threads.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
@@ -69,7 +70,7 @@ pub struct FairnessArgs {
 /// What one run (a mode × mix × count) measured.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub mode: Mode,
+    pub mode: IntakeMode,
     /// "storm", "short" or "long".
     pub mix: &'static str,
     pub connections: u32,
@@ -139,7 +140,7 @@ pub fn run(args: FairnessArgs) -> anyhow::Result<()> {
 /// One herdsman in `mode`: the storm, then each count's short and long-lived mix.
 fn run_mode(
     herdsman: &Path,
-    mode: Mode,
+    mode: IntakeMode,
     args: &FairnessArgs,
     dir: &Path,
     session: &mut report::Session,
@@ -177,7 +178,12 @@ fn run_mode(
 }
 
 /// Sequential connect-and-close clients, no request, against an otherwise idle herdsman.
-fn storm(stack: &mut Stack, mode: Mode, connections: u32, gap: Duration) -> anyhow::Result<Run> {
+fn storm(
+    stack: &mut Stack,
+    mode: IntakeMode,
+    connections: u32,
+    gap: Duration,
+) -> anyhow::Result<Run> {
     settle(stack)?;
     let before = workers_api::read_workers(stack.admin_port)?;
     let (mut ok, mut failed, mut first_error) = (0, 0, None);
@@ -232,7 +238,7 @@ fn settle(stack: &mut Stack) -> anyhow::Result<()> {
 /// The short or long-lived mix, spread over the client processes.
 fn with_clients(
     stack: &mut Stack,
-    mode: Mode,
+    mode: IntakeMode,
     mix: Mix,
     connections: u32,
     args: &FairnessArgs,

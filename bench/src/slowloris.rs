@@ -33,12 +33,12 @@ use crate::kit::cpu::{CpuClock, Measured};
 use crate::kit::process::raise_descriptor_limit;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::Stack;
 use crate::kit::wrk::{self, Load};
 use crate::kit::{environment, procstat, tools};
 use clients::SlowClients;
 use report::{Session, SlowRun, SlowSide};
 use settings::Settings;
-use stack::Stack;
 
 /// Unrecorded load before the first round, so that first-run effects stay out of round 1.
 pub const WARMUP_SECONDS: u32 = 1;
@@ -107,7 +107,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
          {} worker(s), wrk -c{}",
         settings.rounds, settings.seconds, settings.slow, settings.workers, settings.connections
     );
-    let outcome = Stack::start(
+    let outcome = stack::start(
         &herdsman,
         settings.workers,
         client_header_seconds,

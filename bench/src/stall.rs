@@ -16,8 +16,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
+use crate::kit::proxies::IntakeMode;
 use crate::kit::scratch::ScratchDir;
-use crate::kit::stack::{self, Mode, Stack};
+use crate::kit::stack::{self, Stack};
 use crate::kit::{environment, tools};
 
 /// Options of `stall`.
@@ -30,7 +31,7 @@ pub struct StallArgs {
         value_enum,
         default_value = "balanced,reuseport,exclusive,shared"
     )]
-    pub modes: Vec<Mode>,
+    pub modes: Vec<IntakeMode>,
     /// herdsman's worker threads.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,

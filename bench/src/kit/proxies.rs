@@ -40,14 +40,21 @@ pub enum IntakeMode {
     Shared,
 }
 
-impl fmt::Display for IntakeMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl IntakeMode {
+    /// herdsman's name for it, as the `intake` key takes it.
+    pub fn label(self) -> &'static str {
+        match self {
             IntakeMode::Balanced => "balanced",
             IntakeMode::Reuseport => "reuseport",
             IntakeMode::Exclusive => "exclusive",
             IntakeMode::Shared => "shared",
-        })
+        }
+    }
+}
+
+impl fmt::Display for IntakeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
     }
 }
 

@@ -1,41 +1,19 @@
-//! One herdsman in a given intake mode in front of the fast backend, with its admin listener: the
-//! configuration, the start, and the stop (both processes are stopped when the stack is dropped).
+//! herdsman in front of the fast backend, started together and stopped together (when the stack is
+//! dropped): with any configuration written for its ports, or in a given intake mode with its admin
+//! listener; and running something once per intake mode.
 
 use std::path::Path;
-use std::process::Command;
-use std::time::Duration;
 
-use anyhow::Context;
-
-use crate::kit::backend;
-use crate::kit::process::{free_port, Supervised};
-
-/// herdsman's `intake` modes, in the order the benchmarks run them by default.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Mode {
-    Balanced,
-    Reuseport,
-    Exclusive,
-    Shared,
-}
-
-impl Mode {
-    pub fn label(self) -> &'static str {
-        match self {
-            Mode::Balanced => "balanced",
-            Mode::Reuseport => "reuseport",
-            Mode::Exclusive => "exclusive",
-            Mode::Shared => "shared",
-        }
-    }
-}
+use super::backend;
+use super::process::{free_port, Supervised};
+use super::proxies::{self, IntakeMode};
 
 /// Runs `each` once per mode, in order, each in its own directory under `scratch`. A mode that
 /// fails is reported on stderr and returned with why, and the modes after it still run.
 pub fn each_mode(
-    modes: &[Mode],
+    modes: &[IntakeMode],
     scratch: &Path,
-    mut each: impl FnMut(Mode, &Path) -> anyhow::Result<()>,
+    mut each: impl FnMut(IntakeMode, &Path) -> anyhow::Result<()>,
 ) -> anyhow::Result<Vec<(String, String)>> {
     let mut failures = Vec::new();
     for &mode in modes {
@@ -49,20 +27,15 @@ pub fn each_mode(
     Ok(failures)
 }
 
-/// A running backend and herdsman.
-pub struct Stack {
-    /// Where clients connect.
-    pub port: u16,
-    /// Where `/api/workers` answers.
-    pub admin_port: u16,
-    /// Declared before the backend so that herdsman stops first.
-    pub herdsman: Supervised,
-    pub backend: Supervised,
-}
-
 /// The herdsman configuration for one run. `backlog` is 4096 (the machine's somaxconn), and the
 /// client idle timeout is long enough that no long-lived connection is closed by herdsman mid-run.
-pub fn config(mode: Mode, workers: u32, port: u16, admin_port: u16, backend_port: u16) -> String {
+pub fn config(
+    mode: IntakeMode,
+    workers: u32,
+    port: u16,
+    admin_port: u16,
+    backend_port: u16,
+) -> String {
     format!(
         "workers = {workers}\n\
          intake = \"{mode}\"\n\
@@ -89,28 +62,71 @@ pub fn config(mode: Mode, workers: u32, port: u16, admin_port: u16, backend_port
     )
 }
 
+/// A running backend and herdsman.
+pub struct Stack {
+    /// Where clients connect, on 127.0.0.1.
+    pub port: u16,
+    /// Where herdsman's admin API answers when its configuration has one (`/api/workers`).
+    pub admin_port: u16,
+    /// herdsman's configuration, as written.
+    pub config: String,
+    /// Declared before the backend so that herdsman stops first.
+    pub herdsman: Supervised,
+    pub backend: Supervised,
+}
+
+/// The ports a stack's configuration is written for, all on 127.0.0.1 and all different.
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    pub port: u16,
+    pub admin_port: u16,
+    pub backend_port: u16,
+}
+
 impl Stack {
-    /// Starts the backend (this program's `backend` subcommand) and `herdsman` in `mode`, and waits
-    /// until both answer; logs and the config go into `dir`.
-    pub fn start(herdsman: &Path, mode: Mode, workers: u32, dir: &Path) -> anyhow::Result<Stack> {
+    /// Starts the backend (this program's `backend` subcommand) and herdsman in `mode`, with
+    /// `config`'s configuration and an admin listener.
+    pub fn start(
+        program: &Path,
+        mode: IntakeMode,
+        workers: u32,
+        dir: &Path,
+    ) -> anyhow::Result<Stack> {
+        Stack::start_with(program, dir, |p| {
+            config(mode, workers, p.port, p.admin_port, p.backend_port)
+        })
+    }
+
+    /// Starts the backend and `program` with the configuration `config` writes for the ports
+    /// chosen, and waits until both answer; the config and logs go into `dir`.
+    pub fn start_with(
+        program: &Path,
+        dir: &Path,
+        config: impl FnOnce(Ports) -> String,
+    ) -> anyhow::Result<Stack> {
         let backend_port = free_port()?;
         let backend = backend::start(backend_port, dir)?;
-
         let port = free_port()?;
-        let admin_port = free_port()?;
-        let file = dir.join(format!("herdsman-{}.toml", mode.label()));
-        std::fs::write(&file, config(mode, workers, port, admin_port, backend_port))
-            .with_context(|| format!("writing {}", file.display()))?;
-        let mut command = Command::new(herdsman);
-        command.arg("run").arg("-c").arg(&file);
-        let log = dir.join(format!("herdsman-{}.log", mode.label()));
-        let mut process =
-            Supervised::spawn(&format!("herdsman ({})", mode.label()), command, &log)?;
-        process.wait_until_serving(port, Duration::from_secs(15))?;
+        let mut admin_port = free_port()?;
+        while admin_port == port {
+            admin_port = free_port()?;
+        }
+        let config = config(Ports {
+            port,
+            admin_port,
+            backend_port,
+        });
+        let herdsman = proxies::start_herdsman(program, &config, port, dir)?;
+        eprintln!(
+            "backend on 127.0.0.1:{backend_port} (pid {}), herdsman on 127.0.0.1:{port} (pid {})",
+            backend.pid(),
+            herdsman.pid()
+        );
         Ok(Stack {
             port,
             admin_port,
-            herdsman: process,
+            config,
+            herdsman,
             backend,
         })
     }
@@ -128,7 +144,7 @@ mod tests {
 
     #[test]
     fn the_config_names_the_mode_and_every_port() {
-        let text = config(Mode::Exclusive, 8, 1001, 1002, 1003);
+        let text = config(IntakeMode::Exclusive, 8, 1001, 1002, 1003);
         assert!(text.contains("workers = 8\n"));
         assert!(text.contains("intake = \"exclusive\"\n"));
         assert!(text.contains("bind = \"127.0.0.1:1001\""));

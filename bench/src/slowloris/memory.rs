@@ -14,7 +14,7 @@ use anyhow::Context;
 use super::clients::SlowClients;
 use super::kinds::{Kind, Tally};
 use super::settings::Settings;
-use super::stack::Stack;
+use super::stack;
 use super::{SETTLE_WITH, WARMUP_SECONDS};
 use crate::kit::markdown::thousands;
 use crate::kit::procstat;
@@ -94,7 +94,7 @@ fn open_once(
     kinds: &[Kind],
     dir: &Path,
 ) -> anyhow::Result<Opening> {
-    let mut stack = Stack::start(herdsman, settings.workers, client_header_seconds, dir)?;
+    let mut stack = stack::start(herdsman, settings.workers, client_header_seconds, dir)?;
     let warm_up = Load {
         connections: settings.connections,
         seconds: WARMUP_SECONDS,

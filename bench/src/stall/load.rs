@@ -11,7 +11,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::StallArgs;
-use crate::kit::stack::{Mode, Stack};
+use crate::kit::proxies::IntakeMode;
+use crate::kit::stack::Stack;
 use crate::kit::workers_api::{self, Snapshot};
 
 /// A connection slower than this counts as failed.
@@ -32,7 +33,7 @@ pub struct Sample {
 /// What one run measured.
 #[derive(Debug, Clone)]
 pub struct StallRun {
-    pub mode: Mode,
+    pub mode: IntakeMode,
     pub round: u32,
     pub samples: Vec<Sample>,
     /// When the stall request was sent and answered, in ms from the start.
@@ -47,7 +48,12 @@ pub struct StallRun {
     pub pending_during: Vec<u64>,
 }
 
-pub fn run(stack: &Stack, mode: Mode, round: u32, args: &StallArgs) -> anyhow::Result<StallRun> {
+pub fn run(
+    stack: &Stack,
+    mode: IntakeMode,
+    round: u32,
+    args: &StallArgs,
+) -> anyhow::Result<StallRun> {
     let start = Instant::now();
     let port = stack.port;
     let admin_port = stack.admin_port;

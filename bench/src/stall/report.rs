@@ -8,8 +8,8 @@ use std::path::Path;
 use super::load::{Sample, StallRun};
 use super::StallArgs;
 use crate::kit::plot::{LineChart, Series};
+use crate::kit::proxies::IntakeMode;
 use crate::kit::results::RunFacts;
-use crate::kit::stack::Mode;
 use crate::kit::stats::percentile;
 
 /// Connections due this long before the stall, or up to this long after it ended, belong to
@@ -108,8 +108,8 @@ impl Session {
         }
     }
 
-    fn modes(&self) -> Vec<Mode> {
-        let mut modes: Vec<Mode> = Vec::new();
+    fn modes(&self) -> Vec<IntakeMode> {
+        let mut modes: Vec<IntakeMode> = Vec::new();
         for run in &self.runs {
             if !modes.contains(&run.mode) {
                 modes.push(run.mode);
@@ -118,7 +118,7 @@ impl Session {
         modes
     }
 
-    fn runs_of(&self, mode: Mode) -> Vec<&StallRun> {
+    fn runs_of(&self, mode: IntakeMode) -> Vec<&StallRun> {
         self.runs.iter().filter(|r| r.mode == mode).collect()
     }
 
@@ -337,7 +337,7 @@ mod tests {
 
     fn run_with(samples: Vec<Sample>) -> StallRun {
         StallRun {
-            mode: Mode::Balanced,
+            mode: IntakeMode::Balanced,
             round: 1,
             samples,
             stall_sent_ms: 1000.0,

@@ -7,7 +7,6 @@
 //! - `settings`     — the options, the full and the short defaults
 //! - `idle`         — the idle sweep: the same load with N idle keep-alive clients held open
 //! - `idle_clients` — the processes that hold the idle clients, and the handle on them
-//! - `progress`     — "run k of n, ~ETA" after each run
 //! - `plots`        — the PNG plots beside the results file
 //! - `targets`      — which rows to measure: installing peers, building herdsman, their versions
 //! - `report`       — the medians, spreads, ratios, goals and the Markdown results file
@@ -15,7 +14,6 @@
 mod idle;
 pub mod idle_clients;
 mod plots;
-mod progress;
 mod report;
 mod settings;
 mod targets;
@@ -30,11 +28,11 @@ use anyhow::{bail, Context};
 use crate::kit::markdown::{thousands, worker_count};
 use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
+use crate::kit::progress::Progress;
 use crate::kit::proxies::{Plan, Target};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::wrk::{self, Load};
 use crate::kit::{backend, environment, procstat, tools};
-use progress::Progress;
 use report::idle::IdleSweep;
 use report::{goals, Run, Session, BACKEND_LABEL};
 use settings::Settings;

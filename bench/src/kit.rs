@@ -16,8 +16,10 @@
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
 //! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
 //! - `wrk`         — running wrk and parsing its report
+//! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
 //! - `environment` — versions, machine, load, and the command that reproduces a run
+//! - `progress`    — "run k of n, ~ETA left" after each run, paced against the plan
 //! - `results`     — what every results file states about its run, and writing it with its plot
 //! - `plot`        — line charts as PNG files for bench/results/
 
@@ -35,9 +37,11 @@ pub mod periodic;
 pub mod plot;
 pub mod process;
 pub mod procstat;
+pub mod progress;
 pub mod proxies;
 pub mod results;
 pub mod scratch;
+pub mod settings;
 pub mod stack;
 pub mod stats;
 pub mod tools;

@@ -30,7 +30,9 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::kit::cpu::{CpuClock, Measured};
+use crate::kit::paired::turn_order;
 use crate::kit::process::raise_descriptor_limit;
+use crate::kit::progress::Progress;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::stack::Stack;
@@ -174,7 +176,7 @@ fn measure(
             };
             eprintln!(
                 "[{}] round {round}/{}: {}",
-                progress.step(),
+                progress.step(planned_seconds(settings, with_slow)),
                 settings.rounds,
                 report::progress_line(&run)
             );
@@ -184,14 +186,12 @@ fn measure(
     Ok(())
 }
 
-/// Whether the runs of `round` (from 1) are with slow connections, in order: round 1 without then
-/// with, round 2 with then without, and so on, so that a drift over the whole run falls on both.
+/// Whether the runs of `round` (from 1) are with slow connections, in order: the paired rounds'
+/// turns (`kit::paired`), without first in round 1, with first in round 2, and so on, so that a
+/// drift over the whole run falls on both.
 fn with_order(round: u32) -> [bool; 2] {
-    if round % 2 == 1 {
-        [false, true]
-    } else {
-        [true, false]
-    }
+    let mut turns = turn_order(2, round).map(|side| side == 1);
+    [turns.next().unwrap_or(false), turns.next().unwrap_or(true)]
 }
 
 /// One wrk run against herdsman as it stands, with where the CPU went meanwhile (`slow_clients`:
@@ -271,53 +271,20 @@ fn measure_with(
 
 /// The planned seconds of every run, in order.
 fn planned_runs(settings: &Settings) -> Vec<f64> {
-    let seconds = f64::from(settings.seconds);
     (1..=settings.rounds)
         .flat_map(with_order)
-        .map(|with| {
-            seconds
-                + if with {
-                    OVERHEAD_WITH
-                } else {
-                    OVERHEAD_WITHOUT
-                }
-        })
+        .map(|with| planned_seconds(settings, with))
         .collect()
 }
 
-/// "run k of n, ~ETA left" after each run: the planned seconds still to come, scaled by how the
-/// real time so far compares with the plan so far (as compare's progress line does).
-struct Progress {
-    started: Instant,
-    planned: Vec<f64>,
-    done: usize,
-}
-
-impl Progress {
-    fn new(planned: Vec<f64>) -> Progress {
-        Progress {
-            started: Instant::now(),
-            planned,
-            done: 0,
-        }
-    }
-
-    fn step(&mut self) -> String {
-        self.done = (self.done + 1).min(self.planned.len());
-        let planned_done: f64 = self.planned[..self.done].iter().sum();
-        let planned_left: f64 = self.planned[self.done..].iter().sum();
-        let pace = if planned_done > 0.0 {
-            self.started.elapsed().as_secs_f64() / planned_done
+/// The planned seconds of one run, without or with the slow connections.
+fn planned_seconds(settings: &Settings, with: bool) -> f64 {
+    f64::from(settings.seconds)
+        + if with {
+            OVERHEAD_WITH
         } else {
-            1.0
-        };
-        format!(
-            "run {} of {}, ~{}s left",
-            self.done,
-            self.planned.len(),
-            (planned_left * pace).round() as u64
-        )
-    }
+            OVERHEAD_WITHOUT
+        }
 }
 
 #[cfg(test)]
@@ -349,6 +316,6 @@ mod tests {
         assert_eq!(plan[0], 10.5);
         assert_eq!(plan[1], 16.0);
         let mut progress = Progress::new(plan);
-        assert!(progress.step().starts_with("run 1 of 6, ~"));
+        assert!(progress.step(10.5).starts_with("run 1 of 6, ~"));
     }
 }

@@ -11,11 +11,11 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::idle_clients::IdleClients;
-use super::progress::Progress;
 use super::report::idle::{IdleFailure, IdleRun, IdleSweep, SETTLE, WARMUP_SECONDS};
 use super::{dir_name, figures_line, measure, start_target};
 use crate::kit::paired::turn_order;
 use crate::kit::procstat;
+use crate::kit::progress::Progress;
 use crate::kit::proxies::{Plan, Target};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::wrk::{self, Load};

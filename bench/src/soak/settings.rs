@@ -6,6 +6,7 @@ use std::path::{Path, PathBuf};
 
 use super::chaos::Kind;
 use super::plan::{Idle, HERDSMAN_IDLE};
+use crate::kit::settings;
 
 /// Options of `soak`.
 #[derive(Debug, clap::Args)]
@@ -113,7 +114,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(args: &SoakArgs, workspace: &Path) -> Settings {
-        let defaults = if args.short { &SHORT } else { &FULL };
+        let defaults = settings::defaults(args.short, &FULL, &SHORT);
         let mut chaos: Vec<Kind> = Vec::new();
         for kind in &args.chaos {
             if !chaos.contains(kind) {
@@ -133,10 +134,7 @@ impl Settings {
             retry_budget_floor: args.retry_budget_floor,
             idle: defaults.idle,
             short: args.short,
-            out: args
-                .out
-                .clone()
-                .unwrap_or_else(|| workspace.join(defaults.out)),
+            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
         }
     }
 

@@ -7,14 +7,16 @@
 //! - `settings`     — the options, the full and the short defaults
 //! - `idle`         — the idle sweep: the same load with N idle keep-alive clients held open
 //! - `idle_clients` — the processes that hold the idle clients, and the handle on them
-//! - `progress`     — "run k of n, ~ETA" after each run
 //! - `plots`        — the PNG plots beside the results file
+//! - `targets`      — which rows to measure: installing peers, building herdsman, their versions
+//! - `report`       — the medians, spreads, ratios, goals and the Markdown results file
 
-pub mod idle;
+mod idle;
 pub mod idle_clients;
 mod plots;
-mod progress;
+mod report;
 mod settings;
+mod targets;
 
 pub use settings::CompareArgs;
 
@@ -23,14 +25,16 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::process::{free_port, raise_descriptor_limit, Supervised};
-use crate::proxies::{Plan, Target};
-use crate::report::idle::IdleSweep;
-use crate::report::{self, goals, worker_count, Run, Session, BACKEND_LABEL};
-use crate::scratch::ScratchDir;
-use crate::wrk::{self, Load};
-use crate::{backend, environment, procstat, targets, tools};
-use progress::Progress;
+use crate::kit::markdown::{thousands, worker_count};
+use crate::kit::paired::turn_order;
+use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
+use crate::kit::progress::Progress;
+use crate::kit::proxies::{Plan, Target};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::wrk::{self, Load};
+use crate::kit::{backend, environment, procstat, tools};
+use report::idle::IdleSweep;
+use report::{goals, Run, Session, BACKEND_LABEL};
 use settings::Settings;
 
 /// Planned seconds a wrk run costs beyond its duration (start-up, reading /proc, the drain).
@@ -70,7 +74,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let (targets, not_run) = targets::resolve_targets(&args, &workspace, &mut session)?;
     session.not_run = not_run;
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
-    environment::record_versions(&mut session, &wrk_path, &targets);
+    targets::record_versions(&mut session, &wrk_path, &targets);
 
     let load_at_start = environment::load_average();
     let busy_at_start = environment::busy_share(Duration::from_secs(1));
@@ -328,12 +332,6 @@ struct Case {
     connections: u32,
 }
 
-/// The order targets take their turns in `round` (from 1): 0, 1, … n−1 rotated by round − 1.
-fn turn_order(targets: usize, round: u32) -> impl Iterator<Item = usize> {
-    let shift = (round as usize).saturating_sub(1);
-    (0..targets).map(move |turn| (turn + shift) % targets)
-}
-
 /// Writes the target's config into `dir`, starts it and waits for an answer. Returns the process,
 /// its port, and the config (file name, text).
 fn start_target(
@@ -400,7 +398,7 @@ fn measure(
 fn figures_line(m: &Measured) -> String {
     format!(
         "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req  errors {}",
-        report::thousands(m.wrk.requests_per_sec),
+        thousands(m.wrk.requests_per_sec),
         m.wrk.p50_us,
         m.wrk.p99_us,
         m.wrk.max_us,
@@ -433,16 +431,6 @@ fn record(session: &mut Session, case: Case, label: &str, m: Measured, progress:
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn turns_rotate_round_by_round() {
-        let order = |n, round| turn_order(n, round).collect::<Vec<_>>();
-        assert_eq!(order(3, 1), vec![0, 1, 2]);
-        assert_eq!(order(3, 2), vec![1, 2, 0]);
-        assert_eq!(order(3, 4), vec![0, 1, 2]);
-        assert_eq!(order(2, 2), vec![1, 0]);
-        assert!(order(0, 2).is_empty());
-    }
 
     #[test]
     fn labels_become_plain_directory_names() {

@@ -5,18 +5,13 @@
 //! before, during and after.
 //!
 //! Layout:
-//! - `stack`  — herdsman in one mode plus the backend, started and stopped together
-//! - `admin`  — reading `/api/workers` into per-worker counters, and deltas
 //! - `client` — the hidden `fairness-client` subcommand: one client process
 //! - `stats`  — coefficient of variation, max ÷ mean
 //! - `report` — the table, the results file and the plot
 
-pub mod admin;
 pub mod client;
 mod report;
-
-pub mod stack;
-pub mod stats;
+mod stats;
 
 use std::net::{Ipv4Addr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -25,12 +20,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::process::{split_evenly, Supervised};
-use crate::scratch::ScratchDir;
-use crate::{environment, tools};
-use admin::{Snapshot, WorkerCounters};
+use crate::kit::process::{split_evenly, Supervised};
+use crate::kit::proxies::IntakeMode;
+use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::{self, Stack};
+use crate::kit::workers_api::{self, Snapshot, WorkerCounters};
+use crate::kit::{environment, tools};
 use client::Mix;
-use stack::{Mode, Stack};
 
 /// Options of `fairness`.
 #[derive(Debug, clap::Args)]
@@ -42,7 +38,7 @@ pub struct FairnessArgs {
         value_enum,
         default_value = "balanced,reuseport,exclusive,shared"
     )]
-    pub modes: Vec<Mode>,
+    pub modes: Vec<IntakeMode>,
     /// herdsman's worker threads.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
@@ -74,7 +70,7 @@ pub struct FairnessArgs {
 /// What one run (a mode × mix × count) measured.
 #[derive(Debug, Clone)]
 pub struct Run {
-    pub mode: Mode,
+    pub mode: IntakeMode,
     /// "storm", "short" or "long".
     pub mix: &'static str,
     pub connections: u32,
@@ -127,7 +123,7 @@ pub fn run(args: FairnessArgs) -> anyhow::Result<()> {
     })?;
     session.failures.extend(failures);
     session.facts.end(started);
-    crate::results::write_results(
+    crate::kit::results::write_results(
         "fairness",
         &out,
         &session.table(),
@@ -144,7 +140,7 @@ pub fn run(args: FairnessArgs) -> anyhow::Result<()> {
 /// One herdsman in `mode`: the storm, then each count's short and long-lived mix.
 fn run_mode(
     herdsman: &Path,
-    mode: Mode,
+    mode: IntakeMode,
     args: &FairnessArgs,
     dir: &Path,
     session: &mut report::Session,
@@ -182,9 +178,14 @@ fn run_mode(
 }
 
 /// Sequential connect-and-close clients, no request, against an otherwise idle herdsman.
-fn storm(stack: &mut Stack, mode: Mode, connections: u32, gap: Duration) -> anyhow::Result<Run> {
+fn storm(
+    stack: &mut Stack,
+    mode: IntakeMode,
+    connections: u32,
+    gap: Duration,
+) -> anyhow::Result<Run> {
     settle(stack)?;
-    let before = admin::read_workers(stack.admin_port)?;
+    let before = workers_api::read_workers(stack.admin_port)?;
     let (mut ok, mut failed, mut first_error) = (0, 0, None);
     for _ in 0..connections {
         match TcpStream::connect((Ipv4Addr::LOCALHOST, stack.port)) {
@@ -201,13 +202,13 @@ fn storm(stack: &mut Stack, mode: Mode, connections: u32, gap: Duration) -> anyh
     }
     // Let herdsman take the last connections and its workers fall asleep before reading.
     let deadline = Instant::now() + Duration::from_secs(5);
-    let mut after = admin::read_workers(stack.admin_port)?;
+    let mut after = workers_api::read_workers(stack.admin_port)?;
     while before.delta(&after).total(|w| w.accepted) < ok && Instant::now() < deadline {
         std::thread::sleep(Duration::from_millis(20));
-        after = admin::read_workers(stack.admin_port)?;
+        after = workers_api::read_workers(stack.admin_port)?;
     }
     std::thread::sleep(Duration::from_millis(100));
-    let after = admin::read_workers(stack.admin_port)?;
+    let after = workers_api::read_workers(stack.admin_port)?;
     Ok(Run {
         mode,
         mix: "storm",
@@ -226,7 +227,7 @@ fn storm(stack: &mut Stack, mode: Mode, connections: u32, gap: Duration) -> anyh
 fn settle(stack: &mut Stack) -> anyhow::Result<()> {
     let deadline = Instant::now() + Duration::from_secs(15);
     loop {
-        let now = admin::read_workers(stack.admin_port)?;
+        let now = workers_api::read_workers(stack.admin_port)?;
         if now.total(|w| w.active + w.pending_handoffs) == 0 || Instant::now() >= deadline {
             return Ok(());
         }
@@ -237,14 +238,14 @@ fn settle(stack: &mut Stack) -> anyhow::Result<()> {
 /// The short or long-lived mix, spread over the client processes.
 fn with_clients(
     stack: &mut Stack,
-    mode: Mode,
+    mode: IntakeMode,
     mix: Mix,
     connections: u32,
     args: &FairnessArgs,
     dir: &Path,
 ) -> anyhow::Result<Run> {
     settle(stack)?;
-    let before = admin::read_workers(stack.admin_port)?;
+    let before = workers_api::read_workers(stack.admin_port)?;
     let processes = args.client_processes.min(connections).max(1);
     let mix_label = match mix {
         Mix::Short => "short",
@@ -271,7 +272,7 @@ fn with_clients(
     let mut peak_active = vec![0; before.workers.len()];
     let mut all_open_active = None;
     loop {
-        let now = admin::read_workers(stack.admin_port)?;
+        let now = workers_api::read_workers(stack.admin_port)?;
         for (peak, worker) in peak_active.iter_mut().zip(&now.workers) {
             *peak = (*peak).max(worker.active);
         }
@@ -280,7 +281,7 @@ fn with_clients(
             && clients.iter().all(|client| client.said("ready").is_some())
         {
             // Read again now that every client has said so: this poll may predate the last one.
-            let open = admin::read_workers(stack.admin_port)?;
+            let open = workers_api::read_workers(stack.admin_port)?;
             all_open_active = Some(open.per_worker(|w| w.active));
         }
         let exited: Vec<Option<String>> = clients.iter_mut().map(|c| c.exit_reason()).collect();
@@ -294,7 +295,7 @@ fn with_clients(
         std::thread::sleep(Duration::from_millis(50));
     }
     settle(stack)?;
-    let after = admin::read_workers(stack.admin_port)?;
+    let after = workers_api::read_workers(stack.admin_port)?;
 
     let (mut ok, mut failed, mut first_error) = (0, 0, None);
     for client in &clients {

@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::{environment, procstat, tools};
+use crate::kit::{environment, procstat, tools};
 use report::Session;
 use tasks::CpuSource;
 use waiters::Method;

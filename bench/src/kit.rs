@@ -1,13 +1,49 @@
 //! Helpers that more than one experiment needs, so that no experiment imports another:
 //!
-//! - `admin_api` — GET on herdsman's admin API (a whole 200 with a body), and waiting until it answers
-//! - `json`      — just enough JSON to read the admin API's answers
-//! - `logfile`   — an access log's lines and bytes, as the file stands
-//! - `periodic`  — a thread that does one thing every period until told to finish
-//! - `stats`     — percentiles by nearest rank
+//! - `admin_api`   — GET on herdsman's admin API (a whole 200 with a body), and waiting until it answers
+//! - `workers_api` — `/api/workers` read into per-worker counters, and the deltas between two reads
+//! - `json`        — just enough JSON to read the admin API's answers
+//! - `logfile`     — an access log's lines and bytes, as the file stands
+//! - `periodic`    — a thread that does one thing every period until told to finish
+//! - `stats`       — percentiles by nearest rank
+//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
+//! - `proxies`     — the proxies' equivalent configurations and command lines
+//! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
+//! - `process`     — child processes that never outlive the benchmark; ports; readiness
+//! - `procstat`    — CPU time and RSS of a process tree, connections on a port, from /proc
+//! - `cpu`         — where the machine's CPU went during a run, process by process
+//! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
+//! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
+//! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
+//! - `wrk`         — running wrk and parsing its report
+//! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
+//! - `scratch`     — the temporary directory for configs and logs
+//! - `environment` — versions, machine, load, and the command that reproduces a run
+//! - `progress`    — "run k of n, ~ETA left" after each run, paced against the plan
+//! - `results`     — what every results file states about its run, and writing it with its plot
+//! - `plot`        — line charts as PNG files for bench/results/
 
 pub mod admin_api;
+pub mod backend;
+pub mod cpu;
+pub mod environment;
+pub mod exchange;
+pub mod holders;
 pub mod json;
 pub mod logfile;
+pub mod markdown;
+pub mod paired;
 pub mod periodic;
+pub mod plot;
+pub mod process;
+pub mod procstat;
+pub mod progress;
+pub mod proxies;
+pub mod results;
+pub mod scratch;
+pub mod settings;
+pub mod stack;
 pub mod stats;
+pub mod tools;
+pub mod workers_api;
+pub mod wrk;

@@ -1,7 +1,7 @@
 //! herdsman-bench: programs that print figures about herdsman (never timed tests).
 //!
-//! Layout:
-//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
+//! Layout: one module per experiment, each importing only `kit` and its own submodules, never
+//! another experiment.
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, per worker and connection
 //!   count, then with idle connections held open; into bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
@@ -11,42 +11,17 @@
 //! - `observability` — requests/s with access logs on and metrics scraped every second, and off
 //! - `soak`        — herdsman (and HAProxy) under load through four minutes of chaos: restarts,
 //!   kills, drains, reloads, log rotations, upgrades; every failed request classified
-//! - `plot`        — line charts as PNG files for bench/results/
-//! - `targets`     — which rows to measure: installing peers, building herdsman
-//! - `proxies`     — the proxies' equivalent configurations and command lines
-//! - `wrk`         — running wrk and parsing its report
-//! - `procstat`    — CPU time and RSS of a process tree, connections on a port, from /proc
-//! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
-//! - `process`     — child processes that never outlive the benchmark; ports; readiness
-//! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
-//! - `report`      — compare's medians, spreads, ratios, targets and Markdown results file
-//! - `results`     — what every results file states about its run, and writing it with its plot
-//! - `environment` — versions, machine, load, and the command that reproduces a run
-//! - `scratch`     — the temporary directory for configs and logs
-//! - `kit`         — helpers several experiments share: admin API GETs, JSON, access log counts,
-//!   percentiles
+//! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
+//!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
-mod backend;
 mod compare;
-mod environment;
 mod fairness;
 mod herd;
-mod holders;
 mod kit;
 mod observability;
-mod plot;
-mod process;
-mod procstat;
-mod proxies;
-mod report;
-mod results;
-mod scratch;
 mod slowloris;
 mod soak;
 mod stall;
-mod targets;
-mod tools;
-mod wrk;
 
 use std::net::SocketAddr;
 
@@ -100,7 +75,7 @@ enum Command {
 
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Backend { listen } => backend::run(listen),
+        Command::Backend { listen } => kit::backend::run(listen),
         Command::Compare(args) => compare::run(args),
         Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),
@@ -111,6 +86,6 @@ fn main() -> anyhow::Result<()> {
         Command::SlowClients(args) => slowloris::clients::run(args),
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
-        Command::GuardGroup { group } => process::guard_group(group),
+        Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

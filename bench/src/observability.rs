@@ -31,13 +31,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::kit::cpu::{CpuClock, Measured};
 use crate::kit::logfile::LogCount;
-use crate::process::free_port;
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::slowloris::cpu::{CpuClock, Measured};
-use crate::wrk::{self, Load};
-use crate::{backend, environment, procstat, tools};
+use crate::kit::process::free_port;
+use crate::kit::progress::Progress;
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::wrk::{self, Load};
+use crate::kit::{backend, environment, procstat, tools};
 use condition::Condition;
 use logfile::LogTally;
 use report::{ObservedRun, Session};
@@ -65,7 +66,7 @@ pub fn run(args: ObservabilityArgs) -> anyhow::Result<()> {
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::environment::machine_lines(&herdsman, busy);
+    let mut setup = crate::kit::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     let mut session = Session {
         facts: RunFacts::new(setup),
@@ -137,10 +138,8 @@ fn measure(
         backend.pid()
     );
     let runs = settings.workers.len() * settings.rounds as usize * settings.conditions.len();
-    let mut progress = Progress::new(
-        runs,
-        f64::from(settings.seconds + WARMUP_SECONDS) + OVERHEAD_SECONDS,
-    );
+    let planned = f64::from(settings.seconds + WARMUP_SECONDS) + OVERHEAD_SECONDS;
+    let mut progress = Progress::new(std::iter::repeat_n(planned, runs));
     for &workers in &settings.workers {
         for round in 1..=settings.rounds {
             for condition in settings.order(round) {
@@ -165,7 +164,7 @@ fn measure(
                 backend.check_running()?;
                 eprintln!(
                     "[{}] {workers} worker(s), round {round}/{}: {}",
-                    progress.step(),
+                    progress.step(planned),
                     settings.rounds,
                     report::progress_line(&run)
                 );
@@ -287,52 +286,9 @@ fn own_cpu_time() -> Duration {
     time(usage.ru_utime) + time(usage.ru_stime)
 }
 
-/// "run k of n, ~ETA left" after each run: the runs still to come at the pace of those so far
-/// (every run is planned to cost the same).
-struct Progress {
-    started: Instant,
-    total: usize,
-    done: usize,
-    planned_each: f64,
-}
-
-impl Progress {
-    fn new(total: usize, planned_each: f64) -> Progress {
-        Progress {
-            started: Instant::now(),
-            total,
-            done: 0,
-            planned_each,
-        }
-    }
-
-    fn step(&mut self) -> String {
-        self.done = (self.done + 1).min(self.total);
-        let left = (self.total - self.done) as f64;
-        let each = self.started.elapsed().as_secs_f64() / self.done as f64;
-        let each = if each > 0.0 { each } else { self.planned_each };
-        format!(
-            "run {} of {}, ~{}s left",
-            self.done,
-            self.total,
-            (left * each).round() as u64
-        )
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn progress_counts_runs_and_estimates_the_rest() {
-        let mut progress = Progress::new(4, 13.0);
-        assert!(progress.step().starts_with("run 1 of 4, ~"));
-        progress.step();
-        progress.step();
-        assert_eq!(progress.step(), "run 4 of 4, ~0s left");
-        assert_eq!(progress.step(), "run 4 of 4, ~0s left");
-    }
 
     #[test]
     fn this_program_s_cpu_time_is_readable() {

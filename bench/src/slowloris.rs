@@ -12,12 +12,10 @@
 //! - `stack`    — the backend and herdsman (compare's configuration, a longer header timeout)
 //! - `kinds`    — the four kinds of slow connection and what each saw of herdsman
 //! - `clients`  — the hidden `slow-clients` holder processes, and the handle on them
-//! - `cpu`      — where the machine's CPU went during a run, process by process
 //! - `report`   — the figures, the summary, the results file and its plot
 //! - `memory`   — `--memory-only`: RSS per slow connection, per kind
 
 pub mod clients;
-pub(crate) mod cpu;
 mod kinds;
 mod memory;
 mod report;
@@ -31,16 +29,18 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::process::raise_descriptor_limit;
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::wrk::{self, Load};
-use crate::{environment, procstat, tools};
+use crate::kit::cpu::{CpuClock, Measured};
+use crate::kit::paired::turn_order;
+use crate::kit::process::raise_descriptor_limit;
+use crate::kit::progress::Progress;
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::Stack;
+use crate::kit::wrk::{self, Load};
+use crate::kit::{environment, procstat, tools};
 use clients::SlowClients;
-use cpu::{CpuClock, Measured};
 use report::{Session, SlowRun, SlowSide};
 use settings::Settings;
-use stack::Stack;
 
 /// Unrecorded load before the first round, so that first-run effects stay out of round 1.
 pub const WARMUP_SECONDS: u32 = 1;
@@ -77,7 +77,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
-    let mut setup = crate::environment::machine_lines(&herdsman, busy);
+    let mut setup = crate::kit::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
     setup.push((
         "open files per process (RLIMIT_NOFILE)".into(),
@@ -109,7 +109,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
          {} worker(s), wrk -c{}",
         settings.rounds, settings.seconds, settings.slow, settings.workers, settings.connections
     );
-    let outcome = Stack::start(
+    let outcome = stack::start(
         &herdsman,
         settings.workers,
         client_header_seconds,
@@ -176,7 +176,7 @@ fn measure(
             };
             eprintln!(
                 "[{}] round {round}/{}: {}",
-                progress.step(),
+                progress.step(planned_seconds(settings, with_slow)),
                 settings.rounds,
                 report::progress_line(&run)
             );
@@ -186,14 +186,12 @@ fn measure(
     Ok(())
 }
 
-/// Whether the runs of `round` (from 1) are with slow connections, in order: round 1 without then
-/// with, round 2 with then without, and so on, so that a drift over the whole run falls on both.
+/// Whether the runs of `round` (from 1) are with slow connections, in order: the paired rounds'
+/// turns (`kit::paired`), without first in round 1, with first in round 2, and so on, so that a
+/// drift over the whole run falls on both.
 fn with_order(round: u32) -> [bool; 2] {
-    if round % 2 == 1 {
-        [false, true]
-    } else {
-        [true, false]
-    }
+    let mut turns = turn_order(2, round).map(|side| side == 1);
+    [turns.next().unwrap_or(false), turns.next().unwrap_or(true)]
 }
 
 /// One wrk run against herdsman as it stands, with where the CPU went meanwhile (`slow_clients`:
@@ -273,53 +271,20 @@ fn measure_with(
 
 /// The planned seconds of every run, in order.
 fn planned_runs(settings: &Settings) -> Vec<f64> {
-    let seconds = f64::from(settings.seconds);
     (1..=settings.rounds)
         .flat_map(with_order)
-        .map(|with| {
-            seconds
-                + if with {
-                    OVERHEAD_WITH
-                } else {
-                    OVERHEAD_WITHOUT
-                }
-        })
+        .map(|with| planned_seconds(settings, with))
         .collect()
 }
 
-/// "run k of n, ~ETA left" after each run: the planned seconds still to come, scaled by how the
-/// real time so far compares with the plan so far (as compare's progress line does).
-struct Progress {
-    started: Instant,
-    planned: Vec<f64>,
-    done: usize,
-}
-
-impl Progress {
-    fn new(planned: Vec<f64>) -> Progress {
-        Progress {
-            started: Instant::now(),
-            planned,
-            done: 0,
-        }
-    }
-
-    fn step(&mut self) -> String {
-        self.done = (self.done + 1).min(self.planned.len());
-        let planned_done: f64 = self.planned[..self.done].iter().sum();
-        let planned_left: f64 = self.planned[self.done..].iter().sum();
-        let pace = if planned_done > 0.0 {
-            self.started.elapsed().as_secs_f64() / planned_done
+/// The planned seconds of one run, without or with the slow connections.
+fn planned_seconds(settings: &Settings, with: bool) -> f64 {
+    f64::from(settings.seconds)
+        + if with {
+            OVERHEAD_WITH
         } else {
-            1.0
-        };
-        format!(
-            "run {} of {}, ~{}s left",
-            self.done,
-            self.planned.len(),
-            (planned_left * pace).round() as u64
-        )
-    }
+            OVERHEAD_WITHOUT
+        }
 }
 
 #[cfg(test)]
@@ -351,6 +316,6 @@ mod tests {
         assert_eq!(plan[0], 10.5);
         assert_eq!(plan[1], 16.0);
         let mut progress = Progress::new(plan);
-        assert!(progress.step().starts_with("run 1 of 6, ~"));
+        assert!(progress.step(10.5).starts_with("run 1 of 6, ~"));
     }
 }

@@ -13,7 +13,8 @@
 //! Layout:
 //! - `settings` — the options, the full and the short defaults
 //! - `servers`  — the three nginx servers: start, graceful stop, kill, start again
-//! - `proxy`    — the proxy under test behind the verbs the chaos uses, and what configures it
+//! - `plan`     — what both proxies are configured from: ports, servers, idle timeouts, balance
+//! - `proxy`    — the proxy under test behind the verbs the chaos uses
 //! - `herdsman` — herdsman's configuration and chaos: ctl, SIGHUP, rename and USR1, upgrade
 //! - `haproxy`  — HAProxy's equivalent configuration and chaos: runtime API, master-worker reload
 //! - `chaos`    — the kinds of event, their schedule, running it into a timeline
@@ -25,6 +26,7 @@ mod chaos;
 mod client;
 mod haproxy;
 mod herdsman;
+mod plan;
 mod proxy;
 mod report;
 mod sampler;
@@ -40,12 +42,13 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::kit::logfile::LogCount;
-use crate::process::{free_port, raise_descriptor_limit};
-use crate::results::{self, RunFacts};
-use crate::scratch::ScratchDir;
-use crate::{environment, tools};
+use crate::kit::process::{free_port, raise_descriptor_limit};
+use crate::kit::results::{self, RunFacts};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::{environment, tools};
 use client::Load;
-use proxy::{Plan, Proxy, Which};
+use plan::Plan;
+use proxy::{Proxy, Which};
 use report::{IdleAfter, ProxyRun, Session};
 use sampler::{Footprint, Sampler};
 use servers::Servers;

@@ -16,9 +16,10 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::fairness::stack::{self, Mode, Stack};
-use crate::scratch::ScratchDir;
-use crate::{environment, tools};
+use crate::kit::proxies::IntakeMode;
+use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::{self, Stack};
+use crate::kit::{environment, tools};
 
 /// Options of `stall`.
 #[derive(Debug, clap::Args)]
@@ -30,7 +31,7 @@ pub struct StallArgs {
         value_enum,
         default_value = "balanced,reuseport,exclusive,shared"
     )]
-    pub modes: Vec<Mode>,
+    pub modes: Vec<IntakeMode>,
     /// herdsman's worker threads.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub workers: u32,
@@ -83,7 +84,7 @@ pub fn run(args: StallArgs) -> anyhow::Result<()> {
     })?;
     session.failures.extend(failures);
     session.facts.end(started);
-    crate::results::write_results(
+    crate::kit::results::write_results(
         "stall",
         &out,
         &session.table(),
@@ -103,7 +104,7 @@ fn fault_injection_build(workspace: &Path, no_build: bool) -> anyhow::Result<Pat
     let target = workspace.join("target/fault-injection");
     let binary = target.join("release/herdsman");
     if !no_build {
-        return crate::tools::build_herdsman_into(workspace, &target, &["fault-injection"]);
+        return crate::kit::tools::build_herdsman_into(workspace, &target, &["fault-injection"]);
     }
     if !binary.exists() {
         bail!(

@@ -7,26 +7,18 @@
 //! main comparison does; a run that fails is recorded and the sweep goes on.
 
 use std::path::Path;
-use std::time::Duration;
 
 use anyhow::Context;
 
 use super::idle_clients::IdleClients;
-use super::progress::Progress;
-use super::{dir_name, figures_line, measure, start_target, turn_order};
-use crate::procstat;
-use crate::proxies::{Plan, Target};
-use crate::report::idle::{IdleFailure, IdleRun, IdleSweep};
-use crate::scratch::ScratchDir;
-use crate::wrk::{self, Load};
-
-/// Seconds of the active load run, unrecorded, before the memory baseline is read: the proxy's
-/// buffers and backend connections for that load then exist already and are not counted as the
-/// idle connections' cost.
-pub const WARMUP_SECONDS: u32 = 1;
-
-/// How long the idle clients sit before memory is read and the load starts.
-pub const SETTLE: Duration = Duration::from_secs(1);
+use super::report::idle::{IdleFailure, IdleRun, IdleSweep, SETTLE, WARMUP_SECONDS};
+use super::{dir_name, figures_line, measure, start_target};
+use crate::kit::paired::turn_order;
+use crate::kit::procstat;
+use crate::kit::progress::Progress;
+use crate::kit::proxies::{Plan, Target};
+use crate::kit::scratch::ScratchDir;
+use crate::kit::wrk::{self, Load};
 
 /// Connections being opened at once, over all holder processes, at most; also at most the active
 /// load's, so opening never needs more buffers than the warm-up already made.

@@ -20,9 +20,9 @@ use std::time::Duration;
 use anyhow::{anyhow, bail, Context};
 use tokio::net::TcpStream;
 
-use crate::fairness::client::keep_alive_exchange;
-use crate::holders::{say, wait_until_told_to_finish, Holders};
-use crate::process::split_evenly;
+use crate::kit::exchange::keep_alive_exchange;
+use crate::kit::holders::{say, wait_until_told_to_finish, Holders};
+use crate::kit::process::split_evenly;
 
 /// Connections one holder process opens at most: each is one descriptor, so a holder stays far
 /// under the 20,000 files a process may open here.

@@ -5,9 +5,10 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::plot::{write_panels_png, LineChart, Series};
-use crate::report::idle::{IdleExtract, IdleSweep, REQUESTS_PER_SEC, RSS_OPEN_MIB};
-use crate::report::{worker_count, Session, BACKEND_LABEL};
+use super::report::idle::{IdleExtract, IdleSweep, REQUESTS_PER_SEC, RSS_OPEN_MIB};
+use super::report::{Session, BACKEND_LABEL};
+use crate::kit::markdown::worker_count;
+use crate::kit::plot::{write_panels_png, LineChart, Series};
 
 /// Writes the plots and returns (what each shows, its file name) for those written.
 pub fn write(session: &Session, out: &Path) -> Vec<(String, String)> {
@@ -48,7 +49,7 @@ fn beside(out: &Path, suffix: &str) -> PathBuf {
 }
 
 fn connection_charts(s: &Session) -> Vec<LineChart> {
-    let series = |value: crate::report::Extract| {
+    let series = |value: super::report::Extract| {
         let mut all = Vec::new();
         for &workers in &s.workers {
             for label in s.labels.iter().filter(|l| *l != BACKEND_LABEL) {

@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::proxies::{IntakeMode, ProxyKind};
+use crate::kit::proxies::{IntakeMode, ProxyKind};
+use crate::kit::settings;
 
 /// Options of `compare`.
 #[derive(Debug, clap::Args)]
@@ -115,7 +116,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(args: &CompareArgs, workspace: &Path) -> anyhow::Result<Settings> {
-        let defaults = if args.short { &SHORT } else { &FULL };
+        let defaults = settings::defaults(args.short, &FULL, &SHORT);
         let settings = Settings {
             workers: args
                 .workers
@@ -133,10 +134,7 @@ impl Settings {
             } else {
                 idle_counts(args.idle.as_deref().unwrap_or(defaults.idle))
             },
-            out: args
-                .out
-                .clone()
-                .unwrap_or_else(|| workspace.join(defaults.out)),
+            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
         };
         if settings.seconds == 0 {
             bail!("--duration must be at least 1 second");

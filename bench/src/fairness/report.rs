@@ -6,9 +6,9 @@ use std::path::Path;
 
 use super::stats::{balance, per};
 use super::{FairnessArgs, Run};
-use crate::environment;
-use crate::plot::{LineChart, Series};
-use crate::results::RunFacts;
+use crate::kit::environment;
+use crate::kit::plot::{LineChart, Series};
+use crate::kit::results::RunFacts;
 
 /// Everything the results file says.
 pub struct Session {

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 
 use super::tasks::{self, CpuSource, StateProbe, TaskCounters};
 use super::waiters::{Herd, Method, Returns};
+use crate::kit::stats::percentile_of;
 
 /// Connections made before the counters are read, so that first-use costs (page faults in fresh
 /// stacks, socket allocations) stay out of the figures.
@@ -75,27 +76,21 @@ impl RunFigures {
     }
 
     pub fn answer_median_us(&self) -> f64 {
-        percentile(&self.answer_us, 0.5)
+        median_or_zero(&self.answer_us)
     }
 
     pub fn asleep_median_us(&self) -> f64 {
-        percentile(&self.asleep_us, 0.5)
+        median_or_zero(&self.asleep_us)
     }
 
     pub fn confirmed_median_us(&self) -> f64 {
-        percentile(&self.confirmed_us, 0.5)
+        median_or_zero(&self.confirmed_us)
     }
 }
 
-/// The value below which `share` of `values` lie (nearest rank); 0 for none.
-pub fn percentile(values: &[f64], share: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = (share * sorted.len() as f64).ceil() as usize;
-    sorted[rank.clamp(1, sorted.len()) - 1]
+/// The median of `values` by nearest rank (`kit::stats`); 0 for none, as the table prints it.
+fn median_or_zero(values: &[f64]) -> f64 {
+    percentile_of(values, 50.0).unwrap_or(0.0)
 }
 
 /// Runs `connections` connections against `threads` waiters in `method`.
@@ -190,12 +185,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn percentiles_use_the_nearest_rank() {
-        let values = [5.0, 1.0, 4.0, 2.0, 3.0];
-        assert_eq!(percentile(&values, 0.5), 3.0);
-        assert_eq!(percentile(&values, 0.9), 5.0);
-        assert_eq!(percentile(&values, 0.0), 1.0);
-        assert_eq!(percentile(&[], 0.5), 0.0);
+    fn medians_use_the_nearest_rank_and_none_is_zero() {
+        assert_eq!(median_or_zero(&[5.0, 1.0, 4.0, 2.0, 3.0]), 3.0);
+        assert_eq!(median_or_zero(&[4.0, 1.0]), 1.0);
+        assert_eq!(median_or_zero(&[]), 0.0);
     }
 
     /// A small herd in each method: every connection is accepted once, and the figures are sane.

@@ -6,13 +6,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use super::measure::{percentile, RunFigures, WARMUP_CONNECTIONS};
+use super::measure::{RunFigures, WARMUP_CONNECTIONS};
 use super::tasks::CpuSource;
 use super::waiters::Method;
 use super::{connections_for, HerdArgs};
-use crate::plot::{LineChart, Series};
-use crate::report::{spread, thousands};
-use crate::{environment, tools};
+use crate::kit::markdown::thousands;
+use crate::kit::plot::{LineChart, Series};
+use crate::kit::stats::{percentile_of, spread};
+use crate::kit::{environment, tools};
 
 /// A run that did not finish, and why.
 #[derive(Debug, Clone)]
@@ -55,7 +56,7 @@ impl Session {
             date: tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]),
             kernel: read_trimmed("/proc/sys/kernel/osrelease"),
             nproc: std::thread::available_parallelism().map_or(0, |n| n.get()),
-            cpu: crate::environment::cpu_model(),
+            cpu: crate::kit::environment::cpu_model(),
             busy_before,
             busy_during: None,
             load_before: environment::load_average(),
@@ -362,7 +363,7 @@ impl Session {
                     number(r.cpu_us_per_connection()),
                     number(r.answer_median_us()),
                     number(r.asleep_median_us()),
-                    number(percentile(&r.asleep_us, 0.9)),
+                    number(percentile_of(&r.asleep_us, 90.0).unwrap_or(0.0)),
                     number(r.confirmed_median_us()),
                     number(r.sweep_floor_us),
                     format!("{:.1}", r.elapsed.as_secs_f64()),

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::procstat;
+use crate::kit::procstat;
 
 /// A thread id as gettid() returns it and /proc/self/task/ names it.
 pub type Tid = i32;

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::process::Supervised;
+use crate::kit::process::Supervised;
 
 /// How long one GET may take, connect to last byte, before it counts as failed.
 const GET_LIMIT: Duration = Duration::from_secs(2);

@@ -10,13 +10,15 @@ use super::condition::Condition;
 use super::logfile::LogTally;
 use super::scraper::{ScrapeTally, SCRAPE_EVERY};
 use super::settings::Settings;
-use crate::plot::{write_panels_png, LineChart, Series};
-use crate::report::{
-    one_line, paired_ratio_text, spread, spread_cell, thousands, write_details_table, Spread,
+use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
+use crate::kit::markdown::{
+    one_line, spread_cell, thousands, worker_count, worker_counts, write_details_table,
 };
-use crate::results::RunFacts;
-use crate::slowloris::cpu::{CpuSplit, DISTURBED_CPUS};
-use crate::wrk::WrkReport;
+use crate::kit::paired::PairedRatio;
+use crate::kit::plot::{write_panels_png, LineChart, Series};
+use crate::kit::results::RunFacts;
+use crate::kit::stats::{spread, Spread};
+use crate::kit::wrk::WrkReport;
 
 /// The issue's target: with metrics scraped and access logs on, requests/s "drops by no more
 /// than 5%" against both off.
@@ -85,14 +87,6 @@ fn whole(value: f64) -> String {
     format!("{value:.0}")
 }
 
-fn worker_count(workers: u32) -> String {
-    if workers == 1 {
-        "1 worker".to_string()
-    } else {
-        format!("{workers} workers")
-    }
-}
-
 impl Session {
     fn runs_of(&self, workers: u32, condition: Condition) -> impl Iterator<Item = &ObservedRun> {
         self.runs
@@ -105,47 +99,24 @@ impl Session {
         spread(&values)
     }
 
-    /// `condition` ÷ off requests/s in each round where both ran with `workers`.
-    fn round_ratios(&self, workers: u32, condition: Condition) -> Vec<f64> {
-        let rps = |round: u32, condition: Condition| {
+    /// `condition` ÷ off requests/s with `workers`, the figure judged against the target: paired
+    /// per round, judged by the median over rounds (see `kit::paired`).
+    fn paired(&self, workers: u32, condition: Condition) -> PairedRatio {
+        let side = |condition: Condition| -> Vec<(u32, f64)> {
             self.runs_of(workers, condition)
-                .find(|r| r.round == round)
-                .map(RPS)
+                .map(|r| (r.round, RPS(r)))
+                .collect()
         };
-        (1..=self.settings.rounds)
-            .filter_map(|round| Some(rps(round, condition)? / rps(round, Condition::Off)?))
-            .collect()
-    }
-
-    /// `condition` ÷ off requests/s, the figure judged against the target: each round's ratio
-    /// (its runs back to back, so that a drift or a disturbance from outside falls on one pair
-    /// rather than on one side), and the median over rounds.
-    pub fn ratio(&self, workers: u32, condition: Condition) -> Option<f64> {
-        spread(&self.round_ratios(workers, condition)).map(|sp| sp.median)
-    }
-
-    /// `condition` ÷ off requests/s from the medians over rounds (shown beside `ratio`).
-    fn ratio_of_medians(&self, workers: u32, condition: Condition) -> Option<f64> {
-        Some(
-            self.spread(workers, condition, RPS)?.median
-                / self.spread(workers, Condition::Off, RPS)?.median,
-        )
+        PairedRatio::of(&side(condition), &side(Condition::Off))
     }
 
     /// "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)".
     fn ratio_text(&self, workers: u32, condition: Condition) -> String {
-        paired_ratio_text(
-            &self.round_ratios(workers, condition),
-            self.ratio_of_medians(workers, condition),
-        )
+        self.paired(workers, condition).text()
     }
 
     pub fn verdict(&self, workers: u32, condition: Condition) -> &'static str {
-        match self.ratio(workers, condition) {
-            None => "not measured",
-            Some(r) if r >= TARGET_SHARE => "met",
-            Some(_) => "**NOT MET**",
-        }
+        self.paired(workers, condition).verdict(TARGET_SHARE)
     }
 
     /// The conditions with a log and scraping that were measured, in settings order.
@@ -621,21 +592,6 @@ pub fn progress_line(run: &ObservedRun) -> String {
     line
 }
 
-/// "1 worker", "2 workers", "1 and 2 workers", "1, 2 and 4 workers".
-fn worker_counts(counts: &[u32]) -> String {
-    let words: Vec<String> = counts.iter().map(u32::to_string).collect();
-    let listed = match words.split_last() {
-        None => "no".to_string(),
-        Some((last, [])) => last.clone(),
-        Some((last, rest)) => format!("{} and {last}", rest.join(", ")),
-    };
-    if counts == [1] {
-        format!("{listed} worker")
-    } else {
-        format!("{listed} workers")
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -709,14 +665,6 @@ mod tests {
     }
 
     #[test]
-    fn worker_counts_read_as_words() {
-        assert_eq!(worker_counts(&[1]), "1 worker");
-        assert_eq!(worker_counts(&[2]), "2 workers");
-        assert_eq!(worker_counts(&[1, 2]), "1 and 2 workers");
-        assert_eq!(worker_counts(&[1, 2, 4]), "1, 2 and 4 workers");
-    }
-
-    #[test]
     fn the_ratio_is_paired_per_round_and_judged_per_worker_count() {
         use Condition::*;
         let s = session(vec![
@@ -729,10 +677,10 @@ mod tests {
             run(2, 1, Off, 100.0),
             run(2, 1, On, 90.0),
         ]);
-        assert_eq!(s.round_ratios(1, On), vec![0.97, 0.9, 118.0 / 120.0]);
-        assert_eq!(s.ratio(1, On), Some(0.97));
+        assert_eq!(s.paired(1, On).rounds, vec![0.97, 0.9, 118.0 / 120.0]);
+        assert_eq!(s.paired(1, On).median(), Some(0.97));
         assert_eq!(s.verdict(1, On), "met");
-        assert_eq!(s.ratio(2, On), Some(0.9));
+        assert_eq!(s.paired(2, On).median(), Some(0.9));
         assert_eq!(s.verdict(2, On), "**NOT MET**");
         assert_eq!(s.verdict(3, On), "not measured");
         assert_eq!(

@@ -5,6 +5,7 @@
 use std::path::{Path, PathBuf};
 
 use super::condition::Condition;
+use crate::kit::settings;
 
 /// Options of `observability`.
 #[derive(Debug, clap::Args)]
@@ -77,7 +78,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(args: &ObservabilityArgs, workspace: &Path) -> Settings {
-        let defaults = if args.short { &SHORT } else { &FULL };
+        let defaults = settings::defaults(args.short, &FULL, &SHORT);
         let mut workers: Vec<u32> = Vec::new();
         for &count in &args.workers {
             if !workers.contains(&count) {
@@ -97,10 +98,7 @@ impl Settings {
             seconds: args.seconds.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),
             conditions,
-            out: args
-                .out
-                .clone()
-                .unwrap_or_else(|| workspace.join(defaults.out)),
+            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
         }
     }
 

@@ -12,8 +12,8 @@ use anyhow::{bail, Context};
 
 use super::condition::Condition;
 use crate::kit::admin_api;
-use crate::process::{free_port, Supervised};
-use crate::proxies::{self, Plan};
+use crate::kit::process::{free_port, Supervised};
+use crate::kit::proxies::{self, Plan};
 
 /// How long herdsman may take to stop after SIGTERM with no client connected: it closes its idle
 /// connections and writes the access log's last buffers.

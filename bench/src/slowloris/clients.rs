@@ -19,8 +19,8 @@ use anyhow::{bail, Context};
 
 use super::kinds::{self, Kind, Shared, Tally, TRICKLE};
 use super::settings::parse_kind;
-use crate::holders::{say, wait_until_told_to_finish, Holders};
-use crate::process::split_evenly;
+use crate::kit::holders::{say, wait_until_told_to_finish, Holders};
+use crate::kit::process::split_evenly;
 
 /// Slow connections one holder process runs at most: one descriptor each (the reset loop opens
 /// its next connection only after closing the last), far under the 20,000 files a process may

@@ -14,11 +14,12 @@ use anyhow::Context;
 use super::clients::SlowClients;
 use super::kinds::{Kind, Tally};
 use super::settings::Settings;
-use super::stack::Stack;
+use super::stack;
 use super::{SETTLE_WITH, WARMUP_SECONDS};
-use crate::procstat;
-use crate::report::{spread, thousands};
-use crate::wrk::{self, Load};
+use crate::kit::markdown::thousands;
+use crate::kit::procstat;
+use crate::kit::stats::spread;
+use crate::kit::wrk::{self, Load};
 
 /// How long a holder may go on beyond settling before it stops by itself.
 const HOLD_MARGIN: Duration = Duration::from_secs(30);
@@ -93,7 +94,7 @@ fn open_once(
     kinds: &[Kind],
     dir: &Path,
 ) -> anyhow::Result<Opening> {
-    let mut stack = Stack::start(herdsman, settings.workers, client_header_seconds, dir)?;
+    let mut stack = stack::start(herdsman, settings.workers, client_header_seconds, dir)?;
     let warm_up = Load {
         connections: settings.connections,
         seconds: WARMUP_SECONDS,

@@ -6,15 +6,15 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::cpu::{CpuSplit, DISTURBED_CPUS};
 use super::kinds::{Kind, Tally};
 use super::settings::Settings;
-use crate::plot::{LineChart, Series};
-use crate::report::{
-    one_line, paired_ratio_text, spread, spread_cell, thousands, write_details_table, Spread,
-};
-use crate::results::RunFacts;
-use crate::wrk::WrkReport;
+use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
+use crate::kit::markdown::{one_line, spread_cell, thousands, write_details_table};
+use crate::kit::paired::PairedRatio;
+use crate::kit::plot::{LineChart, Series};
+use crate::kit::results::RunFacts;
+use crate::kit::stats::{spread, Spread};
+use crate::kit::wrk::WrkReport;
 
 /// The target: with the slow connections open, the others keep this share of their
 /// requests/s.
@@ -92,42 +92,26 @@ impl Session {
         spread(&values)
     }
 
-    /// Requests/s with ÷ without, the figure judged against the target: each round's ratio (its
-    /// two runs back to back, so a drift or a disturbance from outside falls on one pair rather
-    /// than on one side), and the median over rounds.
-    pub fn ratio(&self) -> Option<f64> {
-        spread(&self.round_ratios()).map(|sp| sp.median)
-    }
-
-    /// Requests/s with ÷ without from the medians over rounds (shown beside `ratio`).
-    fn ratio_of_medians(&self) -> Option<f64> {
-        Some(self.spread(true, RPS)?.median / self.spread(false, RPS)?.median)
+    /// Requests/s with ÷ without, the figure judged against the target: paired per round, judged
+    /// by the median over rounds (see `kit::paired`).
+    fn paired(&self) -> PairedRatio {
+        let side = |with: bool| -> Vec<(u32, f64)> {
+            self.runs
+                .iter()
+                .filter(|r| r.with() == with)
+                .map(|r| (r.round, RPS(r)))
+                .collect()
+        };
+        PairedRatio::of(&side(true), &side(false))
     }
 
     /// "91.2% (per round 82.0–95.1%; ratio of the medians 89.0%)".
     fn ratio_text(&self) -> String {
-        paired_ratio_text(&self.round_ratios(), self.ratio_of_medians())
-    }
-
-    /// Requests/s with ÷ without in each round where both ran.
-    fn round_ratios(&self) -> Vec<f64> {
-        let rps = |round: u32, with: bool| {
-            self.runs
-                .iter()
-                .find(|r| r.round == round && r.with() == with)
-                .map(RPS)
-        };
-        (1..=self.settings.rounds)
-            .filter_map(|round| Some(rps(round, true)? / rps(round, false)?))
-            .collect()
+        self.paired().text()
     }
 
     fn verdict(&self) -> &'static str {
-        match self.ratio() {
-            None => "not measured",
-            Some(r) if r >= TARGET_SHARE => "met",
-            Some(_) => "**NOT MET**",
-        }
+        self.paired().verdict(TARGET_SHARE)
     }
 
     /// The tally of every kind that was run, summed over the runs with.
@@ -728,9 +712,9 @@ mod tests {
             run(3, 1000, 92.0),
         ]);
         // Per round: 95%, 80%, 76.7%; judged on their median, not on the medians' ratio (92%).
-        assert_eq!(s.round_ratios(), vec![0.95, 0.8, 92.0 / 120.0]);
-        assert_eq!(s.ratio(), Some(0.8));
-        assert_eq!(s.ratio_of_medians(), Some(0.92));
+        assert_eq!(s.paired().rounds, vec![0.95, 0.8, 92.0 / 120.0]);
+        assert_eq!(s.paired().median(), Some(0.8));
+        assert_eq!(s.paired().of_medians, Some(0.92));
         assert_eq!(s.verdict(), "**NOT MET**");
         assert_eq!(
             s.ratio_text(),

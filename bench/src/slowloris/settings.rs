@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use super::kinds::Kind;
+use crate::kit::settings;
 
 /// Options of `slowloris`.
 #[derive(Debug, clap::Args)]
@@ -99,17 +100,14 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(args: &SlowlorisArgs, workspace: &Path) -> Settings {
-        let defaults = if args.short { &SHORT } else { &FULL };
+        let defaults = settings::defaults(args.short, &FULL, &SHORT);
         Settings {
             slow: args.slow.unwrap_or(defaults.slow),
             workers: args.workers,
             connections: args.connections,
             seconds: args.duration.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),
-            out: args
-                .out
-                .clone()
-                .unwrap_or_else(|| workspace.join(defaults.out)),
+            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
             kinds: Kind::ALL
                 .into_iter()
                 .filter(|k| args.kinds.is_empty() || args.kinds.contains(k))

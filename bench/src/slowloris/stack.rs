@@ -4,9 +4,8 @@
 
 use std::path::Path;
 
-use crate::backend;
-use crate::process::{free_port, Supervised};
-use crate::proxies::{self, Plan};
+use crate::kit::proxies::{self, Plan};
+use crate::kit::stack::Stack;
 
 /// A slow head is held for one run "with" (its wrk run plus a few seconds); herdsman's default
 /// `client_header` of 10 s would answer it with 408 and close it in the middle of that run, and
@@ -33,51 +32,20 @@ pub fn config(plan: Plan, client_header_seconds: u32) -> String {
     )
 }
 
-/// A running backend and herdsman.
-pub struct Stack {
-    /// herdsman's port on 127.0.0.1.
-    pub port: u16,
-    /// herdsman's configuration, as written.
-    pub config: String,
-    /// Declared before the backend so that herdsman stops first.
-    pub herdsman: Supervised,
-    pub backend: Supervised,
-}
-
-impl Stack {
-    /// Starts the backend (this program's `backend` subcommand) and `herdsman` with `workers`,
-    /// and waits until both answer; the config and logs go into `dir`.
-    pub fn start(
-        herdsman: &Path,
-        workers: u32,
-        client_header_seconds: u32,
-        dir: &Path,
-    ) -> anyhow::Result<Stack> {
-        let backend_port = free_port()?;
-        let backend = backend::start(backend_port, dir)?;
-
-        let port = free_port()?;
-        let plan = Plan::herdsman_alone(workers, port, backend_port);
-        let config = config(plan, client_header_seconds);
-        let process = proxies::start_herdsman(herdsman, &config, port, dir)?;
-        eprintln!(
-            "backend on 127.0.0.1:{backend_port} (pid {}), herdsman on 127.0.0.1:{port} (pid {})",
-            backend.pid(),
-            process.pid()
-        );
-        Ok(Stack {
-            port,
-            config,
-            herdsman: process,
-            backend,
-        })
-    }
-
-    /// Fails with the reason if either process has exited.
-    pub fn check_alive(&mut self) -> anyhow::Result<()> {
-        self.herdsman.check_running()?;
-        self.backend.check_running()
-    }
+/// Starts the backend and herdsman with `workers` and this configuration; the config and logs go
+/// into `dir`.
+pub fn start(
+    herdsman: &Path,
+    workers: u32,
+    client_header_seconds: u32,
+    dir: &Path,
+) -> anyhow::Result<Stack> {
+    Stack::start_with(herdsman, dir, |ports| {
+        config(
+            Plan::herdsman_alone(workers, ports.port, ports.backend_port),
+            client_header_seconds,
+        )
+    })
 }
 
 #[cfg(test)]

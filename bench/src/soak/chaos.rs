@@ -7,7 +7,8 @@ use std::fmt;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::proxy::{Proxy, ServerState};
+use super::plan::ServerState;
+use super::proxy::Proxy;
 use super::servers::Servers;
 
 /// One kind of chaos event.

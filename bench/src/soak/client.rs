@@ -602,7 +602,7 @@ mod tests {
         assert_eq!(tally.ok_per_second.iter().sum::<u64>(), tally.ok);
 
         // Nothing listens: every connect is refused.
-        let port = crate::process::free_port().unwrap();
+        let port = crate::kit::process::free_port().unwrap();
         let load = Load::start(port, 1).unwrap();
         thread::sleep(Duration::from_millis(200));
         let tally = load.finish().unwrap();

@@ -13,11 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::herdsman::POOL;
-use super::proxy::{Balance, Plan, ServerState};
-use super::settings::HERDSMAN_IDLE;
-use crate::process::Supervised;
-use crate::procstat;
+use super::plan::{Balance, Plan, ServerState, HERDSMAN_IDLE, POOL};
+use crate::kit::process::Supervised;
+use crate::kit::procstat;
 
 /// How long HAProxy may take to serve once started.
 const START_LIMIT: Duration = Duration::from_secs(15);

@@ -12,14 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use super::proxy::{Balance, Plan, ServerState};
+use super::plan::{Balance, Plan, ServerState, POOL};
 use crate::kit::admin_api;
 use crate::kit::json;
-use crate::process::{run_with_timeout, GroupGuard, Supervised};
-use crate::{procstat, proxies};
+use crate::kit::process::{run_with_timeout, GroupGuard, Supervised};
+use crate::kit::{procstat, proxies};
 
-/// The pool's name in the configuration.
-pub const POOL: &str = "app";
 /// How long a `herdsman ctl` command may take.
 const CTL_LIMIT: Duration = Duration::from_secs(10);
 /// How long a reload may take to show in the metrics, and an upgrade to bring a new pid.
@@ -349,7 +347,7 @@ bind = "127.0.0.1:{admin_port}"
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::soak::settings::Idle;
+    use crate::soak::plan::Idle;
 
     fn plan() -> Plan {
         Plan {

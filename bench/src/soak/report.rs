@@ -17,10 +17,10 @@ use super::herdsman::Counters;
 use super::sampler::{self, Footprint, Sample};
 use super::settings::Settings;
 use crate::kit::logfile::LogCount;
+use crate::kit::markdown::{one_line, thousands};
+use crate::kit::plot::{write_panels_png, LineChart, Series};
+use crate::kit::results::RunFacts;
 use crate::kit::stats::percentile;
-use crate::plot::{write_panels_png, LineChart, Series};
-use crate::report::{one_line, thousands};
-use crate::results::RunFacts;
 
 /// A failure counts as near an event when it ends within this of the event's step (before its
 /// start or after its end).

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::herdsman::{self, Counters};
 use crate::kit::periodic::Periodic;
-use crate::procstat;
+use crate::kit::procstat;
 
 /// How often the proxy is sampled.
 pub const EVERY: Duration = Duration::from_secs(1);

@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::process::{free_port, Supervised};
+use crate::kit::process::{free_port, Supervised};
 
 /// How long nginx may take to serve once started.
 const START_LIMIT: Duration = Duration::from_secs(10);

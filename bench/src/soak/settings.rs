@@ -5,6 +5,8 @@
 use std::path::{Path, PathBuf};
 
 use super::chaos::Kind;
+use super::plan::{Idle, HERDSMAN_IDLE};
+use crate::kit::settings;
 
 /// Options of `soak`.
 #[derive(Debug, clap::Args)]
@@ -93,22 +95,6 @@ const SHORT: Defaults = Defaults {
     out: "target/herdsman-bench/soak-short.md",
 };
 
-/// Short idle timeouts: the short run measures descriptors back at their baseline a few seconds
-/// after the load stops.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Idle {
-    /// herdsman's `client_idle`, HAProxy's `timeout client` and `timeout http-keep-alive`.
-    pub client_seconds: u32,
-    /// herdsman's `backend_idle`.
-    pub backend_seconds: u32,
-}
-
-/// herdsman's own defaults, used when the run sets none.
-pub const HERDSMAN_IDLE: Idle = Idle {
-    client_seconds: 60,
-    backend_seconds: 4,
-};
-
 /// What a run does, with every default applied.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settings {
@@ -128,7 +114,7 @@ pub struct Settings {
 
 impl Settings {
     pub fn resolve(args: &SoakArgs, workspace: &Path) -> Settings {
-        let defaults = if args.short { &SHORT } else { &FULL };
+        let defaults = settings::defaults(args.short, &FULL, &SHORT);
         let mut chaos: Vec<Kind> = Vec::new();
         for kind in &args.chaos {
             if !chaos.contains(kind) {
@@ -148,10 +134,7 @@ impl Settings {
             retry_budget_floor: args.retry_budget_floor,
             idle: defaults.idle,
             short: args.short,
-            out: args
-                .out
-                .clone()
-                .unwrap_or_else(|| workspace.join(defaults.out)),
+            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
         }
     }
 

@@ -11,8 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
 use super::StallArgs;
-use crate::fairness::admin::{self, Snapshot};
-use crate::fairness::stack::{Mode, Stack};
+use crate::kit::proxies::IntakeMode;
+use crate::kit::stack::Stack;
+use crate::kit::workers_api::{self, Snapshot};
 
 /// A connection slower than this counts as failed.
 const CONNECTION_LIMIT: Duration = Duration::from_secs(5);
@@ -32,7 +33,7 @@ pub struct Sample {
 /// What one run measured.
 #[derive(Debug, Clone)]
 pub struct StallRun {
-    pub mode: Mode,
+    pub mode: IntakeMode,
     pub round: u32,
     pub samples: Vec<Sample>,
     /// When the stall request was sent and answered, in ms from the start.
@@ -47,7 +48,12 @@ pub struct StallRun {
     pub pending_during: Vec<u64>,
 }
 
-pub fn run(stack: &Stack, mode: Mode, round: u32, args: &StallArgs) -> anyhow::Result<StallRun> {
+pub fn run(
+    stack: &Stack,
+    mode: IntakeMode,
+    round: u32,
+    args: &StallArgs,
+) -> anyhow::Result<StallRun> {
     let start = Instant::now();
     let port = stack.port;
     let admin_port = stack.admin_port;
@@ -61,9 +67,9 @@ pub fn run(stack: &Stack, mode: Mode, round: u32, args: &StallArgs) -> anyhow::R
     });
     let looks = thread::spawn(move || -> anyhow::Result<(Snapshot, Snapshot)> {
         sleep_until(start + stall_at + FIRST_LOOK);
-        let first = admin::read_workers(admin_port)?;
+        let first = workers_api::read_workers(admin_port)?;
         sleep_until(start + stall_at + SECOND_LOOK);
-        Ok((first, admin::read_workers(admin_port)?))
+        Ok((first, workers_api::read_workers(admin_port)?))
     });
 
     let samples = stream(port, start, args.rate, Duration::from_millis(args.run_ms))?;
@@ -188,7 +194,7 @@ async fn first_byte(addr: SocketAddr) -> anyhow::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fairness::admin::WorkerCounters;
+    use crate::kit::workers_api::WorkerCounters;
 
     fn snapshot(counts: &[(u64, u64)]) -> Snapshot {
         Snapshot {

@@ -7,10 +7,10 @@ use std::path::Path;
 
 use super::load::{Sample, StallRun};
 use super::StallArgs;
-use crate::fairness::stack::Mode;
+use crate::kit::plot::{LineChart, Series};
+use crate::kit::proxies::IntakeMode;
+use crate::kit::results::RunFacts;
 use crate::kit::stats::percentile;
-use crate::plot::{LineChart, Series};
-use crate::results::RunFacts;
 
 /// Connections due this long before the stall, or up to this long after it ended, belong to
 /// neither window: they may straddle its edges (a queue behind the stalled worker drains after it).
@@ -97,7 +97,7 @@ fn pooled(runs: &[&StallRun]) -> (Window, Window) {
 impl Session {
     pub fn new(args: &StallArgs, herdsman: &Path, busy: Option<f64>) -> Session {
         Session {
-            facts: RunFacts::new(crate::environment::machine_lines(herdsman, busy)),
+            facts: RunFacts::new(crate::kit::environment::machine_lines(herdsman, busy)),
             workers: args.workers,
             rate: args.rate,
             run_ms: args.run_ms,
@@ -108,8 +108,8 @@ impl Session {
         }
     }
 
-    fn modes(&self) -> Vec<Mode> {
-        let mut modes: Vec<Mode> = Vec::new();
+    fn modes(&self) -> Vec<IntakeMode> {
+        let mut modes: Vec<IntakeMode> = Vec::new();
         for run in &self.runs {
             if !modes.contains(&run.mode) {
                 modes.push(run.mode);
@@ -118,7 +118,7 @@ impl Session {
         modes
     }
 
-    fn runs_of(&self, mode: Mode) -> Vec<&StallRun> {
+    fn runs_of(&self, mode: IntakeMode) -> Vec<&StallRun> {
         self.runs.iter().filter(|r| r.mode == mode).collect()
     }
 
@@ -337,7 +337,7 @@ mod tests {
 
     fn run_with(samples: Vec<Sample>) -> StallRun {
         StallRun {
-            mode: Mode::Balanced,
+            mode: IntakeMode::Balanced,
             round: 1,
             samples,
             stall_sent_ms: 1000.0,

@@ -5,9 +5,21 @@
 
 use std::fmt::Write as _;
 
-use super::{one_line, spread, thousands, worker_count, Spread};
-use crate::proxies::CLIENT_IDLE_SECONDS;
-use crate::wrk::WrkReport;
+use std::time::Duration;
+
+use crate::compare::idle_clients::MAX_PER_PROCESS;
+use crate::kit::markdown::{one_line, thousands, worker_count, write_details_table};
+use crate::kit::proxies::CLIENT_IDLE_SECONDS;
+use crate::kit::stats::{spread, Spread};
+use crate::kit::wrk::WrkReport;
+
+/// Seconds of the active load run, unrecorded, before the memory baseline is read: the proxy's
+/// buffers and backend connections for that load then exist already and are not counted as the
+/// idle connections' cost.
+pub const WARMUP_SECONDS: u32 = 1;
+
+/// How long the idle clients sit before memory is read and the load starts.
+pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// One proxy with one idle count, in one round.
 #[derive(Debug, Clone)]
@@ -144,9 +156,9 @@ pub fn write(md: &mut String, sweep: &IdleSweep) {
          Every proxy keeps an idle client for {CLIENT_IDLE_SECONDS} s. {} round(s), the \
          proxies' order rotating by one each round; median and min–max over rounds.\n",
         worker_count(sweep.workers),
-        crate::compare::idle::WARMUP_SECONDS,
-        thousands(f64::from(crate::compare::idle_clients::MAX_PER_PROCESS)),
-        crate::compare::idle::SETTLE.as_secs_f64(),
+        WARMUP_SECONDS,
+        thousands(f64::from(MAX_PER_PROCESS)),
+        SETTLE.as_secs_f64(),
         sweep.connections,
         sweep.seconds,
         sweep.rounds,
@@ -258,7 +270,7 @@ pub fn write_runs(md: &mut String, sweep: &IdleSweep) {
             r.wrk.bad_status
         )
     });
-    super::write_details_table(
+    write_details_table(
         md,
         "Every idle run",
         "| round | target | idle | held | closed | RSS before KiB | RSS open KiB | RSS after load KiB | bytes/idle | req/s | p99 µs | CPU-µs/req | socket errors | status ≥ 400 |",
@@ -282,7 +294,7 @@ pub(crate) mod tests {
             rss_before_kib: 10_000,
             rss_open_kib: 10_000 + grown_kib,
             rss_after_load_kib: 10_000 + grown_kib,
-            wrk: crate::report::tests::wrk_report(rps),
+            wrk: crate::compare::report::tests::wrk_report(rps),
             cpu_us_per_request: 15.0,
         }
     }

@@ -11,7 +11,9 @@ pub mod idle;
 
 use std::fmt::Write as _;
 
-use crate::wrk::WrkReport;
+use crate::kit::markdown::{and_list, one_line, thousands, worker_count, write_details_table};
+use crate::kit::stats::spread;
+use crate::kit::wrk::WrkReport;
 use idle::IdleSweep;
 
 /// The reference row: wrk straight at the backend, no proxy. Its CPU figure is the backend's own.
@@ -66,35 +68,6 @@ pub struct Session {
     pub idle: Option<IdleSweep>,
     /// The plots written beside the results file: (what they show, file name).
     pub plots: Vec<(String, String)>,
-}
-
-/// Median and range of one figure over the rounds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Spread {
-    pub median: f64,
-    pub min: f64,
-    pub max: f64,
-    pub count: usize,
-}
-
-pub fn spread(values: &[f64]) -> Option<Spread> {
-    if values.is_empty() {
-        return None;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let n = sorted.len();
-    let median = if n % 2 == 1 {
-        sorted[n / 2]
-    } else {
-        (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
-    };
-    Some(Spread {
-        median,
-        min: sorted[0],
-        max: sorted[n - 1],
-        count: n,
-    })
 }
 
 /// Reads one figure out of a run.
@@ -196,30 +169,6 @@ impl Session {
     }
 }
 
-/// "1 worker", "2 workers".
-pub fn worker_count(workers: u32) -> String {
-    if workers == 1 {
-        "1 worker".to_string()
-    } else {
-        format!("{workers} workers")
-    }
-}
-
-/// "1 and 2", "1, 2 and 4".
-fn and_list(values: &[u32]) -> String {
-    match values {
-        [] => String::new(),
-        [one] => one.to_string(),
-        [rest @ .., last] => format!(
-            "{} and {last}",
-            rest.iter()
-                .map(u32::to_string)
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-    }
-}
-
 /// The whole results file.
 pub fn render(session: &Session) -> String {
     let mut md = String::new();
@@ -252,7 +201,7 @@ pub fn render(session: &Session) -> String {
         s.seconds,
         and_list(&s.connections),
         s.warmup_seconds,
-        crate::proxies::CLIENT_IDLE_SECONDS,
+        crate::kit::proxies::CLIENT_IDLE_SECONDS,
     );
 
     if !s.intake_modes.is_empty() {
@@ -486,73 +435,6 @@ fn write_runs(md: &mut String, s: &Session) {
     );
 }
 
-/// A section `## heading` holding a folded table: `header`, `alignment`, then one line per row.
-pub fn write_details_table(
-    md: &mut String,
-    heading: &str,
-    header: &str,
-    alignment: &str,
-    rows: impl ExactSizeIterator<Item = String>,
-) {
-    let _ = writeln!(md, "## {heading}\n");
-    let _ = writeln!(md, "<details><summary>{} runs</summary>\n", rows.len());
-    let _ = writeln!(md, "{header}\n{alignment}");
-    for row in rows {
-        let _ = writeln!(md, "{row}");
-    }
-    let _ = writeln!(md, "\n</details>\n");
-}
-
-/// A whole number with thin groups of three: 57,123.
-pub fn thousands(value: f64) -> String {
-    let digits = format!("{:.0}", value.max(0.0));
-    let mut out = String::new();
-    for (i, ch) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(ch);
-    }
-    out
-}
-
-pub fn one_line(text: &str) -> String {
-    text.split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
-/// A table cell: the median, and with several rounds the min–max; "–" when none ran.
-pub fn spread_cell(spread: Option<Spread>, format: fn(f64) -> String) -> String {
-    match spread {
-        None => "–".to_string(),
-        Some(s) if s.count == 1 => format(s.median),
-        Some(s) => format!("{} ({}–{})", format(s.median), format(s.min), format(s.max)),
-    }
-}
-
-/// A ratio judged against a target, from each round's ratio (its two runs back to back): the
-/// median over rounds, and with several rounds their range and `of_medians` (the ratio of the two
-/// sides' medians), as "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)"; "–" when no
-/// round has both runs.
-pub fn paired_ratio_text(round_ratios: &[f64], of_medians: Option<f64>) -> String {
-    let Some(rounds) = spread(round_ratios) else {
-        return "–".to_string();
-    };
-    let mut text = format!("{:.1}%", rounds.median * 100.0);
-    if rounds.count > 1 {
-        let _ = write!(
-            text,
-            " (per round {:.1}–{:.1}%",
-            rounds.min * 100.0,
-            rounds.max * 100.0
-        );
-        if let Some(of_medians) = of_medians {
-            let _ = write!(text, "; ratio of the medians {:.1}%", of_medians * 100.0);
-        }
-        text.push(')');
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -581,21 +463,6 @@ mod tests {
             cpu_us_per_request: cpu,
             peak_rss_kib: 10240,
         }
-    }
-
-    #[test]
-    fn spread_takes_the_middle_and_the_ends() {
-        let s = spread(&[3.0, 1.0, 2.0]).unwrap();
-        assert_eq!((s.median, s.min, s.max, s.count), (2.0, 1.0, 3.0, 3));
-        assert_eq!(spread(&[1.0, 4.0]).unwrap().median, 2.5);
-        assert!(spread(&[]).is_none());
-    }
-
-    #[test]
-    fn thousands_groups_digits() {
-        assert_eq!(thousands(57123.4), "57,123");
-        assert_eq!(thousands(999.0), "999");
-        assert_eq!(thousands(1234567.0), "1,234,567");
     }
 
     #[test]
@@ -715,14 +582,5 @@ mod tests {
         assert!(md.contains("### Max latency, µs (wrk's slowest response), 2 workers"));
         assert!(md.contains("| herdsman | 5000 | 5000–5000 | 1 |"));
         assert!(md.contains("once with each worker count (1 and 2)"));
-    }
-
-    #[test]
-    fn lists_read_as_prose() {
-        assert_eq!(and_list(&[1]), "1");
-        assert_eq!(and_list(&[1, 2]), "1 and 2");
-        assert_eq!(and_list(&[50, 200, 1000]), "50, 200 and 1000");
-        assert_eq!(worker_count(1), "1 worker");
-        assert_eq!(worker_count(2), "2 workers");
     }
 }

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::idle::{IdleSweep, REQUESTS_PER_SEC, RSS_PER_CONNECTION};
-use super::{thousands, worker_count, Extract, Session};
+use super::{Extract, Session};
+use crate::kit::markdown::{thousands, worker_count};
 
 /// herdsman's CPU per request must be at most this share of each peer's…
 pub const CPU_SHARE: f64 = 0.85;

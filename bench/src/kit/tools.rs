@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::process::run_with_timeout;
+use crate::kit::process::run_with_timeout;
 
 /// A tool this benchmark runs and the Debian package that provides it.
 pub struct Tool {

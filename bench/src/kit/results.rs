@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
-use crate::{environment, tools};
+use crate::kit::{environment, tools};
 
 /// The facts a results file states about its run, so anyone can judge and repeat it.
 pub struct RunFacts {

@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 
 use anyhow::bail;
 
-use crate::compare::CompareArgs;
-use crate::proxies::{IntakeMode, ProxyKind, Target};
-use crate::report::Session;
-use crate::tools;
+use super::report::Session;
+use super::settings::CompareArgs;
+use crate::kit::proxies::{IntakeMode, ProxyKind, Target};
+use crate::kit::{environment, tools};
 
 /// (row label, why it was not measured).
 pub type NotRun = Vec<(String, String)>;
@@ -148,6 +148,51 @@ fn intake_pairs(build: &str, modes: &[IntakeMode]) -> Vec<(String, String)> {
         .filter(|&&mode| mode != IntakeMode::Reuseport)
         .map(|&mode| (intake_label(build, mode), reference.clone()))
         .collect()
+}
+
+/// Fills in the versions of everything measured or measuring, and what the machine is.
+pub fn record_versions(session: &mut Session, wrk_path: &Path, targets: &[Target]) {
+    let mut versions = Vec::new();
+    for target in targets {
+        let args: &[&str] = match target.kind {
+            ProxyKind::Herdsman => &["--version"],
+            ProxyKind::Haproxy => &["-v"],
+            ProxyKind::Nginx => &["-v"],
+        };
+        let mut line = tools::version_line(&target.program, args);
+        if target.kind == ProxyKind::Herdsman {
+            // Every work-in-progress build says "0.1.0"; where and when it was built tells them apart.
+            let built = tools::version_line(
+                Path::new("date"),
+                &[
+                    "-u",
+                    "-r",
+                    &target.program.to_string_lossy(),
+                    "+%Y-%m-%d %H:%M:%S UTC",
+                ],
+            );
+            line = format!("{line} ({}, built {built})", target.program.display());
+        }
+        versions.push((target.label.clone(), line));
+    }
+    versions.push(("wrk".into(), tools::version_line(wrk_path, &["-v"])));
+    versions.push((
+        "rustc".into(),
+        tools::version_line(Path::new("rustc"), &["-V"]),
+    ));
+    session.versions = versions;
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    session.machine = vec![
+        ("nproc".into(), nproc.to_string()),
+        ("cpu".into(), environment::cpu_model()),
+        (
+            "kernel".into(),
+            std::fs::read_to_string("/proc/sys/kernel/osrelease")
+                .unwrap_or_default()
+                .trim()
+                .to_string(),
+        ),
+    ];
 }
 
 #[cfg(test)]

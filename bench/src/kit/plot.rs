@@ -298,7 +298,7 @@ fn register_font() -> anyhow::Result<()> {
 
 fn install_font_package() -> anyhow::Result<()> {
     eprintln!("the charts need {FONT_PATH}");
-    crate::tools::install(&[FONT_PACKAGE])?;
+    crate::kit::tools::install(&[FONT_PACKAGE])?;
     if !Path::new(FONT_PATH).exists() {
         bail!("{FONT_PACKAGE} is installed but {FONT_PATH} is still missing");
     }

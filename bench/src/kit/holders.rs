@@ -14,7 +14,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::bail;
 
-use crate::process::Supervised;
+use crate::kit::process::Supervised;
 
 /// Running holder processes, each with the stdin the parent closes to tell it to finish. Dropping
 /// it kills them.

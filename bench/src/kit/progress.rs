@@ -1,5 +1,6 @@
-//! The progress line `compare` prints on stderr after each run: which run of how many, and about
-//! how long the rest will take, estimated from how long the runs so far took against their plan.
+//! The progress line the benchmarks print on stderr after each run: which run of how many, and
+//! about how long the rest will take, estimated from how long the runs so far took against their
+//! plan.
 
 use std::time::{Duration, Instant};
 

@@ -3,54 +3,7 @@
 
 use std::path::Path;
 
-use crate::proxies::{ProxyKind, Target};
-use crate::report::Session;
-use crate::tools;
-
-/// Fills in the versions of everything measured or measuring, and what the machine is.
-pub fn record_versions(session: &mut Session, wrk_path: &Path, targets: &[Target]) {
-    let mut versions = Vec::new();
-    for target in targets {
-        let args: &[&str] = match target.kind {
-            ProxyKind::Herdsman => &["--version"],
-            ProxyKind::Haproxy => &["-v"],
-            ProxyKind::Nginx => &["-v"],
-        };
-        let mut line = tools::version_line(&target.program, args);
-        if target.kind == ProxyKind::Herdsman {
-            // Every work-in-progress build says "0.1.0"; where and when it was built tells them apart.
-            let built = tools::version_line(
-                Path::new("date"),
-                &[
-                    "-u",
-                    "-r",
-                    &target.program.to_string_lossy(),
-                    "+%Y-%m-%d %H:%M:%S UTC",
-                ],
-            );
-            line = format!("{line} ({}, built {built})", target.program.display());
-        }
-        versions.push((target.label.clone(), line));
-    }
-    versions.push(("wrk".into(), tools::version_line(wrk_path, &["-v"])));
-    versions.push((
-        "rustc".into(),
-        tools::version_line(Path::new("rustc"), &["-V"]),
-    ));
-    session.versions = versions;
-    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
-    session.machine = vec![
-        ("nproc".into(), nproc.to_string()),
-        ("cpu".into(), cpu_model()),
-        (
-            "kernel".into(),
-            std::fs::read_to_string("/proc/sys/kernel/osrelease")
-                .unwrap_or_default()
-                .trim()
-                .to_string(),
-        ),
-    ];
-}
+use crate::kit::tools;
 
 /// herdsman's version and build, rustc, the kernel, the CPUs and how busy they were: the setup
 /// lines of the benchmarks that measure herdsman alone.

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::process::Supervised;
+use crate::kit::process::Supervised;
 
 /// Which program a benchmark target runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -40,14 +40,21 @@ pub enum IntakeMode {
     Shared,
 }
 
-impl fmt::Display for IntakeMode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
+impl IntakeMode {
+    /// herdsman's name for it, as the `intake` key takes it.
+    pub fn label(self) -> &'static str {
+        match self {
             IntakeMode::Balanced => "balanced",
             IntakeMode::Reuseport => "reuseport",
             IntakeMode::Exclusive => "exclusive",
             IntakeMode::Shared => "shared",
-        })
+        }
+    }
+}
+
+impl fmt::Display for IntakeMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.label())
     }
 }
 

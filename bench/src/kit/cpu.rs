@@ -5,7 +5,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::procstat;
+use crate::kit::procstat;
 
 /// A run during which processes outside this benchmark used more than this many CPUs is named as
 /// disturbed: its requests/s says as much about them as about herdsman.

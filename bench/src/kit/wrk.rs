@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::process::run_with_timeout;
+use crate::kit::process::run_with_timeout;
 
 /// One wrk run, as wrk reported it.
 #[derive(Debug, Clone, PartialEq)]

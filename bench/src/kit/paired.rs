@@ -1,0 +1,131 @@
+//! Paired rounds, the way `compare`, `slowloris` and `observability` measure one side against
+//! another on a noisy machine: every side runs once per round, back to back, in an order that
+//! turns from round to round (so that a drift over the whole run falls on every side alike); a
+//! ratio between two sides is taken per round (its two runs back to back, so that a disturbance
+//! from outside falls on one pair rather than on one side), and judged by its median over rounds.
+
+use std::fmt::Write as _;
+
+use super::stats::spread;
+
+/// The order `sides` sides take their turns in `round` (from 1): 0, 1, … n−1 rotated by
+/// round − 1. With two sides: 0 then 1 in odd rounds, 1 then 0 in even ones.
+pub fn turn_order(sides: usize, round: u32) -> impl Iterator<Item = usize> {
+    let shift = (round as usize).saturating_sub(1);
+    (0..sides).map(move |turn| (turn + shift) % sides)
+}
+
+/// One figure of one side over the rounds: (round, value) for each run it made.
+pub type Side = [(u32, f64)];
+
+/// A figure of one side over another's, round by round.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PairedRatio {
+    /// numerator ÷ denominator in each round where both ran, by round.
+    pub rounds: Vec<f64>,
+    /// The numerator's median over its rounds ÷ the denominator's; None when either never ran.
+    pub of_medians: Option<f64>,
+}
+
+impl PairedRatio {
+    pub fn of(numerator: &Side, denominator: &Side) -> PairedRatio {
+        let mut rounds: Vec<u32> = numerator.iter().map(|&(round, _)| round).collect();
+        rounds.sort_unstable();
+        rounds.dedup();
+        let first = |side: &Side, round: u32| {
+            side.iter()
+                .find(|&&(r, _)| r == round)
+                .map(|&(_, value)| value)
+        };
+        let median = |side: &Side| {
+            spread(&side.iter().map(|&(_, value)| value).collect::<Vec<_>>()).map(|s| s.median)
+        };
+        PairedRatio {
+            rounds: rounds
+                .into_iter()
+                .filter_map(|round| Some(first(numerator, round)? / first(denominator, round)?))
+                .collect(),
+            of_medians: median(numerator)
+                .zip(median(denominator))
+                .map(|(n, d)| n / d),
+        }
+    }
+
+    /// The figure judged against a target: the median of the rounds' ratios.
+    pub fn median(&self) -> Option<f64> {
+        spread(&self.rounds).map(|s| s.median)
+    }
+
+    /// "met" when the median reaches `target`, "**NOT MET**" when it does not, "not measured"
+    /// when no round has both runs.
+    pub fn verdict(&self, target: f64) -> &'static str {
+        match self.median() {
+            None => "not measured",
+            Some(r) if r >= target => "met",
+            Some(_) => "**NOT MET**",
+        }
+    }
+
+    /// The median over rounds, and with several rounds their range and the ratio of the medians,
+    /// as "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)"; "–" when no round has both
+    /// runs.
+    pub fn text(&self) -> String {
+        let Some(rounds) = spread(&self.rounds) else {
+            return "–".to_string();
+        };
+        let mut text = format!("{:.1}%", rounds.median * 100.0);
+        if rounds.count > 1 {
+            let _ = write!(
+                text,
+                " (per round {:.1}–{:.1}%",
+                rounds.min * 100.0,
+                rounds.max * 100.0
+            );
+            if let Some(of_medians) = self.of_medians {
+                let _ = write!(text, "; ratio of the medians {:.1}%", of_medians * 100.0);
+            }
+            text.push(')');
+        }
+        text
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_turns_rotate_so_every_side_takes_every_place() {
+        let order = |n, round| turn_order(n, round).collect::<Vec<_>>();
+        assert_eq!(order(2, 1), vec![0, 1]);
+        assert_eq!(order(2, 2), vec![1, 0]);
+        assert_eq!(order(2, 3), vec![0, 1]);
+        assert_eq!(order(3, 2), vec![1, 2, 0]);
+        assert_eq!(order(3, 3), vec![2, 0, 1]);
+        assert_eq!(order(3, 1), vec![0, 1, 2]);
+        assert_eq!(order(3, 4), vec![0, 1, 2]);
+        assert!(order(0, 2).is_empty());
+    }
+
+    #[test]
+    fn ratios_pair_the_runs_of_one_round() {
+        let with = [(1, 90.0), (2, 80.0), (3, 99.0)];
+        let without = [(1, 100.0), (3, 100.0), (2, 100.0)];
+        let ratio = PairedRatio::of(&with, &without);
+        assert_eq!(ratio.rounds, vec![0.9, 0.8, 0.99]);
+        assert_eq!(ratio.median(), Some(0.9));
+        assert_eq!(ratio.of_medians, Some(0.9));
+        assert_eq!(ratio.verdict(0.9), "met");
+        assert_eq!(ratio.verdict(0.95), "**NOT MET**");
+        assert_eq!(
+            ratio.text(),
+            "90.0% (per round 80.0–99.0%; ratio of the medians 90.0%)"
+        );
+        // A round with one side only has no ratio.
+        let alone = PairedRatio::of(&[(1, 90.0)], &[(2, 100.0)]);
+        assert!(alone.rounds.is_empty());
+        assert_eq!(alone.verdict(0.9), "not measured");
+        assert_eq!(alone.text(), "–");
+        assert_eq!(PairedRatio::of(&[(1, 95.0)], &[(1, 100.0)]).text(), "95.0%");
+    }
+}

@@ -16,6 +16,7 @@ use crate::process::drain::Predecessors;
 use crate::process::kernel_watch;
 use crate::process::upgrade::{self, Inherited};
 use crate::stats::Stats;
+use crate::transport::ListenSocket;
 use crate::upstream::registry::{ListenerControl, Registry};
 use crate::upstream::Snapshot;
 use crate::worker::{self, Stopping, WorkerSetup};
@@ -93,7 +94,7 @@ impl Server {
         let access_log =
             AccessLogWriter::start(log_files, Arc::clone(&stats.access_log_dropped_lines))
                 .map_err(StartError::Thread)?;
-        let mut sockets_by_worker: Vec<Vec<(usize, socket2::Socket, Arc<ListenerLoad>)>> =
+        let mut sockets_by_worker: Vec<Vec<(usize, ListenSocket, Arc<ListenerLoad>)>> =
             (0..config.workers).map(|_| Vec::new()).collect();
         let mut listener_addrs = Vec::with_capacity(config.listeners.len());
         // Sockets handed down by the process this one replaces (a binary upgrade), if any, and
@@ -110,7 +111,9 @@ impl Server {
             let sockets = match inherited.take_listener(&listener.name, listener.bind) {
                 Some(socket) => {
                     tracing::info!(listener = %listener.name, "listening socket handed down by the previous process");
-                    intake::adopt_listener(config.intake, socket, listener.backlog, config.workers)
+                    ListenSocket::adopt(socket).and_then(|socket| {
+                        intake::adopt_listener(config.intake, socket, listener.backlog, config.workers)
+                    })
                 }
                 None => intake::bind_listener(
                     config.intake,
@@ -122,11 +125,7 @@ impl Server {
             .map_err(bind_error)?;
             // Kept for a later upgrade, which hands it down in turn.
             let kept = sockets[0].try_clone().map_err(bind_error)?;
-            let bound = sockets[0]
-                .local_addr()
-                .map_err(bind_error)?
-                .as_socket()
-                .unwrap_or(listener.bind);
+            let bound = sockets[0].local_addr().map_err(bind_error)?;
             let load = Arc::new(ListenerLoad::new(listener.max_connections));
             listener_addrs.push((listener.name.clone(), bound, Arc::clone(&load), kept));
             for (worker, socket) in sockets.into_iter().enumerate() {
@@ -150,7 +149,7 @@ impl Server {
             .iter()
             .map(|(name, addr, _, _)| (name.clone(), *addr))
             .collect();
-        let bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<socket2::Socket>)> = listener_addrs
+        let bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<ListenSocket>)> = listener_addrs
             .into_iter()
             .map(|(_, addr, load, kept)| (addr, load, Some(kept)))
             .collect();

@@ -1,5 +1,5 @@
 //! The layering rule of ARCHITECTURE.md, checked on the source: imports run one way, from the
-//! process down to the bytes, and on the request path only `transport/` names a socket type.
+//! process down to the bytes, and on the data path only `transport/` names a socket type.
 //! Run alone with `cargo test --test layers`; a failure names the file, the line and the rule.
 
 use std::fs;
@@ -57,8 +57,18 @@ const MAY_IMPORT: &[(&str, &[&str])] = &[
     ("stats", &["config"]),
 ];
 
-/// Rooms of the request path, where no socket type is named outside `transport/`.
-const NO_SOCKET_TYPES: &[&str] = &["session", "proxy", "http1", "access_log", "config", "stats"];
+/// Rooms of the data path, where no socket type is named: `transport/` owns them.
+const NO_SOCKET_TYPES: &[&str] = &[
+    "worker",
+    "intake",
+    "session",
+    "proxy",
+    "upstream",
+    "http1",
+    "access_log",
+    "config",
+    "stats",
+];
 
 /// What naming a socket type looks like.
 const SOCKET_TYPES: &[&str] = &[
@@ -176,7 +186,7 @@ fn imports_run_from_the_process_down_to_the_bytes() {
 }
 
 #[test]
-fn on_the_request_path_only_transport_names_a_socket_type() {
+fn on_the_data_path_only_transport_names_a_socket_type() {
     let mut broken = Vec::new();
     for room in NO_SOCKET_TYPES {
         for file in files_of(room) {

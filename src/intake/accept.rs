@@ -11,14 +11,13 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
 
-use socket2::Socket;
 use tokio::io::unix::AsyncFd;
 use tokio::io::Interest;
 
-use super::{sys, ListenerLoad};
+use super::ListenerLoad;
 use crate::config::IntakeMode;
 use crate::stats::WorkerCounters;
-use crate::transport::Detached;
+use crate::transport::{make_epoll_exclusive, Detached, ListenSocket};
 
 /// What an accept loop needs of the worker it runs on.
 pub trait Acceptor {
@@ -53,10 +52,10 @@ const ACCEPT_BATCH: usize = 16;
 pub async fn accept_loop<A: Acceptor>(
     context: Rc<A>,
     listener: usize,
-    socket: Socket,
+    socket: ListenSocket,
     mode: IntakeMode,
 ) {
-    // SAFETY: a socket2::Socket owns its descriptor until it is dropped, and as_raw_fd always
+    // SAFETY: a ListenSocket owns its descriptor until it is dropped, and as_raw_fd always
     // returns that descriptor, which is what tokio requires of the registered object.
     let registered = unsafe { AsyncFd::register_with_interest(socket, Interest::READABLE) };
     let socket = match registered.map_err(|e| e.into_parts().1) {
@@ -67,7 +66,7 @@ pub async fn accept_loop<A: Acceptor>(
         }
     };
     if matches!(mode, IntakeMode::Exclusive | IntakeMode::Balanced) {
-        if let Err(error) = sys::make_epoll_exclusive(socket.as_raw_fd()) {
+        if let Err(error) = make_epoll_exclusive(socket.as_raw_fd()) {
             // Still served, only with every idle worker woken per connection, as in `shared`.
             tracing::warn!(
                 worker = context.worker(),
@@ -107,7 +106,7 @@ pub async fn accept_loop<A: Acceptor>(
             if load.as_ref().is_some_and(|load| load.is_full()) {
                 break;
             }
-            match sys::accept_nonblocking(ready.get_inner()) {
+            match ready.get_inner().accept() {
                 Ok((stream, peer)) => {
                     #[cfg(feature = "fault-injection")]
                     if context.panic_on_accept() {

@@ -13,18 +13,16 @@
 mod accept;
 pub mod handoff;
 pub mod limit;
-mod sys;
 
 use std::io;
 use std::net::SocketAddr;
-
-use socket2::{Domain, Protocol, Socket, Type};
 
 pub use accept::{accept_loop, Acceptor};
 pub use handoff::{HandoffBoard, HandoffInbox};
 pub use limit::ListenerLoad;
 
 use crate::config::IntakeMode;
+use crate::transport::{epoll_exclusive_supported, ListenSocket};
 
 /// A listener opened or closed while herdsman runs (a reload), as one worker is told of it.
 /// Listeners are known by slot: a number given when the listener is opened and never reused,
@@ -35,7 +33,7 @@ pub enum ListenerChange {
     /// open connections `load` counts.
     Open {
         slot: usize,
-        socket: Socket,
+        socket: ListenSocket,
         load: std::sync::Arc<ListenerLoad>,
     },
     /// Stop accepting on the listener in `slot` and close this worker's descriptor for it.
@@ -45,7 +43,7 @@ pub enum ListenerChange {
 
 /// Refuses a mode this platform cannot provide, saying why.
 pub fn check_supported(mode: IntakeMode) -> Result<(), String> {
-    check_supported_on(mode, sys::epoll_exclusive_supported())
+    check_supported_on(mode, epoll_exclusive_supported())
 }
 
 fn check_supported_on(mode: IntakeMode, epoll_exclusive: bool) -> Result<(), String> {
@@ -65,18 +63,18 @@ pub fn bind_listener(
     addr: SocketAddr,
     backlog: u32,
     workers: usize,
-) -> io::Result<Vec<Socket>> {
+) -> io::Result<Vec<ListenSocket>> {
     if mode == IntakeMode::ReusePort {
         let mut sockets = Vec::with_capacity(workers);
         let mut bound_addr = addr;
         for _ in 0..workers {
-            let socket = bind_one(bound_addr, backlog, true)?;
-            bound_addr = socket.local_addr()?.as_socket().unwrap_or(bound_addr);
+            let socket = ListenSocket::bind(bound_addr, backlog, true)?;
+            bound_addr = socket.local_addr().unwrap_or(bound_addr);
             sockets.push(socket);
         }
         return Ok(sockets);
     }
-    let shared = bind_one(addr, backlog, false)?;
+    let shared = ListenSocket::bind(addr, backlog, false)?;
     let mut sockets = Vec::with_capacity(workers);
     for _ in 1..workers {
         sockets.push(shared.try_clone()?);
@@ -86,44 +84,25 @@ pub fn bind_listener(
 }
 
 /// Like [`bind_listener`], starting from `socket`, a listening socket handed down by the process
-/// this one replaces (see `control::upgrade`): the same socket for every worker, or for
+/// this one replaces (see `process::upgrade`): the same socket for every worker, or for
 /// `reuseport` the first worker's, the others binding beside it.
 pub fn adopt_listener(
     mode: IntakeMode,
-    socket: Socket,
+    socket: ListenSocket,
     backlog: u32,
     workers: usize,
-) -> io::Result<Vec<Socket>> {
-    socket.set_nonblocking(true)?;
-    let addr = socket
-        .local_addr()?
-        .as_socket()
-        .ok_or_else(|| io::Error::other("the inherited socket has no IP address"))?;
+) -> io::Result<Vec<ListenSocket>> {
+    let addr = socket.local_addr()?;
     let mut sockets = Vec::with_capacity(workers);
     for _ in 1..workers {
         sockets.push(if mode == IntakeMode::ReusePort {
-            bind_one(addr, backlog, true)?
+            ListenSocket::bind(addr, backlog, true)?
         } else {
             socket.try_clone()?
         });
     }
     sockets.insert(0, socket);
     Ok(sockets)
-}
-
-fn bind_one(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<Socket> {
-    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
-    socket.set_reuse_address(true)?;
-    if reuse_port {
-        sys::set_reuse_port(&socket)?;
-    }
-    if addr.is_ipv6() {
-        socket.set_only_v6(true)?;
-    }
-    socket.bind(&addr.into())?;
-    socket.listen(backlog.min(i32::MAX as u32) as i32)?;
-    socket.set_nonblocking(true)?;
-    Ok(socket)
 }
 
 #[cfg(test)]
@@ -140,11 +119,9 @@ mod tests {
         ] {
             let sockets = bind_listener(mode, "127.0.0.1:0".parse().unwrap(), 16, 3).unwrap();
             assert_eq!(sockets.len(), 3);
-            let addr = sockets[0].local_addr().unwrap().as_socket().unwrap();
+            let addr = sockets[0].local_addr().unwrap();
             assert_ne!(addr.port(), 0);
-            assert!(sockets
-                .iter()
-                .all(|s| s.local_addr().unwrap().as_socket() == Some(addr)));
+            assert!(sockets.iter().all(|s| s.local_addr().unwrap() == addr));
         }
     }
 

@@ -1,6 +1,226 @@
-//! Linux calls on connected sockets that neither tokio nor socket2 offer.
+//! Linux calls on sockets that neither tokio nor socket2 offer, with honest fallbacks elsewhere:
+//! SO_REUSEPORT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE, and TCP_INFO's byte
+//! counts.
 
+use std::io;
+use std::net::SocketAddr;
 use std::os::fd::RawFd;
+
+use socket2::Socket;
+
+use super::Detached;
+
+/// SO_REUSEPORT: several sockets on one address, connections spread over them by the kernel.
+#[cfg(unix)]
+pub fn set_reuse_port(socket: &Socket) -> io::Result<()> {
+    socket.set_reuse_port(true)
+}
+
+#[cfg(not(unix))]
+pub fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "intake = \"reuseport\" needs SO_REUSEPORT, which this platform lacks",
+    ))
+}
+
+/// Accepts one connection, already non-blocking and close-on-exec (one syscall, not three).
+#[cfg(target_os = "linux")]
+pub fn accept_nonblocking(listener: &Socket) -> io::Result<(Detached, SocketAddr)> {
+    use std::os::fd::{AsRawFd, FromRawFd};
+    // SAFETY: an all-zero sockaddr_storage is a valid value of that plain C struct.
+    let mut storage: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    let mut len = std::mem::size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: storage and len describe a writable buffer of the size given; the fd returned is
+    // new and owned by nobody else, so the connection may take it.
+    let (fd, addr) = unsafe {
+        let fd = libc::accept4(
+            listener.as_raw_fd(),
+            (&mut storage as *mut libc::sockaddr_storage).cast(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        );
+        if fd < 0 {
+            return Err(io::Error::last_os_error());
+        }
+        (fd, socket2::SockAddr::new(storage, len))
+    };
+    // SAFETY: see above.
+    let stream = unsafe { Detached::from_raw_fd(fd) };
+    let peer = addr
+        .as_socket()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    Ok((stream, peer))
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn accept_nonblocking(listener: &Socket) -> io::Result<(Detached, SocketAddr)> {
+    let (socket, addr) = listener.accept()?;
+    socket.set_nonblocking(true)?;
+    let peer = addr
+        .as_socket()
+        .unwrap_or_else(|| SocketAddr::from(([0, 0, 0, 0], 0)));
+    use std::os::fd::{FromRawFd, IntoRawFd};
+    // SAFETY: the descriptor was just accepted and is given up by `socket`.
+    Ok((unsafe { Detached::from_raw_fd(socket.into_raw_fd()) }, peer))
+}
+
+/// True when the kernel accepts EPOLLEXCLUSIVE (Linux 4.5 and later): tried on a real epoll
+/// instance, not assumed from the version.
+#[cfg(target_os = "linux")]
+pub fn epoll_exclusive_supported() -> bool {
+    use std::os::fd::{FromRawFd, OwnedFd};
+    // SAFETY: plain syscalls on descriptors created here and closed by OwnedFd.
+    unsafe {
+        let epoll = libc::epoll_create1(libc::EPOLL_CLOEXEC);
+        let event = libc::eventfd(0, libc::EFD_CLOEXEC | libc::EFD_NONBLOCK);
+        if epoll < 0 || event < 0 {
+            return false;
+        }
+        let (_epoll, _event) = (OwnedFd::from_raw_fd(epoll), OwnedFd::from_raw_fd(event));
+        let mut interest = libc::epoll_event {
+            events: (libc::EPOLLIN | libc::EPOLLEXCLUSIVE) as u32,
+            u64: 0,
+        };
+        libc::epoll_ctl(epoll, libc::EPOLL_CTL_ADD, event, &mut interest) == 0
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn epoll_exclusive_supported() -> bool {
+    false
+}
+
+/// Makes the calling thread's tokio reactor wait on `fd` with EPOLLEXCLUSIVE, so that a new
+/// connection wakes one waiting worker instead of all of them.
+///
+/// tokio registers sockets with its own epoll instance and has no way to ask for
+/// EPOLLEXCLUSIVE, which may only be set when a descriptor is added. So, after tokio registered
+/// `fd`, this finds that registration in /proc/self/fdinfo (the epoll instance that watches this
+/// very file, matched by descriptor and inode), and removes and re-adds it with the same event
+/// data — tokio's token — plus EPOLLEXCLUSIVE. tokio keeps working unchanged: it receives the
+/// same token, only fewer times. The epoll instance must be the one the worker thread itself
+/// blocks in: the kernel counts a waiter for EPOLLEXCLUSIVE only when a thread sleeps in
+/// epoll_wait on that instance (nesting it inside another epoll would wake every instance).
+#[cfg(target_os = "linux")]
+pub fn make_epoll_exclusive(fd: std::os::fd::RawFd) -> io::Result<()> {
+    let inode = {
+        // SAFETY: fstat writes a stat struct for a valid descriptor.
+        let mut stat: libc::stat = unsafe { std::mem::zeroed() };
+        if unsafe { libc::fstat(fd, &mut stat) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        stat.st_ino
+    };
+    let registration = find_epoll_registration(fd, inode)?.ok_or_else(|| {
+        io::Error::new(
+            io::ErrorKind::NotFound,
+            "the listening socket is not registered with this thread's reactor",
+        )
+    })?;
+    let mut exclusive = libc::epoll_event {
+        events: (libc::EPOLLIN | libc::EPOLLET | libc::EPOLLEXCLUSIVE) as u32,
+        u64: registration.data,
+    };
+    // SAFETY: epoll and fd are open descriptors; the events are valid epoll_event values.
+    unsafe {
+        if libc::epoll_ctl(
+            registration.epoll,
+            libc::EPOLL_CTL_DEL,
+            fd,
+            std::ptr::null_mut(),
+        ) != 0
+        {
+            return Err(io::Error::last_os_error());
+        }
+        if libc::epoll_ctl(registration.epoll, libc::EPOLL_CTL_ADD, fd, &mut exclusive) != 0 {
+            let error = io::Error::last_os_error();
+            // Put tokio's own registration back, so the socket is still served (woken like the
+            // herd) rather than not at all.
+            let mut original = libc::epoll_event {
+                events: registration.events,
+                u64: registration.data,
+            };
+            libc::epoll_ctl(registration.epoll, libc::EPOLL_CTL_ADD, fd, &mut original);
+            return Err(error);
+        }
+    }
+    Ok(())
+}
+
+/// Where and how a descriptor is registered in an epoll instance.
+#[cfg(target_os = "linux")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Registration {
+    epoll: i32,
+    events: u32,
+    data: u64,
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn make_epoll_exclusive(_fd: i32) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "EPOLLEXCLUSIVE needs Linux 4.5 or later",
+    ))
+}
+
+/// The epoll descriptor of this process that watches descriptor `fd` (whose file has inode
+/// `inode`), with the events and data it was registered with.
+#[cfg(target_os = "linux")]
+fn find_epoll_registration(fd: i32, inode: u64) -> io::Result<Option<Registration>> {
+    for entry in std::fs::read_dir("/proc/self/fd")? {
+        let entry = entry?;
+        let Ok(target) = std::fs::read_link(entry.path()) else {
+            continue;
+        };
+        if target.as_os_str() != "anon_inode:[eventpoll]" {
+            continue;
+        }
+        let Some(epoll) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<i32>().ok())
+        else {
+            continue;
+        };
+        let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{epoll}")) else {
+            continue;
+        };
+        if let Some((events, data)) = registration_data(&info, fd, inode) {
+            return Ok(Some(Registration {
+                epoll,
+                events,
+                data,
+            }));
+        }
+    }
+    Ok(None)
+}
+
+/// In an epoll fdinfo text, the events and data of the line watching descriptor `fd` of inode
+/// `inode`. Lines look like `tfd:  7 events:  19 data: 7f3a2c0015c0  pos:0 ino:1a2b sdev:8`
+/// (numbers after events, data and ino are hexadecimal).
+fn registration_data(info: &str, fd: i32, inode: u64) -> Option<(u32, u64)> {
+    info.lines().find_map(|line| {
+        let mut words = line.split_whitespace();
+        let (mut tfd, mut events, mut data, mut ino) = (None, None, None, None);
+        while let Some(word) = words.next() {
+            match word {
+                "tfd:" => tfd = words.next().and_then(|v| v.parse::<i32>().ok()),
+                "events:" => events = words.next().and_then(|v| u32::from_str_radix(v, 16).ok()),
+                "data:" => data = words.next().and_then(|v| u64::from_str_radix(v, 16).ok()),
+                w if w.starts_with("ino:") => ino = u64::from_str_radix(&w[4..], 16).ok(),
+                _ => {}
+            }
+        }
+        if tfd == Some(fd) && ino == Some(inode) {
+            Some((events?, data?))
+        } else {
+            None
+        }
+    })
+}
 
 /// Bytes sent once (retransmissions aside) and bytes acknowledged on the TCP socket `fd`, from
 /// TCP_INFO.
@@ -49,4 +269,32 @@ pub fn tcp_bytes(fd: RawFd) -> Option<(u64, u64)> {
 #[cfg(not(target_os = "linux"))]
 pub fn tcp_bytes(_fd: RawFd) -> Option<(u64, u64)> {
     None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_registration_of_one_descriptor() {
+        let info = "pos:\t0\nflags:\t02000002\nmnt_id:\t15\nino:\t1057\n\
+                    tfd:        9 events:       19 data:     55d0c0a1b2c0  pos:0 ino:2f41 sdev:8\n\
+                    tfd:       10 events:  8000019 data:     55d0c0a1b3c0  pos:0 ino:2f42 sdev:8\n";
+        assert_eq!(
+            registration_data(info, 10, 0x2f42),
+            Some((0x8000019, 0x55d0c0a1b3c0))
+        );
+        assert_eq!(
+            registration_data(info, 10, 0x2f41),
+            None,
+            "same number, other file"
+        );
+        assert_eq!(registration_data(info, 11, 0x2f42), None);
+    }
+
+    #[cfg(target_os = "linux")]
+    #[test]
+    fn this_kernel_has_epoll_exclusive() {
+        assert!(epoll_exclusive_supported());
+    }
 }

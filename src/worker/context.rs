@@ -10,7 +10,6 @@ use std::rc::Rc;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use socket2::Socket;
 use tokio::sync::Notify;
 
 use super::parking::{Parked, ParkingLot};
@@ -18,10 +17,10 @@ use crate::intake::{Acceptor, HandoffBoard, ListenerLoad};
 use crate::proxy::ProxyContext;
 use crate::session::{self, Ended};
 use crate::stats::{Stats, WorkerCounters};
-use crate::transport::Detached;
+use crate::transport::{Detached, ListenSocket};
 
 /// A worker's descriptor of each open listener, and its load, by slot.
-pub(super) type KeptListeners = Rc<RefCell<HashMap<usize, (Socket, Arc<ListenerLoad>)>>>;
+pub(super) type KeptListeners = Rc<RefCell<HashMap<usize, (ListenSocket, Arc<ListenerLoad>)>>>;
 
 /// The worker's state, shared by its tasks through an `Rc`.
 pub struct WorkerContext {

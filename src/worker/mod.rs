@@ -17,7 +17,6 @@ use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::Duration;
 
-use socket2::Socket;
 use tokio::sync::{mpsc, watch};
 use tokio::task::LocalSet;
 
@@ -26,6 +25,7 @@ use crate::config::IntakeMode;
 use crate::intake::{HandoffBoard, HandoffInbox, ListenerChange, ListenerLoad};
 use crate::proxy::ProxyContext;
 use crate::stats::{procfs, Stats, WorkerCounters};
+use crate::transport::ListenSocket;
 use crate::upstream::health::ServerReport;
 use crate::upstream::SnapshotHandle;
 use context::{KeptListeners, WorkerContext};
@@ -38,7 +38,7 @@ use tasks::{
 pub struct WorkerSetup {
     pub index: usize,
     /// (listener slot, this worker's descriptor for its socket, its shared load)
-    pub listeners: Vec<(usize, Socket, Arc<ListenerLoad>)>,
+    pub listeners: Vec<(usize, ListenSocket, Arc<ListenerLoad>)>,
     /// Listeners opened and closed later, by reloads.
     pub listener_changes: mpsc::UnboundedReceiver<ListenerChange>,
     pub intake: IntakeMode,

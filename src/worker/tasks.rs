@@ -6,7 +6,6 @@
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use socket2::Socket;
 use tokio::sync::{mpsc, watch};
 
 use super::context::WorkerContext;
@@ -14,6 +13,7 @@ use crate::access_log::FLUSH_AFTER;
 use crate::config::IntakeMode;
 use crate::intake::{HandoffInbox, ListenerChange};
 use crate::stats::WorkerCounters;
+use crate::transport::ListenSocket;
 
 /// Runs an accept loop per listener — those open now, then those reloads open — and ends the
 /// loops of listeners reloads close. The context's `listeners` keep a descriptor of each open
@@ -25,7 +25,7 @@ pub(super) async fn accept_on_listeners(
 ) {
     let mut accepting = HashMap::new();
     let listeners = &context.listeners;
-    let open = |slot: usize, socket: &Socket| {
+    let open = |slot: usize, socket: &ListenSocket| {
         let socket = match socket.try_clone() {
             Ok(socket) => socket,
             Err(error) => {
@@ -71,7 +71,7 @@ pub(super) async fn accept_on_listeners(
 pub(super) async fn supervise_accept(
     context: Rc<WorkerContext>,
     slot: usize,
-    mut socket: Socket,
+    mut socket: ListenSocket,
     intake: IntakeMode,
 ) {
     loop {

@@ -28,6 +28,7 @@ use tokio::sync::{mpsc, watch};
 use crate::config::{Config, ConfigError, IntakeMode, ServerConfig, ServerState};
 use crate::intake::{ListenerChange, ListenerLoad};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
+use crate::transport::ListenSocket;
 use crate::upstream::health::HealthView;
 use crate::upstream::snapshot::{Lineage, ListenerRules};
 use crate::upstream::{Snapshot, SnapshotHandle};
@@ -157,7 +158,7 @@ struct ListenerSlot {
     load: Arc<ListenerLoad>,
     /// A descriptor of its socket, to hand down at a binary upgrade (`None` in a registry with
     /// no workers).
-    socket: Option<socket2::Socket>,
+    socket: Option<ListenSocket>,
     open: bool,
     /// Its pool's name: kept when the listener closes, so that connections it accepted before
     /// keep going to the same pool.
@@ -195,7 +196,7 @@ impl Registry {
         config: Config,
         config_path: Option<PathBuf>,
         listener_control: Option<ListenerControl>,
-        bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<socket2::Socket>)>,
+        bound: Vec<(SocketAddr, Arc<ListenerLoad>, Option<ListenSocket>)>,
     ) -> io::Result<Registry> {
         let mut bound = bound.into_iter();
         let slots: Vec<ListenerSlot> = config

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{hold_back_restart_only, Config, ListenerConfig};
 use crate::intake::{self, ListenerChange, ListenerLoad};
+use crate::transport::ListenSocket;
 use crate::upstream::snapshot::ListenerRules;
 
 use super::{key, ChangeError, ListenerSlot, Registry, Reloaded, State};
@@ -152,7 +153,7 @@ impl Registry {
         fresh: &mut Config,
     ) -> Result<
         (
-            Vec<(String, SocketAddr, Vec<socket2::Socket>)>,
+            Vec<(String, SocketAddr, Vec<ListenSocket>)>,
             HashSet<String>,
         ),
         ChangeError,
@@ -189,11 +190,7 @@ impl Registry {
             let sockets =
                 intake::bind_listener(control.intake, new.bind, new.backlog, control.workers.len())
                     .map_err(bind_error)?;
-            let bound = sockets[0]
-                .local_addr()
-                .map_err(bind_error)?
-                .as_socket()
-                .unwrap_or(new.bind);
+            let bound = sockets[0].local_addr().map_err(bind_error)?;
             opening.push((new.name.clone(), bound, sockets));
         }
         Ok((opening, closing))

@@ -8,10 +8,11 @@ use tokio::time::{timeout_at, Instant};
 
 use super::client::scratch;
 use super::context::ProxyContext;
+use super::downstream::Downstream;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
-use super::respond::{self, ResponseStart};
+use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
 use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
@@ -22,7 +23,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
-use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
+use crate::transport::{recycle, write_all_by, ServerStream, Stream};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -51,9 +52,9 @@ pub struct RequestFacts {
 /// Serves one request on `client`; returns whether the connection stays open, and when the
 /// exchange ended (where the wait for the next request starts). Counts it, and logs it where
 /// the listener keeps an access log.
-pub async fn serve_one(
+pub async fn serve_one<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Arc<Snapshot>,
     listener: usize,
 ) -> (Next, Instant) {
@@ -70,9 +71,9 @@ pub async fn serve_one(
 }
 
 /// The exchange itself; `outcome` is filled in as it goes.
-async fn exchange(
+async fn exchange<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Arc<Snapshot>,
     listener: usize,
     outcome: &mut Outcome,
@@ -178,30 +179,32 @@ async fn take_slot<'s>(
     Ok((&pool.servers[other], slot))
 }
 
-/// Reads the rest of a request head whose first bytes are in `client.buffer`, and chooses its
+/// Reads the rest of a request head whose first bytes were received, and chooses its
 /// pool and server. `Ok(None)`: the connection should close quietly (the client closed it or
 /// reset it). On success the head to forward is in `client.out` and the head's bytes are
-/// consumed from `client.buffer`.
-async fn read_request(
+/// consumed from what was received.
+async fn read_request<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Snapshot,
     listener: usize,
 ) -> Result<Option<RequestFacts>, Failure> {
     let limits = snapshot.limits;
     let timeouts = snapshot.timeouts;
     let logged = snapshot.access_log(listener).is_some();
+    let peer = client.peer();
     client.request_log.forget();
     let mut deadline = None;
     loop {
-        if !client.buffer.is_empty() {
+        if !client.downstream.received().is_empty() {
             let mut headers = header_slots();
-            let parsed = parse_request(client.buffer.data(), &mut headers, limits.max_header_bytes);
+            let received = client.downstream.received();
+            let parsed = parse_request(received.data(), &mut headers, limits.max_header_bytes);
             let parsed = match parsed {
                 // HTTP/1.2 and later minor versions read as HTTP/1.1: its digit is rewritten in
                 // place, and the head parsed again.
                 Err(HeadError::LaterMinorVersion { digit_at }) => {
-                    read_as_http11(client.buffer.data_mut(), digit_at);
+                    read_as_http11(client.downstream.received().data_mut(), digit_at);
                     continue;
                 }
                 parsed => parsed.map_err(Failure::from_request_head)?,
@@ -224,7 +227,7 @@ async fn read_request(
                     _ => {}
                 }
                 if logged {
-                    // Copied now: the head leaves `client.buffer` before the response comes.
+                    // Copied now: the head leaves what was received before the response comes.
                     let storage = || recycle::take_bytes(CAPTURE_INITIAL);
                     client.request_log.capture(&request, storage);
                 }
@@ -240,7 +243,7 @@ async fn read_request(
                     snapshot,
                     listener,
                     &request,
-                    client_ip(client.peer),
+                    client_ip(peer),
                     &mut context.rng.borrow_mut(),
                 );
                 let upgrades = snapshot.upgrade_protocols(listener);
@@ -260,20 +263,14 @@ async fn read_request(
                     scratch(&mut client.out),
                 );
                 let head_len = request.head_len;
-                client.buffer.consume(head_len);
+                client.downstream.received().consume(head_len);
                 return Ok(Some(facts));
             }
         }
         // The clock for a head starts once part of it is here (the connection's task read the
         // first bytes before this exchange began).
         let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeouts.client_header);
-        let read = timeout_at(
-            deadline,
-            client
-                .buffer
-                .read_from(&mut client.stream, BUFFER_INITIAL, limits.max_header_bytes),
-        )
-        .await;
+        let read = timeout_at(deadline, client.downstream.receive(limits.max_header_bytes)).await;
         match read {
             Err(_elapsed) => return Err(Failure::HeadTimeout),
             Ok(Ok(n)) if n > 0 => {}
@@ -306,9 +303,9 @@ impl Sending {
 
 /// Sends the request to `server` and relays the response, sending it again where the replay
 /// rules allow (`replay.rs`). Each failure is logged and counted for passive checks here.
-async fn forward<'s>(
+async fn forward<'s, D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &'s Snapshot,
     first: &'s Server,
     first_slot: ActiveGuard<'s>,
@@ -318,14 +315,14 @@ async fn forward<'s>(
     let pool = &snapshot.pools[sending.facts.choice.pool];
     let first_sent = sending.began;
     let mut upload = BodyRelay::new(sending.facts.body, false, snapshot.limits.max_body_bytes);
-    if let Err(error) = upload.take_buffered(&mut client.buffer, &mut client.out) {
+    if let Err(error) = upload.take_buffered(client.downstream.received(), &mut client.out) {
         let failure = upload_failure(error);
         report(client, failure, None);
         return Err(failure);
     }
     // The request is in `out` now, as far as it has come: the wait for the server holds no
     // buffer of the client's (the rest of a body, if any, is read into a new one).
-    client.buffer.release_if_empty();
+    client.downstream.received().release_if_empty();
     let whole = upload.is_done();
     let idempotent = sending.facts.method.is_idempotent();
     // A response head takes the request's place in `out`; a pool that retries on a status keeps
@@ -381,17 +378,13 @@ async fn forward<'s>(
                     }
                 }
                 drop(kept_request.take());
-                let relayed = respond::respond(
-                    context,
-                    client,
-                    snapshot,
+                let answer = Answer {
                     server,
                     start,
                     upstream,
                     upload_finished,
-                    outcome,
-                )
-                .await;
+                };
+                let relayed = respond::respond(context, client, snapshot, answer, outcome).await;
                 if let Err(failure) = relayed {
                     report(client, failure, Some(server));
                 }
@@ -491,9 +484,9 @@ impl From<Failure> for Failed {
 /// Sends a request whose head and body are all in `client.out`, and reads the response head.
 /// `fresh_only`: not on an idle connection (a reused one just failed it). A failure says what
 /// the replay rules need (`replay.rs`).
-async fn send_whole(
+async fn send_whole<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Snapshot,
     server: &Server,
     sending: &Sending,
@@ -517,16 +510,18 @@ async fn send_whole(
             // The client's writing half, as with a streaming upload: one instance of the head
             // reader serves both (with two, its parse was no longer inlined: +60 instructions
             // a request, callgrind).
-            let (_, mut client_write) = client.stream.split();
+            let (_, _, mut client_write) = client.downstream.split();
             let head = respond::read_response_head(
                 &mut server_read,
                 &mut client.server_buffer,
                 &mut client_write,
                 &mut client.out,
-                facts,
-                cookie_to_set(server, facts),
-                &upload_done,
-                context,
+                Expected {
+                    facts,
+                    set_cookie: cookie_to_set(server, facts),
+                    upload_done: &upload_done,
+                    context,
+                },
             );
             match timeout_at(deadline, head).await {
                 Err(_) => Err(expired),
@@ -547,9 +542,9 @@ async fn send_whole(
 /// Sends a request whose body is still arriving: the body streams to the server while the
 /// response head is awaited, so a server that answers early (or asks for the body with
 /// 100 Continue) is heard. Returns whether the whole body was sent.
-async fn send_streaming(
+async fn send_streaming<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Snapshot,
     server: &Server,
     sending: &Sending,
@@ -575,13 +570,13 @@ async fn send_streaming(
     // it. The response head gets a block when it comes.
     recycle::give_back_bytes(std::mem::take(&mut client.out));
     let (head, upload_finished) = {
-        let (mut client_read, mut client_write) = client.stream.split();
+        let (mut client_read, received, mut client_write) = client.downstream.split();
         let (mut server_read, mut server_write) = upstream.split();
         let upload_future = async {
             let sent = upload
                 .relay(
                     &mut client_read,
-                    &mut client.buffer,
+                    received,
                     &mut server_write,
                     timeouts.client_idle,
                     facts.timeouts.backend_read,
@@ -595,10 +590,12 @@ async fn send_streaming(
             &mut client.server_buffer,
             &mut client_write,
             &mut client.out,
-            facts,
-            cookie_to_set(server, facts),
-            &upload_done,
-            context,
+            Expected {
+                facts,
+                set_cookie: cookie_to_set(server, facts),
+                upload_done: &upload_done,
+                context,
+            },
         );
         tokio::pin!(upload_future, head_future);
         tokio::select! {
@@ -679,26 +676,26 @@ fn upload_failure(error: RelayError) -> Failure {
 
 /// Logs a failure once, with its cause: server-side ones as warnings (the operator's concern),
 /// client-side ones at info, vanished clients at debug.
-fn report(client: &Client, failure: Failure, server: Option<&Server>) {
+fn report<D: Downstream>(client: &Client<D>, failure: Failure, server: Option<&Server>) {
     let server = server.map(|s| s.name.as_str()).unwrap_or("-");
     let status = failure.status().unwrap_or(0);
     match failure {
         Failure::ClientGone => {
-            tracing::debug!(client = %client.peer, server, cause = ?failure, "client went away")
+            tracing::debug!(client = %client.peer(), server, cause = ?failure, "client went away")
         }
         _ if failure.is_client_side() => {
-            tracing::info!(client = %client.peer, server, status, cause = ?failure, "{}", failure.detail())
+            tracing::info!(client = %client.peer(), server, status, cause = ?failure, "{}", failure.detail())
         }
         _ => {
-            tracing::warn!(client = %client.peer, server, status, cause = ?failure, "{}", failure.detail())
+            tracing::warn!(client = %client.peer(), server, status, cause = ?failure, "{}", failure.detail())
         }
     }
 }
 
 /// Answers the client with the failure's status, if it has one. `method` is the request's, when
 /// its head was understood.
-async fn answer_error(
-    client: &mut Client,
+async fn answer_error<D: Downstream>(
+    client: &mut Client<D>,
     failure: Failure,
     method: Option<Method>,
     snapshot: &Snapshot,
@@ -717,5 +714,5 @@ async fn answer_error(
         scratch(&mut client.out),
     );
     let deadline = Instant::now() + snapshot.timeouts.client_idle;
-    let _ = write_all_by(&mut client.stream, &client.out, deadline, &mut 0).await;
+    let _ = client.downstream.send(&client.out, deadline).await;
 }

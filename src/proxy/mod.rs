@@ -8,6 +8,7 @@
 
 mod client;
 mod context;
+mod downstream;
 mod exchange;
 mod failure;
 mod outcome;
@@ -16,6 +17,7 @@ mod respond;
 
 pub use client::Client;
 pub use context::ProxyContext;
+pub use downstream::{BodySource, Downstream};
 pub use exchange::serve_one;
 pub use failure::Failure;
 pub use outcome::Outcome;

@@ -10,6 +10,7 @@ use tokio::time::Instant;
 
 use super::client::scratch;
 use super::context::ProxyContext;
+use super::downstream::{BodySource, Downstream};
 use super::exchange::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
@@ -17,7 +18,7 @@ use super::{Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, keep_alive, parse_response, Body};
-use crate::transport::{recycle, write_all_by, Buffer, ReadHalf, ServerStream, BUFFER_INITIAL};
+use crate::transport::{recycle, Buffer, ReadHalf, ServerStream, BUFFER_INITIAL};
 use crate::upstream::{Server, Snapshot};
 
 /// Largest response head accepted from a server.
@@ -58,21 +59,30 @@ enum Examined {
     },
 }
 
+/// What decides the head the client gets for a response: the request's facts, the sticky
+/// cookie to set, and whether the connection closes after it.
+#[derive(Clone, Copy)]
+pub struct Expected<'a> {
+    pub facts: RequestFacts,
+    /// Whole `Set-Cookie` header lines, or nothing.
+    pub set_cookie: &'a [u8],
+    /// When the head arrives: whether the request body was all sent (if not, both connections
+    /// close after the response).
+    pub upload_done: &'a Cell<bool>,
+    /// Whether a stop began (then the client connection closes after the response).
+    pub context: &'a ProxyContext,
+}
+
 /// Reads until `buffer` starts with a complete final response head, relaying interim 1xx
 /// responses to an HTTP/1.1 client (dropping them for HTTP/1.0). On success the head is consumed
-/// from `buffer` and the head for the client is in `out`, with `set_cookie` (whole header lines,
-/// or nothing) added to it. `upload_done` says, when the head arrives, whether the request body
-/// was all sent. No timeout here: the caller bounds the wait.
-#[allow(clippy::too_many_arguments)]
+/// from `buffer` and the head for the client, as `expected` makes it, is in `out`. No timeout
+/// here: the caller bounds the wait.
 pub async fn read_response_head<W>(
     server: &mut ReadHalf<'_>,
     buffer: &mut Buffer,
     client: &mut W,
     out: &mut Vec<u8>,
-    facts: RequestFacts,
-    set_cookie: &[u8],
-    upload_done: &Cell<bool>,
-    context: &ProxyContext,
+    expected: Expected<'_>,
 ) -> Result<ResponseStart, Failure>
 where
     W: AsyncWrite + Unpin,
@@ -82,6 +92,12 @@ where
     let mut interim = Vec::new();
     loop {
         if !buffer.is_empty() {
+            let Expected {
+                facts,
+                set_cookie,
+                upload_done,
+                context,
+            } = expected;
             let closing = || !upload_done.get() || context.is_stopping();
             match examine_head(buffer.data(), facts, set_cookie, closing, out, &mut interim)? {
                 Examined::Incomplete => {}
@@ -183,20 +199,30 @@ fn examine_head(
     Ok(Examined::Final { head_len, start })
 }
 
+/// A server's answer whose head arrived: who answered, the head, the connection it came on, and
+/// whether the request body was all sent (if not, both connections close after the response).
+pub struct Answer<'s> {
+    pub server: &'s Server,
+    pub start: ResponseStart,
+    pub upstream: ServerStream,
+    pub upload_finished: bool,
+}
+
 /// Writes the response whose client-side head is in `client.out` to the client and streams its
-/// body. `upload_finished` is false when the server answered before the request body was all
-/// sent: then both connections close after the response.
-#[allow(clippy::too_many_arguments)]
-pub async fn respond(
+/// body.
+pub async fn respond<D: Downstream>(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<D>,
     snapshot: &Snapshot,
-    server: &Server,
-    start: ResponseStart,
-    mut upstream: ServerStream,
-    upload_finished: bool,
+    answer: Answer<'_>,
     outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
+    let Answer {
+        server,
+        start,
+        mut upstream,
+        upload_finished,
+    } = answer;
     let timeouts = snapshot.timeouts;
     let mut download = BodyRelay::new(start.body, start.dechunk, 0);
     download
@@ -206,7 +232,7 @@ pub async fn respond(
     // idle time, which its keep-alive counts, began then); else at the end of the relay below.
     let server_done_with_head = download.is_done();
     let deadline = start.arrived + timeouts.client_idle;
-    match write_all_by(&mut client.stream, &client.out, deadline, &mut 0).await {
+    match client.downstream.send(&client.out, deadline).await {
         None => return Err(Failure::ClientStalled),
         Some(Err(_)) => return Err(Failure::ClientGone),
         Some(Ok(())) => {}
@@ -215,14 +241,14 @@ pub async fn respond(
     // The head is sent, and nothing of the client's is read while the body goes out (a pipelined
     // request not yet read waits in the socket): a slow reader holds only the response bytes on
     // their way to it.
-    client.buffer.release_if_empty();
+    client.downstream.received().release_if_empty();
     recycle::give_back_bytes(std::mem::take(&mut client.out));
 
     if start.switching {
         return Ok(Next::Switched(upstream.into_finished()));
     }
     {
-        let (mut client_read, mut client_write) = client.stream.split();
+        let (mut client_read, _, mut client_write) = client.downstream.split();
         let relayed = download
             .relay_watching(
                 &mut *upstream,

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use tokio::time::{timeout, timeout_at, Instant};
 
+use super::connection::Connection;
 use super::pipe;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::recycle::Recycled;
@@ -39,16 +40,17 @@ pub async fn serve(
     listener: usize,
     parks: bool,
 ) -> Ended {
-    let mut client = Client::new(stream, peer);
+    let mut client = Client::new(Connection::new(stream, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();
     loop {
         let snapshot = context.snapshot();
-        if !client.has_unread() {
+        if !client.downstream().has_unread() {
             match wait_for_request(context, &mut client, &snapshot, quiet_since, parks).await {
                 Waited::Request => {}
                 Waited::Quiet { deadline } => {
-                    return match client.into_stream().detach() {
+                    let (stream, _) = client.into_parts().0.into_parts();
+                    return match stream.detach() {
                         Ok(stream) => Ended::Quiet { stream, deadline },
                         Err(_) => Ended::Closed,
                     };
@@ -67,13 +69,15 @@ pub async fn serve(
             (Next::KeepAlive, ended) => quiet_since = ended,
             (Next::Close, _) => break,
             (Next::Switched(server), _) => {
-                let (stream, from_client, from_server) = client.switched();
-                pipe::run(stream, from_client, server, from_server).await;
-                break;
+                let (mut connection, mut from_server) = client.into_parts();
+                let (stream, from_client) = connection.parts();
+                pipe::run(stream, from_client, server, &mut from_server).await;
+                connection.close_gracefully().await;
+                return Ended::Closed;
             }
         }
     }
-    client.close_gracefully().await;
+    client.into_parts().0.close_gracefully().await;
     Ended::Closed
 }
 
@@ -91,19 +95,20 @@ enum Waited {
 /// request, then reads them. The idle timeout counts from `since`.
 async fn wait_for_request(
     context: &ProxyContext,
-    client: &mut Client,
+    client: &mut Client<Connection>,
     snapshot: &Snapshot,
     since: Instant,
     parks: bool,
 ) -> Waited {
     client.release_idle_memory();
+    client.downstream().release_idle_memory();
     let (idle, most) = (
         snapshot.timeouts.client_idle,
         snapshot.limits.max_header_bytes,
     );
     let parks = parks && idle > PARK_AFTER;
     let first_bytes = async {
-        match client.read_first_bytes(most).await {
+        match client.downstream().read_first_bytes(most).await {
             true => Waited::Request,
             false => Waited::Close,
         }

@@ -2,6 +2,7 @@
 //! and the bytes both ways that follow a switch of protocols (`pipe`). The worker hands each
 //! connection here; the exchanges it carries are the proxy's.
 
+mod connection;
 mod h1;
 mod pipe;
 

@@ -51,6 +51,7 @@ fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
         || connection.names(name)
 }
 
+#[inline]
 fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
     out.extend_from_slice(b": ");

@@ -141,6 +141,7 @@ where
 /// Parses the head at the front of `bytes` once and, when it is complete, writes the head the
 /// client gets into `out`. Synchronous, so the array of header slots never lives in a future
 /// across an await (it is 4 KiB, and every future holding it is copied when it moves).
+#[inline]
 fn examine_head(
     bytes: &[u8],
     facts: RequestFacts,

@@ -20,6 +20,8 @@ pub struct Connection {
     /// Bytes from the client not yet used (a partial head, body bytes, pipelined requests).
     received: Buffer,
     peer: SocketAddr,
+    /// Bytes of the last send written so far (the count `write_all_by` keeps; unread here).
+    sent: usize,
 }
 
 impl Connection {
@@ -28,6 +30,7 @@ impl Connection {
             stream,
             received: Buffer::new(),
             peer,
+            sent: 0,
         }
     }
 
@@ -117,8 +120,14 @@ impl Downstream for Connection {
         (read, &mut self.received, write)
     }
 
-    async fn send(&mut self, bytes: &[u8], deadline: Instant) -> Option<io::Result<()>> {
-        write_all_by(&mut self.stream, bytes, deadline, &mut 0).await
+    /// The write's own future, not one around it: an extra layer cost about 40 instructions a
+    /// request (callgrind).
+    fn send(
+        &mut self,
+        bytes: &[u8],
+        deadline: Instant,
+    ) -> impl Future<Output = Option<io::Result<()>>> {
+        write_all_by(&mut self.stream, bytes, deadline, &mut self.sent)
     }
 }
 

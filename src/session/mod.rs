@@ -6,4 +6,4 @@ mod connection;
 mod h1;
 mod pipe;
 
-pub use h1::{serve, Ended, PARK_AFTER};
+pub use h1::{serve, PARK_AFTER};

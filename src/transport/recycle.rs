@@ -147,6 +147,7 @@ impl<F: Future> Recycled<F> {
 impl<F: Future> Future for Recycled<F> {
     type Output = F::Output;
 
+    #[inline(always)]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         // SAFETY: the future is never moved out of its block: it is dropped in place there.
         let future = unsafe { Pin::new_unchecked(&mut *self.get_mut().future.as_ptr()) };

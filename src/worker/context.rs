@@ -15,7 +15,7 @@ use tokio::sync::Notify;
 use super::parking::{Parked, ParkingLot};
 use crate::intake::{Acceptor, HandoffBoard, ListenerLoad};
 use crate::proxy::ProxyContext;
-use crate::session::{self, Ended};
+use crate::session;
 use crate::stats::{Stats, WorkerCounters};
 use crate::transport::{Detached, ListenSocket};
 
@@ -105,13 +105,10 @@ impl WorkerContext {
             }
         };
         let context = Rc::clone(self);
-        tokio::task::spawn_local(async move {
-            let parks = context.parking.is_some();
-            let ended = session::serve(&context.proxy, stream, peer, listener, parks).await;
-            if let Ended::Quiet { stream, deadline } = ended {
-                context.park(stream, peer, listener, guard, deadline);
-            }
-        });
+        let parks = self.parking.is_some();
+        let quiet = move |stream, deadline| context.park(stream, peer, listener, guard, deadline);
+        let session = session::serve(Rc::clone(&self.proxy), stream, peer, listener, parks, quiet);
+        tokio::task::spawn_local(session);
     }
 
     /// Moves a quiet connection from its task into the worker's parking lot (closing it if that

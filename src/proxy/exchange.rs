@@ -516,12 +516,7 @@ async fn send_whole<D: Downstream>(
                 &mut client.server_buffer,
                 &mut client_write,
                 &mut client.out,
-                Expected {
-                    facts,
-                    set_cookie: cookie_to_set(server, facts),
-                    upload_done: &upload_done,
-                    context,
-                },
+                expected(server, facts, &upload_done, context),
             );
             match timeout_at(deadline, head).await {
                 Err(_) => Err(expired),
@@ -590,12 +585,7 @@ async fn send_streaming<D: Downstream>(
             &mut client.server_buffer,
             &mut client_write,
             &mut client.out,
-            Expected {
-                facts,
-                set_cookie: cookie_to_set(server, facts),
-                upload_done: &upload_done,
-                context,
-            },
+            expected(server, facts, &upload_done, context),
         );
         tokio::pin!(upload_future, head_future);
         tokio::select! {
@@ -648,6 +638,21 @@ async fn server_connection(
         Err(_) => Err(expired),
         Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
         Ok(Ok(stream)) => Ok((ServerStream::new(stream), false, Instant::now())),
+    }
+}
+
+/// What decides the client's head for `server`'s response to the request `facts` describe.
+fn expected<'a>(
+    server: &'a Server,
+    facts: RequestFacts,
+    upload_done: &'a Cell<bool>,
+    context: &'a ProxyContext,
+) -> Expected<'a> {
+    Expected {
+        facts,
+        set_cookie: cookie_to_set(server, facts),
+        upload_done,
+        context,
     }
 }
 

@@ -9,12 +9,12 @@ use tokio::time::{timeout_at, Instant};
 use super::client::scratch;
 use super::context::ProxyContext;
 use super::downstream::Downstream;
+use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
-use crate::config::ExchangeTimeouts;
 use crate::http1::error_response::write_error_response;
 use crate::http1::forward::client_ip;
 use crate::http1::forward::write_request_head;
@@ -24,7 +24,7 @@ use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream};
-use crate::upstream::choice::{choose, Choice};
+use crate::upstream::choice::choose;
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
@@ -32,22 +32,6 @@ use crate::upstream::{Pool, Server, Snapshot};
 /// Room first taken for an access log's copy of a request head's logged parts (method, target,
 /// Host, Referer, User-Agent): enough for most, from a free list of its own size.
 const CAPTURE_INITIAL: usize = 1024;
-
-/// What is kept of a request once its head has been consumed.
-#[derive(Debug, Clone, Copy)]
-pub struct RequestFacts {
-    pub method: Method,
-    pub minor_version: u8,
-    pub body: Body,
-    pub keep_alive: bool,
-    /// The request's Upgrade went on to the server (it offered a protocol its listener allows),
-    /// so a 101 may answer it; a 101 to any other request is a bad response.
-    pub upgrade: bool,
-    /// The pool and server chosen for it, while its head was at hand.
-    pub choice: Choice,
-    /// Its exchange timeouts: its route's, or `[timeouts]`'s.
-    pub timeouts: ExchangeTimeouts,
-}
 
 /// Serves one request on `client`; returns whether the connection stays open, and when the
 /// exchange ended (where the wait for the next request starts). Counts it, and logs it where

@@ -10,6 +10,7 @@ mod client;
 mod context;
 mod downstream;
 mod exchange;
+mod facts;
 mod failure;
 mod outcome;
 mod replay;

@@ -11,7 +11,7 @@ use tokio::time::Instant;
 use super::client::scratch;
 use super::context::ProxyContext;
 use super::downstream::{BodySource, Downstream};
-use super::exchange::RequestFacts;
+use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::{Client, Next};

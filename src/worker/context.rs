@@ -30,7 +30,7 @@ pub struct WorkerContext {
     stats: Arc<Stats>,
     handoff: Option<Arc<HandoffBoard>>,
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
-    pub parking: Option<ParkingLot>,
+    pub parking: Option<ParkingLot<ConnectionGuard>>,
     /// This worker's descriptor of each open listener, and its shared load, by slot (kept by
     /// the thread across restarts of the event loop).
     pub(super) listeners: KeptListeners,
@@ -86,7 +86,7 @@ impl WorkerContext {
     }
 
     /// Serves a parked connection that woke up, in a new task.
-    pub(super) fn resume(self: &Rc<Self>, parked: Parked) {
+    pub(super) fn resume(self: &Rc<Self>, parked: Parked<ConnectionGuard>) {
         self.spawn_connection_task(parked.stream, parked.peer, parked.listener, parked.guard);
     }
 

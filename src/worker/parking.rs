@@ -31,7 +31,6 @@ use tokio::io::Interest;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
-use super::context::ConnectionGuard;
 use crate::stats::Stats;
 use crate::transport::Detached;
 
@@ -39,25 +38,25 @@ use crate::transport::Detached;
 const WAKE_BATCH: usize = 64;
 
 /// A connection waiting in the lot.
-pub struct Parked {
+pub struct Parked<G> {
     pub stream: Detached,
     pub peer: SocketAddr,
     pub listener: usize,
     /// Counts the connection as open while it waits here.
-    pub guard: ConnectionGuard,
+    pub guard: G,
     /// When it is closed unless the client sends something first.
     pub deadline: Instant,
 }
 
-struct Slot {
-    parked: Parked,
+struct Slot<G> {
+    parked: Parked<G>,
     /// Tells this occupant of the slot from a later one, for the deadline queue.
     serial: u32,
 }
 
-pub struct ParkingLot {
+pub struct ParkingLot<G> {
     epoll: AsyncFd<OwnedFd>,
-    slots: RefCell<slab::Slab<Slot>>,
+    slots: RefCell<slab::Slab<Slot<G>>>,
     /// (deadline, slot, serial) in the order connections were parked.
     deadlines: RefCell<VecDeque<(Instant, u32, u32)>>,
     next_serial: Cell<u32>,
@@ -68,9 +67,9 @@ pub struct ParkingLot {
     worker: usize,
 }
 
-impl ParkingLot {
+impl<G> ParkingLot<G> {
     /// A lot with its own epoll instance, registered with the current runtime, for `worker`.
-    pub fn new(stats: Arc<Stats>, worker: usize) -> io::Result<ParkingLot> {
+    pub fn new(stats: Arc<Stats>, worker: usize) -> io::Result<ParkingLot<G>> {
         // SAFETY: plain syscall; a non-negative result is a new descriptor nobody else owns.
         let fd = unsafe { libc::epoll_create1(libc::EPOLL_CLOEXEC) };
         if fd < 0 {
@@ -101,7 +100,7 @@ impl ParkingLot {
 
     /// Parks a connection (already out of tokio's reactor). On error the connection is handed
     /// back, so the caller can close it.
-    pub fn park(&self, parked: Parked) -> Result<(), Parked> {
+    pub fn park(&self, parked: Parked<G>) -> Result<(), Parked<G>> {
         let mut slots = self.slots.borrow_mut();
         let entry = slots.vacant_entry();
         let Ok(key) = u32::try_from(entry.key()) else {
@@ -134,7 +133,7 @@ impl ParkingLot {
     }
 
     /// Takes the connection in `key` out of the lot and its epoll set.
-    fn unpark(&self, key: usize) -> Option<Parked> {
+    fn unpark(&self, key: usize) -> Option<Parked<G>> {
         let slot = {
             let mut slots = self.slots.borrow_mut();
             let slot = slots.try_remove(key)?;
@@ -149,7 +148,7 @@ impl ParkingLot {
 
     /// Waits until parked connections have something to say (a request, or their close), and
     /// hands each to `resume`, out of the lot. Closes those whose deadline passes meanwhile.
-    pub async fn resume_woken(&self, mut resume: impl FnMut(Parked)) {
+    pub async fn resume_woken(&self, mut resume: impl FnMut(Parked<G>)) {
         loop {
             let next_deadline = self.deadlines.borrow().front().map(|(at, _, _)| *at);
             tokio::select! {
@@ -172,7 +171,7 @@ impl ParkingLot {
     }
 
     /// Hands the connections one `epoll_wait` reports to `resume`; returns how many it reported.
-    fn take_woken(&self, resume: &mut impl FnMut(Parked)) -> usize {
+    fn take_woken(&self, resume: &mut impl FnMut(Parked<G>)) -> usize {
         let mut events = [libc::epoll_event { events: 0, u64: 0 }; WAKE_BATCH];
         // SAFETY: `events` is a writable array of WAKE_BATCH entries; timeout 0 never blocks.
         let n = unsafe {
@@ -219,7 +218,7 @@ impl ParkingLot {
     /// Hands every parked connection to `resume`, out of the lot (a graceful stop: each then
     /// gets the last call any connection between requests gets, so that a request already on
     /// its way is served rather than met with a close).
-    pub fn take_all(&self, mut resume: impl FnMut(Parked)) {
+    pub fn take_all(&self, mut resume: impl FnMut(Parked<G>)) {
         self.deadlines.borrow_mut().clear();
         let keys: Vec<usize> = self.slots.borrow().iter().map(|(key, _)| key).collect();
         for key in keys {

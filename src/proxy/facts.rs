@@ -1,0 +1,23 @@
+//! What an exchange keeps of a request once its head has been consumed: the little the response
+//! and the retries need (method, version, framing, upgrade, the pool and server chosen, the
+//! timeouts), copied out of the head while it was at hand.
+
+use crate::config::ExchangeTimeouts;
+use crate::http1::{Body, Method};
+use crate::upstream::choice::Choice;
+
+/// What is kept of a request once its head has been consumed.
+#[derive(Debug, Clone, Copy)]
+pub struct RequestFacts {
+    pub method: Method,
+    pub minor_version: u8,
+    pub body: Body,
+    pub keep_alive: bool,
+    /// The request's Upgrade went on to the server (it offered a protocol its listener allows),
+    /// so a 101 may answer it; a 101 to any other request is a bad response.
+    pub upgrade: bool,
+    /// The pool and server chosen for it, while its head was at hand.
+    pub choice: Choice,
+    /// Its exchange timeouts: its route's, or `[timeouts]`'s.
+    pub timeouts: ExchangeTimeouts,
+}

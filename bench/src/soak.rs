@@ -138,10 +138,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
                 session.runs.push(run);
             }
             Err(e) => {
-                let e = e.context(format!("soaking {}", which.label()));
-                eprintln!("soak: stopped: {e:#}");
-                session.failure = Some(format!("{e:#}"));
-                outcome = Err(e);
+                outcome = Err(e.context(format!("soaking {}", which.label())));
                 break;
             }
         }
@@ -153,20 +150,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
             kept.display()
         );
     }
-    if session.runs.is_empty() {
-        // Nothing measured: an earlier results file is worth more than an empty one.
-        return outcome;
-    }
-    session.facts.end(started);
-    results::write_results(
-        "soak",
-        &settings.out,
-        &session.summary(),
-        session.facts.elapsed,
-        |path| session.plot(path),
-        |plot| session.render(plot),
-    )?;
-    outcome
+    results::finish("soak", &settings.out, started, &mut session, outcome)
 }
 
 /// One proxy's soak, with servers of its own, in `dir`.

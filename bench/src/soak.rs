@@ -42,9 +42,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::kit::logfile::LogCount;
-use crate::kit::process::{free_port, raise_descriptor_limit};
+use crate::kit::process::raise_descriptor_limit;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::{environment, tools};
 use client::Load;
 use plan::Plan;
@@ -166,11 +167,7 @@ fn soak_one(
     if session.server_config.is_empty() {
         session.server_config = servers.config_of_first();
     }
-    let port = free_port()?;
-    let mut admin_port = free_port()?;
-    while admin_port == port {
-        admin_port = free_port()?;
-    }
+    let (port, admin_port) = listener_and_admin_ports()?;
     let proxy_dir = dir.join("proxy");
     std::fs::create_dir_all(&proxy_dir)?;
     let plan = Plan {

@@ -20,7 +20,9 @@
 //! - `scratch`     — the temporary directory for configs and logs
 //! - `environment` — versions, machine, load, and the command that reproduces a run
 //! - `progress`    — "run k of n, ~ETA left" after each run, paced against the plan
-//! - `results`     — what every results file states about its run, and writing it with its plot
+//! - `results`     — what every results file states about its run; a session's last step (a stop
+//!   reported, nothing written over an earlier file when nothing was measured), and writing the
+//!   results file with its plot
 //! - `plot`        — line charts as PNG files for bench/results/
 
 pub mod admin_api;

@@ -102,24 +102,13 @@ pub fn run(args: ObservabilityArgs) -> anyhow::Result<()> {
         scratch.path(),
         &mut session,
     );
-    if let Err(e) = &outcome {
-        eprintln!("observability: stopped: {e:#}");
-        session.failure = Some(format!("{e:#}"));
-    }
-    if session.runs.is_empty() {
-        // Nothing measured: an earlier results file is worth more than an empty one.
-        return outcome;
-    }
-    session.facts.end(started);
-    results::write_results(
+    results::finish(
         "observability",
         &settings.out,
-        &session.summary(),
-        session.facts.elapsed,
-        |path| session.plot(path),
-        |plot| session.render(plot),
-    )?;
-    outcome
+        started,
+        &mut session,
+        outcome,
+    )
 }
 
 /// Every run: per worker count, per round, every condition in that round's order, each against a

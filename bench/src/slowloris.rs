@@ -125,24 +125,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
             &mut session,
         )
     });
-    if let Err(e) = &outcome {
-        eprintln!("slowloris: stopped: {e:#}");
-        session.failure = Some(format!("{e:#}"));
-    }
-    if session.runs.is_empty() {
-        // Nothing measured: an earlier results file is worth more than an empty one.
-        return outcome;
-    }
-    session.facts.end(started);
-    results::write_results(
-        "slowloris",
-        &settings.out,
-        &session.summary(),
-        session.facts.elapsed,
-        |path| session.plot(path),
-        |plot| session.render(plot),
-    )?;
-    outcome
+    results::finish("slowloris", &settings.out, started, &mut session, outcome)
 }
 
 /// The warm-up, then every round: without and with, in alternating order.

@@ -42,9 +42,10 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 
 use crate::kit::logfile::LogCount;
-use crate::kit::process::{free_port, raise_descriptor_limit};
+use crate::kit::process::raise_descriptor_limit;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
+use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::{environment, tools};
 use client::Load;
 use plan::Plan;
@@ -138,10 +139,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
                 session.runs.push(run);
             }
             Err(e) => {
-                let e = e.context(format!("soaking {}", which.label()));
-                eprintln!("soak: stopped: {e:#}");
-                session.failure = Some(format!("{e:#}"));
-                outcome = Err(e);
+                outcome = Err(e.context(format!("soaking {}", which.label())));
                 break;
             }
         }
@@ -153,20 +151,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
             kept.display()
         );
     }
-    if session.runs.is_empty() {
-        // Nothing measured: an earlier results file is worth more than an empty one.
-        return outcome;
-    }
-    session.facts.end(started);
-    results::write_results(
-        "soak",
-        &settings.out,
-        &session.summary(),
-        session.facts.elapsed,
-        |path| session.plot(path),
-        |plot| session.render(plot),
-    )?;
-    outcome
+    results::finish("soak", &settings.out, started, &mut session, outcome)
 }
 
 /// One proxy's soak, with servers of its own, in `dir`.
@@ -182,11 +167,7 @@ fn soak_one(
     if session.server_config.is_empty() {
         session.server_config = servers.config_of_first();
     }
-    let port = free_port()?;
-    let mut admin_port = free_port()?;
-    while admin_port == port {
-        admin_port = free_port()?;
-    }
+    let (port, admin_port) = listener_and_admin_ports()?;
     let proxy_dir = dir.join("proxy");
     std::fs::create_dir_all(&proxy_dir)?;
     let plan = Plan {

@@ -12,6 +12,7 @@ pub mod idle;
 use std::fmt::Write as _;
 
 use crate::kit::markdown::{and_list, one_line, thousands, worker_count, write_details_table};
+use crate::kit::paired::PairedRatio;
 use crate::kit::stats::spread;
 use crate::kit::wrk::WrkReport;
 use idle::IdleSweep;
@@ -125,12 +126,18 @@ const RATIOS: &[(&str, Extract)] = &[
 ];
 
 impl Session {
-    fn values(&self, label: &str, workers: u32, connections: u32, value: Extract) -> Vec<f64> {
+    /// One figure of one row over the rounds: (round, value) for each of its runs.
+    fn side(&self, label: &str, workers: u32, connections: u32, value: Extract) -> Vec<(u32, f64)> {
         self.runs
             .iter()
             .filter(|r| r.label == label && r.workers == workers && r.connections == connections)
-            .map(value)
+            .map(|r| (r.round, value(r)))
             .collect()
+    }
+
+    fn values(&self, label: &str, workers: u32, connections: u32, value: Extract) -> Vec<f64> {
+        let side = self.side(label, workers, connections, value);
+        side.into_iter().map(|(_, v)| v).collect()
     }
 
     /// The median over rounds of one figure of one row, or None if it never ran.
@@ -144,28 +151,18 @@ impl Session {
         spread(&self.values(label, workers, connections, value)).map(|s| s.median)
     }
 
-    /// `numerator ÷ denominator` in each round where both ran.
-    fn per_round_ratios(
+    /// `numerator ÷ denominator`, paired round by round.
+    fn paired(
         &self,
         (numerator, denominator): (&str, &str),
         workers: u32,
         connections: u32,
         value: Extract,
-    ) -> Vec<f64> {
-        let pick = |label: &str, round: u32| {
-            self.runs
-                .iter()
-                .find(|r| {
-                    r.label == label
-                        && r.round == round
-                        && r.workers == workers
-                        && r.connections == connections
-                })
-                .map(value)
-        };
-        (1..=self.rounds)
-            .filter_map(|round| Some(pick(numerator, round)? / pick(denominator, round)?))
-            .collect()
+    ) -> PairedRatio {
+        PairedRatio::of(
+            &self.side(numerator, workers, connections, value),
+            &self.side(denominator, workers, connections, value),
+        )
     }
 }
 
@@ -369,20 +366,14 @@ fn write_ratio_table(
         for (numerator, denominator) in pairs {
             let _ = write!(md, "| {name} | {numerator} ÷ {denominator} |");
             for &c in &s.connections {
-                let medians = (
-                    s.median(numerator, workers, c, *value),
-                    s.median(denominator, workers, c, *value),
-                );
                 let pair = (numerator.as_str(), denominator.as_str());
-                let rounds = spread(&s.per_round_ratios(pair, workers, c, *value));
-                match (medians, rounds) {
-                    ((Some(n), Some(d)), Some(r)) => {
+                let ratio = s.paired(pair, workers, c, *value);
+                match (ratio.of_medians, ratio.per_round()) {
+                    (Some(of_medians), Some(r)) => {
                         let _ = write!(
                             md,
-                            " **{:.decimals$}** ({:.decimals$}–{:.decimals$}) |",
-                            n / d,
-                            r.min,
-                            r.max
+                            " **{of_medians:.decimals$}** ({:.decimals$}–{:.decimals$}) |",
+                            r.min, r.max
                         );
                     }
                     _ => {
@@ -482,11 +473,12 @@ mod tests {
             ],
             ..Session::default()
         };
-        let ratios =
-            session.per_round_ratios(("herdsman", "haproxy"), 1, 50, |r| r.cpu_us_per_request);
-        assert_eq!(ratios, vec![1.2, 1.0]);
+        let ratio = session.paired(("herdsman", "haproxy"), 1, 50, |r| r.cpu_us_per_request);
+        assert_eq!(ratio.rounds, vec![1.2, 1.0]);
+        assert_eq!(ratio.of_medians, Some(17.0 / 15.5));
         assert!(session
-            .per_round_ratios(("herdsman", "haproxy"), 2, 50, |r| r.cpu_us_per_request)
+            .paired(("herdsman", "haproxy"), 2, 50, |r| r.cpu_us_per_request)
+            .rounds
             .is_empty());
         let md = render(&session);
         assert!(md.contains("| CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |"));

@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 
-use super::stats::spread;
+use super::stats::{spread, Spread};
 
 /// The order `sides` sides take their turns in `round` (from 1): 0, 1, … n−1 rotated by
 /// round − 1. With two sides: 0 then 1 in odd rounds, 1 then 0 in even ones.
@@ -51,9 +51,14 @@ impl PairedRatio {
         }
     }
 
+    /// The rounds' ratios: their median (the figure judged against a target), min and max.
+    pub fn per_round(&self) -> Option<Spread> {
+        spread(&self.rounds)
+    }
+
     /// The figure judged against a target: the median of the rounds' ratios.
     pub fn median(&self) -> Option<f64> {
-        spread(&self.rounds).map(|s| s.median)
+        self.per_round().map(|s| s.median)
     }
 
     /// "met" when the median reaches `target`, "**NOT MET**" when it does not, "not measured"
@@ -70,7 +75,7 @@ impl PairedRatio {
     /// as "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)"; "–" when no round has both
     /// runs.
     pub fn text(&self) -> String {
-        let Some(rounds) = spread(&self.rounds) else {
+        let Some(rounds) = self.per_round() else {
             return "–".to_string();
         };
         let mut text = format!("{:.1}%", rounds.median * 100.0);
@@ -115,6 +120,8 @@ mod tests {
         assert_eq!(ratio.rounds, vec![0.9, 0.8, 0.99]);
         assert_eq!(ratio.median(), Some(0.9));
         assert_eq!(ratio.of_medians, Some(0.9));
+        let rounds = ratio.per_round().unwrap();
+        assert_eq!((rounds.min, rounds.max, rounds.count), (0.8, 0.99, 3));
         assert_eq!(ratio.verdict(0.9), "met");
         assert_eq!(ratio.verdict(0.95), "**NOT MET**");
         assert_eq!(

@@ -1,6 +1,7 @@
 //! What every benchmark that writes a results file shares: the facts of the run (the command to
 //! repeat it, date, machine, load, time taken) and the last step (print the table, draw the
-//! plot, write the Markdown).
+//! plot, write the Markdown), with, for a session of runs that may stop early, the step before it
+//! (report the stop, keep an earlier file rather than write an empty one).
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -81,4 +82,50 @@ pub fn write_results(
         .with_context(|| format!("writing {}", out.display()))?;
     eprintln!("wrote {} in {:.0} s", out.display(), elapsed.as_secs_f64());
     Ok(())
+}
+
+/// A benchmark's session of runs, as its last step needs it.
+pub trait Results {
+    /// Whether no run was measured.
+    fn measured_nothing(&self) -> bool;
+    /// The facts of the run, and why it stopped early if it did.
+    fn facts_and_failure(&mut self) -> (&mut RunFacts, &mut Option<String>);
+    /// The plain-text figures printed at the end.
+    fn summary(&self) -> String;
+    /// The results file's Markdown, given the plot when there is one.
+    fn render(&self, plot: Option<&Path>) -> String;
+    /// Draws the plot at `path`.
+    fn plot(&self, path: &Path) -> anyhow::Result<()>;
+}
+
+/// The last step of a session that started at `started` and ended with `outcome`: reports a stop
+/// (and records it for the results file); unless nothing was measured, ends the facts and writes
+/// the results with `write_results`. Returns `outcome` once the results are written.
+pub fn finish(
+    benchmark: &str,
+    out: &Path,
+    started: Instant,
+    session: &mut impl Results,
+    outcome: anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if let Err(e) = &outcome {
+        eprintln!("{benchmark}: stopped: {e:#}");
+        *session.facts_and_failure().1 = Some(format!("{e:#}"));
+    }
+    if session.measured_nothing() {
+        // Nothing measured: an earlier results file is worth more than an empty one.
+        return outcome;
+    }
+    let (facts, _) = session.facts_and_failure();
+    facts.end(started);
+    let elapsed = facts.elapsed;
+    write_results(
+        benchmark,
+        out,
+        &session.summary(),
+        elapsed,
+        |path| session.plot(path),
+        |plot| session.render(plot),
+    )?;
+    outcome
 }

@@ -1,6 +1,6 @@
 //! herdsman in front of the fast backend, started together and stopped together (when the stack is
 //! dropped): with any configuration written for its ports, or in a given intake mode with its admin
-//! listener; and running something once per intake mode.
+//! listener; the two free ports a herdsman listens on; and running something once per intake mode.
 
 use std::path::Path;
 
@@ -62,6 +62,16 @@ pub fn config(
     )
 }
 
+/// Two different free ports on 127.0.0.1: herdsman's listener's and its admin API's.
+pub fn listener_and_admin_ports() -> anyhow::Result<(u16, u16)> {
+    let port = free_port()?;
+    let mut admin_port = free_port()?;
+    while admin_port == port {
+        admin_port = free_port()?;
+    }
+    Ok((port, admin_port))
+}
+
 /// A running backend and herdsman.
 pub struct Stack {
     /// Where clients connect, on 127.0.0.1.
@@ -106,11 +116,7 @@ impl Stack {
     ) -> anyhow::Result<Stack> {
         let backend_port = free_port()?;
         let backend = backend::start(backend_port, dir)?;
-        let port = free_port()?;
-        let mut admin_port = free_port()?;
-        while admin_port == port {
-            admin_port = free_port()?;
-        }
+        let (port, admin_port) = listener_and_admin_ports()?;
         let config = config(Ports {
             port,
             admin_port,

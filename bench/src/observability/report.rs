@@ -16,7 +16,7 @@ use crate::kit::markdown::{
 };
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
-use crate::kit::results::RunFacts;
+use crate::kit::results::{Results, RunFacts};
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::WrkReport;
 
@@ -190,9 +190,11 @@ impl Session {
         }
         lines
     }
+}
 
+impl Results for Session {
     /// The summary printed on stdout.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let s = &self.settings;
         let mut text = format!(
             "observability: herdsman with {}, wrk -t1 -c{} -d{}s, {} round(s)\n",
@@ -250,7 +252,7 @@ impl Session {
         text
     }
 
-    pub fn render(&self, plot: Option<&Path>) -> String {
+    fn render(&self, plot: Option<&Path>) -> String {
         let s = &self.settings;
         let mut md = String::new();
         let _ = writeln!(
@@ -325,6 +327,48 @@ impl Session {
         md
     }
 
+    /// Requests/s per round, one line per condition, one panel per worker count.
+    fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        let charts: Vec<LineChart> = self
+            .settings
+            .workers
+            .iter()
+            .map(|&workers| LineChart {
+                title: format!(
+                    "wrk -c{} through herdsman ({}): requests/s per round",
+                    self.settings.connections,
+                    worker_count(workers)
+                ),
+                x_label: "round".into(),
+                y_label: "requests/s".into(),
+                series: self
+                    .settings
+                    .conditions
+                    .iter()
+                    .map(|&condition| Series {
+                        name: condition.to_string(),
+                        points: self
+                            .runs_of(workers, condition)
+                            .map(|r| (f64::from(r.round), r.wrk.requests_per_sec))
+                            .collect(),
+                    })
+                    .collect(),
+                log_y: false,
+            })
+            .collect();
+        write_panels_png(path, &charts)
+    }
+
+    fn measured_nothing(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn facts_and_failure(&mut self) -> (&mut RunFacts, &mut Option<String>) {
+        (&mut self.facts, &mut self.failure)
+    }
+}
+
+impl Session {
     fn write_figures(&self, md: &mut String, workers: u32) {
         let s = &self.settings;
         let observed = self.observed_conditions();
@@ -523,38 +567,6 @@ impl Session {
             "|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             rows.collect::<Vec<_>>().into_iter(),
         );
-    }
-
-    /// Requests/s per round, one line per condition, one panel per worker count.
-    pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
-        let charts: Vec<LineChart> = self
-            .settings
-            .workers
-            .iter()
-            .map(|&workers| LineChart {
-                title: format!(
-                    "wrk -c{} through herdsman ({}): requests/s per round",
-                    self.settings.connections,
-                    worker_count(workers)
-                ),
-                x_label: "round".into(),
-                y_label: "requests/s".into(),
-                series: self
-                    .settings
-                    .conditions
-                    .iter()
-                    .map(|&condition| Series {
-                        name: condition.to_string(),
-                        points: self
-                            .runs_of(workers, condition)
-                            .map(|r| (f64::from(r.round), r.wrk.requests_per_sec))
-                            .collect(),
-                    })
-                    .collect(),
-                log_y: false,
-            })
-            .collect();
-        write_panels_png(path, &charts)
     }
 }
 

@@ -5,15 +5,13 @@
 //! is written), and in any case when dropped.
 
 use std::path::{Path, PathBuf};
-use std::thread;
-use std::time::{Duration, Instant};
-
-use anyhow::{bail, Context};
+use std::time::Duration;
 
 use super::condition::Condition;
 use crate::kit::admin_api;
-use crate::kit::process::{free_port, Supervised};
+use crate::kit::process::Supervised;
 use crate::kit::proxies::{self, Plan};
+use crate::kit::stack::listener_and_admin_ports;
 
 /// How long herdsman may take to stop after SIGTERM with no client connected: it closes its idle
 /// connections and writes the access log's last buffers.
@@ -66,11 +64,7 @@ impl Herdsman {
         condition: Condition,
         dir: &Path,
     ) -> anyhow::Result<Herdsman> {
-        let port = free_port()?;
-        let mut admin_port = free_port()?;
-        while admin_port == port {
-            admin_port = free_port()?;
-        }
+        let (port, admin_port) = listener_and_admin_ports()?;
         let plan = Plan::herdsman_alone(workers, port, backend_port);
         let access_log = condition
             .access_log_format()
@@ -100,32 +94,10 @@ impl Herdsman {
         self.process.check_running()
     }
 
-    /// SIGTERM, as systemd would send it, and waits until herdsman has exited with status 0: a
-    /// graceful stop, after which every access log line it buffered is in the file.
+    /// SIGTERM, and waits until herdsman has exited with status 0: a graceful stop, after which
+    /// every access log line it buffered is in the file.
     pub fn stop_gracefully(&mut self) -> anyhow::Result<()> {
-        self.check_alive()?;
-        // SAFETY: kill(2) on our own child's pid; the child has not been reaped (it was running
-        // a moment ago), so the pid is still its.
-        if unsafe { libc::kill(self.process.pid() as libc::pid_t, libc::SIGTERM) } != 0 {
-            return Err(std::io::Error::last_os_error()).context("sending herdsman SIGTERM");
-        }
-        let deadline = Instant::now() + STOP_LIMIT;
-        loop {
-            if let Some(reason) = self.process.exit_reason() {
-                // `Supervised` words a clean exit "… exited (exit code 0) …".
-                if reason.contains("(exit code 0)") {
-                    return Ok(());
-                }
-                bail!("herdsman did not stop cleanly on SIGTERM: {reason}");
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "herdsman had not stopped {STOP_LIMIT:?} after SIGTERM; its log ends: {}",
-                    self.process.log_tail(5)
-                );
-            }
-            thread::sleep(Duration::from_millis(20));
-        }
+        self.process.stop_gracefully(STOP_LIMIT)
     }
 }
 

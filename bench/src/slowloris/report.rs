@@ -12,7 +12,7 @@ use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
 use crate::kit::markdown::{one_line, spread_cell, thousands, write_details_table};
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{LineChart, Series};
-use crate::kit::results::RunFacts;
+use crate::kit::results::{Results, RunFacts};
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::WrkReport;
 
@@ -168,9 +168,11 @@ impl Session {
             grown_kib as f64 * 1024.0 / f64::from(self.settings.slow.max(1)),
         ))
     }
+}
 
+impl Results for Session {
     /// The summary printed on stdout.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let s = &self.settings;
         let mut text = format!(
             "slowloris: herdsman with {} worker(s), wrk -t1 -c{} -d{}s, {} round(s), {} slow connections\n",
@@ -248,7 +250,7 @@ impl Session {
         text
     }
 
-    pub fn render(&self, plot: Option<&Path>) -> String {
+    fn render(&self, plot: Option<&Path>) -> String {
         let s = &self.settings;
         let mut md = String::new();
         let slow = thousands(f64::from(s.slow));
@@ -321,6 +323,49 @@ impl Session {
         md
     }
 
+    /// Requests/s per round, without and with.
+    fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        let series = |with: bool, name: String| Series {
+            name,
+            points: self
+                .runs
+                .iter()
+                .filter(|r| r.with() == with)
+                .map(|r| (f64::from(r.round), r.wrk.requests_per_sec))
+                .collect(),
+        };
+        LineChart {
+            title: format!(
+                "wrk -c{} through herdsman ({} workers): requests/s per round",
+                self.settings.connections, self.settings.workers
+            ),
+            x_label: "round".into(),
+            y_label: "requests/s".into(),
+            series: vec![
+                series(false, "without slow connections".into()),
+                series(
+                    true,
+                    format!(
+                        "with {} slow connections",
+                        thousands(f64::from(self.settings.slow))
+                    ),
+                ),
+            ],
+            log_y: false,
+        }
+        .write_png(path)
+    }
+
+    fn measured_nothing(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn facts_and_failure(&mut self) -> (&mut RunFacts, &mut Option<String>) {
+        (&mut self.facts, &mut self.failure)
+    }
+}
+
+impl Session {
     fn write_figures(&self, md: &mut String) {
         let rounds = self.settings.rounds;
         let _ = writeln!(
@@ -553,39 +598,6 @@ impl Session {
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             rows.collect::<Vec<_>>().into_iter(),
         );
-    }
-
-    /// Requests/s per round, without and with.
-    pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
-        let series = |with: bool, name: String| Series {
-            name,
-            points: self
-                .runs
-                .iter()
-                .filter(|r| r.with() == with)
-                .map(|r| (f64::from(r.round), r.wrk.requests_per_sec))
-                .collect(),
-        };
-        LineChart {
-            title: format!(
-                "wrk -c{} through herdsman ({} workers): requests/s per round",
-                self.settings.connections, self.settings.workers
-            ),
-            x_label: "round".into(),
-            y_label: "requests/s".into(),
-            series: vec![
-                series(false, "without slow connections".into()),
-                series(
-                    true,
-                    format!(
-                        "with {} slow connections",
-                        thousands(f64::from(self.settings.slow))
-                    ),
-                ),
-            ],
-            log_y: false,
-        }
-        .write_png(path)
     }
 }
 

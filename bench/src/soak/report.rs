@@ -19,7 +19,7 @@ use super::settings::Settings;
 use crate::kit::logfile::LogCount;
 use crate::kit::markdown::{one_line, thousands};
 use crate::kit::plot::{write_panels_png, LineChart, Series};
-use crate::kit::results::RunFacts;
+use crate::kit::results::{Results, RunFacts};
 use crate::kit::stats::percentile;
 
 /// A failure counts as near an event when it ends within this of the event's step (before its
@@ -400,9 +400,11 @@ impl Session {
         }
         lines
     }
+}
 
+impl Results for Session {
     /// The summary printed at the end.
-    pub fn summary(&self) -> String {
+    fn summary(&self) -> String {
         let mut text = String::new();
         for run in &self.runs {
             let _ = writeln!(text, "{}", progress_line(run));
@@ -448,7 +450,7 @@ impl Session {
         text
     }
 
-    pub fn render(&self, plot: Option<&Path>) -> String {
+    fn render(&self, plot: Option<&Path>) -> String {
         let s = &self.settings;
         let mut md = String::new();
         let peer = self
@@ -522,6 +524,84 @@ impl Session {
         md
     }
 
+    /// Requests/s (and failures/s, where there were any), RSS and descriptors, second by second.
+    fn plot(&self, path: &Path) -> anyhow::Result<()> {
+        // The last second is cut short by the end of the load: left out.
+        let per_second = |values: &[u64]| -> Vec<(f64, f64)> {
+            values[..values.len().saturating_sub(1)]
+                .iter()
+                .enumerate()
+                .map(|(second, &n)| (second as f64 + 0.5, n as f64))
+                .collect()
+        };
+        let mut requests = Vec::new();
+        for run in &self.runs {
+            requests.push(Series {
+                name: format!("{}: 2xx/s", run.label),
+                points: per_second(&run.tally.ok_per_second),
+            });
+            if run.tally.failed() > 0 {
+                requests.push(Series {
+                    name: format!("{}: failed/s", run.label),
+                    points: per_second(&run.tally.failed_per_second),
+                });
+            }
+        }
+        let footprint = |field: fn(&Footprint) -> f64| -> Vec<Series> {
+            self.runs
+                .iter()
+                .map(|run| Series {
+                    name: run.label.to_string(),
+                    points: run
+                        .samples
+                        .iter()
+                        .map(|s| (s.at.as_secs_f64(), field(&s.footprint)))
+                        .collect(),
+                })
+                .collect()
+        };
+        let chart = |title: &str, y: &str, series: Vec<Series>| LineChart {
+            title: title.to_string(),
+            x_label: "seconds since the load began".into(),
+            y_label: y.to_string(),
+            series,
+            log_y: false,
+        };
+        write_panels_png(
+            path,
+            &[
+                chart(
+                    &format!(
+                        "{} keep-alive connections, an event every {} s: answers per second",
+                        self.settings.connections, self.settings.every
+                    ),
+                    "per second",
+                    requests,
+                ),
+                chart(
+                    "Resident memory of the proxy's processes",
+                    "MiB",
+                    footprint(|f| f.rss_kib as f64 / 1024.0),
+                ),
+                chart(
+                    "Open descriptors of the proxy's processes",
+                    "descriptors",
+                    footprint(|f| f.descriptors as f64),
+                ),
+            ],
+        )
+    }
+
+    fn measured_nothing(&self) -> bool {
+        self.runs.is_empty()
+    }
+
+    fn facts_and_failure(&mut self) -> (&mut RunFacts, &mut Option<String>) {
+        (&mut self.facts, &mut self.failure)
+    }
+}
+
+impl Session {
     fn write_figures(&self, md: &mut String) {
         let _ = writeln!(md, "## Requests, failures, memory and descriptors\n");
         let header: Vec<&str> = self.runs.iter().map(|r| r.label).collect();
@@ -644,74 +724,6 @@ impl Session {
              ```\n{}```\n\n</details>",
             self.server_config
         );
-    }
-
-    /// Requests/s (and failures/s, where there were any), RSS and descriptors, second by second.
-    pub fn plot(&self, path: &Path) -> anyhow::Result<()> {
-        // The last second is cut short by the end of the load: left out.
-        let per_second = |values: &[u64]| -> Vec<(f64, f64)> {
-            values[..values.len().saturating_sub(1)]
-                .iter()
-                .enumerate()
-                .map(|(second, &n)| (second as f64 + 0.5, n as f64))
-                .collect()
-        };
-        let mut requests = Vec::new();
-        for run in &self.runs {
-            requests.push(Series {
-                name: format!("{}: 2xx/s", run.label),
-                points: per_second(&run.tally.ok_per_second),
-            });
-            if run.tally.failed() > 0 {
-                requests.push(Series {
-                    name: format!("{}: failed/s", run.label),
-                    points: per_second(&run.tally.failed_per_second),
-                });
-            }
-        }
-        let footprint = |field: fn(&Footprint) -> f64| -> Vec<Series> {
-            self.runs
-                .iter()
-                .map(|run| Series {
-                    name: run.label.to_string(),
-                    points: run
-                        .samples
-                        .iter()
-                        .map(|s| (s.at.as_secs_f64(), field(&s.footprint)))
-                        .collect(),
-                })
-                .collect()
-        };
-        let chart = |title: &str, y: &str, series: Vec<Series>| LineChart {
-            title: title.to_string(),
-            x_label: "seconds since the load began".into(),
-            y_label: y.to_string(),
-            series,
-            log_y: false,
-        };
-        write_panels_png(
-            path,
-            &[
-                chart(
-                    &format!(
-                        "{} keep-alive connections, an event every {} s: answers per second",
-                        self.settings.connections, self.settings.every
-                    ),
-                    "per second",
-                    requests,
-                ),
-                chart(
-                    "Resident memory of the proxy's processes",
-                    "MiB",
-                    footprint(|f| f.rss_kib as f64 / 1024.0),
-                ),
-                chart(
-                    "Open descriptors of the proxy's processes",
-                    "descriptors",
-                    footprint(|f| f.descriptors as f64),
-                ),
-            ],
-        )
     }
 }
 

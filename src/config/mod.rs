@@ -45,6 +45,7 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub buffering: Buffering,
     /// `[[route]]`s in file order; the first that matches a request picks its pool.
     pub routes: Vec<RouteConfig>,
     /// At least one; names unique; every listener's and route's `pool` names one of them.
@@ -251,6 +252,50 @@ pub struct Limits {
     pub max_body_bytes: u64,
     /// Idle connections kept per server per worker. Default 64.
     pub max_idle_per_server: usize,
+}
+
+/// `[buffering]`: request bodies read whole from the client before a server is involved, so that
+/// a slow client holds herdsman's memory rather than a server's worker (gunicorn's sync workers,
+/// Unicorn, PHP-FPM: one request at a time each). Applied by reload (in the snapshot).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Buffering {
+    /// A request body up to this many bytes (with its head) is read whole before a server is
+    /// picked a slot on and sent it; a larger one streams as it arrives. 0 turns request
+    /// buffering off. Default 65536.
+    pub request_memory: usize,
+    /// The slowest a request body may arrive, in bytes per second, once `request_min_rate_grace`
+    /// has passed: slower, the client gets 408 (Apache's `mod_reqtimeout` MinRate). 0: no
+    /// minimum. Default 500.
+    pub request_min_rate: u64,
+    /// How long a request body may take before its rate is held to `request_min_rate`. Default
+    /// 10 s.
+    pub request_min_rate_grace: Duration,
+}
+
+impl Default for Buffering {
+    fn default() -> Self {
+        Buffering {
+            request_memory: 65536,
+            request_min_rate: 500,
+            request_min_rate_grace: Duration::from_secs(10),
+        }
+    }
+}
+
+impl Buffering {
+    /// When a body whose reading began at `started` and has brought `received` bytes so far
+    /// falls below the minimum rate (`None`: no minimum).
+    pub fn rate_deadline(
+        &self,
+        started: std::time::Instant,
+        received: u64,
+    ) -> Option<std::time::Instant> {
+        if self.request_min_rate == 0 {
+            return None;
+        }
+        let earned = Duration::from_secs_f64(received as f64 / self.request_min_rate as f64);
+        Some(started + self.request_min_rate_grace + earned)
+    }
 }
 
 /// One `[[route]]`: requests whose host and path match go to `pool`. A route without `host`

@@ -28,6 +28,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
+    pub buffering: RawBuffering,
+    #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub pool: Vec<Spanned<RawPool>>,
@@ -107,6 +109,15 @@ pub struct RawLimits {
     pub max_header_bytes: Option<Spanned<i64>>,
     pub max_body_bytes: Option<Spanned<i64>>,
     pub max_idle_per_server: Option<Spanned<i64>>,
+}
+
+/// `[buffering]`: what herdsman reads from a client before a server is involved.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawBuffering {
+    pub request_buffer_memory: Option<Spanned<i64>>,
+    pub request_min_rate: Option<Spanned<i64>>,
+    pub request_min_rate_grace: Option<Spanned<String>>,
 }
 
 /// One `[[pool]]`.

@@ -4,7 +4,7 @@
 //! A reload applies:
 //! - `shutdown_grace` and `hard_stop_after`: read when a stop or a binary upgrade's hand-over
 //!   begins (`Server::stop`, `Server::hand_over`).
-//! - `[timeouts]`, `[limits]`, `[[route]]` and `[[pool]]` with everything in them: the workers
+//! - `[timeouts]`, `[limits]`, `[buffering]`, `[[route]]` and `[[pool]]` with everything in them: the workers
 //!   read them from the snapshot, which every reload builds anew from the file
 //!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`.
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
@@ -37,6 +37,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         // In the snapshot.
         timeouts: _,
         limits: _,
+        buffering: _,
         routes: _,
         pools: _,
         admin,

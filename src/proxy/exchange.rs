@@ -23,7 +23,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
-use crate::transport::{recycle, write_all_by, ServerStream, Stream};
+use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
 use crate::upstream::choice::choose;
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -93,6 +93,14 @@ async fn exchange<D: Downstream>(
     let mut facts = facts;
     // `[timeouts] request` counts from the request's first bytes.
     let deadline = facts.timeouts.request.map(|limit| outcome.started + limit);
+    // The body first, while no server is involved: a client that sends it slowly holds
+    // herdsman's memory, not a server's worker (`[buffering]`).
+    let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
+    if let Err(failure) = read_body(client, &mut upload, &mut facts, snapshot).await {
+        report(client, failure, None);
+        answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
+        return Next::Close;
+    }
     let (server, slot) = match take_slot(context, pool, server, &mut facts, deadline).await {
         Ok(taken) => taken,
         Err(failure) => {
@@ -106,7 +114,17 @@ async fn exchange<D: Downstream>(
         deadline,
         began: Instant::now(),
     };
-    match forward(context, client, snapshot, server, slot, sending, outcome).await {
+    match forward(
+        context,
+        client,
+        snapshot,
+        (server, slot),
+        sending,
+        upload,
+        outcome,
+    )
+    .await
+    {
         Ok(next) => next,
         Err(failure) => {
             if !outcome.response_started {
@@ -236,6 +254,8 @@ async fn read_request<D: Downstream>(
                     minor_version: request.minor_version,
                     body: request.body,
                     keep_alive: request.keep_alive,
+                    expect_continue: request.expect_continue,
+                    continue_sent: false,
                     upgrade: upgrade::forwards(upgrades, &request),
                     choice,
                     timeouts: snapshot.exchange_timeouts(choice.route),
@@ -291,19 +311,13 @@ async fn forward<'s, D: Downstream>(
     context: &ProxyContext,
     client: &mut Client<D>,
     snapshot: &'s Snapshot,
-    first: &'s Server,
-    first_slot: ActiveGuard<'s>,
+    (first, first_slot): (&'s Server, ActiveGuard<'s>),
     mut sending: Sending,
+    mut upload: BodyRelay,
     outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
     let pool = &snapshot.pools[sending.facts.choice.pool];
     let first_sent = sending.began;
-    let mut upload = BodyRelay::new(sending.facts.body, false, snapshot.limits.max_body_bytes);
-    if let Err(error) = upload.take_buffered(client.downstream.received(), &mut client.out) {
-        let failure = upload_failure(error);
-        report(client, failure, None);
-        return Err(failure);
-    }
     // The request is in `out` now, as far as it has come: the wait for the server holds no
     // buffer of the client's (the rest of a body, if any, is read into a new one).
     client.downstream.received().release_if_empty();
@@ -435,6 +449,64 @@ async fn forward<'s, D: Downstream>(
         sending.moved_to(next, pool);
     }
 }
+
+/// Takes the request body's bytes at hand into `client.out` behind its head, then — when the
+/// body fits `[buffering] request_buffer_memory` — reads the rest of it from the client, before
+/// any server is involved: a client that sends slowly then holds herdsman's memory, not a
+/// server's worker. A body larger than that (or with buffering off) streams to the server as it
+/// arrives, from where this left it. A client that waits for `100 Continue` gets it from
+/// herdsman. Reads wait up to `client_idle` each, and the body as a whole may not fall below
+/// `request_min_rate` once its grace has passed (408).
+async fn read_body<D: Downstream>(
+    client: &mut Client<D>,
+    upload: &mut BodyRelay,
+    facts: &mut RequestFacts,
+    snapshot: &Snapshot,
+) -> Result<(), Failure> {
+    upload
+        .take_buffered(client.downstream.received(), &mut client.out)
+        .map_err(upload_failure)?;
+    let buffering = snapshot.buffering;
+    let room = buffering.request_memory as u64;
+    let fits = match facts.body {
+        Body::Length(length) => length <= room,
+        Body::Chunked => room > 0,
+        Body::None | Body::UntilClose => false,
+    };
+    if upload.is_done() || !fits {
+        return Ok(());
+    }
+    if facts.expect_continue {
+        let deadline = Instant::now() + snapshot.timeouts.client_idle;
+        match client.downstream.send(CONTINUE, deadline).await {
+            Some(Ok(())) => facts.continue_sent = true,
+            None => return Err(Failure::ClientStalled),
+            Some(Err(_)) => return Err(Failure::ClientGone),
+        }
+    }
+    let started = std::time::Instant::now();
+    while !upload.is_done() && upload.data_seen() <= room {
+        let idle = Instant::now() + snapshot.timeouts.client_idle;
+        let slow = buffering
+            .rate_deadline(started, upload.data_seen())
+            .map(Instant::from_std)
+            .filter(|slow| *slow < idle);
+        let read = client.downstream.receive(BUFFER_INITIAL);
+        match timeout_at(slow.unwrap_or(idle), read).await {
+            Err(_) if slow.is_some() => return Err(Failure::BodyTooSlow),
+            Err(_) => return Err(Failure::ClientStalled),
+            Ok(Ok(0) | Err(_)) => return Err(Failure::ClientGone),
+            Ok(Ok(_)) => {}
+        }
+        upload
+            .take_buffered(client.downstream.received(), &mut client.out)
+            .map_err(upload_failure)?;
+    }
+    Ok(())
+}
+
+/// What herdsman answers a client that waits before sending its body, when herdsman reads it.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
 
 /// An attempt that failed: why, and what the replay rules need to know of it.
 struct Failed {

@@ -13,6 +13,11 @@ pub struct RequestFacts {
     pub minor_version: u8,
     pub body: Body,
     pub keep_alive: bool,
+    /// The client waits for `100 Continue` before it sends the body.
+    pub expect_continue: bool,
+    /// herdsman sent the client its `100 Continue` (it read the body itself): the server's is
+    /// not relayed again.
+    pub continue_sent: bool,
     /// The request's Upgrade went on to the server (it offered a protocol its listener allows),
     /// so a 101 may answer it; a 101 to any other request is a bad response.
     pub upgrade: bool,

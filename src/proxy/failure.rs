@@ -18,6 +18,8 @@ pub enum Failure {
     BodyTooLarge,
     /// The client started a head and did not finish it within `client_header`.
     HeadTimeout,
+    /// The client sent its request body slower than `[buffering] request_min_rate`.
+    BodyTooSlow,
     /// A request herdsman does not proxy (CONNECT, a transfer coding other than chunked).
     NotImplemented(&'static str),
     /// The request line's HTTP major version is not 1.
@@ -52,7 +54,7 @@ impl Failure {
     pub fn status(self) -> Option<u16> {
         Some(match self {
             Failure::BadRequest(_) => 400,
-            Failure::HeadTimeout => 408,
+            Failure::HeadTimeout | Failure::BodyTooSlow => 408,
             Failure::BodyTooLarge => 413,
             Failure::HeadTooLarge => 431,
             Failure::NotImplemented(_) => 501,
@@ -78,6 +80,7 @@ impl Failure {
             Failure::VersionNotSupported => "only HTTP/1.0 and HTTP/1.1 are spoken here",
             Failure::BodyTooLarge => "request body too large",
             Failure::HeadTimeout => "request head not received in time",
+            Failure::BodyTooSlow => "request body arrived too slowly",
             Failure::ClientStalled => "client stalled",
             Failure::ClientGone => "client closed the connection",
             Failure::NoServer => "no server available",
@@ -137,6 +140,7 @@ impl Failure {
                 | Failure::HeadTooLarge
                 | Failure::BodyTooLarge
                 | Failure::HeadTimeout
+                | Failure::BodyTooSlow
                 | Failure::NotImplemented(_)
                 | Failure::VersionNotSupported
                 | Failure::ClientStalled

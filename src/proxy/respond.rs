@@ -158,7 +158,8 @@ fn examine_head(
     };
     let head_len = response.head_len;
     if response.is_interim() {
-        let relay = facts.minor_version == 1;
+        // Not a second `100 Continue` to a client herdsman sent one (it read the body itself).
+        let relay = facts.minor_version == 1 && !(response.code == 100 && facts.continue_sent);
         if relay {
             let framing = ClientFraming {
                 close: false,

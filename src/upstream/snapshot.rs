@@ -20,7 +20,7 @@ use super::health::{Health, HealthView};
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    AccessLogConfig, Balance, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
+    AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
     ListenerConfig, Passive, PoolConfig, RetryOn, RouteConfig, ServerState, Timeouts,
     UpgradeProtocols,
 };
@@ -32,6 +32,7 @@ pub struct Snapshot {
     pub generation: u64,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub buffering: Buffering,
     pub routes: Vec<RouteConfig>,
     pub pools: Vec<Pool>,
     /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
@@ -457,6 +458,7 @@ impl Lineage {
             generation: self.generation,
             timeouts: config.timeouts,
             limits: config.limits,
+            buffering: config.buffering,
             routes: config.routes.clone(),
             pools,
             listener_pools,

@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::primitives::Zero;
 use super::words::LOG_LEVELS;
 use super::Checker;
-use crate::config::raw::{RawLimits, RawLog, RawTimeouts};
-use crate::config::{Limits, LogSettings, Timeouts};
+use crate::config::raw::{RawBuffering, RawLimits, RawLog, RawTimeouts};
+use crate::config::{Buffering, Limits, LogSettings, Timeouts};
 
 /// Most worker threads accepted; also the cap on "auto".
 const MAX_WORKERS: i64 = 1024;
@@ -109,6 +109,32 @@ impl Checker<'_> {
         }
     }
 
+    pub(super) fn buffering(&mut self, raw: &RawBuffering) -> Buffering {
+        let default = Buffering::default();
+        Buffering {
+            request_memory: self.integer(
+                "buffering.request_buffer_memory",
+                &raw.request_buffer_memory,
+                0..=1_073_741_824,
+                "0 (off) to 1073741824 bytes (default 65536)",
+                default.request_memory,
+            ),
+            request_min_rate: self.integer(
+                "buffering.request_min_rate",
+                &raw.request_min_rate,
+                0..=i64::MAX,
+                "0 (no minimum) or bytes per second (default 500)",
+                default.request_min_rate,
+            ),
+            request_min_rate_grace: self.duration(
+                "buffering.request_min_rate_grace",
+                &raw.request_min_rate_grace,
+                default.request_min_rate_grace,
+                Zero::Allowed,
+            ),
+        }
+    }
+
     pub(super) fn log(&mut self, raw: &RawLog) -> LogSettings {
         LogSettings {
             level: self.word("log.level", &raw.level, &LOG_LEVELS),
@@ -127,6 +153,26 @@ mod tests {
     use super::*;
     use crate::config::fixtures::{only_problem, MINIMAL};
     use crate::config::load::from_toml;
+
+    #[test]
+    fn buffering_is_on_by_default_and_each_key_is_read() {
+        assert_eq!(
+            from_toml(MINIMAL, "t").unwrap().buffering,
+            Buffering::default()
+        );
+        let text = format!(
+            "{MINIMAL}[buffering]\nrequest_buffer_memory = 0\nrequest_min_rate = 1000\n\
+             request_min_rate_grace = \"5s\"\n"
+        );
+        let expected = Buffering {
+            request_memory: 0,
+            request_min_rate: 1000,
+            request_min_rate_grace: Duration::from_secs(5),
+        };
+        assert_eq!(from_toml(&text, "t").unwrap().buffering, expected);
+        let refused = only_problem(&format!("{MINIMAL}[buffering]\nrequest_min_rate = -1\n"));
+        assert_eq!(refused.key, "buffering.request_min_rate");
+    }
 
     #[test]
     fn workers_auto_is_the_cpu_count() {

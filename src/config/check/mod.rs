@@ -87,6 +87,7 @@ impl Checker<'_> {
         );
         let timeouts = self.timeouts(&raw.timeouts);
         let limits = self.limits(&raw.limits);
+        let buffering = self.buffering(&raw.buffering);
 
         if raw.listener.is_empty() {
             self.report(
@@ -135,6 +136,7 @@ impl Checker<'_> {
             listeners,
             timeouts,
             limits,
+            buffering,
             routes,
             pools,
             admin,
@@ -184,9 +186,9 @@ mod tests {
     use crate::config::fixtures::{addr, problem, problems, MINIMAL, VALID};
     use crate::config::load::from_toml;
     use crate::config::{
-        Balance, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern, IntakeMode, Limits,
-        ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryOn, RouteConfig,
-        ServerConfig, ServerState, StickyConfig, Timeouts, UpgradeProtocols,
+        Balance, Buffering, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern,
+        IntakeMode, Limits, ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryOn,
+        RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, UpgradeProtocols,
     };
 
     /// A pool of `VALID`, with the keys that `VALID` leaves out at their defaults.
@@ -267,6 +269,7 @@ mod tests {
                 max_body_bytes: 1_048_576,
                 max_idle_per_server: 8,
             },
+            buffering: Buffering::default(),
             pools: vec![
                 pool(
                     "app",

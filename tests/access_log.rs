@@ -301,7 +301,14 @@ fn combined_lines_say_what_happened_field_by_field() {
         .collect();
     assert_eq!(
         keys,
-        ["pool", "server", "upstream_ms", "total_ms", "sticky"]
+        [
+            "pool",
+            "server",
+            "upstream_ms",
+            "total_ms",
+            "sticky",
+            "buffered"
+        ]
     );
     let _ = std::fs::remove_dir_all(dir);
 }

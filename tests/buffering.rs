@@ -155,6 +155,8 @@ fn a_body_slower_than_the_minimum_rate_gets_408() {
     let response = client.response();
     let took = started.elapsed();
     assert_eq!(response.status(), 408);
+    let report = herdsman.server().stats().report();
+    assert_eq!(report[0].slow_request_bodies, 1, "the 408 is counted");
     assert!(
         took >= Duration::from_secs(1) && took < Duration::from_secs(4),
         "408 after {took:?}"
@@ -180,4 +182,50 @@ fn a_client_waiting_for_100_continue_gets_it_from_herdsman() {
     let response = client.response();
     assert_eq!(response.status(), 200);
     assert_eq!(response.body, b"ok");
+    let report = herdsman.server().stats().report();
+    assert_eq!(
+        report[0].buffered_requests, 1,
+        "the body was read whole, and counted"
+    );
+}
+
+#[test]
+fn the_access_log_says_which_request_bodies_were_buffered() {
+    let server = start_one_at_a_time_server();
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herdsman-buffering-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let log = dir.join("access.log");
+    let text = config(server, "").replace(
+        "pool = \"app\"\n\n[buffering]",
+        &format!(
+            "pool = \"app\"\naccess_log = {:?}\naccess_log_format = \"json\"\n\n[buffering]",
+            log.display().to_string()
+        ),
+    );
+    let herdsman = Proxy::start(&text);
+    // A body that follows its head later: read by herdsman before the server saw the request.
+    let mut client = Conn::connect(herdsman.addr);
+    client.send(b"POST /later HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\n\r\n");
+    thread::sleep(Duration::from_millis(50));
+    client.send(b"hello");
+    assert_eq!(client.response().status(), 200);
+    // No body: nothing to buffer.
+    assert!(time_a_get(herdsman.addr, Duration::from_secs(5)).is_some());
+    herdsman.stop_and_wait();
+    let lines = std::fs::read_to_string(&log).unwrap();
+    let buffered: Vec<(String, bool)> = lines
+        .lines()
+        .map(|line| {
+            let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+            let target = entry["target"].as_str().unwrap().to_string();
+            (target, entry["buffered"].as_bool().unwrap())
+        })
+        .collect();
+    assert_eq!(
+        buffered,
+        [("/later".to_string(), true), ("/".to_string(), false)]
+    );
+    let _ = std::fs::remove_dir_all(dir);
 }

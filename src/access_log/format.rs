@@ -3,7 +3,7 @@
 //! `combined` is nginx's, byte for byte, in UTC:
 //!
 //! ```text
-//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0
+//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0 buffered=0
 //! ```
 //!
 //! then herdsman's fields. Inside quotes, `"`, `\` and bytes below 0x20 or above 0x7e are written
@@ -13,7 +13,7 @@
 //!
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
-//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`; a missing value is `null`. Strings are
+//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`; a missing value is `null`. Strings are
 //! escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
 //! Latin-1), so every line parses.
 
@@ -43,6 +43,8 @@ pub struct Entry<'a> {
     pub total: Duration,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
+    /// The request body was read whole before a server was involved (`[buffering]`).
+    pub buffered: bool,
 }
 
 /// Appends `entry` as a `combined` line, with herdsman's fields, and a newline.
@@ -89,9 +91,14 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     out.extend_from_slice(b" total_ms=");
     write_millis(out, entry.total);
     out.extend_from_slice(if entry.sticky {
-        b" sticky=1\n"
+        b" sticky=1"
     } else {
-        b" sticky=0\n"
+        b" sticky=0"
+    });
+    out.extend_from_slice(if entry.buffered {
+        b" buffered=1\n"
+    } else {
+        b" buffered=0\n"
     });
 }
 
@@ -141,9 +148,14 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     out.extend_from_slice(b",\"total_ms\":");
     write_millis(out, entry.total);
     out.extend_from_slice(if entry.sticky {
-        b",\"sticky\":true}\n"
+        b",\"sticky\":true"
     } else {
-        b",\"sticky\":false}\n"
+        b",\"sticky\":false"
+    });
+    out.extend_from_slice(if entry.buffered {
+        b",\"buffered\":true}\n"
+    } else {
+        b",\"buffered\":false}\n"
     });
 }
 
@@ -310,6 +322,7 @@ mod tests {
             upstream: Some(Duration::from_micros(412)),
             total: Duration::from_micros(12_530),
             sticky: false,
+            buffered: false,
         }
     }
 
@@ -335,7 +348,7 @@ mod tests {
             combined(&entry(&request)),
             "192.0.2.7 - - [10/Oct/2000:20:55:36 +0000] \"GET /apache_pb.gif?x=1 HTTP/1.1\" 200 \
              2326 \"http://example.com/start\" \"Mozilla/4.08 [en] (Win98; I ;Nav)\" pool=app \
-             server=a upstream_ms=0.412 total_ms=12.530 sticky=0\n"
+             server=a upstream_ms=0.412 total_ms=12.530 sticky=0 buffered=0\n"
         );
     }
 
@@ -349,12 +362,13 @@ mod tests {
             server: None,
             upstream: None,
             sticky: true,
+            buffered: true,
             ..entry(&request)
         };
         assert_eq!(
             combined(&unanswered),
             "::1 - - [10/Oct/2000:20:55:36 +0000] \"HEAD / HTTP/1.0\" 0 - \"-\" \"-\" pool=app \
-             server=- upstream_ms=- total_ms=12.530 sticky=1\n"
+             server=- upstream_ms=- total_ms=12.530 sticky=1 buffered=1\n"
         );
         // A head that did not parse: no request line, no pool.
         let mut unparsed = captured(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -391,6 +405,7 @@ mod tests {
         );
         let line = json(&Entry {
             sticky: true,
+            buffered: true,
             ..entry(&request)
         });
         assert!(
@@ -414,6 +429,7 @@ mod tests {
             "upstream_ms": 0.412,
             "total_ms": 12.53,
             "sticky": true,
+            "buffered": true,
         });
         assert_eq!(value, expected);
         // The keys in the documented order.

@@ -124,6 +124,20 @@ impl Figures {
         );
         each(
             out,
+            "herdsman_worker_buffered_request_bodies_total",
+            "counter",
+            "Request bodies read whole before a server was involved ([buffering]).",
+            &|r| r.buffered_requests as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_slow_request_bodies_total",
+            "counter",
+            "Request bodies slower than request_min_rate, answered 408.",
+            &|r| r.slow_request_bodies as f64,
+        );
+        each(
+            out,
             "herdsman_worker_restarts_total",
             "counter",
             "Worker tasks restarted after a panic.",

@@ -232,6 +232,7 @@ impl ProxyContext {
             upstream: outcome.upstream,
             total: took,
             sticky: outcome.sticky,
+            buffered: outcome.buffered,
         };
         self.access_log.write(log, &entry);
     }

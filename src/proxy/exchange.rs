@@ -23,6 +23,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
+use crate::stats::WorkerCounters;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
 use crate::upstream::choice::choose;
 use crate::upstream::retry_budget::second_of;
@@ -96,7 +97,9 @@ async fn exchange<D: Downstream>(
     // The body first, while no server is involved: a client that sends it slowly holds
     // herdsman's memory, not a server's worker (`[buffering]`).
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
-    if let Err(failure) = read_body(client, &mut upload, &mut facts, snapshot).await {
+    let read = read_body(context, client, &mut upload, &mut facts, snapshot).await;
+    outcome.buffered = read == Ok(true);
+    if let Err(failure) = read {
         report(client, failure, None);
         answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
         return Next::Close;
@@ -458,11 +461,12 @@ async fn forward<'s, D: Downstream>(
 /// herdsman. Reads wait up to `client_idle` each, and the body as a whole may not fall below
 /// `request_min_rate` once its grace has passed (408).
 async fn read_body<D: Downstream>(
+    context: &ProxyContext,
     client: &mut Client<D>,
     upload: &mut BodyRelay,
     facts: &mut RequestFacts,
     snapshot: &Snapshot,
-) -> Result<(), Failure> {
+) -> Result<bool, Failure> {
     upload
         .take_buffered(client.downstream.received(), &mut client.out)
         .map_err(upload_failure)?;
@@ -474,7 +478,7 @@ async fn read_body<D: Downstream>(
         Body::None | Body::UntilClose => false,
     };
     if upload.is_done() || !fits {
-        return Ok(());
+        return Ok(false);
     }
     if facts.expect_continue {
         let deadline = Instant::now() + snapshot.timeouts.client_idle;
@@ -493,7 +497,10 @@ async fn read_body<D: Downstream>(
             .filter(|slow| *slow < idle);
         let read = client.downstream.receive(BUFFER_INITIAL);
         match timeout_at(slow.unwrap_or(idle), read).await {
-            Err(_) if slow.is_some() => return Err(Failure::BodyTooSlow),
+            Err(_) if slow.is_some() => {
+                WorkerCounters::bump(&context.counters().slow_request_bodies);
+                return Err(Failure::BodyTooSlow);
+            }
             Err(_) => return Err(Failure::ClientStalled),
             Ok(Ok(0) | Err(_)) => return Err(Failure::ClientGone),
             Ok(Ok(_)) => {}
@@ -502,7 +509,11 @@ async fn read_body<D: Downstream>(
             .take_buffered(client.downstream.received(), &mut client.out)
             .map_err(upload_failure)?;
     }
-    Ok(())
+    let buffered = upload.is_done();
+    if buffered {
+        WorkerCounters::bump(&context.counters().buffered_requests);
+    }
+    Ok(buffered)
 }
 
 /// What herdsman answers a client that waits before sending its body, when herdsman reads it.

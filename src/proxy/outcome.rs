@@ -28,6 +28,8 @@ pub struct Outcome {
     pub body_bytes: u64,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
+    /// The request body was read whole before a server was involved.
+    pub buffered: bool,
 }
 
 impl Outcome {
@@ -42,6 +44,7 @@ impl Outcome {
             upstream: None,
             body_bytes: 0,
             sticky: false,
+            buffered: false,
         }
     }
 

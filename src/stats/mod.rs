@@ -47,6 +47,10 @@ pub struct WorkerCounters {
     pub backend_reuses: AtomicU64,
     /// Idle connections to servers this worker keeps now.
     pub idle_backend: AtomicU32,
+    /// Request bodies read whole before a server was involved (`[buffering]`).
+    pub buffered_requests: AtomicU64,
+    /// Request bodies that arrived slower than `request_min_rate` (answered 408).
+    pub slow_request_bodies: AtomicU64,
 }
 
 /// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
@@ -121,6 +125,8 @@ impl Stats {
                     backend_connects: counters.backend_connects.load(Ordering::Relaxed),
                     backend_reuses: counters.backend_reuses.load(Ordering::Relaxed),
                     idle_backend: counters.idle_backend.load(Ordering::Relaxed),
+                    buffered_requests: counters.buffered_requests.load(Ordering::Relaxed),
+                    slow_request_bodies: counters.slow_request_bodies.load(Ordering::Relaxed),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
@@ -179,6 +185,8 @@ pub struct WorkerReport {
     pub backend_connects: u64,
     pub backend_reuses: u64,
     pub idle_backend: u32,
+    pub buffered_requests: u64,
+    pub slow_request_bodies: u64,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
     pub cpu: procfs::ThreadCpu,

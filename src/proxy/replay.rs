@@ -10,7 +10,8 @@
 //!   (nothing reached the refusing server, and nothing loads it).
 //! - A failure the pool's `retry_on` lists, before any response byte: another server, as one of
 //!   the pool's `retries` within its budget, when nothing reached the first server (connecting
-//!   failed) or the request is idempotent and all of it is at hand.
+//!   failed), or the request is idempotent and all of it is at hand, or all of it is at hand (its
+//!   body buffered) and the server's TCP took none of it, whatever its method.
 //! - A response whose status `retry_on` lists, to such a request: likewise another server (the
 //!   request is kept for it, in pools that retry on statuses).
 //! - Anything else goes to the client as it is.
@@ -60,17 +61,22 @@ impl Replay {
         if attempt.response_began {
             return Replay::Never;
         }
-        if attempt.reused
-            && attempt.whole
-            && matches!(failure, Failure::ServerClosed | Failure::ServerIo(_))
-            && (attempt.idempotent || took_none())
-        {
+        // Asked at most once, and only where the answer decides.
+        let (mut asked, mut ask) = (None, Some(took_none));
+        let mut none_taken = || *asked.get_or_insert_with(|| ask.take().is_some_and(|ask| ask()));
+        let closed = matches!(failure, Failure::ServerClosed | Failure::ServerIo(_));
+        if attempt.reused && attempt.whole && closed && (attempt.idempotent || none_taken()) {
             return Replay::SameServer;
         }
         if failure.is_refusal() {
             return Replay::Elsewhere(Failover::Refused);
         }
         if failure.reached_no_server() || (attempt.whole && attempt.idempotent) {
+            return Replay::Elsewhere(Failover::Retry);
+        }
+        // A whole request (a body buffered with it, say a POST) that the server's TCP took none
+        // of reached no process: another server may have it, whatever its method.
+        if attempt.whole && closed && none_taken() {
             return Replay::Elsewhere(Failover::Retry);
         }
         Replay::Never
@@ -181,5 +187,72 @@ impl Retry {
         self.tried[self.attempts] = next;
         self.attempts += 1;
         Some((next, slot))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(reused: bool, whole: bool, idempotent: bool) -> Attempt {
+        Attempt {
+            reused,
+            whole,
+            idempotent,
+            response_began: false,
+        }
+    }
+
+    const CLOSED: Failure = Failure::ServerClosed;
+
+    #[test]
+    fn a_reused_connection_closed_under_a_request_goes_again_to_the_same_server() {
+        let get = attempt(true, true, true);
+        assert_eq!(
+            Replay::of(CLOSED, get, || panic!("not asked")),
+            Replay::SameServer
+        );
+        let post = attempt(true, true, false);
+        assert_eq!(Replay::of(CLOSED, post, || true), Replay::SameServer);
+        assert_eq!(Replay::of(CLOSED, post, || false), Replay::Never);
+    }
+
+    #[test]
+    fn a_whole_post_the_server_took_none_of_goes_to_another_server() {
+        let buffered_post = attempt(false, true, false);
+        let retry = Replay::Elsewhere(Failover::Retry);
+        assert_eq!(Replay::of(CLOSED, buffered_post, || true), retry);
+        assert_eq!(Replay::of(CLOSED, buffered_post, || false), Replay::Never);
+        // A body still streaming cannot be sent again.
+        let streaming_post = attempt(false, false, false);
+        assert_eq!(Replay::of(CLOSED, streaming_post, || true), Replay::Never);
+        // A timeout proves nothing of what the server did.
+        assert_eq!(
+            Replay::of(Failure::ResponseTimeout, buffered_post, || true),
+            Replay::Never
+        );
+    }
+
+    #[test]
+    fn refusals_and_failed_connects_go_elsewhere_whatever_the_method() {
+        let streaming_post = attempt(false, false, false);
+        let refused = Failure::ConnectFailed(std::io::ErrorKind::ConnectionRefused);
+        assert_eq!(
+            Replay::of(refused, streaming_post, || panic!("not asked")),
+            Replay::Elsewhere(Failover::Refused)
+        );
+        assert_eq!(
+            Replay::of(Failure::ConnectTimeout, streaming_post, || panic!(
+                "not asked"
+            )),
+            Replay::Elsewhere(Failover::Retry)
+        );
+    }
+
+    #[test]
+    fn nothing_goes_again_after_a_response_byte() {
+        let mut get = attempt(true, true, true);
+        get.response_began = true;
+        assert_eq!(Replay::of(CLOSED, get, || true), Replay::Never);
     }
 }

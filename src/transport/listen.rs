@@ -62,14 +62,3 @@ impl AsRawFd for ListenSocket {
         self.0.as_raw_fd()
     }
 }
-
-/// True when the kernel accepts EPOLLEXCLUSIVE (Linux 4.5 and later).
-pub fn epoll_exclusive_supported() -> bool {
-    sys::epoll_exclusive_supported()
-}
-
-/// Makes the calling thread's reactor wait on the listening socket `fd` with EPOLLEXCLUSIVE, so
-/// that a new connection wakes one waiting worker instead of all of them (see `sys.rs`).
-pub fn make_epoll_exclusive(fd: RawFd) -> io::Result<()> {
-    sys::make_epoll_exclusive(fd)
-}

@@ -12,7 +12,8 @@ mod sys;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
-pub use listen::{epoll_exclusive_supported, make_epoll_exclusive, ListenSocket};
+pub use listen::ListenSocket;
 pub use server_stream::ServerStream;
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
+pub use sys::{epoll_exclusive_supported, make_epoll_exclusive};
 pub use write::write_all_by;

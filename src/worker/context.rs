@@ -175,11 +175,11 @@ impl Acceptor for WorkerContext {
     }
 
     fn counters(&self) -> &WorkerCounters {
-        &self.stats.counters[self.index]
+        WorkerContext::counters(self)
     }
 
     async fn stopped(&self) {
-        self.proxy.stopped().await
+        WorkerContext::stopped(self).await
     }
 
     /// The shared load of the listener in `slot`.

@@ -16,7 +16,7 @@ use crate::process::drain::Predecessors;
 use crate::process::kernel_watch;
 use crate::process::upgrade::{self, Inherited};
 use crate::stats::Stats;
-use crate::transport::ListenSocket;
+use crate::transport::{prepare_temp_dir, ListenSocket};
 use crate::upstream::registry::{ListenerControl, Registry};
 use crate::upstream::Snapshot;
 use crate::worker::{self, Stopping, WorkerSetup};
@@ -40,6 +40,11 @@ pub enum StartError {
     Admin(#[from] AdminError),
     #[error("cannot generate a signing key for sticky cookies: {0}")]
     Keys(std::io::Error),
+    #[error("buffering.temp_dir = {:?}: cannot make temporary files there: {error}", path.display())]
+    TempDir {
+        path: PathBuf,
+        error: std::io::Error,
+    },
     #[error("listener {listener}: cannot open access log {}: {error}", path.display())]
     AccessLog {
         listener: String,
@@ -88,6 +93,21 @@ impl Server {
                         path: log.path.clone(),
                         error,
                     })?;
+            }
+        }
+        // Buffered bodies' temporary files: the directory must take them, and what a crash left
+        // there goes.
+        let temp_dir = &config.buffering.temp_dir;
+        match prepare_temp_dir(temp_dir) {
+            Ok(0) => {}
+            Ok(removed) => {
+                tracing::info!(dir = %temp_dir.display(), removed, "removed temporary files a previous run left")
+            }
+            Err(error) => {
+                return Err(StartError::TempDir {
+                    path: temp_dir.clone(),
+                    error,
+                })
             }
         }
         let stats = Stats::new(config.workers);

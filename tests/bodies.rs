@@ -256,7 +256,11 @@ fn large_upload_is_streamed_through_intact() {
         ex.respond(200, &[], check.report().as_bytes())?;
         Ok(Flow::KeepAlive)
     });
-    let proxy = Setup::new().server("a", server.addr).start();
+    // A body larger than `request_buffer_max` streams (a smaller one is read whole first).
+    let proxy = Setup::new()
+        .server("a", server.addr)
+        .buffering("request_buffer_max", 32 * MIB)
+        .start();
     let mut client = proxy.connect();
     client
         .send(format!("PUT /big HTTP/1.1\r\nHost: t\r\nContent-Length: {LEN}\r\n\r\n").as_bytes());

@@ -291,7 +291,9 @@ fn a_server_connection_abandoned_mid_upload_is_reset_and_leaves_no_time_wait() {
         *end.lock().unwrap() = Some(how);
         Ok(Flow::Close)
     });
-    let herdsman = Running::start(Setup::new().admin().server("s", server.addr));
+    // Streaming uploads (buffered, the server would see none of an unfinished body).
+    let setup = Setup::new().admin().server("s", server.addr);
+    let herdsman = Running::start(setup.buffering("request_buffer_memory", 0));
     for round in 0..3 {
         let mut client = Conn::connect(herdsman.web);
         client.send(

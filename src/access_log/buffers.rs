@@ -173,7 +173,7 @@ mod tests {
             upstream: None,
             total: Duration::from_millis(1),
             sticky: false,
-            buffered: false,
+            buffered: Default::default(),
         };
         // Enough lines to fill a buffer at least once, then a partial one.
         let lines = HAND_OVER_AT / 150 + 40;

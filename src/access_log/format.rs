@@ -3,7 +3,7 @@
 //! `combined` is nginx's, byte for byte, in UTC:
 //!
 //! ```text
-//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0 buffered=0
+//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0 buffered=none
 //! ```
 //!
 //! then herdsman's fields. Inside quotes, `"`, `\` and bytes below 0x20 or above 0x7e are written
@@ -13,8 +13,9 @@
 //!
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
-//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`; a missing value is `null`. Strings are
-//! escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
+//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`; a missing value is `null`.
+//! `buffered` says which bodies went through `[buffering]`: `none`, `request`, `response` or
+//! `both`. Strings are escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
 //! Latin-1), so every line parses.
 
 use std::time::Duration;
@@ -43,8 +44,28 @@ pub struct Entry<'a> {
     pub total: Duration,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
-    /// The request body was read whole before a server was involved (`[buffering]`).
-    pub buffered: bool,
+    /// Which bodies went through `[buffering]`.
+    pub buffered: Buffered,
+}
+
+/// Which of an exchange's bodies went through `[buffering]`: the request's, read whole before a
+/// server was involved; the response's, read at the server's pace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Buffered {
+    pub request: bool,
+    pub response: bool,
+}
+
+impl Buffered {
+    /// As the log writes it.
+    pub fn word(self) -> &'static [u8] {
+        match (self.request, self.response) {
+            (false, false) => b"none",
+            (true, false) => b"request",
+            (false, true) => b"response",
+            (true, true) => b"both",
+        }
+    }
 }
 
 /// Appends `entry` as a `combined` line, with herdsman's fields, and a newline.
@@ -95,11 +116,9 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     } else {
         b" sticky=0"
     });
-    out.extend_from_slice(if entry.buffered {
-        b" buffered=1\n"
-    } else {
-        b" buffered=0\n"
-    });
+    out.extend_from_slice(b" buffered=");
+    out.extend_from_slice(entry.buffered.word());
+    out.push(b'\n');
 }
 
 /// Appends `entry` as a JSON object and a newline.
@@ -152,11 +171,9 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     } else {
         b",\"sticky\":false"
     });
-    out.extend_from_slice(if entry.buffered {
-        b",\"buffered\":true}\n"
-    } else {
-        b",\"buffered\":false}\n"
-    });
+    out.extend_from_slice(b",\"buffered\":\"");
+    out.extend_from_slice(entry.buffered.word());
+    out.extend_from_slice(b"\"}\n");
 }
 
 /// A pool or server name (names are `[A-Za-z0-9_.-]`, see `config::is_valid_name`, so they need
@@ -322,7 +339,7 @@ mod tests {
             upstream: Some(Duration::from_micros(412)),
             total: Duration::from_micros(12_530),
             sticky: false,
-            buffered: false,
+            buffered: Buffered::default(),
         }
     }
 
@@ -348,7 +365,7 @@ mod tests {
             combined(&entry(&request)),
             "192.0.2.7 - - [10/Oct/2000:20:55:36 +0000] \"GET /apache_pb.gif?x=1 HTTP/1.1\" 200 \
              2326 \"http://example.com/start\" \"Mozilla/4.08 [en] (Win98; I ;Nav)\" pool=app \
-             server=a upstream_ms=0.412 total_ms=12.530 sticky=0 buffered=0\n"
+             server=a upstream_ms=0.412 total_ms=12.530 sticky=0 buffered=none\n"
         );
     }
 
@@ -362,13 +379,16 @@ mod tests {
             server: None,
             upstream: None,
             sticky: true,
-            buffered: true,
+            buffered: Buffered {
+                request: true,
+                response: false,
+            },
             ..entry(&request)
         };
         assert_eq!(
             combined(&unanswered),
             "::1 - - [10/Oct/2000:20:55:36 +0000] \"HEAD / HTTP/1.0\" 0 - \"-\" \"-\" pool=app \
-             server=- upstream_ms=- total_ms=12.530 sticky=1 buffered=1\n"
+             server=- upstream_ms=- total_ms=12.530 sticky=1 buffered=request\n"
         );
         // A head that did not parse: no request line, no pool.
         let mut unparsed = captured(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -405,7 +425,10 @@ mod tests {
         );
         let line = json(&Entry {
             sticky: true,
-            buffered: true,
+            buffered: Buffered {
+                request: true,
+                response: false,
+            },
             ..entry(&request)
         });
         assert!(
@@ -429,7 +452,7 @@ mod tests {
             "upstream_ms": 0.412,
             "total_ms": 12.53,
             "sticky": true,
-            "buffered": true,
+            "buffered": "request",
         });
         assert_eq!(value, expected);
         // The keys in the documented order.

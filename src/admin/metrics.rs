@@ -25,6 +25,8 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
     let (reloads, failed_reloads) = registry.reload_counts();
     let figures = Figures {
         access_log_dropped_lines: stats.access_log_dropped_lines.load(Ordering::Relaxed),
+        buffered_memory: stats.buffer_use.memory.load(Ordering::Relaxed),
+        buffered_disk: stats.buffer_use.disk.load(Ordering::Relaxed),
         workers: stats.report(),
         pools: registry.pools(),
         listen_queue: procfs::listen_queue_drops(),
@@ -42,6 +44,8 @@ struct Figures {
     reloads: u64,
     failed_reloads: u64,
     access_log_dropped_lines: u64,
+    buffered_memory: u64,
+    buffered_disk: u64,
 }
 
 impl Figures {
@@ -135,6 +139,34 @@ impl Figures {
             "counter",
             "Request bodies slower than request_min_rate, answered 408.",
             &|r| r.slow_request_bodies as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_buffered_response_bodies_total",
+            "counter",
+            "Response bodies read at the server's pace through a spool ([buffering]).",
+            &|r| r.buffered_responses as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_spilled_bodies_total",
+            "counter",
+            "Buffered bodies that outgrew memory into a temporary file.",
+            &|r| r.spilled_bodies as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_buffering_full_total",
+            "counter",
+            "Bodies that reached a buffering limit (their own or memory_total/disk_total) and went on at the slower side's pace.",
+            &|r| r.buffering_full as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_slow_response_readers_total",
+            "counter",
+            "Clients that took a buffered response slower than response_min_rate (answer ended).",
+            &|r| r.slow_response_readers as f64,
         );
         each(
             out,
@@ -382,6 +414,14 @@ impl Figures {
             "Access log lines dropped because the log writer fell behind the disk.",
         );
         out.sample(name, &[], self.access_log_dropped_lines);
+        let name = "herdsman_buffered_bytes";
+        out.family(
+            name,
+            "gauge",
+            "Bytes buffered bodies hold now, over the process: in memory (reserved per body) and in temporary files.",
+        );
+        out.sample(name, &[("where", "memory")], self.buffered_memory);
+        out.sample(name, &[("where", "disk")], self.buffered_disk);
         let name = "herdsman_config_generation";
         out.family(
             name,

@@ -254,15 +254,19 @@ pub struct Limits {
     pub max_idle_per_server: usize,
 }
 
-/// `[buffering]`: request bodies read whole from the client before a server is involved, so that
-/// a slow client holds herdsman's memory rather than a server's worker (gunicorn's sync workers,
-/// Unicorn, PHP-FPM: one request at a time each). Applied by reload (in the snapshot).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// `[buffering]`: a slow client holds herdsman's memory and disk rather than a server's worker
+/// (gunicorn's sync workers, Unicorn, PHP-FPM: one request at a time each). Request bodies are
+/// read whole before a server is involved; responses are read from the server as fast as it sends
+/// them and fed to the client at its pace. Applied by reload (in the snapshot).
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Buffering {
-    /// A request body up to this many bytes (with its head) is read whole before a server is
-    /// picked a slot on and sent it; a larger one streams as it arrives. 0 turns request
-    /// buffering off. Default 65536.
+    /// A request body is read whole before a server is picked a slot on and sent it: this many
+    /// bytes (with its head) in memory, the rest in a temporary file. 0 turns request buffering
+    /// off. Default 65536.
     pub request_memory: usize,
+    /// The largest request body read whole (memory and file); a larger one streams as it arrives.
+    /// At most `request_memory` means memory only. Default 1 GiB.
+    pub request_max: u64,
     /// The slowest a request body may arrive, in bytes per second, once `request_min_rate_grace`
     /// has passed: slower, the client gets 408 (Apache's `mod_reqtimeout` MinRate). 0: no
     /// minimum. Default 500.
@@ -270,14 +274,44 @@ pub struct Buffering {
     /// How long a request body may take before its rate is held to `request_min_rate`. Default
     /// 10 s.
     pub request_min_rate_grace: Duration,
+    /// A response body is read from the server as fast as it comes: this many bytes in memory
+    /// per response, the rest in a temporary file. 0 turns response buffering off. Default 65536.
+    pub response_memory: usize,
+    /// The most of one response held in its temporary file; beyond it the response streams at
+    /// the client's pace. Default 1 GiB.
+    pub response_max: u64,
+    /// The slowest a client may take a response's bytes while they wait for it, in bytes per
+    /// second, once `response_min_rate_window` of waiting has passed: slower, its answer ends.
+    /// 0: no minimum. Default 500.
+    pub response_min_rate: u64,
+    /// How long a client may keep response bytes waiting before its rate is held to
+    /// `response_min_rate`. Default 10 s.
+    pub response_min_rate_window: Duration,
+    /// The most memory all buffered bodies of the process hold together; when it is taken, bodies
+    /// stream instead (counted). Default 256 MiB.
+    pub memory_total: u64,
+    /// The most temporary-file space all buffered bodies of the process hold together; when it
+    /// is taken, bodies stream instead (counted). Default 10 GiB.
+    pub disk_total: u64,
+    /// Where temporary files are made (unlinked at once; leftovers of a crash removed at start).
+    /// Default `/var/tmp`.
+    pub temp_dir: std::path::PathBuf,
 }
 
 impl Default for Buffering {
     fn default() -> Self {
         Buffering {
             request_memory: 65536,
+            request_max: 1 << 30,
             request_min_rate: 500,
             request_min_rate_grace: Duration::from_secs(10),
+            response_memory: 65536,
+            response_max: 1 << 30,
+            response_min_rate: 500,
+            response_min_rate_window: Duration::from_secs(10),
+            memory_total: 256 << 20,
+            disk_total: 10 << 30,
+            temp_dir: std::path::PathBuf::from("/var/tmp"),
         }
     }
 }
@@ -290,11 +324,39 @@ impl Buffering {
         started: std::time::Instant,
         received: u64,
     ) -> Option<std::time::Instant> {
-        if self.request_min_rate == 0 {
-            return None;
+        owed_time(received, self.request_min_rate, self.request_min_rate_grace)
+            .map(|owed| started + owed)
+    }
+
+    /// The window a client's pace on a buffered response is measured over, and the bytes it
+    /// must take in each (`None`: no minimum).
+    pub fn response_window(&self) -> Option<(Duration, u64)> {
+        let window = self.response_min_rate_window;
+        let owed = (self.response_min_rate as f64 * window.as_secs_f64()) as u64;
+        (self.response_min_rate > 0 && !window.is_zero()).then_some((window, owed))
+    }
+}
+
+/// The time `bytes` are owed at `rate` bytes per second after `grace` (`None`: rate 0, no
+/// minimum).
+fn owed_time(bytes: u64, rate: u64, grace: Duration) -> Option<Duration> {
+    (rate > 0).then(|| grace + Duration::from_secs_f64(bytes as f64 / rate as f64))
+}
+
+/// A route's `[route.buffering]`: which of request and response buffering apply to its
+/// requests (both, unless turned off for it; `[buffering]`'s memory sizes still decide).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RouteBuffering {
+    pub request: bool,
+    pub response: bool,
+}
+
+impl Default for RouteBuffering {
+    fn default() -> Self {
+        RouteBuffering {
+            request: true,
+            response: true,
         }
-        let earned = Duration::from_secs_f64(received as f64 / self.request_min_rate as f64);
-        Some(started + self.request_min_rate_grace + earned)
     }
 }
 
@@ -310,6 +372,8 @@ pub struct RouteConfig {
     /// `[route.timeouts]` over `[timeouts]`: a streaming or long-poll endpoint can wait longer
     /// than the rest.
     pub timeouts: ExchangeTimeouts,
+    /// `[route.buffering]`: request or response buffering off for this route.
+    pub buffering: RouteBuffering,
 }
 
 /// A route's `host`, lowercased: `api.example.com`, or `*.example.com` for any name under it.

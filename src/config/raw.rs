@@ -80,6 +80,16 @@ pub struct RawRoute {
     pub path_prefix: Option<Spanned<String>>,
     pub pool: Option<Spanned<String>>,
     pub timeouts: Option<Spanned<RawRouteTimeouts>>,
+    pub buffering: Option<Spanned<RawRouteBuffering>>,
+}
+
+/// A route's `[route.buffering]`: request or response buffering turned off for it (streaming
+/// uploads, gRPC, long polls).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRouteBuffering {
+    pub request: Option<Spanned<bool>>,
+    pub response: Option<Spanned<bool>>,
 }
 
 /// A route's `[route.timeouts]`: the exchange timeouts it sets apart from `[timeouts]`.
@@ -118,6 +128,14 @@ pub struct RawBuffering {
     pub request_buffer_memory: Option<Spanned<i64>>,
     pub request_min_rate: Option<Spanned<i64>>,
     pub request_min_rate_grace: Option<Spanned<String>>,
+    pub request_buffer_max: Option<Spanned<i64>>,
+    pub response_buffer_memory: Option<Spanned<i64>>,
+    pub response_buffer_max: Option<Spanned<i64>>,
+    pub response_min_rate: Option<Spanned<i64>>,
+    pub response_min_rate_window: Option<Spanned<String>>,
+    pub memory_total: Option<Spanned<i64>>,
+    pub disk_total: Option<Spanned<i64>>,
+    pub temp_dir: Option<Spanned<String>>,
 }
 
 /// One `[[pool]]`.

@@ -157,6 +157,24 @@ impl Response<'_, '_> {
     pub fn is_interim(&self) -> bool {
         (100..200).contains(&self.code) && self.code != 101
     }
+
+    /// The response is a stream its client must get as it comes, not when a buffer fills: an
+    /// event stream (`Content-Type: text/event-stream`), or a server that says so with nginx's
+    /// `X-Accel-Buffering: no`.
+    pub fn asks_to_stream(&self) -> bool {
+        self.headers.iter().any(|header| {
+            let value = header.value.trim_ascii();
+            if header.name.eq_ignore_ascii_case("content-type") {
+                let media = value.split(|&b| b == b';').next().unwrap_or_default();
+                media
+                    .trim_ascii()
+                    .eq_ignore_ascii_case(b"text/event-stream")
+            } else {
+                header.name.eq_ignore_ascii_case("x-accel-buffering")
+                    && value.eq_ignore_ascii_case(b"no")
+            }
+        })
+    }
 }
 
 fn map_parse_error(error: httparse::Error) -> HeadError {

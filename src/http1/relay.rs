@@ -24,6 +24,10 @@ pub enum RelayError {
     SourceTimeout,
     SinkIo(io::ErrorKind),
     SinkTimeout,
+    /// The sink took the bytes waiting for it slower than the minimum rate.
+    SinkTooSlow,
+    /// The bytes on their way to the sink could not be kept (a temporary file failed).
+    Spool,
     /// The sink's peer went away (seen while waiting for the source).
     SinkGone,
     /// The body's framing is malformed (a bad chunk).
@@ -82,6 +86,18 @@ impl BodyRelay {
 
     pub fn is_done(&self) -> bool {
         matches!(self.remaining, Remaining::Done)
+    }
+
+    /// The source ended: the end of a body delimited by the connection's close, else a body cut
+    /// short.
+    pub fn end_of_source(&mut self) -> Result<(), RelayError> {
+        match self.remaining {
+            Remaining::UntilClose => {
+                self.remaining = Remaining::Done;
+                Ok(())
+            }
+            _ => Err(RelayError::SourceEnded),
+        }
     }
 
     fn count_data(&mut self, n: usize) -> Result<(), RelayError> {
@@ -212,7 +228,31 @@ impl BodyRelay {
         &mut self,
         buffer: &mut Buffer,
         out: &mut Vec<u8>,
+        most: usize,
+    ) -> Result<(), RelayError> {
+        self.take_pieces(buffer, most, |bytes| {
+            out.extend_from_slice(bytes);
+            Ok(())
+        })
+    }
+
+    /// Passes what is in `buffer` of the body to `each`, piece by piece, without I/O. An error
+    /// from `each` ends the body there (its piece is taken, so the relay cannot go on).
+    pub fn take_buffered_with(
+        &mut self,
+        buffer: &mut Buffer,
+        each: impl FnMut(&[u8]) -> Result<(), RelayError>,
+    ) -> Result<(), RelayError> {
+        self.take_pieces(buffer, usize::MAX, each)
+    }
+
+    /// Takes at most `most` bytes of `buffer` (framing included), passing each piece to `each`.
+    #[inline]
+    fn take_pieces(
+        &mut self,
+        buffer: &mut Buffer,
         mut most: usize,
+        mut each: impl FnMut(&[u8]) -> Result<(), RelayError>,
     ) -> Result<(), RelayError> {
         while !self.is_done() && !buffer.is_empty() {
             let available = &buffer.data()[..buffer.len().min(most)];
@@ -220,7 +260,7 @@ impl BodyRelay {
             if piece.consumed == 0 {
                 break;
             }
-            out.extend_from_slice(&buffer.data()[..piece.forward]);
+            each(&buffer.data()[..piece.forward])?;
             buffer.consume(piece.consumed);
             most -= piece.consumed;
         }
@@ -279,11 +319,7 @@ impl BodyRelay {
                 match read {
                     Err(_) => return Err(RelayError::SourceTimeout),
                     Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
-                    Ok(Ok(0)) if matches!(self.remaining, Remaining::UntilClose) => {
-                        self.remaining = Remaining::Done;
-                        return Ok(());
-                    }
-                    Ok(Ok(0)) => return Err(RelayError::SourceEnded),
+                    Ok(Ok(0)) => return self.end_of_source(),
                     Ok(Ok(_)) => {}
                 }
             }

@@ -15,7 +15,7 @@ use super::Outcome;
 use crate::access_log::{CapturedRequest, Entry, LogSink, WorkerAccessLog};
 use crate::http1::forward::AddressText;
 use crate::stats::traffic::Ending;
-use crate::stats::{Stats, WorkerCounters};
+use crate::stats::{BufferUse, Stats, WorkerCounters};
 use crate::transport::Stream;
 use crate::upstream::health::ServerReport;
 use crate::upstream::idle::IdleConnections;
@@ -249,6 +249,11 @@ impl ProxyContext {
     }
 
     /// This worker's own counters.
+    /// What buffered bodies hold now, over the process.
+    pub fn buffer_use(&self) -> &BufferUse {
+        &self.stats.buffer_use
+    }
+
     pub fn counters(&self) -> &WorkerCounters {
         &self.stats.counters[self.index]
     }

@@ -13,6 +13,7 @@ use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
+use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
 use crate::http1::error_response::write_error_response;
@@ -23,8 +24,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::stats::traffic::Ending;
-use crate::stats::WorkerCounters;
-use crate::transport::{recycle, write_all_by, ServerStream, Stream, BUFFER_INITIAL};
+use crate::transport::{recycle, write_all_by, ServerStream, Stream};
 use crate::upstream::choice::choose;
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -99,11 +99,17 @@ async fn exchange<D: Downstream>(
     // Most requests have no body, or all of it came with the head: no reading, and no future
     // for it (awaiting one on every request cost about 150 instructions, callgrind).
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
+    let mut body = None;
     let read = match body_at_hand(client, &mut upload, facts, snapshot) {
-        Ok(true) => read_rest_of_body(context, client, &mut upload, &mut facts, snapshot).await,
+        Ok(true) => read_rest_of_body(context, client, &mut upload, &mut facts, snapshot)
+            .await
+            .map(|read| {
+                body = read;
+                body.is_some()
+            }),
         at_hand => at_hand.map(|_| false),
     };
-    outcome.buffered = read == Ok(true);
+    outcome.buffered.request = read == Ok(true);
     if let Err(failure) = read {
         report(client, failure, None);
         answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
@@ -128,7 +134,7 @@ async fn exchange<D: Downstream>(
         snapshot,
         (server, slot),
         sending,
-        upload,
+        (upload, body.as_ref()),
         outcome,
     )
     .await
@@ -137,10 +143,15 @@ async fn exchange<D: Downstream>(
         Err(failure) => {
             if !outcome.response_started {
                 answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-            } else {
-                outcome.ending = Ending::Unanswered;
+                return Next::Close;
             }
-            Next::Close
+            outcome.ending = Ending::Unanswered;
+            // A client too slow for its answer loses what the kernel still holds for it too
+            // (nginx's `reset_timedout_connection`): a FIN would wait behind megabytes.
+            match failure {
+                Failure::ReaderTooSlow | Failure::ClientStalled => Next::Reset,
+                _ => Next::Close,
+            }
         }
     }
 }
@@ -267,6 +278,7 @@ async fn read_request<D: Downstream>(
                     upgrade: upgrade::forwards(upgrades, &request),
                     choice,
                     timeouts: snapshot.exchange_timeouts(choice.route),
+                    buffering: snapshot.route_buffering(choice.route),
                 };
                 write_request_head(
                     &request,
@@ -321,7 +333,7 @@ async fn forward<'s, D: Downstream>(
     snapshot: &'s Snapshot,
     (first, first_slot): (&'s Server, ActiveGuard<'s>),
     mut sending: Sending,
-    mut upload: BodyRelay,
+    (mut upload, body): (BodyRelay, Option<&BufferedBody<'_>>),
     outcome: &mut Outcome,
 ) -> Result<Next, Failure> {
     let pool = &snapshot.pools[sending.facts.choice.pool];
@@ -349,7 +361,10 @@ async fn forward<'s, D: Downstream>(
         outcome.server = facts.choice.server;
         outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
         let sent = if whole {
-            send_whole(context, client, snapshot, server, &sending, fresh_only).await
+            send_whole(
+                context, client, snapshot, server, &sending, fresh_only, body,
+            )
+            .await
         } else {
             send_streaming(context, client, snapshot, server, &sending, &mut upload)
                 .await
@@ -458,82 +473,6 @@ async fn forward<'s, D: Downstream>(
     }
 }
 
-/// Takes the request body's bytes at hand into `client.out` behind its head; true when the rest
-/// is to be read from the client before any server is involved ([`read_rest_of_body`]), which is
-/// when the body fits `[buffering] request_buffer_memory`: a client that sends slowly then holds
-/// herdsman's memory, not a server's worker. A body larger than that (or with buffering off)
-/// streams to the server as it arrives, from where this left it.
-fn body_at_hand<D: Downstream>(
-    client: &mut Client<D>,
-    upload: &mut BodyRelay,
-    facts: RequestFacts,
-    snapshot: &Snapshot,
-) -> Result<bool, Failure> {
-    upload
-        .take_buffered(client.downstream.received(), &mut client.out)
-        .map_err(upload_failure)?;
-    let room = snapshot.buffering.request_memory as u64;
-    let fits = match facts.body {
-        Body::Length(length) => length <= room,
-        Body::Chunked => room > 0,
-        Body::None | Body::UntilClose => false,
-    };
-    Ok(fits && !upload.is_done())
-}
-
-/// The rest of [`body_at_hand`]'s body, read from the client into `client.out`: whether it was
-/// all read (else it was larger than memory allows, and the rest streams). A client that waits
-/// for `100 Continue` gets it from herdsman. Reads wait up to `client_idle` each, and the body as
-/// a whole may not fall below `request_min_rate` once its grace has passed (408).
-#[cold]
-async fn read_rest_of_body<D: Downstream>(
-    context: &ProxyContext,
-    client: &mut Client<D>,
-    upload: &mut BodyRelay,
-    facts: &mut RequestFacts,
-    snapshot: &Snapshot,
-) -> Result<bool, Failure> {
-    let buffering = snapshot.buffering;
-    let room = buffering.request_memory as u64;
-    if facts.expect_continue {
-        let deadline = Instant::now() + snapshot.timeouts.client_idle;
-        match client.downstream.send(CONTINUE, deadline).await {
-            Some(Ok(())) => facts.continue_sent = true,
-            None => return Err(Failure::ClientStalled),
-            Some(Err(_)) => return Err(Failure::ClientGone),
-        }
-    }
-    let started = std::time::Instant::now();
-    while !upload.is_done() && upload.data_seen() <= room {
-        let idle = Instant::now() + snapshot.timeouts.client_idle;
-        let slow = buffering
-            .rate_deadline(started, upload.data_seen())
-            .map(Instant::from_std)
-            .filter(|slow| *slow < idle);
-        let read = client.downstream.receive(BUFFER_INITIAL);
-        match timeout_at(slow.unwrap_or(idle), read).await {
-            Err(_) if slow.is_some() => {
-                WorkerCounters::bump(&context.counters().slow_request_bodies);
-                return Err(Failure::BodyTooSlow);
-            }
-            Err(_) => return Err(Failure::ClientStalled),
-            Ok(Ok(0) | Err(_)) => return Err(Failure::ClientGone),
-            Ok(Ok(_)) => {}
-        }
-        upload
-            .take_buffered(client.downstream.received(), &mut client.out)
-            .map_err(upload_failure)?;
-    }
-    let buffered = upload.is_done();
-    if buffered {
-        WorkerCounters::bump(&context.counters().buffered_requests);
-    }
-    Ok(buffered)
-}
-
-/// What herdsman answers a client that waits before sending its body, when herdsman reads it.
-const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
-
 /// An attempt that failed: why, and what the replay rules need to know of it.
 struct Failed {
     failure: Failure,
@@ -573,6 +512,7 @@ async fn send_whole<D: Downstream>(
     server: &Server,
     sending: &Sending,
     fresh_only: bool,
+    body: Option<&BufferedBody<'_>>,
 ) -> Result<(ServerStream, ResponseStart, bool), Failed> {
     let upload_done = Cell::new(true);
     let facts = sending.facts;
@@ -584,9 +524,18 @@ async fn send_whole<D: Downstream>(
         Failure::ResponseTimeout,
     );
     let mut written = 0;
-    let sent = match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
+    let mut sent = write_all_by(&mut upstream, &client.out, deadline, &mut written)
+        .await
+        .map(|sent| sent.map_err(|e| Failure::server_io(&e)));
+    if let (Some(Ok(())), Some(body)) = (&sent, body) {
+        // The part of the body that went to a temporary file.
+        sent = body
+            .send_spilled(&mut upstream, deadline, &mut written)
+            .await;
+    }
+    let sent = match sent {
         None => Err(expired),
-        Some(Err(e)) => Err(Failure::server_io(&e)),
+        Some(Err(failure)) => Err(failure),
         Some(Ok(())) => {
             let (mut server_read, _) = upstream.split();
             // The client's writing half, as with a streaming upload: one instance of the head
@@ -744,20 +693,6 @@ fn cookie_to_set(server: &Server, facts: RequestFacts) -> &[u8] {
     match &server.set_cookie {
         Some(line) if facts.choice.assign_cookie => line,
         _ => b"",
-    }
-}
-
-/// A request body that could not be relayed, as the client's or the server's failure.
-fn upload_failure(error: RelayError) -> Failure {
-    match error {
-        RelayError::SourceEnded | RelayError::SourceIo(_) => Failure::ClientGone,
-        RelayError::SourceTimeout => Failure::ClientStalled,
-        RelayError::SinkIo(kind) => Failure::ServerIo(kind),
-        // Uploads do not watch their server (it may answer early); kept for completeness.
-        RelayError::SinkGone => Failure::ServerClosed,
-        RelayError::SinkTimeout => Failure::ResponseTimeout,
-        RelayError::Framing(why) => Failure::BadRequest(why),
-        RelayError::TooLarge => Failure::BodyTooLarge,
     }
 }
 

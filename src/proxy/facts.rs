@@ -1,8 +1,8 @@
 //! What an exchange keeps of a request once its head has been consumed: the little the response
 //! and the retries need (method, version, framing, upgrade, the pool and server chosen, the
-//! timeouts), copied out of the head while it was at hand.
+//! timeouts and buffering), copied out of the head while it was at hand.
 
-use crate::config::ExchangeTimeouts;
+use crate::config::{ExchangeTimeouts, RouteBuffering};
 use crate::http1::{Body, Method};
 use crate::upstream::choice::Choice;
 
@@ -25,4 +25,6 @@ pub struct RequestFacts {
     pub choice: Choice,
     /// Its exchange timeouts: its route's, or `[timeouts]`'s.
     pub timeouts: ExchangeTimeouts,
+    /// The buffering its route allows.
+    pub buffering: RouteBuffering,
 }

@@ -28,6 +28,10 @@ pub enum Failure {
     ClientStalled,
     /// The client closed or reset its connection.
     ClientGone,
+    /// The client took a buffered response slower than `[buffering] response_min_rate`.
+    ReaderTooSlow,
+    /// A buffered body could not be kept or read back (its temporary file failed).
+    SpoolFailed,
     /// The pool has no server that may take the request.
     NoServer,
     /// Every server that may take the request was at its `max_connections` for `queue_timeout`.
@@ -66,7 +70,8 @@ impl Failure {
             | Failure::BadResponse(_)
             | Failure::ServerTruncated => 502,
             Failure::ConnectTimeout | Failure::ResponseTimeout | Failure::RequestTimeout => 504,
-            Failure::ClientStalled | Failure::ClientGone => return None,
+            Failure::SpoolFailed => 500,
+            Failure::ClientStalled | Failure::ClientGone | Failure::ReaderTooSlow => return None,
         })
     }
 
@@ -83,6 +88,8 @@ impl Failure {
             Failure::BodyTooSlow => "request body arrived too slowly",
             Failure::ClientStalled => "client stalled",
             Failure::ClientGone => "client closed the connection",
+            Failure::ReaderTooSlow => "client read the response too slowly",
+            Failure::SpoolFailed => "a temporary file for a buffered body failed",
             Failure::NoServer => "no server available",
             Failure::QueueTimeout => "every server is busy; try again shortly",
             Failure::ConnectFailed(_) => "cannot connect to the server",
@@ -145,6 +152,7 @@ impl Failure {
                 | Failure::VersionNotSupported
                 | Failure::ClientStalled
                 | Failure::ClientGone
+                | Failure::ReaderTooSlow
         )
     }
 

@@ -14,7 +14,9 @@ mod facts;
 mod failure;
 mod outcome;
 mod replay;
+mod request_body;
 mod respond;
+mod spooled;
 
 pub use client::Client;
 pub use context::ProxyContext;
@@ -30,6 +32,9 @@ use crate::transport::Stream;
 pub enum Next {
     KeepAlive,
     Close,
+    /// Close with a reset, dropping what the kernel still holds for the client (one too slow
+    /// for its answer).
+    Reset,
     /// The server switched protocols (a 101): bytes go both ways between the client and this
     /// server connection from now on.
     Switched(Stream),

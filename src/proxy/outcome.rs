@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::access_log::Buffered;
 use crate::stats::traffic::Ending;
 use crate::upstream::{Pool, Server, Snapshot};
 
@@ -28,8 +29,8 @@ pub struct Outcome {
     pub body_bytes: u64,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
-    /// The request body was read whole before a server was involved.
-    pub buffered: bool,
+    /// Which bodies went through `[buffering]`.
+    pub buffered: Buffered,
 }
 
 impl Outcome {
@@ -44,7 +45,7 @@ impl Outcome {
             upstream: None,
             body_bytes: 0,
             sticky: false,
-            buffered: false,
+            buffered: Buffered::default(),
         }
     }
 

@@ -1,6 +1,7 @@
 //! The response half of an exchange: read the server's head (relaying interim 1xx responses),
-//! write the client's head, stream the body, then keep the server connection for reuse if the
-//! message ended cleanly — or tunnel bytes both ways after a 101.
+//! write the client's head, relay the body (streamed, or through a spool at the server's pace:
+//! `spooled.rs`), then keep the server connection for reuse if the message ended cleanly — or
+//! tunnel bytes both ways after a 101.
 
 use std::cell::Cell;
 use std::future::poll_fn;
@@ -14,11 +15,15 @@ use super::downstream::{BodySource, Downstream};
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
+use super::spooled::{relay_spooled, Pace};
 use super::{Client, Next};
 use crate::http1::forward::{write_response_head, ClientFraming};
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, keep_alive, parse_response, Body};
-use crate::transport::{recycle, Buffer, ReadHalf, ServerStream, BUFFER_INITIAL};
+use crate::stats::WorkerCounters;
+use crate::transport::{
+    recycle, Buffer, ReadHalf, ServerStream, Spool, SpoolLimits, BUFFER_INITIAL,
+};
 use crate::upstream::{Server, Snapshot};
 
 /// Largest response head accepted from a server.
@@ -43,6 +48,9 @@ pub struct ResponseStart {
     server_idle_limit: Option<std::time::Duration>,
     /// The longest the server may be silent inside the body: the request's `backend_read`.
     backend_read: std::time::Duration,
+    /// The body (not all at hand with the head) may be read at the server's pace: its route
+    /// allows it, and the server did not ask for a stream.
+    spool: bool,
 }
 
 /// What the bytes at the front of the server's buffer hold.
@@ -197,8 +205,21 @@ fn examine_head(
             false => None,
         },
         backend_read: facts.timeouts.backend_read,
+        spool: facts.buffering.response
+            && !body_at_hand(response.body, bytes.len() - head_len)
+            && !response.asks_to_stream(),
     };
     Ok(Examined::Final { head_len, start })
+}
+
+/// Whether a body of this framing is whole in the `after_head` bytes read with its head.
+#[inline]
+fn body_at_hand(body: Body, after_head: usize) -> bool {
+    match body {
+        Body::None => true,
+        Body::Length(length) => after_head as u64 >= length,
+        Body::Chunked | Body::UntilClose => false,
+    }
 }
 
 /// A server's answer whose head arrived: who answered, the head, the connection it came on, and
@@ -230,8 +251,6 @@ pub async fn respond<D: Downstream>(
     download
         .take_buffered_into_room(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
-    // The server's part ended when its last byte came: with the head, for a whole response (its
-    // idle time, which its keep-alive counts, began then); else at the end of the relay below.
     let server_done_with_head = download.is_done();
     let deadline = start.arrived + timeouts.client_idle;
     match client.downstream.send(&client.out, deadline).await {
@@ -249,7 +268,25 @@ pub async fn respond<D: Downstream>(
     if start.switching {
         return Ok(Next::Switched(upstream.into_finished()));
     }
-    {
+    let keep = Keep {
+        context,
+        server,
+        snapshot,
+        start: &start,
+        upload_finished,
+    };
+    if !download.is_done() && start.spool && snapshot.buffering.response_memory > 0 {
+        relay_through_spool(
+            context,
+            client,
+            snapshot,
+            &mut download,
+            upstream,
+            keep,
+            outcome,
+        )
+        .await?;
+    } else {
         let (mut client_read, _, mut client_write) = client.downstream.split();
         let relayed = download
             .relay_watching(
@@ -263,28 +300,101 @@ pub async fn respond<D: Downstream>(
             .await;
         outcome.body_bytes = download.data_seen();
         relayed.map_err(download_failure)?;
-    }
-
-    // Reuse only a connection whose last message ended exactly where the server said it would.
-    // One that did but is not kept is closed normally; one that did not (the request body not
-    // all sent, or bytes after the response) is dropped as it is, and so reset.
-    if upload_finished && client.server_buffer.is_empty() {
-        let upstream = upstream.into_finished();
-        if start.server_keeps_alive {
-            let since = if server_done_with_head {
-                start.arrived
-            } else {
-                Instant::now()
-            };
-            let most = snapshot.limits.max_idle_per_server;
-            context.keep_idle(server.id, upstream, most, since, start.server_idle_limit);
-        }
+        // The server's part ended when its last byte came: with the head, for a whole response
+        // (its idle time, which its keep-alive counts, began then); else just now.
+        let since = match server_done_with_head {
+            true => start.arrived,
+            false => Instant::now(),
+        };
+        keep.release(upstream, &client.server_buffer, since);
     }
     Ok(if start.close {
         Next::Close
     } else {
         Next::KeepAlive
     })
+}
+
+/// The rest of a response body through a spool: read at the server's pace, the server's
+/// connection released as soon as the body is complete, the client fed at its own.
+#[cold]
+async fn relay_through_spool<D: Downstream>(
+    context: &ProxyContext,
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    download: &mut BodyRelay,
+    upstream: ServerStream,
+    keep: Keep<'_>,
+    outcome: &mut Outcome,
+) -> Result<(), Failure> {
+    let counters = context.counters();
+    WorkerCounters::bump(&counters.buffered_responses);
+    outcome.buffered.response = true;
+    let buffering = &snapshot.buffering;
+    let mut spool = Spool::new(SpoolLimits {
+        memory: buffering.response_memory,
+        file: buffering.response_max,
+        memory_total: buffering.memory_total,
+        disk_total: buffering.disk_total,
+        dir: &buffering.temp_dir,
+        usage: context.buffer_use(),
+    });
+    let pace = Pace {
+        backend_read: keep.start.backend_read,
+        client_idle: snapshot.timeouts.client_idle,
+        buffering,
+    };
+    let (mut client_read, _, mut client_write) = client.downstream.split();
+    let relayed = relay_spooled(
+        download,
+        upstream,
+        &mut client.server_buffer,
+        &mut client_write,
+        client_read.closed(),
+        &mut spool,
+        pace,
+        |upstream, rest| keep.release(upstream, rest, Instant::now()),
+    )
+    .await;
+    outcome.body_bytes = download.data_seen();
+    if spool.spilled {
+        WorkerCounters::bump(&counters.spilled_bodies);
+    }
+    if spool.was_full {
+        WorkerCounters::bump(&counters.buffering_full);
+    }
+    if relayed == Err(RelayError::SinkTooSlow) {
+        WorkerCounters::bump(&counters.slow_response_readers);
+    }
+    relayed.map_err(download_failure)
+}
+
+/// What decides whether a server connection is kept once its response is read.
+struct Keep<'a> {
+    context: &'a ProxyContext,
+    server: &'a Server,
+    snapshot: &'a Snapshot,
+    start: &'a ResponseStart,
+    upload_finished: bool,
+}
+
+impl Keep<'_> {
+    /// Keeps the connection for reuse only if its last message ended exactly where the server
+    /// said it would (`rest`, what came after it, is empty) and the server keeps it alive, idle
+    /// from `since`. One that did but is not kept is closed normally; one that did not (the
+    /// request body not all sent, or bytes after the response) is dropped as it is, and so reset.
+    fn release(&self, upstream: ServerStream, rest: &Buffer, since: Instant) {
+        if !(self.upload_finished && rest.is_empty()) {
+            return;
+        }
+        let upstream = upstream.into_finished();
+        if self.start.server_keeps_alive {
+            let most = self.snapshot.limits.max_idle_per_server;
+            let limit = self.start.server_idle_limit;
+            self.context
+                .keep_idle(self.server.id, upstream, most, since, limit);
+        }
+    }
 }
 
 /// A response body that could not be relayed, as the server's or the client's failure.
@@ -295,6 +405,8 @@ fn download_failure(error: RelayError) -> Failure {
         RelayError::SourceTimeout => Failure::ResponseTimeout,
         RelayError::SinkIo(_) | RelayError::SinkGone => Failure::ClientGone,
         RelayError::SinkTimeout => Failure::ClientStalled,
+        RelayError::SinkTooSlow => Failure::ReaderTooSlow,
+        RelayError::Spool => Failure::SpoolFailed,
         RelayError::Framing(why) => Failure::BadResponse(why),
         RelayError::TooLarge => Failure::BadResponse("response body too large"),
     }

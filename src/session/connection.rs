@@ -71,6 +71,11 @@ impl Connection {
         (&mut self.stream, &mut self.received)
     }
 
+    /// Closes with a reset: what the kernel still holds for the client is dropped.
+    pub fn reset(self) {
+        self.stream.reset_on_close();
+    }
+
     /// Sends FIN after everything written, then reads and discards what the client still sends
     /// for a moment. Closing with unread bytes would make the kernel answer with a reset, which
     /// can destroy the response still in flight (the lingering close of Apache and nginx).

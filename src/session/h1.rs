@@ -68,6 +68,10 @@ pub async fn serve<Q>(
         match exchange.await {
             (Next::KeepAlive, ended) => quiet_since = ended,
             (Next::Close, _) => break,
+            (Next::Reset, _) => {
+                client.into_parts().0.reset();
+                return;
+            }
             (Next::Switched(server), _) => {
                 let (mut connection, mut from_server) = client.into_parts();
                 let (stream, from_client) = connection.parts();

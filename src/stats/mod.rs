@@ -51,6 +51,62 @@ pub struct WorkerCounters {
     pub buffered_requests: AtomicU64,
     /// Request bodies that arrived slower than `request_min_rate` (answered 408).
     pub slow_request_bodies: AtomicU64,
+    /// Response bodies read from their server at its pace rather than the client's.
+    pub buffered_responses: AtomicU64,
+    /// Buffered bodies (requests and responses) that outgrew memory into a temporary file.
+    pub spilled_bodies: AtomicU64,
+    /// Bodies that streamed, or stopped growing, because `[buffering] memory_total` or
+    /// `disk_total` was taken.
+    pub buffering_full: AtomicU64,
+    /// Clients that kept response bytes waiting slower than `response_min_rate` (their answer
+    /// ended).
+    pub slow_response_readers: AtomicU64,
+}
+
+/// What all buffered bodies of the process hold now, in memory and in temporary files: written
+/// by every worker, but only for bodies that outgrow what came with their head (one atomic
+/// update per such body and per MiB of file, never per request).
+#[derive(Debug, Default)]
+#[repr(align(64))]
+pub struct BufferUse {
+    pub memory: AtomicU64,
+    pub disk: AtomicU64,
+}
+
+impl BufferUse {
+    /// Takes `bytes` of `held`, if that keeps it within `total`.
+    pub fn reserve(held: &AtomicU64, bytes: u64, total: u64) -> bool {
+        held.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |now| {
+            now.checked_add(bytes).filter(|after| *after <= total)
+        })
+        .is_ok()
+    }
+
+    /// Gives back `bytes` taken with [`BufferUse::reserve`].
+    pub fn release(held: &AtomicU64, bytes: u64) {
+        held.fetch_sub(bytes, Ordering::Relaxed);
+    }
+
+    /// Takes `bytes` of memory, within `total`, until the hold is dropped.
+    pub fn hold_memory(&self, bytes: u64, total: u64) -> Option<MemoryHold<'_>> {
+        BufferUse::reserve(&self.memory, bytes, total).then_some(MemoryHold {
+            memory: &self.memory,
+            bytes,
+        })
+    }
+}
+
+/// Memory a buffered body holds of the process's total, given back when dropped.
+#[derive(Debug)]
+pub struct MemoryHold<'a> {
+    memory: &'a AtomicU64,
+    bytes: u64,
+}
+
+impl Drop for MemoryHold<'_> {
+    fn drop(&mut self) {
+        BufferUse::release(self.memory, self.bytes);
+    }
 }
 
 /// What other workers read (and, for hand-offs, write) to choose a worker for a connection.
@@ -72,6 +128,8 @@ pub struct Stats {
     pub loads: Vec<WorkerLoad>,
     /// Access log lines dropped because the log writer fell behind (it counts them).
     pub access_log_dropped_lines: Arc<AtomicU64>,
+    /// What buffered bodies hold now, over all workers.
+    pub buffer_use: BufferUse,
     clock: Instant,
 }
 
@@ -81,6 +139,7 @@ impl Stats {
             counters: (0..workers).map(|_| WorkerCounters::default()).collect(),
             loads: (0..workers).map(|_| WorkerLoad::default()).collect(),
             access_log_dropped_lines: Arc::default(),
+            buffer_use: BufferUse::default(),
             clock: Instant::now(),
         })
     }
@@ -127,6 +186,10 @@ impl Stats {
                     idle_backend: counters.idle_backend.load(Ordering::Relaxed),
                     buffered_requests: counters.buffered_requests.load(Ordering::Relaxed),
                     slow_request_bodies: counters.slow_request_bodies.load(Ordering::Relaxed),
+                    buffered_responses: counters.buffered_responses.load(Ordering::Relaxed),
+                    spilled_bodies: counters.spilled_bodies.load(Ordering::Relaxed),
+                    buffering_full: counters.buffering_full.load(Ordering::Relaxed),
+                    slow_response_readers: counters.slow_response_readers.load(Ordering::Relaxed),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
@@ -187,6 +250,10 @@ pub struct WorkerReport {
     pub idle_backend: u32,
     pub buffered_requests: u64,
     pub slow_request_bodies: u64,
+    pub buffered_responses: u64,
+    pub spilled_bodies: u64,
+    pub buffering_full: u64,
+    pub slow_response_readers: u64,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
     pub cpu: procfs::ThreadCpu,

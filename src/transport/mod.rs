@@ -1,19 +1,24 @@
 //! The bytes a connection runs on: the stream (an enum of transports, plain TCP today), the
 //! buffers that read from it and the per-worker free lists behind them, a server connection that
-//! resets when an exchange abandons it, writes bounded by a deadline, and listening sockets.
+//! resets when an exchange abandons it, writes bounded by a deadline, listening sockets, and the
+//! spools and temporary files that hold buffered bodies.
 //! Of the data path, only this module names a socket type.
 
 mod buffer;
 mod listen;
 pub mod recycle;
 mod server_stream;
+mod spool;
 mod stream;
 mod sys;
+mod temp_file;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
 pub use listen::ListenSocket;
 pub use server_stream::ServerStream;
+pub use spool::{Spool, SpoolLimits};
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
 pub use sys::{epoll_exclusive_supported, make_epoll_exclusive};
+pub use temp_file::{prepare_temp_dir, TempFile};
 pub use write::write_all_by;

@@ -21,8 +21,8 @@ use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
     AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
-    ListenerConfig, Passive, PoolConfig, RetryOn, RouteConfig, ServerState, Timeouts,
-    UpgradeProtocols,
+    ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig, ServerState,
+    Timeouts, UpgradeProtocols,
 };
 use crate::stats::traffic::Traffic;
 
@@ -283,6 +283,13 @@ impl Snapshot {
             .map_or_else(|| self.timeouts.exchange(), |route| route.timeouts)
     }
 
+    /// The buffering a request's route allows: its `[route.buffering]`, or both.
+    pub fn route_buffering(&self, route: Option<usize>) -> RouteBuffering {
+        route
+            .and_then(|index| self.routes.get(index))
+            .map_or_else(RouteBuffering::default, |route| route.buffering)
+    }
+
     /// Whether a server with this id is in the snapshot.
     pub fn has_server(&self, id: u64) -> bool {
         self.server_ids.contains(&id)
@@ -458,7 +465,7 @@ impl Lineage {
             generation: self.generation,
             timeouts: config.timeouts,
             limits: config.limits,
-            buffering: config.buffering,
+            buffering: config.buffering.clone(),
             routes: config.routes.clone(),
             pools,
             listener_pools,

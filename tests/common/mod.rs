@@ -3,7 +3,7 @@
 //! as the binary. Every socket read is bounded by a timeout so a proxy bug fails, never hangs.
 //!
 //! One module a job: `heads` (reading heads and responses), `raw` (the connection), `sync`
-//! (latches and polling), `mock` (backends), `body` (deterministic content), `start` (herdsman in
+//! (latches and polling), `mock` (backends), `one_at_a_time` (a server like gunicorn's sync workers), `body` (deterministic content), `start` (herdsman in
 //! this process), `binary` (the herdsman binary) and `pools` (what the tests of pools share); all
 //! re-exported here, so a test writes `use common::*;`.
 #![allow(dead_code)]
@@ -12,6 +12,7 @@ mod binary;
 mod body;
 mod heads;
 mod mock;
+mod one_at_a_time;
 mod pools;
 mod raw;
 mod start;
@@ -22,7 +23,9 @@ use std::time::Duration;
 // Each test binary uses some of these and `dead_code` is allowed above; a re-export it does
 // not use would be reported as an unused import.
 #[allow(unused_imports)]
-pub use self::{binary::*, body::*, heads::*, mock::*, pools::*, raw::*, start::*, sync::*};
+pub use self::{
+    binary::*, body::*, heads::*, mock::*, one_at_a_time::*, pools::*, raw::*, start::*, sync::*,
+};
 
 /// Every read and write a test makes gives up after this long.
 pub const IO_TIMEOUT: Duration = Duration::from_secs(10);

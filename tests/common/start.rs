@@ -23,6 +23,7 @@ pub struct Setup {
     servers: Vec<(String, SocketAddr, Option<u32>)>,
     timeouts: Vec<(String, String)>,
     limits: Vec<(String, String)>,
+    buffering: Vec<(String, String)>,
     intake: Option<String>,
     admin: Option<String>,
 }
@@ -42,6 +43,7 @@ impl Setup {
             servers: Vec::new(),
             timeouts: Vec::new(),
             limits: Vec::new(),
+            buffering: Vec::new(),
             intake: None,
             admin: None,
         }
@@ -94,6 +96,12 @@ impl Setup {
         self
     }
 
+    /// Sets `[buffering] key = value`.
+    pub fn buffering(mut self, key: &str, value: impl Display) -> Setup {
+        self.buffering.push((key.into(), value.to_string()));
+        self
+    }
+
     pub fn grace(mut self, value: &str) -> Setup {
         self.grace = value.into();
         self
@@ -116,19 +124,18 @@ impl Setup {
         if let Some(admin) = &self.admin {
             text.push_str(&format!("[admin]\nbind = {admin:?}\n\n"));
         }
-        if !self.timeouts.is_empty() {
-            text.push_str("[timeouts]\n");
-            for (key, value) in &self.timeouts {
-                text.push_str(&format!("{key} = {value}\n"));
+        for (section, pairs) in [
+            ("timeouts", &self.timeouts),
+            ("limits", &self.limits),
+            ("buffering", &self.buffering),
+        ] {
+            if !pairs.is_empty() {
+                text.push_str(&format!("[{section}]\n"));
+                for (key, value) in pairs {
+                    text.push_str(&format!("{key} = {value}\n"));
+                }
+                text.push('\n');
             }
-            text.push('\n');
-        }
-        if !self.limits.is_empty() {
-            text.push_str("[limits]\n");
-            for (key, value) in &self.limits {
-                text.push_str(&format!("{key} = {value}\n"));
-            }
-            text.push('\n');
         }
         text.push_str(&format!(
             "[[pool]]\nname = \"app\"\nbalance = {:?}\nservers = [\n",

@@ -132,6 +132,67 @@ impl Checker<'_> {
                 default.request_min_rate_grace,
                 Zero::Allowed,
             ),
+            request_max: self.integer(
+                "buffering.request_buffer_max",
+                &raw.request_buffer_max,
+                0..=i64::MAX,
+                "bytes (default 1073741824)",
+                default.request_max,
+            ),
+            response_memory: self.integer(
+                "buffering.response_buffer_memory",
+                &raw.response_buffer_memory,
+                0..=1_073_741_824,
+                "0 (off) to 1073741824 bytes (default 65536)",
+                default.response_memory,
+            ),
+            response_max: self.integer(
+                "buffering.response_buffer_max",
+                &raw.response_buffer_max,
+                0..=i64::MAX,
+                "0 (memory only) or bytes (default 1073741824)",
+                default.response_max,
+            ),
+            response_min_rate: self.integer(
+                "buffering.response_min_rate",
+                &raw.response_min_rate,
+                0..=i64::MAX,
+                "0 (no minimum) or bytes per second (default 500)",
+                default.response_min_rate,
+            ),
+            response_min_rate_window: self.duration(
+                "buffering.response_min_rate_window",
+                &raw.response_min_rate_window,
+                default.response_min_rate_window,
+                Zero::Allowed,
+            ),
+            memory_total: self.integer(
+                "buffering.memory_total",
+                &raw.memory_total,
+                0..=i64::MAX,
+                "bytes (default 268435456)",
+                default.memory_total,
+            ),
+            disk_total: self.integer(
+                "buffering.disk_total",
+                &raw.disk_total,
+                0..=i64::MAX,
+                "bytes (default 10737418240)",
+                default.disk_total,
+            ),
+            temp_dir: match &raw.temp_dir {
+                Some(raw) if !std::path::Path::new(raw.get_ref()).is_absolute() => {
+                    self.reject(
+                        "buffering.temp_dir",
+                        raw.span(),
+                        &format!("{:?}", raw.get_ref()),
+                        "an absolute path, e.g. temp_dir = \"/var/tmp\"",
+                    );
+                    default.temp_dir
+                }
+                Some(raw) => raw.get_ref().into(),
+                None => default.temp_dir,
+            },
         }
     }
 
@@ -168,10 +229,30 @@ mod tests {
             request_memory: 0,
             request_min_rate: 1000,
             request_min_rate_grace: Duration::from_secs(5),
+            ..Buffering::default()
         };
         assert_eq!(from_toml(&text, "t").unwrap().buffering, expected);
         let refused = only_problem(&format!("{MINIMAL}[buffering]\nrequest_min_rate = -1\n"));
         assert_eq!(refused.key, "buffering.request_min_rate");
+        let text = format!(
+            "{MINIMAL}[buffering]\nrequest_buffer_max = 10\nresponse_buffer_memory = 0\n\
+             response_buffer_max = 20\nresponse_min_rate = 30\nresponse_min_rate_window = \"1s\"\n\
+             memory_total = 40\ndisk_total = 50\ntemp_dir = \"/srv/spool\"\n"
+        );
+        let expected = Buffering {
+            request_max: 10,
+            response_memory: 0,
+            response_max: 20,
+            response_min_rate: 30,
+            response_min_rate_window: Duration::from_secs(1),
+            memory_total: 40,
+            disk_total: 50,
+            temp_dir: "/srv/spool".into(),
+            ..Buffering::default()
+        };
+        assert_eq!(from_toml(&text, "t").unwrap().buffering, expected);
+        let refused = only_problem(&format!("{MINIMAL}[buffering]\ntemp_dir = \"spool\"\n"));
+        assert_eq!(refused.key, "buffering.temp_dir");
     }
 
     #[test]

@@ -188,7 +188,8 @@ mod tests {
     use crate::config::{
         Balance, Buffering, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern,
         IntakeMode, Limits, ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryOn,
-        RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts, UpgradeProtocols,
+        RouteBuffering, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts,
+        UpgradeProtocols,
     };
 
     /// A pool of `VALID`, with the keys that `VALID` leaves out at their defaults.
@@ -313,6 +314,7 @@ mod tests {
                         backend_read: Duration::from_secs(60),
                         request: None,
                     },
+                    buffering: RouteBuffering::default(),
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -323,6 +325,7 @@ mod tests {
                         backend_read: Duration::from_secs(600),
                         request: None,
                     },
+                    buffering: RouteBuffering::default(),
                 },
             ],
             admin: None,

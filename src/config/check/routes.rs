@@ -1,12 +1,12 @@
 //! `[[route]]`s — the host and path prefix a request must match and the exchange timeouts it may
-//! set apart from `[timeouts]` — and the pool a listener or a route names.
+//! set apart from `[timeouts]`, the buffering it turns off — and the pool a listener or a route names.
 
 use toml::Spanned;
 
 use super::primitives::{quoted, Zero};
 use super::{Checker, Table};
 use crate::config::raw::{RawPool, RawRoute};
-use crate::config::{ExchangeTimeouts, HostPattern, RouteConfig, Timeouts};
+use crate::config::{ExchangeTimeouts, HostPattern, RouteBuffering, RouteConfig, Timeouts};
 
 impl Checker<'_> {
     pub(super) fn route(
@@ -75,11 +75,20 @@ impl Checker<'_> {
             }
             None => global,
         };
+        let on = |raw: &Option<Spanned<bool>>| raw.as_ref().is_none_or(|b| *b.get_ref());
+        let buffering = route
+            .buffering
+            .as_ref()
+            .map_or_else(RouteBuffering::default, |raw| RouteBuffering {
+                request: on(&raw.get_ref().request),
+                response: on(&raw.get_ref().response),
+            });
         RouteConfig {
             host,
             path_prefix,
             pool: self.pool_index(table, &route.pool, pools),
             timeouts,
+            buffering,
         }
     }
 

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::config::{hold_back_restart_only, Config, ListenerConfig};
 use crate::intake::{self, ListenerChange, ListenerLoad};
-use crate::transport::ListenSocket;
+use crate::transport::{prepare_temp_dir, ListenSocket};
 use crate::upstream::snapshot::ListenerRules;
 
 use super::{key, ChangeError, ListenerSlot, Registry, Reloaded, State};
@@ -42,6 +42,15 @@ impl Registry {
         let mut fresh = Config::load(path).map_err(ChangeError::Refused)?;
         let mut state = self.lock();
         let restart_required = hold_back_restart_only(&state.config, &mut fresh);
+        let temp_dir = &fresh.buffering.temp_dir;
+        if *temp_dir != state.config.buffering.temp_dir {
+            prepare_temp_dir(temp_dir).map_err(|error| {
+                ChangeError::Invalid(format!(
+                    "buffering.temp_dir = {:?}: cannot make temporary files there: {error}; the running config stays",
+                    temp_dir.display()
+                ))
+            })?;
+        }
         let (opening, closing) = self.listener_changes(&state.config, &mut fresh)?;
         let State {
             added,

@@ -1,0 +1,208 @@
+//! A request body read whole before any server is involved (`[buffering] request_*`): the bytes
+//! that came with the head, then the rest from the client — in memory behind the head up to
+//! `request_buffer_memory`, the rest of a body of known length in a temporary file up to
+//! `request_buffer_max` — so that a client that sends slowly holds herdsman's memory and disk,
+//! not a server's worker. A body larger than that, of unknown length beyond memory, or on a
+//! route that turns buffering off streams to the server as it arrives.
+
+use tokio::time::{timeout_at, Instant};
+
+use super::context::ProxyContext;
+use super::downstream::Downstream;
+use super::facts::RequestFacts;
+use super::failure::Failure;
+use super::Client;
+use crate::http1::relay::{BodyRelay, RelayError};
+use crate::http1::Body;
+use crate::stats::{MemoryHold, WorkerCounters};
+use crate::transport::{recycle, write_all_by, Stream, TempFile, BUFFER_INITIAL};
+use crate::upstream::Snapshot;
+
+/// What herdsman answers a client that waits before sending its body, when herdsman reads it.
+const CONTINUE: &[u8] = b"HTTP/1.1 100 Continue\r\n\r\n";
+
+/// The most of a spilled body read back from its file at once, to send.
+const READ_BACK: usize = 64 * 1024;
+
+/// A request body read whole: its memory (behind the head in `client.out`) held of the process's
+/// total, and the part that went to a temporary file, if any.
+pub struct BufferedBody<'a> {
+    _memory: MemoryHold<'a>,
+    spilled: Option<(TempFile<'a>, u64)>,
+}
+
+impl BufferedBody<'_> {
+    /// Sends the part in the file (after `client.out`) to `server` by `deadline`, counting what
+    /// was written in `written`. `None`: the deadline passed.
+    pub async fn send_spilled(
+        &self,
+        server: &mut Stream,
+        deadline: Instant,
+        written: &mut usize,
+    ) -> Option<Result<(), Failure>> {
+        let Some((file, length)) = &self.spilled else {
+            return Some(Ok(()));
+        };
+        let mut chunk = recycle::take_bytes(READ_BACK);
+        let mut at = 0u64;
+        let result = loop {
+            if at == *length {
+                break Some(Ok(()));
+            }
+            chunk.resize((*length - at).min(READ_BACK as u64) as usize, 0);
+            let n = match file.read_at(&mut chunk, at) {
+                Ok(0) | Err(_) => break Some(Err(Failure::SpoolFailed)),
+                Ok(n) => n,
+            };
+            let mut sent = 0;
+            match write_all_by(server, &chunk[..n], deadline, &mut sent).await {
+                None => break None,
+                Some(Err(e)) => break Some(Err(Failure::server_io(&e))),
+                Some(Ok(())) => {}
+            }
+            *written += sent;
+            at += n as u64;
+        };
+        recycle::give_back_bytes(chunk);
+        result
+    }
+}
+
+/// Takes the request body's bytes at hand into `client.out` behind its head; true when the rest
+/// is to be read from the client before any server is involved ([`read_rest_of_body`]): a body
+/// whose length is within `request_buffer_max` (or memory, for one of unknown length), on a route
+/// that buffers. Anything else streams to the server as it arrives, from where this left it.
+pub fn body_at_hand<D: Downstream>(
+    client: &mut Client<D>,
+    upload: &mut BodyRelay,
+    facts: RequestFacts,
+    snapshot: &Snapshot,
+) -> Result<bool, Failure> {
+    upload
+        .take_buffered(client.downstream.received(), &mut client.out)
+        .map_err(upload_failure)?;
+    let buffering = &snapshot.buffering;
+    if !facts.buffering.request || buffering.request_memory == 0 {
+        return Ok(false);
+    }
+    let room = buffering.request_memory as u64;
+    let fits = match facts.body {
+        Body::Length(length) => length <= room.max(buffering.request_max),
+        Body::Chunked => true,
+        Body::None | Body::UntilClose => false,
+    };
+    Ok(fits && !upload.is_done())
+}
+
+/// The rest of [`body_at_hand`]'s body, read from the client: `Some` when it was all read, in
+/// `client.out` and perhaps a temporary file; `None` when it was larger than memory allows (one of
+/// unknown length) or the process's totals had no room, and the rest streams. A client that waits
+/// for `100 Continue` gets it from herdsman. Reads wait up to `client_idle` each, and the body as
+/// a whole may not fall below `request_min_rate` once its grace has passed (408).
+#[cold]
+pub async fn read_rest_of_body<'c, D: Downstream>(
+    context: &'c ProxyContext,
+    client: &mut Client<D>,
+    upload: &mut BodyRelay,
+    facts: &mut RequestFacts,
+    snapshot: &'c Snapshot,
+) -> Result<Option<BufferedBody<'c>>, Failure> {
+    let buffering = &snapshot.buffering;
+    let counters = context.counters();
+    let room = buffering.request_memory as u64;
+    // Memory and disk for all of it are taken up front: a body that cannot have them streams.
+    let (in_memory, in_file) = match facts.body {
+        Body::Length(length) if length > room => (room, length - upload.data_seen()),
+        Body::Length(length) => (length, 0),
+        _ => (room, 0),
+    };
+    let usage = context.buffer_use();
+    let memory = usage.hold_memory(in_memory, buffering.memory_total);
+    let file = match in_file {
+        0 => Ok(None),
+        _ => TempFile::create(&buffering.temp_dir, usage, buffering.disk_total)
+            .map(|mut file| file.reserve_to(in_file).then_some(file)),
+    };
+    let (memory, mut file) = match (memory, file) {
+        (Some(memory), Ok(file)) if in_file == 0 || file.is_some() => (memory, file),
+        (_, result) => {
+            if let Err(error) = result {
+                tracing::warn!(dir = %buffering.temp_dir.display(), %error, "cannot make a temporary file for a request body; it streams");
+            }
+            WorkerCounters::bump(&counters.buffering_full);
+            return Ok(None);
+        }
+    };
+    if facts.expect_continue {
+        let deadline = Instant::now() + snapshot.timeouts.client_idle;
+        match client.downstream.send(CONTINUE, deadline).await {
+            Some(Ok(())) => facts.continue_sent = true,
+            None => return Err(Failure::ClientStalled),
+            Some(Err(_)) => return Err(Failure::ClientGone),
+        }
+    }
+    let started = std::time::Instant::now();
+    let mut spilled = 0u64;
+    let memory_end = client.out.len() + (in_memory - upload.data_seen().min(in_memory)) as usize;
+    while !upload.is_done() && (file.is_some() || upload.data_seen() <= room) {
+        let idle = Instant::now() + snapshot.timeouts.client_idle;
+        let slow = buffering
+            .rate_deadline(started, upload.data_seen())
+            .map(Instant::from_std)
+            .filter(|slow| *slow < idle);
+        let read = client.downstream.receive(BUFFER_INITIAL);
+        match timeout_at(slow.unwrap_or(idle), read).await {
+            Err(_) if slow.is_some() => {
+                WorkerCounters::bump(&counters.slow_request_bodies);
+                return Err(Failure::BodyTooSlow);
+            }
+            Err(_) => return Err(Failure::ClientStalled),
+            Ok(Ok(0) | Err(_)) => return Err(Failure::ClientGone),
+            Ok(Ok(_)) => {}
+        }
+        let out = &mut client.out;
+        upload
+            .take_buffered_with(client.downstream.received(), |piece| {
+                // Without a file, all of it (a body of unknown length streams once past memory).
+                let to_memory = match file {
+                    Some(_) => piece.len().min(memory_end.saturating_sub(out.len())),
+                    None => piece.len(),
+                };
+                out.extend_from_slice(&piece[..to_memory]);
+                let rest = &piece[to_memory..];
+                if let Some(file) = file.as_ref().filter(|_| !rest.is_empty()) {
+                    file.write_at(rest, spilled)
+                        .map_err(|_| RelayError::Spool)?;
+                    spilled += rest.len() as u64;
+                }
+                Ok(())
+            })
+            .map_err(upload_failure)?;
+    }
+    if !upload.is_done() {
+        return Ok(None);
+    }
+    WorkerCounters::bump(&counters.buffered_requests);
+    if spilled > 0 {
+        WorkerCounters::bump(&counters.spilled_bodies);
+    }
+    Ok(Some(BufferedBody {
+        _memory: memory,
+        spilled: file.take().map(|file| (file, spilled)),
+    }))
+}
+
+/// A request body that could not be relayed, as the client's or the server's failure.
+pub fn upload_failure(error: RelayError) -> Failure {
+    match error {
+        RelayError::SourceEnded | RelayError::SourceIo(_) => Failure::ClientGone,
+        RelayError::SourceTimeout => Failure::ClientStalled,
+        RelayError::SinkIo(kind) => Failure::ServerIo(kind),
+        // Uploads do not watch their server (it may answer early); kept for completeness.
+        RelayError::SinkGone => Failure::ServerClosed,
+        RelayError::SinkTimeout | RelayError::SinkTooSlow => Failure::ResponseTimeout,
+        RelayError::Spool => Failure::SpoolFailed,
+        RelayError::Framing(why) => Failure::BadRequest(why),
+        RelayError::TooLarge => Failure::BodyTooLarge,
+    }
+}

@@ -72,6 +72,7 @@ impl BufferedBody<'_> {
 /// is to be read from the client before any server is involved ([`read_rest_of_body`]): a body
 /// whose length is within `request_buffer_max` (or memory, for one of unknown length), on a route
 /// that buffers. Anything else streams to the server as it arrives, from where this left it.
+#[inline]
 pub fn body_at_hand<D: Downstream>(
     client: &mut Client<D>,
     upload: &mut BodyRelay,

@@ -383,6 +383,7 @@ impl Keep<'_> {
     /// said it would (`rest`, what came after it, is empty) and the server keeps it alive, idle
     /// from `since`. One that did but is not kept is closed normally; one that did not (the
     /// request body not all sent, or bytes after the response) is dropped as it is, and so reset.
+    #[inline]
     fn release(&self, upstream: ServerStream, rest: &Buffer, since: Instant) {
         if !(self.upload_finished && rest.is_empty()) {
             return;

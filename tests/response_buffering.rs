@@ -310,3 +310,26 @@ fn a_reader_slower_than_the_minimum_rate_loses_its_answer() {
     assert_eq!(report.slow_response_readers, 1, "{report:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[test]
+fn with_the_totals_taken_an_answer_streams_whole_and_is_counted() {
+    let server = start_one_at_a_time_server();
+    let dir = temp_dir("totals");
+    let herdsman = Proxy::start(&config(server, "memory_total = 0\ndisk_total = 0", &dir));
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(10));
+    const SIZE: u64 = 8 << 20;
+    client.send(format!("GET /big/{SIZE} HTTP/1.1\r\nHost: test\r\n\r\n").as_bytes());
+    assert_eq!(client.response_head().status(), 200);
+    // The client waits: with no memory or disk to spare, the answer waits in the server.
+    thread::sleep(Duration::from_millis(300));
+    let stats = herdsman.server().stats();
+    assert_eq!(stats.buffer_use.disk.load(Ordering::Relaxed), 0);
+    read_big_body(&mut client, SIZE);
+    // Counted as the answer ends, just after its last byte went out.
+    let full = || stats.report()[0].buffering_full == 1;
+    assert!(eventually(Duration::from_secs(2), full), "counted as full");
+    let report = stats.report().remove(0);
+    assert_eq!(report.spilled_bodies, 0, "{report:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -85,6 +85,12 @@ impl<'a> Spool<'a> {
         self.len() == 0
     }
 
+    /// Whether bytes that went to the file wait to be sent, in the file or already read back
+    /// into the window: then new bytes go behind them, to the file, whatever room memory has.
+    fn file_part_unread(&self) -> bool {
+        self.file_written > self.file_read || self.window_read < self.window.len()
+    }
+
     /// Whether it takes more now without going past its limits (else the filler should wait
     /// for it to drain: the body then moves at the drainer's pace). An empty spool always takes
     /// one push.
@@ -94,7 +100,7 @@ impl<'a> Spool<'a> {
             return true;
         }
         let room = !self.blocked
-            && if self.file_written > self.file_read {
+            && if self.file_part_unread() {
                 self.file_written < self.limits.file
             } else {
                 ((self.memory.len() - self.memory_read) as u64) < self.memory_reserved
@@ -114,7 +120,7 @@ impl<'a> Spool<'a> {
         if bytes.is_empty() {
             return Ok(());
         }
-        if self.file_written == self.file_read {
+        if !self.file_part_unread() {
             if self.memory_read == self.memory.len() {
                 self.memory.clear();
                 self.memory_read = 0;
@@ -131,7 +137,7 @@ impl<'a> Spool<'a> {
                 tracing::warn!(dir = %self.limits.dir.display(), error = %e, "cannot write a buffered body to a temporary file; bodies stream instead");
             }
             self.file_failed = true;
-            if self.file_written == self.file_read {
+            if !self.file_part_unread() {
                 // Kept in memory after all.
                 return Ok(());
             }
@@ -173,7 +179,7 @@ impl<'a> Spool<'a> {
         if !file_takes {
             self.was_full = true;
             self.blocked = true;
-            if self.file_written == self.file_read {
+            if !self.file_part_unread() {
                 self.append_to_memory(bytes);
                 return Ok(());
             }
@@ -181,7 +187,7 @@ impl<'a> Spool<'a> {
         let file = self.file.as_ref().expect("the file holds unread bytes");
         if let Err(e) = file.write_at(bytes, self.file_written) {
             self.blocked = true;
-            if self.file_written == self.file_read {
+            if !self.file_part_unread() {
                 // Nothing of the file is unread: memory keeps the order.
                 self.append_to_memory(bytes);
             }
@@ -305,6 +311,35 @@ mod tests {
     }
 
     #[test]
+    fn bytes_read_back_from_the_file_go_before_newer_ones_in_memory() {
+        let dir = std::env::temp_dir();
+        let usage = BufferUse::default();
+        let limits = SpoolLimits {
+            memory: 4,
+            file: 1 << 20,
+            memory_total: 100,
+            disk_total: 1 << 30,
+            dir: &dir,
+            usage: &usage,
+        };
+        let mut spool = Spool::new(limits);
+        spool.push(b"0123").unwrap();
+        spool.push(b"4567").unwrap();
+        assert!(spool.spilled);
+        // Memory drained and the file read back whole into the window, one byte of it sent:
+        // the file is empty again, memory has room, and the window's bytes still come first.
+        let mut sent = Vec::new();
+        for _ in 0..5 {
+            let front = spool.front().unwrap();
+            sent.push(front[0]);
+            spool.consume(1);
+        }
+        spool.push(b"89").unwrap();
+        sent.extend(drain(&mut spool, 1));
+        assert_eq!(sent, b"0123456789");
+    }
+
+    #[test]
     fn a_full_memory_total_leaves_a_spool_one_push_deep() {
         let dir = std::env::temp_dir();
         let usage = BufferUse::default();
@@ -323,5 +358,52 @@ mod tests {
         assert!(!spool.has_room());
         assert_eq!(drain(&mut spool, 4), b"0123456789");
         assert!(spool.has_room());
+    }
+
+    proptest::proptest! {
+        /// Whatever the order of pushes and partial drains, and whatever the limits, the bytes
+        /// leave exactly as they came.
+        #[test]
+        fn any_pushes_and_drains_keep_the_bytes_in_order(
+            memory in 0usize..12,
+            file in 0u64..40,
+            memory_total in 0u64..16,
+            steps in proptest::collection::vec((0usize..9, 0usize..11), 1..60),
+        ) {
+            let dir = std::env::temp_dir();
+            let usage = BufferUse::default();
+            let limits = SpoolLimits {
+                memory,
+                file,
+                memory_total,
+                disk_total: 1 << 30,
+                dir: &dir,
+                usage: &usage,
+            };
+            let mut spool = Spool::new(limits);
+            let (mut pushed, mut sent) = (Vec::new(), Vec::new());
+            let mut next = 0u8;
+            for (push, take) in steps {
+                if spool.has_room() {
+                    let bytes: Vec<u8> = (0..push).map(|_| { next = next.wrapping_add(1); next }).collect();
+                    spool.push(&bytes).unwrap();
+                    pushed.extend_from_slice(&bytes);
+                }
+                let mut left = take;
+                while left > 0 && !spool.is_empty() {
+                    let front = spool.front().unwrap();
+                    let n = front.len().min(left);
+                    sent.extend_from_slice(&front[..n]);
+                    spool.consume(n);
+                    left -= n;
+                }
+                proptest::prop_assert_eq!(spool.len() as usize, pushed.len() - sent.len());
+            }
+            sent.extend(drain(&mut spool, 5));
+            proptest::prop_assert_eq!(sent, pushed);
+            drop(spool);
+            proptest::prop_assert_eq!(usage.memory.load(Ordering::Relaxed), 0);
+            proptest::prop_assert_eq!(usage.disk.load(Ordering::Relaxed), 0);
+        }
     }
 }

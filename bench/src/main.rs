@@ -60,7 +60,7 @@ enum Command {
     Slowloris(slowloris::SlowlorisArgs),
     /// One process of slow connections for `slowloris` (started by it).
     #[command(hide = true)]
-    SlowClients(slowloris::clients::SlowClientsArgs),
+    SlowlorisHolder(slowloris::clients::SlowlorisHolderArgs),
     /// Requests/s with access logs on and /metrics scraped every second, against both off;
     /// writes bench/results/observability.md.
     Observability(observability::ObservabilityArgs),
@@ -83,7 +83,7 @@ fn main() -> anyhow::Result<()> {
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),
         Command::Slowloris(args) => slowloris::run(args),
-        Command::SlowClients(args) => slowloris::clients::run(args),
+        Command::SlowlorisHolder(args) => slowloris::clients::run(args),
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),

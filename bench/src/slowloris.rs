@@ -11,7 +11,7 @@
 //! - `settings` — the options, the full and the short defaults
 //! - `stack`    — the backend and herdsman (compare's configuration, a longer header timeout)
 //! - `kinds`    — the four kinds of slow connection and what each saw of herdsman
-//! - `clients`  — the hidden `slow-clients` holder processes, and the handle on them
+//! - `clients`  — the hidden `slowloris-holder` holder processes, and the handle on them
 //! - `report`   — the figures, the summary, the results file and its plot
 //! - `memory`   — `--memory-only`: RSS per slow connection, per kind
 

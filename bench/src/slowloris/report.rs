@@ -6,13 +6,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::kinds::{Kind, Tally};
+use super::kinds::Kind;
 use super::settings::Settings;
 use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
 use crate::kit::markdown::{one_line, spread_cell, thousands, write_details_table};
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{LineChart, Series};
 use crate::kit::results::{Results, RunFacts};
+use crate::kit::slow_holders::Tally;
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::WrkReport;
 
@@ -263,7 +264,7 @@ impl Results for Session {
             "herdsman with {workers} worker(s) in front of the fast backend; the other clients are \
              `wrk -t1 -c{c} -d{d}s --latency` (keep-alive, `GET /`, 19-byte answer). Each round \
              has one run without slow connections and one with {slow} of them open, held by a \
-             separate process (`herdsman-bench slow-clients`) that opens them, waits until all \
+             separate process (`herdsman-bench slowloris-holder`) that opens them, waits until all \
              have made their first connect, lets them settle for {settle} s, and keeps trickling \
              through the wrk run. The order alternates (round 1 without first, round 2 with \
              first, …) so that drift falls on both. One herdsman serves every run, after a 1 s \

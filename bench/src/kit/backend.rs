@@ -10,14 +10,13 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::kit::process::Supervised;
+use crate::kit::process::{start_own_server, Supervised};
 
 /// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
 pub const BODY: &[u8] = b"hello from bench!!\n";
@@ -69,14 +68,8 @@ fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
 /// Starts this program's `backend` subcommand on 127.0.0.1:`port` as a supervised child, its log
 /// in `dir`, and waits until it answers.
 pub fn start(port: u16, dir: &Path) -> anyhow::Result<Supervised> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .arg("backend")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"));
-    let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
-    backend.wait_until_serving(port, Duration::from_secs(10))?;
-    Ok(backend)
+    let listen = ["--listen".to_string(), format!("127.0.0.1:{port}")];
+    start_own_server("backend", &listen, port, &dir.join("backend.log"))
 }
 
 /// Serves until the process is killed; the compare command owns the process and stops it.

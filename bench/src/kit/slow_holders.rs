@@ -17,13 +17,14 @@ use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use tokio::net::TcpStream;
 
 use crate::kit::holders::{say, wait_until_told_to_finish, Holders};
-use crate::kit::process::split_evenly;
+use crate::kit::process::{option_args, split_evenly};
 
 /// Slow connections one holder process runs at most: one descriptor each (a connection that
 /// starts again opens its next only after closing the last), far under the 20,000 files a process
@@ -149,12 +150,19 @@ impl Tally {
     }
 }
 
-/// What every task of a holder process shares: where to connect, when to stop, and how many
-/// connections have made their first attempt (the holder is ready when all have).
+/// What every task of a holder process shares: where to connect, when to stop, how many
+/// connections have made their first attempt (the holder is ready when all have), and the
+/// connections already counted at the stop.
 pub struct Shared {
     pub addr: SocketAddr,
     stop: AtomicBool,
     pub attempted: AtomicU32,
+    /// Connections whose task has counted them at the stop, kept open until every task has: the
+    /// tasks notice the stop at their own steps, up to a step apart, and a connection closed
+    /// meanwhile would change what the others see (it frees a server's worker, and a slower
+    /// task's last step would then read an answer it did not have when told to stop). The
+    /// holder's tasks run on one thread, so the lock is never contended.
+    kept: Mutex<Vec<TcpStream>>,
 }
 
 impl Shared {
@@ -163,6 +171,26 @@ impl Shared {
             addr,
             stop: AtomicBool::new(false),
             attempted: AtomicU32::new(0),
+            kept: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn close_kept(&self) {
+        self.kept
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clear();
+    }
+
+    /// What a task does with its connection once done with it: closes it, or when the holder is
+    /// stopping (the connection was counted at the stop), keeps it open until every task has
+    /// counted its own.
+    pub fn close_or_keep(&self, stream: TcpStream) {
+        if self.stopping() {
+            self.kept
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .push(stream);
         }
     }
 
@@ -266,7 +294,33 @@ where
             tallies[index].add(&tally);
         }
     }
+    // Every task has counted: now they may close.
+    shared.close_kept();
     tallies
+}
+
+/// Runs `task`, given a holder's shared state for `addr`, on a current-thread runtime as a holder
+/// does, tells it to stop after `stop_after`, and once it is done closes the connections kept at
+/// the stop: for tests.
+#[cfg(test)]
+pub fn run_until_stopped<T, Fut: Future<Output = T>>(
+    addr: SocketAddr,
+    stop_after: Duration,
+    task: impl FnOnce(Arc<Shared>) -> Fut,
+) -> T {
+    let shared = Arc::new(Shared::new(addr));
+    let stopper = Arc::clone(&shared);
+    std::thread::spawn(move || {
+        std::thread::sleep(stop_after);
+        stopper.stop();
+    });
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let output = runtime.block_on(task(Arc::clone(&shared)));
+    shared.close_kept();
+    output
 }
 
 /// Holder processes for `count` slow connections: as few as `MAX_PER_PROCESS` allows.
@@ -295,12 +349,10 @@ impl SlowHolders {
         dir: &Path,
     ) -> anyhow::Result<SlowHolders> {
         let labels: Vec<&'static str> = kinds.iter().map(|k| k.label()).collect();
-        let mut args = vec![
-            "--hold-seconds".to_string(),
-            hold.as_secs().max(1).to_string(),
-            "--kinds".to_string(),
-            labels.join(","),
-        ];
+        let mut args = option_args([
+            ("--hold-seconds", hold.as_secs().max(1).to_string()),
+            ("--kinds", labels.join(",")),
+        ]);
         args.extend_from_slice(more_args);
         let mut holders = Holders::default();
         for (index, share) in split_evenly(count, holders_for(count))
@@ -423,31 +475,27 @@ mod tests {
     /// kind's tallies in the order of the kinds.
     #[test]
     fn the_hold_loop_shares_out_and_sums_by_kind() {
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let shared = Arc::new(Shared::new(SocketAddr::from((Ipv4Addr::LOCALHOST, 9))));
-        let stopper = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(300));
-            stopper.stop();
-        });
-        let tallies = runtime.block_on(hold(
-            shared,
-            5,
-            &[Test::Loud, Test::Quiet],
-            Duration::from_secs(60),
-            Duration::from_millis(100),
-            |kind, shared, _phase| async move {
-                shared.attempted.fetch_add(1, Ordering::Relaxed);
-                Tally {
-                    opened: 1,
-                    ended: u32::from(kind == Test::Loud),
-                    ..Tally::default()
-                }
+        let tallies = run_until_stopped(
+            SocketAddr::from((Ipv4Addr::LOCALHOST, 9)),
+            Duration::from_millis(300),
+            |shared| {
+                hold(
+                    shared,
+                    5,
+                    &[Test::Loud, Test::Quiet],
+                    Duration::from_secs(60),
+                    Duration::from_millis(100),
+                    |kind, shared, _phase| async move {
+                        shared.attempted.fetch_add(1, Ordering::Relaxed);
+                        Tally {
+                            opened: 1,
+                            ended: u32::from(kind == Test::Loud),
+                            ..Tally::default()
+                        }
+                    },
+                )
             },
-        ));
+        );
         let counts: Vec<(u32, u32)> = tallies.iter().map(|t| (t.opened, t.ended)).collect();
         assert_eq!(counts, vec![(3, 3), (2, 0)]);
     }

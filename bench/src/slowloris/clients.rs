@@ -86,31 +86,23 @@ impl SlowClients {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kit::slow_holders::{hold, Shared};
-    use std::sync::Arc;
+    use crate::kit::slow_holders::{hold, run_until_stopped};
 
     /// Runs the holder's connections of `kinds` against `listener` for 1.5 s.
     fn hold_against(listener: &std::net::TcpListener, count: u32, kinds: &[Kind]) -> Vec<Tally> {
         // The kernel completes the connects; nothing is accepted, so nothing is answered.
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let shared = Arc::new(Shared::new(listener.local_addr().unwrap()));
-        let stopper = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1500));
-            stopper.stop();
-        });
-        let limit = Duration::from_secs(60);
-        runtime.block_on(hold(
-            shared,
-            count,
-            kinds,
-            limit,
-            TRICKLE,
-            |kind, shared, phase| async move { kinds::run(kind, &shared, phase).await },
-        ))
+        let addr = listener.local_addr().unwrap();
+        run_until_stopped(addr, Duration::from_millis(1500), |shared| {
+            let limit = Duration::from_secs(60);
+            hold(
+                shared,
+                count,
+                kinds,
+                limit,
+                TRICKLE,
+                |kind, shared, phase| async move { kinds::run(kind, &shared, phase).await },
+            )
+        })
     }
 
     /// A whole holder against a listener that accepts and never answers: every connection is

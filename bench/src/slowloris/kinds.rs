@@ -142,6 +142,7 @@ pub async fn run(kind: Kind, shared: &Shared, phase: Duration) -> Tally {
         }
         Kind::ResetUpload => unreachable!("handled above"),
     }
+    shared.close_or_keep(stream);
     tally
 }
 
@@ -177,8 +178,12 @@ async fn reset_loop(shared: &Shared, tally: &mut Tally) {
                 }
             }
         }
+        if shared.stopping() {
+            shared.close_or_keep(stream);
+            break;
+        }
         // An abortive close: RST instead of FIN, mid-body.
-        if stream.set_zero_linger().is_ok() && !shared.stopping() {
+        if stream.set_zero_linger().is_ok() {
             tally.resets += 1;
         }
         drop(stream);
@@ -188,9 +193,9 @@ async fn reset_loop(shared: &Shared, tally: &mut Tally) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::slow_holders::run_until_stopped;
     use crate::kit::slow_steps::serve_one_connection;
     use std::io::Read;
-    use std::sync::Arc;
 
     #[test]
     fn labels_name_every_kind_once() {
@@ -210,17 +215,9 @@ mod tests {
             let _ = conn.read_to_end(&mut rest);
             head
         });
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        let shared = Arc::new(Shared::new(addr));
-        let stopper = Arc::clone(&shared);
-        std::thread::spawn(move || {
-            std::thread::sleep(Duration::from_millis(1500));
-            stopper.stop();
+        let tally = run_until_stopped(addr, Duration::from_millis(1500), |shared| async move {
+            run(Kind::SlowBody, &shared, Duration::ZERO).await
         });
-        let tally = runtime.block_on(run(Kind::SlowBody, &shared, Duration::ZERO));
         assert_eq!((tally.opened, tally.held, tally.ended), (1, 1, 0));
         assert_eq!(server.join().unwrap(), SLOW_BODY_HEAD);
     }

@@ -25,7 +25,8 @@ const OK_KEEP_ALIVE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nhell
 /// For HTTP/1.0 clients that asked for keep-alive: they need to be told it is granted.
 const OK_KEEP_ALIVE_10: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: keep-alive\r\n\r\nhello from bench!!\n";
-const OK_CLOSE: &[u8] =
+/// The same answer, closing the connection.
+pub const OK_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\nhello from bench!!\n";
 /// The body of `/big`, and the heads announcing it (the length is spelled out; a test checks it).
 pub const BIG_BODY_LEN: usize = 1 << 20;

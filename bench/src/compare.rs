@@ -342,11 +342,7 @@ fn start_target(
     std::fs::create_dir_all(dir)?;
     let port = free_port()?;
     let (file, text) = target.config(plan(port), dir);
-    let config = dir.join(file);
-    std::fs::write(&config, &text)?;
-    let command = target.command(&config, dir);
-    let mut process = Supervised::spawn(&target.label, command, &dir.join("output.log"))?;
-    process.wait_until_serving(port, Duration::from_secs(15))?;
+    let process = target.start(file, &text, port, dir)?;
     Ok((process, port, (file, text)))
 }
 

@@ -14,6 +14,8 @@
 //! - `cpu`         — where the machine's CPU went during a run, process by process
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
+//! - `slow_holders` — holder processes of slow connections, both ends, and what each kind saw
+//! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
 //! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
 //! - `wrk`         — running wrk and parsing its report
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
@@ -44,6 +46,8 @@ pub mod proxies;
 pub mod results;
 pub mod scratch;
 pub mod settings;
+pub mod slow_holders;
+pub mod slow_steps;
 pub mod stack;
 pub mod stats;
 pub mod tools;

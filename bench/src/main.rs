@@ -8,6 +8,9 @@
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
+//! - `slow-clients` — the others' requests/s while 1,000 slow uploads and 1,000 slow readers are
+//!   attached, through herdsman, nginx and herdsman with buffering off, to a one-connection-per-
+//!   worker server (issue 23)
 //! - `observability` — requests/s with access logs on and metrics scraped every second, and off
 //! - `soak`        — herdsman (and HAProxy) under load through four minutes of chaos: restarts,
 //!   kills, drains, reloads, log rotations, upgrades; every failed request classified
@@ -19,6 +22,7 @@ mod fairness;
 mod herd;
 mod kit;
 mod observability;
+mod slow_clients;
 mod slowloris;
 mod soak;
 mod stall;
@@ -60,7 +64,17 @@ enum Command {
     Slowloris(slowloris::SlowlorisArgs),
     /// One process of slow connections for `slowloris` (started by it).
     #[command(hide = true)]
-    SlowClients(slowloris::clients::SlowClientsArgs),
+    SlowlorisHolder(slowloris::clients::SlowlorisHolderArgs),
+    /// The others' requests/s while 1,000 slow uploads and 1,000 slow readers are attached,
+    /// through herdsman, nginx and herdsman with buffering off, to a server like gunicorn's sync
+    /// workers; writes bench/results/slow-clients.md.
+    SlowClients(slow_clients::SlowClientsArgs),
+    /// One process of slow uploads or readers for `slow-clients` (started by it).
+    #[command(hide = true)]
+    SlowClientsHolder(slow_clients::kinds::SlowClientsHolderArgs),
+    /// The one-connection-per-worker server of `slow-clients` (started by it).
+    #[command(hide = true)]
+    SyncServer(slow_clients::server::SyncServerArgs),
     /// Requests/s with access logs on and /metrics scraped every second, against both off;
     /// writes bench/results/observability.md.
     Observability(observability::ObservabilityArgs),
@@ -83,7 +97,10 @@ fn main() -> anyhow::Result<()> {
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),
         Command::Slowloris(args) => slowloris::run(args),
-        Command::SlowClients(args) => slowloris::clients::run(args),
+        Command::SlowlorisHolder(args) => slowloris::clients::run(args),
+        Command::SlowClients(args) => slow_clients::run(args),
+        Command::SlowClientsHolder(args) => slow_clients::kinds::run(args),
+        Command::SyncServer(args) => slow_clients::server::run(args),
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),

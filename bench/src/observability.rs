@@ -62,7 +62,7 @@ const OVERHEAD_SECONDS: f64 = 2.0;
 pub fn run(args: ObservabilityArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
     let settings = Settings::resolve(&args, &workspace);
-    let herdsman = tools::herdsman_binary(&workspace, args.no_build)?;
+    let herdsman = tools::herdsman_binary(&workspace, args.output.no_build)?;
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
@@ -151,11 +151,10 @@ fn measure(
                     format!("{workers} worker(s), round {round}, condition {condition}")
                 })?;
                 backend.check_running()?;
-                eprintln!(
-                    "[{}] {workers} worker(s), round {round}/{}: {}",
-                    progress.step(planned),
-                    settings.rounds,
-                    report::progress_line(&run)
+                progress.report(
+                    planned,
+                    &format!("{workers} worker(s), round {round}/{}", settings.rounds),
+                    &report::progress_line(&run),
                 );
                 session.runs.push(run);
             }
@@ -190,10 +189,7 @@ fn measure_one(
         connections: settings.connections,
         seconds: settings.seconds,
     };
-    let warm_up = Load {
-        seconds: WARMUP_SECONDS,
-        ..load
-    };
+    let warm_up = load.for_seconds(WARMUP_SECONDS);
     let scraper = start_scraper(condition, &herdsman)?;
     wrk::run(wrk_path, herdsman.port, warm_up).context("the warm-up")?;
     if let Some(scraper) = scraper {

@@ -11,7 +11,7 @@
 //! - `settings` — the options, the full and the short defaults
 //! - `stack`    — the backend and herdsman (compare's configuration, a longer header timeout)
 //! - `kinds`    — the four kinds of slow connection and what each saw of herdsman
-//! - `clients`  — the hidden `slow-clients` holder processes, and the handle on them
+//! - `clients`  — the hidden `slowloris-holder` holder processes, and the handle on them
 //! - `report`   — the figures, the summary, the results file and its plot
 //! - `memory`   — `--memory-only`: RSS per slow connection, per kind
 
@@ -30,7 +30,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 
 use crate::kit::cpu::{CpuClock, Measured};
-use crate::kit::paired::turn_order;
+use crate::kit::paired::without_and_with;
 use crate::kit::process::raise_descriptor_limit;
 use crate::kit::progress::Progress;
 use crate::kit::results::{self, RunFacts};
@@ -73,7 +73,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
             settings.herdsman_descriptors()
         );
     }
-    let herdsman = tools::herdsman_binary(&workspace, args.no_build)?;
+    let herdsman = tools::herdsman_binary(&workspace, args.output.no_build)?;
     let wrk_path = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
@@ -140,14 +140,11 @@ fn measure(
         connections: settings.connections,
         seconds: settings.seconds,
     };
-    let warm_up = Load {
-        seconds: WARMUP_SECONDS,
-        ..load
-    };
+    let warm_up = load.for_seconds(WARMUP_SECONDS);
     wrk::run(wrk_path, stack.port, warm_up).context("the warm-up")?;
     let mut progress = Progress::new(planned_runs(settings));
     for round in 1..=settings.rounds {
-        for with_slow in with_order(round) {
+        for with_slow in without_and_with(round) {
             let run = if with_slow {
                 let dir = scratch.join(format!("round-{round}"));
                 std::fs::create_dir_all(&dir)?;
@@ -157,24 +154,15 @@ fn measure(
                 measure_one(wrk_path, stack, load, round, 0, &[])
                     .with_context(|| format!("round {round}, without slow connections"))?
             };
-            eprintln!(
-                "[{}] round {round}/{}: {}",
-                progress.step(planned_seconds(settings, with_slow)),
-                settings.rounds,
-                report::progress_line(&run)
+            progress.report(
+                planned_seconds(settings, with_slow),
+                &format!("round {round}/{}", settings.rounds),
+                &report::progress_line(&run),
             );
             session.runs.push(run);
         }
     }
     Ok(())
-}
-
-/// Whether the runs of `round` (from 1) are with slow connections, in order: the paired rounds'
-/// turns (`kit::paired`), without first in round 1, with first in round 2, and so on, so that a
-/// drift over the whole run falls on both.
-fn with_order(round: u32) -> [bool; 2] {
-    let mut turns = turn_order(2, round).map(|side| side == 1);
-    [turns.next().unwrap_or(false), turns.next().unwrap_or(true)]
 }
 
 /// One wrk run against herdsman as it stands, with where the CPU went meanwhile (`slow_clients`:
@@ -255,7 +243,7 @@ fn measure_with(
 /// The planned seconds of every run, in order.
 fn planned_runs(settings: &Settings) -> Vec<f64> {
     (1..=settings.rounds)
-        .flat_map(with_order)
+        .flat_map(without_and_with)
         .map(|with| planned_seconds(settings, with))
         .collect()
 }
@@ -274,13 +262,6 @@ fn planned_seconds(settings: &Settings, with: bool) -> f64 {
 mod tests {
     use super::*;
     use std::path::PathBuf;
-
-    #[test]
-    fn the_order_alternates_so_drift_falls_on_both() {
-        assert_eq!(with_order(1), [false, true]);
-        assert_eq!(with_order(2), [true, false]);
-        assert_eq!(with_order(3), [false, true]);
-    }
 
     #[test]
     fn the_plan_has_every_run() {

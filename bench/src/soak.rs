@@ -77,7 +77,7 @@ struct Programs {
 pub fn run(args: SoakArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
     let settings = Settings::resolve(&args, &workspace);
-    let herdsman = tools::herdsman_binary(&workspace, args.no_build)?;
+    let herdsman = tools::herdsman_binary(&workspace, args.output.no_build)?;
     let mut wanted = vec![&tools::NGINX];
     if settings.peer == Some(Peer::Haproxy) {
         wanted.push(&tools::HAPROXY);

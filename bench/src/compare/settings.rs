@@ -57,13 +57,8 @@ pub struct CompareArgs {
     /// default under target/ rather than over bench/results/compare.md.
     #[arg(long)]
     pub short: bool,
-    /// The results file; the plots go beside it (NAME-connections.png, NAME-idle.png).
-    /// Default: bench/results/compare.md, or target/herdsman-bench/compare-short.md with --short.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Use the existing target/release/herdsman without running cargo build first.
-    #[arg(long)]
-    pub no_build: bool,
+    #[command(flatten)]
+    pub output: settings::OutputArgs,
 }
 
 /// One set of defaults: the full comparison or the short one.
@@ -134,7 +129,7 @@ impl Settings {
             } else {
                 idle_counts(args.idle.as_deref().unwrap_or(defaults.idle))
             },
-            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
+            out: args.output.results_file(workspace, defaults.out),
         };
         if settings.seconds == 0 {
             bail!("--duration must be at least 1 second");
@@ -191,17 +186,10 @@ fn parse_seconds(text: &str) -> Result<u32, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        compare: CompareArgs,
-    }
+    use crate::kit::settings::parse_args;
 
     fn parse(args: &[&str]) -> Result<CompareArgs, clap::Error> {
-        Cli::try_parse_from(std::iter::once("compare").chain(args.iter().copied()))
-            .map(|cli| cli.compare)
+        parse_args("compare", args)
     }
 
     fn resolve(args: &[&str]) -> Settings {

@@ -80,7 +80,7 @@ pub fn resolve_targets(
 fn herdsman_builds(args: &CompareArgs, workspace: &Path) -> anyhow::Result<Vec<HerdsmanBuild>> {
     if args.herdsman_bins.is_empty() {
         let default = tools::default_herdsman(workspace);
-        let program = if args.no_build {
+        let program = if args.output.no_build {
             if default.exists() {
                 Ok(default)
             } else {

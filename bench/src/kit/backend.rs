@@ -10,14 +10,13 @@
 
 use std::net::SocketAddr;
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::kit::process::Supervised;
+use crate::kit::process::{start_own_server, Supervised};
 
 /// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
 pub const BODY: &[u8] = b"hello from bench!!\n";
@@ -26,7 +25,8 @@ const OK_KEEP_ALIVE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\n\r\nhell
 /// For HTTP/1.0 clients that asked for keep-alive: they need to be told it is granted.
 const OK_KEEP_ALIVE_10: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: keep-alive\r\n\r\nhello from bench!!\n";
-const OK_CLOSE: &[u8] =
+/// The same answer, closing the connection.
+pub const OK_CLOSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Length: 19\r\nConnection: close\r\n\r\nhello from bench!!\n";
 /// The body of `/big`, and the heads announcing it (the length is spelled out; a test checks it).
 pub const BIG_BODY_LEN: usize = 1 << 20;
@@ -69,14 +69,8 @@ fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
 /// Starts this program's `backend` subcommand on 127.0.0.1:`port` as a supervised child, its log
 /// in `dir`, and waits until it answers.
 pub fn start(port: u16, dir: &Path) -> anyhow::Result<Supervised> {
-    let mut command = Command::new(std::env::current_exe()?);
-    command
-        .arg("backend")
-        .arg("--listen")
-        .arg(format!("127.0.0.1:{port}"));
-    let mut backend = Supervised::spawn("backend", command, &dir.join("backend.log"))?;
-    backend.wait_until_serving(port, Duration::from_secs(10))?;
-    Ok(backend)
+    let listen = ["--listen".to_string(), format!("127.0.0.1:{port}")];
+    start_own_server("backend", &listen, port, &dir.join("backend.log"))
 }
 
 /// Serves until the process is killed; the compare command owns the process and stops it.

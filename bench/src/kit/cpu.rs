@@ -11,6 +11,19 @@ use crate::kit::procstat;
 /// disturbed: its requests/s says as much about them as about herdsman.
 pub const DISTURBED_CPUS: f64 = 0.10;
 
+/// "NAME (0.45 CPU)" for every run during which processes outside the benchmark used more than
+/// `DISTURBED_CPUS` (`other`), each named by `name` ("round 2 with").
+pub fn disturbed<R>(
+    runs: &[R],
+    other: impl Fn(&R) -> f64,
+    name: impl Fn(&R) -> String,
+) -> Vec<String> {
+    runs.iter()
+        .filter(|r| other(r) > DISTURBED_CPUS)
+        .map(|r| format!("{} ({:.2} CPU)", name(r), other(r)))
+        .collect()
+}
+
 /// CPU used over a run, each in CPUs (1.0: one CPU busy for the whole run).
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
 pub struct CpuSplit {

@@ -1,6 +1,6 @@
-//! Holder processes: hidden subcommands of this program (`idle-clients`, `slow-clients`) that open
-//! client connections to a port on 127.0.0.1, hold them, and report by lines on stdout. Both ends
-//! of how they speak live here:
+//! Holder processes: hidden subcommands of this program (`idle-clients`, `slowloris-holder`,
+//! `slow-clients-holder`) that open client connections to a port on 127.0.0.1, hold them, and
+//! report by lines on stdout. Both ends of how they speak live here:
 //!
 //! - the holder says `ready N` once its N connections are open (`say`);
 //! - the parent closes the holder's stdin when it is time to finish, and a holder also finishes

@@ -83,6 +83,14 @@ pub fn write_details_table(
     let _ = writeln!(md, "\n</details>\n");
 }
 
+/// Fails the test unless `text` contains every one of `parts`, naming the first missing.
+#[cfg(test)]
+pub fn assert_contains_all(text: &str, parts: &[&str]) {
+    for part in parts {
+        assert!(text.contains(part), "{part:?} missing from:\n{text}");
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

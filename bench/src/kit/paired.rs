@@ -15,6 +15,13 @@ pub fn turn_order(sides: usize, round: u32) -> impl Iterator<Item = usize> {
     (0..sides).map(move |turn| (turn + shift) % sides)
 }
 
+/// Whether the runs of `round` (from 1) are with the disturbance under test (slow clients, say),
+/// in order: the turns of two sides, without first in odd rounds, with first in even ones.
+pub fn without_and_with(round: u32) -> [bool; 2] {
+    let mut turns = turn_order(2, round).map(|side| side == 1);
+    [turns.next().unwrap_or(false), turns.next().unwrap_or(true)]
+}
+
 /// One figure of one side over the rounds: (round, value) for each run it made.
 pub type Side = [(u32, f64)];
 
@@ -110,6 +117,13 @@ mod tests {
         assert_eq!(order(3, 1), vec![0, 1, 2]);
         assert_eq!(order(3, 4), vec![0, 1, 2]);
         assert!(order(0, 2).is_empty());
+    }
+
+    #[test]
+    fn without_and_with_alternate_so_drift_falls_on_both() {
+        assert_eq!(without_and_with(1), [false, true]);
+        assert_eq!(without_and_with(2), [true, false]);
+        assert_eq!(without_and_with(3), [false, true]);
     }
 
     #[test]

@@ -86,6 +86,17 @@ pub struct LineChart {
 }
 
 impl LineChart {
+    /// Requests/s per round, a line per series: the chart most results files have.
+    pub fn requests_per_round(title: String, series: Vec<Series>) -> LineChart {
+        LineChart {
+            title,
+            x_label: "round".into(),
+            y_label: "requests/s".into(),
+            series,
+            log_y: false,
+        }
+    }
+
     pub fn write_png(&self, path: &Path) -> anyhow::Result<()> {
         write_panels_png(path, std::slice::from_ref(self))
     }

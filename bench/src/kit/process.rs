@@ -318,6 +318,30 @@ fn describe(status: ExitStatus) -> String {
     }
 }
 
+/// Starts this program's `subcommand` with `args` as a supervised child, its output in `log`, and
+/// waits until it answers `GET /` with a 2xx on 127.0.0.1:`port`: a server this program plays
+/// (the backend, `slow-clients`' sync server).
+pub fn start_own_server(
+    subcommand: &str,
+    args: &[String],
+    port: u16,
+    log: &Path,
+) -> anyhow::Result<Supervised> {
+    let mut command = Command::new(std::env::current_exe()?);
+    command.arg(subcommand).args(args);
+    let mut server = Supervised::spawn(subcommand, command, log)?;
+    server.wait_until_serving(port, Duration::from_secs(10))?;
+    Ok(server)
+}
+
+/// Command-line options: `NAME VALUE` for each pair, in order.
+pub fn option_args<'a>(pairs: impl IntoIterator<Item = (&'a str, String)>) -> Vec<String> {
+    pairs
+        .into_iter()
+        .flat_map(|(name, value)| [name.to_string(), value])
+        .collect()
+}
+
 /// `total` split over `parts` (at least one) as evenly as whole numbers allow, the first parts
 /// taking the remainder, so the shares add up to `total`.
 pub fn split_evenly(total: u32, parts: u32) -> Vec<u32> {

@@ -147,6 +147,41 @@ pub fn descriptors_of(pids: &[u32]) -> u64 {
         .sum()
 }
 
+/// Files that `root` and its live descendants hold open and that no directory names any more
+/// (temporary files unlinked as soon as made, as nginx's proxy buffers are): how many, and their
+/// bytes, each file counted once however many descriptors or processes hold it.
+pub fn tree_unlinked_files(root: u32) -> UnlinkedFiles {
+    use std::os::unix::fs::MetadataExt;
+    let mut seen = std::collections::HashSet::new();
+    let mut files = UnlinkedFiles::default();
+    for pid in process_tree(root) {
+        let Ok(entries) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let unlinked = fs::read_link(entry.path()).is_ok_and(|target| {
+                target.starts_with("/") && target.to_string_lossy().ends_with(" (deleted)")
+            });
+            // The descriptor's own link leads to the open file, named or not.
+            let Ok(meta) = fs::metadata(entry.path()) else {
+                continue;
+            };
+            if unlinked && meta.is_file() && seen.insert((meta.dev(), meta.ino())) {
+                files.count += 1;
+                files.bytes += meta.len();
+            }
+        }
+    }
+    files
+}
+
+/// Unlinked files held open: how many, and their bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct UnlinkedFiles {
+    pub count: u64,
+    pub bytes: u64,
+}
+
 /// The value of a `NAME:   1234 kB` line of /proc/PID/status, such as `VmHWM:`.
 pub fn parse_status_kib(status: &str, field: &str) -> Option<u64> {
     let line = status.lines().find(|l| l.starts_with(field))?;
@@ -223,6 +258,30 @@ mod tests {
         assert_eq!(parse_status_kib(status, "VmHWM:"), Some(8123));
         assert_eq!(parse_status_kib(status, "VmRSS:"), Some(8000));
         assert_eq!(parse_status_kib(status, "VmSwap:"), None);
+    }
+
+    /// A temporary file made and unlinked at once, as nginx makes its buffers, is counted while
+    /// it stays open, once however many descriptors hold it; a named file is not counted.
+    #[test]
+    fn unlinked_files_held_open_are_counted_once() {
+        let me = std::process::id();
+        let before = tree_unlinked_files(me);
+        let dir = std::env::temp_dir();
+        let path = dir.join(format!("herdsman-bench-unlinked-{me}"));
+        std::fs::write(&path, vec![0u8; 5000]).unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let again = file.try_clone().unwrap();
+        let named = tree_unlinked_files(me);
+        std::fs::remove_file(&path).unwrap();
+        let unlinked = tree_unlinked_files(me);
+        drop((file, again));
+        assert_eq!(named, before);
+        // Other tests of this process may hold unlinked files of their own meanwhile.
+        assert!(unlinked.count > before.count, "{unlinked:?} {before:?}");
+        assert!(
+            unlinked.bytes >= before.bytes + 5000,
+            "{unlinked:?} {before:?}"
+        );
     }
 
     #[test]

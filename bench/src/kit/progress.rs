@@ -45,6 +45,12 @@ impl Progress {
         )
     }
 
+    /// Counts a run of `planned` seconds as done and says so on stderr: "[run k of n, ~ETA left]
+    /// WHICH: WHAT" (which run, what it measured).
+    pub fn report(&mut self, planned: f64, which: &str, what: &str) {
+        eprintln!("[{}] {which}: {what}", self.step(planned));
+    }
+
     /// Counts a run that will not happen (its target failed): it is no longer to come.
     pub fn skip(&mut self, planned: f64) {
         self.runs_total = self.runs_total.saturating_sub(1);

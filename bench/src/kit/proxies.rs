@@ -134,6 +134,23 @@ impl Target {
         }
     }
 
+    /// Writes `text` as its configuration file `file` in `dir`, starts the proxy in the foreground
+    /// with it (its output in `dir`/output.log) and waits until it serves on `port`.
+    pub fn start(
+        &self,
+        file: &str,
+        text: &str,
+        port: u16,
+        dir: &Path,
+    ) -> anyhow::Result<Supervised> {
+        let config = dir.join(file);
+        std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
+        let command = self.command(&config, dir);
+        let mut process = Supervised::spawn(&self.label, command, &dir.join("output.log"))?;
+        process.wait_until_serving(port, Duration::from_secs(15))?;
+        Ok(process)
+    }
+
     /// The command that runs the proxy in the foreground with `config`.
     pub fn command(&self, config: &Path, dir: &Path) -> Command {
         let mut command = Command::new(&self.program);

@@ -9,6 +9,8 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::kit::cpu::DISTURBED_CPUS;
+use crate::kit::markdown::one_line;
 use crate::kit::{environment, tools};
 
 /// The facts a results file states about its run, so anyone can judge and repeat it.
@@ -42,6 +44,19 @@ impl RunFacts {
         self.load_after = environment::load_average();
     }
 
+    /// The facts of a made-up 100 s run of `benchmark`: for tests.
+    #[cfg(test)]
+    pub fn sample(benchmark: &str) -> RunFacts {
+        RunFacts {
+            command: format!("flock /tmp/herdsman-bench.lock cargo run … {benchmark}"),
+            date: "today".into(),
+            setup: vec![],
+            load_before: "0".into(),
+            load_after: "0".into(),
+            elapsed: Duration::from_secs(100),
+        }
+    }
+
     /// The command block and the table of facts, as Markdown.
     pub fn write_markdown(&self, md: &mut String) {
         let _ = writeln!(md, "```\n{}\n```\n", self.command);
@@ -56,6 +71,66 @@ impl RunFacts {
             self.load_before, self.load_after
         );
         let _ = writeln!(md, "| time taken | {:.0} s |\n", self.elapsed.as_secs_f64());
+    }
+}
+
+/// What a session's summary and results file say of its trouble: the runs that processes outside
+/// the benchmark disturbed (named, such as "round 2 with (0.45 CPU)"), out of how many, and why
+/// it stopped early, if it did.
+pub struct Trouble<'a> {
+    pub disturbed: &'a [String],
+    pub runs: usize,
+    pub failure: Option<&'a String>,
+}
+
+impl<'a> Trouble<'a> {
+    pub fn new(disturbed: &'a [String], runs: usize, failure: &'a Option<String>) -> Trouble<'a> {
+        Trouble {
+            disturbed,
+            runs,
+            failure: failure.as_ref(),
+        }
+    }
+
+    /// The summary's closing lines.
+    pub fn write_summary(&self, text: &mut String) {
+        if !self.disturbed.is_empty() {
+            let _ = writeln!(
+                text,
+                "note: other processes used more than {DISTURBED_CPUS} CPU in {} of {} runs: {}",
+                self.disturbed.len(),
+                self.runs,
+                self.disturbed.join(", ")
+            );
+        }
+        if let Some(failure) = self.failure {
+            let _ = writeln!(text, "stopped early: {failure}");
+        }
+    }
+
+    /// The results file's paragraph on disturbed runs and its section on the early stop.
+    pub fn write_markdown(&self, md: &mut String) {
+        if !self.disturbed.is_empty() {
+            let _ = writeln!(
+                md,
+                "**Disturbed runs**: processes outside this benchmark used more than \
+                 {DISTURBED_CPUS} CPU during {} of {} runs ({}); on a 2-core machine that moves \
+                 requests/s as much as anything measured here.\n",
+                self.disturbed.len(),
+                self.runs,
+                self.disturbed.join(", ")
+            );
+        }
+        if let Some(failure) = self.failure {
+            let _ = writeln!(md, "## Stopped early\n\n{}\n", one_line(failure));
+        }
+    }
+}
+
+/// The results file's link to its plot (when there is one, beside it): `![alt](NAME.png)`.
+pub fn write_plot_link(md: &mut String, plot: Option<&Path>, alt: &str) {
+    if let Some(name) = plot.and_then(|p| p.file_name()) {
+        let _ = writeln!(md, "![{alt}]({})\n", name.to_string_lossy());
     }
 }
 

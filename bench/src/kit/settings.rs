@@ -3,6 +3,26 @@
 
 use std::path::{Path, PathBuf};
 
+/// Where a benchmark writes its results and which herdsman it runs: the options every benchmark
+/// with a results file and a `--short` run takes after its own.
+#[derive(Debug, Clone, clap::Args)]
+pub struct OutputArgs {
+    /// The results file; its plots go beside it, named after it (.png). Default: the benchmark's
+    /// file in bench/results/, or with --short target/herdsman-bench/BENCHMARK-short.md.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Use the existing target/release/herdsman without running cargo build first.
+    #[arg(long)]
+    pub no_build: bool,
+}
+
+impl OutputArgs {
+    /// Where the results file goes: `--out` as given, else `default` under the workspace.
+    pub fn results_file(&self, workspace: &Path, default: &str) -> PathBuf {
+        results_file(self.out.as_deref(), workspace, default)
+    }
+}
+
 /// `short` with --short, `full` otherwise.
 pub fn defaults<'a, D>(short: bool, full: &'a D, short_defaults: &'a D) -> &'a D {
     if short {
@@ -15,6 +35,18 @@ pub fn defaults<'a, D>(short: bool, full: &'a D, short_defaults: &'a D) -> &'a D
 /// Where the results file goes: `--out` as given, else `default` under the workspace.
 pub fn results_file(out: Option<&Path>, workspace: &Path, default: &str) -> PathBuf {
     out.map_or_else(|| workspace.join(default), Path::to_path_buf)
+}
+
+/// A benchmark's options parsed from `args` as its subcommand `name` would be: for tests.
+#[cfg(test)]
+pub fn parse_args<A: clap::Args + clap::FromArgMatches>(
+    name: &'static str,
+    args: &[&str],
+) -> Result<A, clap::Error> {
+    let command = A::augment_args(clap::Command::new(name));
+    let matches =
+        command.try_get_matches_from(std::iter::once(name).chain(args.iter().copied()))?;
+    A::from_arg_matches(&matches)
 }
 
 #[cfg(test)]

@@ -10,13 +10,13 @@ use super::condition::Condition;
 use super::logfile::LogTally;
 use super::scraper::{ScrapeTally, SCRAPE_EVERY};
 use super::settings::Settings;
-use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
+use crate::kit::cpu::{self, CpuSplit};
 use crate::kit::markdown::{
     one_line, spread_cell, thousands, worker_count, worker_counts, write_details_table,
 };
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
-use crate::kit::results::{Results, RunFacts};
+use crate::kit::results::{write_plot_link, Results, RunFacts, Trouble};
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::WrkReport;
 
@@ -152,19 +152,10 @@ impl Session {
 
     /// "round 2 on with 1 worker (0.45 CPU)", for every run that other processes disturbed.
     fn disturbed(&self) -> Vec<String> {
-        self.runs
-            .iter()
-            .filter(|r| r.others_cpu() > DISTURBED_CPUS)
-            .map(|r| {
-                format!(
-                    "round {} {} with {} ({:.2} CPU)",
-                    r.round,
-                    r.condition,
-                    worker_count(r.workers),
-                    r.others_cpu()
-                )
-            })
-            .collect()
+        cpu::disturbed(&self.runs, ObservedRun::others_cpu, |r| {
+            let workers = worker_count(r.workers);
+            format!("round {} {} with {workers}", r.round, r.condition)
+        })
     }
 
     /// "1 worker: on ÷ off requests/s 97.1% (…) — target ≥ 95%: met", per worker count and
@@ -238,17 +229,7 @@ impl Results for Session {
             scrapes.failed
         );
         let disturbed = self.disturbed();
-        if !disturbed.is_empty() {
-            let _ = writeln!(
-                text,
-                "note: other processes used more than {DISTURBED_CPUS} CPU in {} of {} runs",
-                disturbed.len(),
-                self.runs.len()
-            );
-        }
-        if let Some(failure) = &self.failure {
-            let _ = writeln!(text, "stopped early: {failure}");
-        }
+        Trouble::new(&disturbed, self.runs.len(), &self.failure).write_summary(&mut text);
         text
     }
 
@@ -288,20 +269,7 @@ impl Results for Session {
             let _ = writeln!(md, "{line}\n");
         }
         let disturbed = self.disturbed();
-        if !disturbed.is_empty() {
-            let _ = writeln!(
-                md,
-                "**Disturbed runs**: processes outside this benchmark used more than \
-                 {DISTURBED_CPUS} CPU during {} of {} runs ({}; see \"Where the CPU went\"); on a \
-                 2-core machine that moves requests/s as much as anything measured here.\n",
-                disturbed.len(),
-                self.runs.len(),
-                disturbed.join(", ")
-            );
-        }
-        if let Some(failure) = &self.failure {
-            let _ = writeln!(md, "## Stopped early\n\n{}\n", one_line(failure));
-        }
+        Trouble::new(&disturbed, self.runs.len(), &self.failure).write_markdown(&mut md);
         let _ = writeln!(md, "| condition | herdsman and the scraper |\n|---|---|");
         for &condition in &s.conditions {
             let _ = writeln!(md, "| {condition} | {} |", condition.describe());
@@ -310,10 +278,7 @@ impl Results for Session {
         for &workers in &s.workers {
             self.write_figures(&mut md, workers);
         }
-        if let Some(plot) = plot.and_then(|p| p.file_name()) {
-            let name = plot.to_string_lossy();
-            let _ = writeln!(md, "![requests/s per round, per condition]({name})\n");
-        }
+        write_plot_link(&mut md, plot, "requests/s per round, per condition");
         self.write_log_and_scrapes(&mut md);
         self.write_cpu(&mut md);
         self.write_runs(&mut md);
@@ -608,8 +573,8 @@ pub fn progress_line(run: &ObservedRun) -> String {
 mod tests {
     use super::*;
     use crate::kit::logfile::LogCount;
+    use crate::kit::wrk::sample_report;
     use std::path::PathBuf;
-    use std::time::Duration;
 
     fn run(workers: u32, round: u32, condition: Condition, rps: f64) -> ObservedRun {
         let requests = (rps * 10.0) as u64;
@@ -618,16 +583,7 @@ mod tests {
             workers,
             round,
             condition,
-            wrk: WrkReport {
-                requests,
-                seconds: 10.0,
-                requests_per_sec: rps,
-                p50_us: 800.0,
-                p99_us: 1500.0,
-                max_us: 9000.0,
-                socket_errors: 0,
-                bad_status: 0,
-            },
+            wrk: sample_report(rps),
             cpu_us_per_request: if observed { 16.0 } else { 15.0 },
             cpu: CpuSplit {
                 herdsman: 0.9,
@@ -654,14 +610,7 @@ mod tests {
 
     fn session(runs: Vec<ObservedRun>) -> Session {
         Session {
-            facts: RunFacts {
-                command: "flock /tmp/herdsman-bench.lock cargo run … observability".into(),
-                date: "today".into(),
-                setup: vec![],
-                load_before: "0".into(),
-                load_after: "0".into(),
-                elapsed: Duration::from_secs(100),
-            },
+            facts: RunFacts::sample("observability"),
             settings: Settings {
                 workers: vec![1, 2],
                 connections: 50,

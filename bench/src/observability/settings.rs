@@ -31,14 +31,8 @@ pub struct ObservabilityArgs {
     /// bench/results/observability.md.
     #[arg(long)]
     pub short: bool,
-    /// The results file; the plot goes beside it with a .png extension.
-    /// Default: bench/results/observability.md, or target/herdsman-bench/observability-short.md
-    /// with --short.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Use the existing target/release/herdsman without running cargo build first.
-    #[arg(long)]
-    pub no_build: bool,
+    #[command(flatten)]
+    pub output: settings::OutputArgs,
 }
 
 /// One set of defaults.
@@ -98,7 +92,7 @@ impl Settings {
             seconds: args.seconds.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),
             conditions,
-            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
+            out: args.output.results_file(workspace, defaults.out),
         }
     }
 
@@ -116,18 +110,13 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: ObservabilityArgs,
-    }
+    use crate::kit::settings::parse_args;
 
     fn resolve(args: &[&str]) -> Settings {
-        let cli = Cli::try_parse_from(std::iter::once("observability").chain(args.iter().copied()))
-            .unwrap();
-        Settings::resolve(&cli.args, Path::new("/w"))
+        Settings::resolve(
+            &parse_args::<ObservabilityArgs>("observability", args).unwrap(),
+            Path::new("/w"),
+        )
     }
 
     #[test]

@@ -12,12 +12,13 @@ use std::time::Duration;
 use anyhow::Context;
 
 use super::clients::SlowClients;
-use super::kinds::{Kind, Tally};
+use super::kinds::Kind;
 use super::settings::Settings;
 use super::stack;
 use super::{SETTLE_WITH, WARMUP_SECONDS};
 use crate::kit::markdown::thousands;
 use crate::kit::procstat;
+use crate::kit::slow_holders::Tally;
 use crate::kit::stats::spread;
 use crate::kit::wrk::{self, Load};
 

@@ -6,13 +6,14 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::kinds::{Kind, Tally};
+use super::kinds::Kind;
 use super::settings::Settings;
-use crate::kit::cpu::{CpuSplit, DISTURBED_CPUS};
-use crate::kit::markdown::{one_line, spread_cell, thousands, write_details_table};
+use crate::kit::cpu::{self, CpuSplit};
+use crate::kit::markdown::{spread_cell, thousands, write_details_table};
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{LineChart, Series};
-use crate::kit::results::{Results, RunFacts};
+use crate::kit::results::{write_plot_link, Results, RunFacts, Trouble};
+use crate::kit::slow_holders::Tally;
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::WrkReport;
 
@@ -138,18 +139,17 @@ impl Session {
 
     /// "round 2 with (0.45 CPU)", for every run that other processes disturbed.
     fn disturbed(&self) -> Vec<String> {
-        self.runs
-            .iter()
-            .filter(|r| r.cpu.other > DISTURBED_CPUS)
-            .map(|r| {
+        cpu::disturbed(
+            &self.runs,
+            |r| r.cpu.other,
+            |r| {
                 format!(
-                    "round {} {} ({:.2} CPU)",
+                    "round {} {}",
                     r.round,
-                    if r.with() { "with" } else { "without" },
-                    r.cpu.other
+                    if r.with() { "with" } else { "without" }
                 )
-            })
-            .collect()
+            },
+        )
     }
 
     /// The largest growth of herdsman's RSS while slow connections opened and settled: (MiB, bytes
@@ -237,16 +237,7 @@ impl Results for Session {
             other(true)
         );
         let disturbed = self.disturbed();
-        if !disturbed.is_empty() {
-            let _ = writeln!(
-                text,
-                "note: other processes used more than {DISTURBED_CPUS} CPU in: {}",
-                disturbed.join(", ")
-            );
-        }
-        if let Some(failure) = &self.failure {
-            let _ = writeln!(text, "stopped early: {failure}");
-        }
+        Trouble::new(&disturbed, self.runs.len(), &self.failure).write_summary(&mut text);
         text
     }
 
@@ -263,7 +254,7 @@ impl Results for Session {
             "herdsman with {workers} worker(s) in front of the fast backend; the other clients are \
              `wrk -t1 -c{c} -d{d}s --latency` (keep-alive, `GET /`, 19-byte answer). Each round \
              has one run without slow connections and one with {slow} of them open, held by a \
-             separate process (`herdsman-bench slow-clients`) that opens them, waits until all \
+             separate process (`herdsman-bench slowloris-holder`) that opens them, waits until all \
              have made their first connect, lets them settle for {settle} s, and keeps trickling \
              through the wrk run. The order alternates (round 1 without first, round 2 with \
              first, …) so that drift falls on both. One herdsman serves every run, after a 1 s \
@@ -295,24 +286,10 @@ impl Results for Session {
             self.verdict()
         );
         let disturbed = self.disturbed();
-        if !disturbed.is_empty() {
-            let _ = writeln!(
-                md,
-                "**Disturbed runs**: processes outside this benchmark used more than \
-                 {DISTURBED_CPUS} CPU during {} (see \"Where the CPU went\"); on a 2-core machine \
-                 that moves requests/s as much as anything measured here.\n",
-                disturbed.join(", ")
-            );
-        }
-        if let Some(failure) = &self.failure {
-            let _ = writeln!(md, "## Stopped early\n\n{}\n", one_line(failure));
-        }
+        Trouble::new(&disturbed, self.runs.len(), &self.failure).write_markdown(&mut md);
         self.write_figures(&mut md);
         self.write_cpu(&mut md);
-        if let Some(plot) = plot.and_then(|p| p.file_name()) {
-            let name = plot.to_string_lossy();
-            let _ = writeln!(md, "![requests/s per round, without and with]({name})\n");
-        }
+        write_plot_link(&mut md, plot, "requests/s per round, without and with");
         self.write_slow_side(&mut md);
         self.write_runs(&mut md);
         let _ = writeln!(
@@ -334,26 +311,16 @@ impl Results for Session {
                 .map(|r| (f64::from(r.round), r.wrk.requests_per_sec))
                 .collect(),
         };
-        LineChart {
-            title: format!(
-                "wrk -c{} through herdsman ({} workers): requests/s per round",
-                self.settings.connections, self.settings.workers
-            ),
-            x_label: "round".into(),
-            y_label: "requests/s".into(),
-            series: vec![
-                series(false, "without slow connections".into()),
-                series(
-                    true,
-                    format!(
-                        "with {} slow connections",
-                        thousands(f64::from(self.settings.slow))
-                    ),
-                ),
-            ],
-            log_y: false,
-        }
-        .write_png(path)
+        let title = format!(
+            "wrk -c{} through herdsman ({} workers): requests/s per round",
+            self.settings.connections, self.settings.workers
+        );
+        let slow = thousands(f64::from(self.settings.slow));
+        let series = vec![
+            series(false, "without slow connections".into()),
+            series(true, format!("with {slow} slow connections")),
+        ];
+        LineChart::requests_per_round(title, series).write_png(path)
     }
 
     fn measured_nothing(&self) -> bool {
@@ -636,27 +603,14 @@ pub fn progress_line(run: &SlowRun) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::wrk::sample_report;
     use std::path::PathBuf;
-    use std::time::Duration;
-
-    fn wrk(rps: f64) -> WrkReport {
-        WrkReport {
-            requests: (rps * 10.0) as u64,
-            seconds: 10.0,
-            requests_per_sec: rps,
-            p50_us: 800.0,
-            p99_us: 1500.0,
-            max_us: 9000.0,
-            socket_errors: 0,
-            bad_status: 0,
-        }
-    }
 
     fn run(round: u32, slow: u32, rps: f64) -> SlowRun {
         SlowRun {
             round,
             slow,
-            wrk: wrk(rps),
+            wrk: sample_report(rps),
             cpu_us_per_request: 15.0,
             rss_kib: 4096,
             cpu: CpuSplit {
@@ -688,14 +642,7 @@ mod tests {
 
     fn session(runs: Vec<SlowRun>) -> Session {
         Session {
-            facts: RunFacts {
-                command: "flock /tmp/herdsman-bench.lock cargo run … slowloris".into(),
-                date: "today".into(),
-                setup: vec![],
-                load_before: "0".into(),
-                load_after: "0".into(),
-                elapsed: Duration::from_secs(100),
-            },
+            facts: RunFacts::sample("slowloris"),
             settings: Settings {
                 slow: 1000,
                 workers: 2,
@@ -772,6 +719,9 @@ mod tests {
         assert_eq!(s.rss_growth(), Some((10_000.0 / 1024.0, 10_240.0)));
         let md = s.render(None);
         assert!(md.contains("about 10.0 KiB per slow connection"), "{md}");
-        assert!(md.contains("during round 1 with (0.50 CPU)"), "{md}");
+        assert!(
+            md.contains("during 1 of 2 runs (round 1 with (0.50 CPU))"),
+            "{md}"
+        );
     }
 }

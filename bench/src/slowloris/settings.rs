@@ -32,13 +32,8 @@ pub struct SlowlorisArgs {
     /// than over bench/results/slowloris.md.
     #[arg(long)]
     pub short: bool,
-    /// The results file; the plot goes beside it with a .png extension.
-    /// Default: bench/results/slowloris.md, or target/herdsman-bench/slowloris-short.md with --short.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Use the existing target/release/herdsman without running cargo build first.
-    #[arg(long)]
-    pub no_build: bool,
+    #[command(flatten)]
+    pub output: settings::OutputArgs,
     /// The kinds of slow connection, comma-separated, sharing --slow equally: slow-head,
     /// slow-body, slow-reader, reset-upload. Default: all four.
     #[arg(long, value_delimiter = ',', value_parser = parse_kind)]
@@ -107,7 +102,7 @@ impl Settings {
             connections: args.connections,
             seconds: args.duration.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),
-            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
+            out: args.output.results_file(workspace, defaults.out),
             kinds: Kind::ALL
                 .into_iter()
                 .filter(|k| args.kinds.is_empty() || args.kinds.contains(k))
@@ -130,18 +125,13 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SlowlorisArgs,
-    }
+    use crate::kit::settings::parse_args;
 
     fn resolve(args: &[&str]) -> Settings {
-        let cli =
-            Cli::try_parse_from(std::iter::once("slowloris").chain(args.iter().copied())).unwrap();
-        Settings::resolve(&cli.args, Path::new("/w"))
+        Settings::resolve(
+            &parse_args::<SlowlorisArgs>("slowloris", args).unwrap(),
+            Path::new("/w"),
+        )
     }
 
     #[test]
@@ -162,7 +152,7 @@ mod tests {
         ]);
         assert_eq!(s.kinds, vec![Kind::SlowHead, Kind::SlowReader]);
         assert!(s.memory_only);
-        let cli = Cli::try_parse_from(["slowloris", "--kinds", "slow-tail"]);
+        let cli = parse_args::<SlowlorisArgs>("slowloris", &["--kinds", "slow-tail"]);
         assert!(cli.is_err());
     }
 

@@ -39,13 +39,8 @@ pub struct SoakArgs {
     /// rather than over bench/results/soak.md.
     #[arg(long)]
     pub short: bool,
-    /// The results file; the plot goes beside it with a .png extension.
-    /// Default: bench/results/soak.md, or target/herdsman-bench/soak-short.md with --short.
-    #[arg(long)]
-    pub out: Option<PathBuf>,
-    /// Use the existing target/release/herdsman without running cargo build first.
-    #[arg(long)]
-    pub no_build: bool,
+    #[command(flatten)]
+    pub output: settings::OutputArgs,
     /// Keep the scratch directory (configurations, the proxies' and servers' logs, access logs)
     /// and print where it is.
     #[arg(long)]
@@ -134,7 +129,7 @@ impl Settings {
             retry_budget_floor: args.retry_budget_floor,
             idle: defaults.idle,
             short: args.short,
-            out: settings::results_file(args.out.as_deref(), workspace, defaults.out),
+            out: args.output.results_file(workspace, defaults.out),
         }
     }
 
@@ -147,17 +142,13 @@ impl Settings {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Parser)]
-    struct Cli {
-        #[command(flatten)]
-        args: SoakArgs,
-    }
+    use crate::kit::settings::parse_args;
 
     fn resolve(args: &[&str]) -> Settings {
-        let cli = Cli::try_parse_from(std::iter::once("soak").chain(args.iter().copied())).unwrap();
-        Settings::resolve(&cli.args, Path::new("/w"))
+        Settings::resolve(
+            &parse_args::<SoakArgs>("soak", args).unwrap(),
+            Path::new("/w"),
+        )
     }
 
     #[test]
@@ -193,6 +184,6 @@ mod tests {
         assert_eq!(s.chaos, vec![Kind::Kill, Kind::KillAll]);
         assert_eq!((s.seconds, s.retry_budget_floor), (12, Some(0)));
         assert_eq!(s.peer, Some(Peer::Haproxy));
-        assert!(Cli::try_parse_from(["soak", "--chaos", "meteor"]).is_err());
+        assert!(parse_args::<SoakArgs>("soak", &["--chaos", "meteor"]).is_err());
     }
 }

@@ -222,14 +222,6 @@ impl Session {
         )
     }
 
-    /// Whether the control's configuration still lacks response buffering's keys (see
-    /// `rows::buffering_table`): then every herdsman row streams answers.
-    fn response_buffering_pending(&self) -> bool {
-        self.configs
-            .iter()
-            .any(|(row, text)| *row != Row::Nginx && text.contains("# response_buffer_memory"))
-    }
-
     /// "round 2 nginx with (0.45 CPU)", for every run that other processes disturbed.
     fn disturbed(&self) -> Vec<String> {
         cpu::disturbed(
@@ -412,7 +404,8 @@ impl Session {
             md,
             "The rows: **herdsman** with its defaults (`[buffering] request_buffer_memory = \
              65536`, `request_min_rate = 500` bytes/s after `request_min_rate_grace = \"10s\"`: a \
-             slower upload gets 408); **nginx** with its defaults (`proxy_request_buffering on; \
+             slower upload gets 408; `response_buffer_memory = 65536` then a temporary file in the \
+             run's scratch directory, `response_min_rate = 500` bytes/s over 10 s windows); **nginx** with its defaults (`proxy_request_buffering on; \
              proxy_buffering on;`, `client_body_timeout 60s` between two reads only; answers \
              spooled to `proxy_temp_path` in the run's scratch directory); and the **control**, \
              herdsman with buffering off, which shows the attack biting. Both proxies have {} \
@@ -423,16 +416,6 @@ impl Session {
              shows no latency and no error.\n",
             s.workers
         );
-        if self.response_buffering_pending() {
-            let _ = writeln!(
-                md,
-                "**This herdsman has no response buffering yet** (issue 23's second part): its \
-                 `[buffering]` has no `response_buffer_memory` or `temp_dir`, so both herdsman \
-                 rows stream answers and the slow readers hold the server's workers through \
-                 them, as in the control. The configurations below carry those keys as comments, \
-                 to be made keys when herdsman has them.\n"
-            );
-        }
     }
 
     fn write_figures(&self, md: &mut String) {
@@ -630,7 +613,7 @@ mod tests {
             settings: super::super::settings::resolve(&[]),
             configs: vec![
                 (Row::Herdsman, "workers = 2\n".into()),
-                (Row::Control, "# response_buffer_memory = 0\n".into()),
+                (Row::Control, "response_buffer_memory = 0\n".into()),
             ],
             runs,
             failure: None,
@@ -656,7 +639,6 @@ mod tests {
                 "|  | 1,000 + 1,000 | 5,000 | 0.80 | 1.50 | 50.0% | 0 | 100 | 900 | 1,000 | 1,000 | 10 | 0 |",
                 // The control kept nothing, and has no latency to show.
                 "|  | 1,000 + 1,000 | 0 | – | – | 0.0% |",
-                "**This herdsman has no response buffering yet**",
                 "## What the slow clients saw",
                 "## Every run, in order",
                 "## herdsman's configuration",

@@ -56,20 +56,15 @@ impl fmt::Display for Row {
 /// herdsman's `[buffering]` table for a row: the one place that says what each herdsman row
 /// buffers.
 ///
-/// MERGE NOTE (issue 23): response buffering's keys do not exist in this herdsman yet, and
-/// herdsman refuses unknown keys, so they are written as comments for now. When they land, make
-/// both lines keys (drop the `# `): `temp_dir` for both rows (a directory in the run's scratch
-/// directory, made with it and removed with it), and `response_buffer_memory = 0` for the
-/// control; the test below then checks the keys, and the results file stops saying that herdsman
-/// has no response buffering (`report::Session::response_buffering_pending` looks for the
-/// comment). Until then the control differs from herdsman only in `request_buffer_memory = 0`,
-/// and both stream answers.
+/// herdsman's `[buffering]` for `row`: its defaults with temporary files in the run's own
+/// directory (`temp_dir`, made with it and removed with it) for herdsman; request and response
+/// buffering off for the control.
 pub fn buffering_table(row: Row, temp_dir: &Path) -> String {
-    let temp_dir = format!("# temp_dir = \"{}\"", temp_dir.display());
+    let temp_dir = format!("temp_dir = \"{}\"", temp_dir.display());
     match row {
         Row::Herdsman => format!("\n[buffering]\n{temp_dir}\n"),
         Row::Control => format!(
-            "\n[buffering]\nrequest_buffer_memory = 0\n# response_buffer_memory = 0\n{temp_dir}\n"
+            "\n[buffering]\nrequest_buffer_memory = 0\nresponse_buffer_memory = 0\n{temp_dir}\n"
         ),
         Row::Nginx => String::new(),
     }
@@ -196,8 +191,12 @@ fn buffering_series(page: &str) -> Vec<(String, f64)> {
         let Some((series, value)) = line.rsplit_once(' ') else {
             continue;
         };
-        let name = series.split('{').next().unwrap_or(series);
-        let about_buffering = ["buffer", "spill", "temp", "slow_request"]
+        // Summed over workers; kept apart by where the bytes are (memory or disk).
+        let name = match series.contains("where=") {
+            true => series,
+            false => series.split('{').next().unwrap_or(series),
+        };
+        let about_buffering = ["buffer", "spill", "temp", "slow_re", "full"]
             .iter()
             .any(|word| name.contains(word));
         let (true, Ok(value)) = (about_buffering, value.parse::<f64>()) else {
@@ -229,9 +228,10 @@ mod tests {
         assert!(herdsman.contains("\n[admin]\nbind = \"127.0.0.1:4300\"\n"));
         let (_, control) = config(Row::Control, plan, 4300, dir);
         assert!(control.contains("[buffering]\nrequest_buffer_memory = 0\n"));
-        // The keys of response buffering, marked until herdsman has them.
-        assert!(control.contains("# response_buffer_memory = 0\n"));
-        assert!(control.contains("# temp_dir = \"/tmp/run/temp\"\n"));
+        assert!(control.contains("response_buffer_memory = 0\n"));
+        for text in [&herdsman, &control] {
+            assert!(text.contains("temp_dir = \"/tmp/run/temp\"\n"));
+        }
         // Everything else is compare's configuration.
         for text in [&herdsman, &control] {
             assert!(text.starts_with(&proxies::herdsman_config(plan, None)));
@@ -258,7 +258,7 @@ mod tests {
                     herdsman_worker_buffered_request_bodies_total{worker=\"1\"} 30\n\
                     herdsman_worker_slow_request_bodies_total{worker=\"0\"} 5\n\
                     herdsman_requests_total{pool=\"backend\"} 900\n\
-                    herdsman_response_buffer_bytes{where=\"disk\"} 1.5e9\n";
+                    herdsman_buffered_bytes{where=\"disk\"} 1.5e9\n";
         assert_eq!(
             buffering_series(page),
             vec![
@@ -267,7 +267,7 @@ mod tests {
                     42.0
                 ),
                 ("herdsman_worker_slow_request_bodies_total".to_string(), 5.0),
-                ("herdsman_response_buffer_bytes".to_string(), 1.5e9),
+                ("herdsman_buffered_bytes{where=\"disk\"}".to_string(), 1.5e9),
             ]
         );
     }

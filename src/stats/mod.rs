@@ -65,7 +65,7 @@ pub struct WorkerCounters {
 
 /// What all buffered bodies of the process hold now, in memory and in temporary files: written
 /// by every worker, but only for bodies that outgrow what came with their head (one atomic
-/// update per such body and per MiB of file, never per request).
+/// update per such body and per 64 KiB of file, never per request).
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct BufferUse {

@@ -399,7 +399,7 @@ impl HostPattern {
 }
 
 /// A Host value without its port: `example.com:8080` → `example.com`, `[::1]:80` → `[::1]`.
-fn strip_port(host: &[u8]) -> &[u8] {
+pub fn strip_port(host: &[u8]) -> &[u8] {
     match host.iter().rposition(|&b| b == b':') {
         Some(colon)
             if !host[colon + 1..].is_empty() && host[colon + 1..].iter().all(u8::is_ascii_digit)

@@ -78,18 +78,8 @@ fn route(
     }
     let (host, path) = host_and_path(request);
     snapshot
-        .routes
-        .iter()
-        .position(|route| {
-            route
-                .host
-                .as_ref()
-                .is_none_or(|pattern| pattern.matches(host))
-                && route
-                    .path_prefix
-                    .as_ref()
-                    .is_none_or(|prefix| path.starts_with(prefix.as_bytes()))
-        })
+        .route_index
+        .find(host, path)
         .map_or(by_listener, |index| {
             (snapshot.routes[index].pool, Some(index))
         })

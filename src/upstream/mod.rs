@@ -9,6 +9,7 @@ pub mod health;
 pub mod idle;
 pub mod registry;
 pub mod retry_budget;
+pub mod route_index;
 pub mod snapshot;
 pub mod sticky;
 

@@ -18,6 +18,7 @@ use arc_swap::ArcSwap;
 use super::balance::Balancer;
 use super::health::{Health, HealthView};
 use super::retry_budget::RetryBudget;
+use super::route_index::RouteIndex;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
     AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
@@ -34,6 +35,8 @@ pub struct Snapshot {
     pub limits: Limits,
     pub buffering: Buffering,
     pub routes: Vec<RouteConfig>,
+    /// `routes` compiled for lookup (`route_index.rs`): the same answer as scanning them.
+    pub route_index: RouteIndex,
     pub pools: Vec<Pool>,
     /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
     pub listener_pools: Vec<usize>,
@@ -467,6 +470,7 @@ impl Lineage {
             limits: config.limits,
             buffering: config.buffering.clone(),
             routes: config.routes.clone(),
+            route_index: RouteIndex::new(&config.routes),
             pools,
             listener_pools,
             listener_rules,

@@ -59,6 +59,8 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
     // While bytes wait for the client: when the current window of its pace began, and what it
     // had taken by then.
     let mut window: Option<(Instant, u64)> = None;
+    // A deadline for the disabled timer branch, which is built whether or not it is polled.
+    let relay_began = Instant::now();
     loop {
         if server.is_some() {
             // The body's pieces at hand go straight to the client while nothing waits before
@@ -92,11 +94,13 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
         }
         let reading = server.is_some() && spool.has_room();
         // The client's deadline, while bytes wait for it: `client_idle` from now, or the end of
-        // the current window of its pace, when it must have taken `response_min_rate`'s due.
-        let (deadline, for_rate) = if client_waits {
+        // the current window of its pace, when it must have taken `response_min_rate`'s due
+        // (true). No clock is read while nothing waits, as for a client that keeps up.
+        let mut late = None;
+        if client_waits {
             let now = Instant::now();
             let idle = now + pace.client_idle;
-            match pace.buffering.response_window() {
+            late = Some(match pace.buffering.response_window() {
                 Some((length, owed)) => {
                     let (began, taken_before) = *window.get_or_insert((now, sent));
                     if now >= began + length {
@@ -109,11 +113,10 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
                     (end.min(idle), end < idle)
                 }
                 None => (idle, false),
-            }
+            });
         } else {
             window = None;
-            (Instant::now(), false)
-        };
+        }
         let front = match client_waits {
             true => spool.front().map_err(|_| RelayError::Spool)?,
             false => &[][..],
@@ -133,7 +136,9 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
             written = sink.write(front), if client_waits => Event::Wrote(written),
             read = read => Event::Read(read),
             () = &mut sink_gone, if !client_waits => Event::ClientGone,
-            () = sleep_until(deadline), if client_waits => Event::Late(for_rate),
+            () = sleep_until(late.map_or(relay_began, |(at, _)| at)), if late.is_some() => {
+                Event::Late(late.is_some_and(|(_, for_rate)| for_rate))
+            }
         };
         match event {
             Event::Wrote(Ok(0)) => return Err(RelayError::SinkIo(io::ErrorKind::WriteZero)),

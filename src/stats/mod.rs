@@ -89,7 +89,9 @@ impl BufferUse {
 
     /// Takes `bytes` of memory, within `total`, until the hold is dropped.
     pub fn hold_memory(&self, bytes: u64, total: u64) -> Option<MemoryHold<'_>> {
-        BufferUse::reserve(&self.memory, bytes, total).then_some(MemoryHold {
+        // `then`, not `then_some`: a hold made for a refused reservation would, dropped, give
+        // back bytes it never took.
+        BufferUse::reserve(&self.memory, bytes, total).then(|| MemoryHold {
             memory: &self.memory,
             bytes,
         })
@@ -101,6 +103,13 @@ impl BufferUse {
 pub struct MemoryHold<'a> {
     memory: &'a AtomicU64,
     bytes: u64,
+}
+
+impl MemoryHold<'_> {
+    /// The bytes held.
+    pub fn bytes(&self) -> u64 {
+        self.bytes
+    }
 }
 
 impl Drop for MemoryHold<'_> {
@@ -269,6 +278,17 @@ pub struct HandoffWait {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_memory_hold_gives_back_only_what_it_took() {
+        let usage = BufferUse::default();
+        let held = usage.hold_memory(6, 10).expect("within the total");
+        assert_eq!(held.bytes(), 6);
+        assert!(usage.hold_memory(5, 10).is_none(), "beyond the total");
+        assert_eq!(usage.memory.load(Ordering::Relaxed), 6);
+        drop(held);
+        assert_eq!(usage.memory.load(Ordering::Relaxed), 0);
+    }
 
     #[test]
     fn a_report_reflects_the_counters_and_this_threads_switches() {

@@ -324,8 +324,9 @@ impl Buffering {
         started: std::time::Instant,
         received: u64,
     ) -> Option<std::time::Instant> {
-        owed_time(received, self.request_min_rate, self.request_min_rate_grace)
-            .map(|owed| started + owed)
+        let rate = self.request_min_rate;
+        let earned = (rate > 0).then(|| Duration::from_secs_f64(received as f64 / rate as f64));
+        earned.map(|earned| started + self.request_min_rate_grace + earned)
     }
 
     /// The window a client's pace on a buffered response is measured over, and the bytes it
@@ -335,12 +336,6 @@ impl Buffering {
         let owed = (self.response_min_rate as f64 * window.as_secs_f64()) as u64;
         (self.response_min_rate > 0 && !window.is_zero()).then_some((window, owed))
     }
-}
-
-/// The time `bytes` are owed at `rate` bytes per second after `grace` (`None`: rate 0, no
-/// minimum).
-fn owed_time(bytes: u64, rate: u64, grace: Duration) -> Option<Duration> {
-    (rate > 0).then(|| grace + Duration::from_secs_f64(bytes as f64 / rate as f64))
 }
 
 /// A route's `[route.buffering]`: which of request and response buffering apply to its

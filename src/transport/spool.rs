@@ -5,7 +5,7 @@
 use std::io;
 use std::path::Path;
 
-use crate::stats::BufferUse;
+use crate::stats::{BufferUse, MemoryHold};
 
 use super::recycle;
 use super::temp_file::TempFile;
@@ -33,9 +33,9 @@ pub struct Spool<'a> {
     /// Memory's bytes; those before `memory_read` are sent.
     memory: Vec<u8>,
     memory_read: usize,
-    /// Of `memory_total`, what this spool holds (its memory limit, or 0 when the total had no
-    /// room: then it holds what one push brings).
-    memory_reserved: u64,
+    /// Of `memory_total`, what this spool holds: its memory limit, or nothing when the total had
+    /// no room (then it holds what one push brings).
+    memory_hold: Option<MemoryHold<'a>>,
     file: Option<TempFile<'a>>,
     file_written: u64,
     file_read: u64,
@@ -55,23 +55,29 @@ pub struct Spool<'a> {
 
 impl<'a> Spool<'a> {
     pub fn new(limits: SpoolLimits<'a>) -> Spool<'a> {
-        let wanted = limits.memory as u64;
-        let reserved = BufferUse::reserve(&limits.usage.memory, wanted, limits.memory_total);
+        let memory_hold = limits
+            .usage
+            .hold_memory(limits.memory as u64, limits.memory_total);
         Spool {
             limits,
             memory: Vec::new(),
             memory_read: 0,
-            memory_reserved: if reserved { wanted } else { 0 },
+            was_full: memory_hold.is_none(),
+            memory_hold,
             file: None,
             file_written: 0,
             file_read: 0,
             window: Vec::new(),
             window_read: 0,
-            was_full: !reserved,
             spilled: false,
             file_failed: false,
             blocked: false,
         }
+    }
+
+    /// The memory this spool may fill.
+    fn memory_reserved(&self) -> u64 {
+        self.memory_hold.as_ref().map_or(0, MemoryHold::bytes)
     }
 
     /// Bytes held, not yet sent.
@@ -103,7 +109,7 @@ impl<'a> Spool<'a> {
             && if self.file_part_unread() {
                 self.file_written < self.limits.file
             } else {
-                ((self.memory.len() - self.memory_read) as u64) < self.memory_reserved
+                ((self.memory.len() - self.memory_read) as u64) < self.memory_reserved()
                     || (!self.file_failed && self.limits.file > 0)
             };
         if !room {
@@ -126,7 +132,7 @@ impl<'a> Spool<'a> {
                 self.memory_read = 0;
             }
             let in_memory = (self.memory.len() - self.memory_read) as u64;
-            if in_memory + bytes.len() as u64 <= self.memory_reserved {
+            if in_memory + bytes.len() as u64 <= self.memory_reserved() {
                 self.append_to_memory(bytes);
                 return Ok(());
             }
@@ -241,7 +247,6 @@ impl<'a> Spool<'a> {
 
 impl Drop for Spool<'_> {
     fn drop(&mut self) {
-        BufferUse::release(&self.limits.usage.memory, self.memory_reserved);
         recycle::give_back_bytes(std::mem::take(&mut self.memory));
         recycle::give_back_bytes(std::mem::take(&mut self.window));
     }

@@ -23,15 +23,11 @@ pub struct RouteIndex {
     wildcard: HashMap<Box<Caseless>, PathTrie, foldhash::fast::RandomState>,
     /// Routes without a host.
     any_host: PathTrie,
-    empty: bool,
 }
 
 impl RouteIndex {
     pub fn new(routes: &[RouteConfig]) -> RouteIndex {
-        let mut index = RouteIndex {
-            empty: routes.is_empty(),
-            ..RouteIndex::default()
-        };
+        let mut index = RouteIndex::default();
         for (position, route) in routes.iter().enumerate() {
             let trie = match &route.host {
                 None => &mut index.any_host,
@@ -51,9 +47,6 @@ impl RouteIndex {
     /// The first route (in config order) whose host and path prefix match, if any.
     #[inline]
     pub fn find(&self, host: &[u8], path: &[u8]) -> Option<usize> {
-        if self.empty {
-            return None;
-        }
         let name = strip_port(host);
         let mut best = self.any_host.first_match(path);
         if !self.exact.is_empty() {

@@ -137,10 +137,7 @@ fn a_client_waiting_for_100_continue_gets_it_from_herdsman() {
 #[test]
 fn the_access_log_says_which_request_bodies_were_buffered() {
     let server = start_one_at_a_time_server();
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herdsman-buffering-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_temp_dir("buffering");
     let log = dir.join("access.log");
     let text = config(server, "").replace(
         "pool = \"app\"\n\n[buffering]",
@@ -181,9 +178,7 @@ fn the_access_log_says_which_request_bodies_were_buffered() {
 #[test]
 fn a_body_larger_than_memory_waits_in_a_temporary_file_until_it_is_whole() {
     let server = start_one_at_a_time_server();
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herdsman-spill-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = fresh_temp_dir("spill");
     let buffering = format!("temp_dir = {:?}", dir.display().to_string());
     let herdsman = Proxy::start(&config(server, &buffering));
     // Twice as many slow uploads of 1 MiB as the server has workers: each is read into memory

@@ -9,7 +9,6 @@ mod common;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
-use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread;
@@ -21,15 +20,6 @@ use common::*;
 /// receive and send buffers, the client's receive buffer) cannot hold it: a streamed answer
 /// then keeps its server worker writing until the client has read most of it.
 const BIG_ANSWER: u64 = 32 << 20;
-
-/// A directory of this test binary's own for temporary files.
-fn temp_dir(name: &str) -> PathBuf {
-    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join(format!("herdsman-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
 
 fn config(server: SocketAddr, buffering: &str, dir: &std::path::Path) -> String {
     format!(
@@ -83,7 +73,7 @@ fn get_behind_slow_readers(
     patience: Duration,
 ) -> (Option<Duration>, herdsman::stats::WorkerReport, u64) {
     let server = start_one_at_a_time_server();
-    let dir = temp_dir("slow-readers");
+    let dir = fresh_temp_dir("slow-readers");
     let herdsman = Proxy::start(&config(server, buffering, &dir));
     let stop = Arc::new(AtomicBool::new(false));
     start_slow_readers(herdsman.addr, 2 * SERVER_WORKERS, &stop);
@@ -158,7 +148,7 @@ const RSS_BOUND: u64 = 96 << 20;
 #[test]
 fn a_gibibyte_each_way_passes_with_memory_bounded() {
     let server = start_one_at_a_time_server();
-    let dir = temp_dir("gib");
+    let dir = fresh_temp_dir("gib");
     // The temporary files hold at most 256 MiB of either body, so the disk a test run needs
     // stays modest: the download fills its file while the client waits, then the rest streams;
     // a 64 MiB upload goes to a file whole, and a 1 GiB one streams.
@@ -247,7 +237,7 @@ fn first_part_then_all(addr: SocketAddr, target: &str) -> (Duration, Vec<u8>) {
 #[test]
 fn event_streams_and_answers_that_ask_for_it_stream_unbuffered() {
     let server = two_part_server();
-    let dir = temp_dir("streams");
+    let dir = fresh_temp_dir("streams");
     // A route that turns response buffering off for /live.
     let text = config(server.addr, "", &dir)
         + "\n[[route]]\npath_prefix = \"/live\"\npool = \"app\"\n[route.buffering]\nresponse = false\n";
@@ -279,7 +269,7 @@ fn event_streams_and_answers_that_ask_for_it_stream_unbuffered() {
 #[test]
 fn a_reader_slower_than_the_minimum_rate_loses_its_answer() {
     let server = start_one_at_a_time_server();
-    let dir = temp_dir("min-rate");
+    let dir = fresh_temp_dir("min-rate");
     let buffering = "response_min_rate = 100000\nresponse_min_rate_window = \"1s\"";
     let herdsman = Proxy::start(&config(server, buffering, &dir));
     let mut client = TcpStream::connect(herdsman.addr).unwrap();
@@ -314,7 +304,7 @@ fn a_reader_slower_than_the_minimum_rate_loses_its_answer() {
 #[test]
 fn with_the_totals_taken_an_answer_streams_whole_and_is_counted() {
     let server = start_one_at_a_time_server();
-    let dir = temp_dir("totals");
+    let dir = fresh_temp_dir("totals");
     let herdsman = Proxy::start(&config(server, "memory_total = 0\ndisk_total = 0", &dir));
     let mut client = Conn::connect(herdsman.addr);
     client.set_read_timeout(Duration::from_secs(10));

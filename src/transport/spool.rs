@@ -257,16 +257,21 @@ mod tests {
     use super::*;
     use std::sync::atomic::Ordering;
 
-    /// Drains `spool` `step` bytes at a time.
-    fn drain(spool: &mut Spool, step: usize) -> Vec<u8> {
+    /// Takes up to `most` bytes from `spool`, at most `step` at a time.
+    fn take(spool: &mut Spool, most: usize, step: usize) -> Vec<u8> {
         let mut out = Vec::new();
-        while !spool.is_empty() {
+        while out.len() < most && !spool.is_empty() {
             let front = spool.front().unwrap();
-            let n = front.len().min(step);
+            let n = front.len().min(step).min(most - out.len());
             out.extend_from_slice(&front[..n]);
             spool.consume(n);
         }
         out
+    }
+
+    /// Drains `spool` `step` bytes at a time.
+    fn drain(spool: &mut Spool, step: usize) -> Vec<u8> {
+        take(spool, usize::MAX, step)
     }
 
     #[test]
@@ -293,14 +298,7 @@ mod tests {
             }
             // Half drained between rounds: memory and file interleave.
             let half = (spool.len() / 2) as usize;
-            let mut taken = 0;
-            while taken < half {
-                let front = spool.front().unwrap();
-                let n = front.len().min(3).min(half - taken);
-                sent.extend_from_slice(&front[..n]);
-                spool.consume(n);
-                taken += n;
-            }
+            sent.extend(take(&mut spool, half, 3));
         }
         assert!(spool.spilled);
         assert!(spool.len() <= 8 + 32 + 5);
@@ -333,12 +331,7 @@ mod tests {
         assert!(spool.spilled);
         // Memory drained and the file read back whole into the window, one byte of it sent:
         // the file is empty again, memory has room, and the window's bytes still come first.
-        let mut sent = Vec::new();
-        for _ in 0..5 {
-            let front = spool.front().unwrap();
-            sent.push(front[0]);
-            spool.consume(1);
-        }
+        let mut sent = take(&mut spool, 5, 1);
         spool.push(b"89").unwrap();
         sent.extend(drain(&mut spool, 1));
         assert_eq!(sent, b"0123456789");
@@ -388,20 +381,13 @@ mod tests {
             let mut spool = Spool::new(limits);
             let (mut pushed, mut sent) = (Vec::new(), Vec::new());
             let mut next = 0u8;
-            for (push, take) in steps {
+            for (push, taken) in steps {
                 if spool.has_room() {
                     let bytes: Vec<u8> = (0..push).map(|_| { next = next.wrapping_add(1); next }).collect();
                     spool.push(&bytes).unwrap();
                     pushed.extend_from_slice(&bytes);
                 }
-                let mut left = take;
-                while left > 0 && !spool.is_empty() {
-                    let front = spool.front().unwrap();
-                    let n = front.len().min(left);
-                    sent.extend_from_slice(&front[..n]);
-                    spool.consume(n);
-                    left -= n;
-                }
+                sent.extend(take(&mut spool, taken, usize::MAX));
                 proptest::prop_assert_eq!(spool.len() as usize, pushed.len() - sent.len());
             }
             sent.extend(drain(&mut spool, 5));

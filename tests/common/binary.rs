@@ -31,6 +31,16 @@ pub fn write_temp(name: &str, text: &str) -> PathBuf {
     path
 }
 
+/// A fresh, empty directory `herdsman-<name>-<pid>` under cargo's temporary directory for
+/// integration tests, for a test's logs or temporary files.
+pub fn fresh_temp_dir(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("herdsman-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 /// Starts `herdsman run -c path` (output discarded) and returns at once.
 pub fn run_binary_with(path: &Path) -> ChildGuard {
     run_binary_with_env(path, &[])

@@ -78,7 +78,7 @@ async fn exchange<D: Downstream>(
     outcome.pool = Some(facts.choice.pool);
     outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
     let pool = &snapshot.pools[facts.choice.pool];
-    let Some(server) = facts.choice.server.map(|index| &pool.servers[index]) else {
+    let Some(chosen) = facts.choice.server else {
         report(client, Failure::NoServer, None);
         answer_error(
             client,
@@ -115,10 +115,10 @@ async fn exchange<D: Downstream>(
         answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
         return Next::Close;
     }
-    let (server, slot) = match take_slot(context, pool, server, &mut facts, deadline).await {
+    let (server, slot) = match take_slot(context, pool, chosen, &mut facts, deadline).await {
         Ok(taken) => taken,
         Err(failure) => {
-            report(client, failure, Some(server));
+            report(client, failure, Some(&pool.servers[chosen]));
             answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
             return Next::Close;
         }
@@ -163,22 +163,22 @@ async fn exchange<D: Downstream>(
 async fn take_slot<'s>(
     context: &ProxyContext,
     pool: &'s Pool,
-    chosen: &'s Server,
+    chosen: usize,
     facts: &mut RequestFacts,
     deadline: Option<Instant>,
 ) -> Result<(&'s Server, ActiveGuard<'s>), Failure> {
-    if let Some(slot) = ActiveGuard::try_take(chosen, &pool.queue) {
-        return Ok((chosen, slot));
+    if let Some(slot) = ActiveGuard::try_take(pool, chosen) {
+        return Ok((&pool.servers[chosen], slot));
     }
     let pinned = facts.choice.pinned;
     let take = || {
         if pinned {
-            return ActiveGuard::try_take(chosen, &pool.queue).map(|slot| (None, slot));
+            return ActiveGuard::try_take(pool, chosen).map(|slot| (None, slot));
         }
         let other = pool
             .balancer
             .pick_other(&pool.servers, &mut context.rng.borrow_mut(), &[])?;
-        ActiveGuard::try_take(&pool.servers[other], &pool.queue).map(|slot| (Some(other), slot))
+        ActiveGuard::try_take(pool, other).map(|slot| (Some(other), slot))
     };
     let patience = match deadline {
         Some(deadline) => pool
@@ -192,7 +192,7 @@ async fn take_slot<'s>(
         .await
         .ok_or(Failure::QueueTimeout)?;
     let Some(other) = other else {
-        return Ok((chosen, slot));
+        return Ok((&pool.servers[chosen], slot));
     };
     // Another server: the client is now on it, which a sticky pool says with its cookie.
     facts.choice.server = Some(other);

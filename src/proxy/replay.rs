@@ -170,7 +170,7 @@ impl Retry {
             &mut context.rng.borrow_mut(),
             &self.tried[..self.attempts],
         )?;
-        let slot = ActiveGuard::try_take(&pool.servers[next], &pool.queue)?;
+        let slot = ActiveGuard::try_take(pool, next)?;
         if why == Failover::Retry {
             let second = second_of(std::time::Instant::now());
             let (percent, floor) = (pool.retry_budget_percent, pool.retry_budget_floor);

@@ -2,13 +2,17 @@
 //! choices, weighted random, consistent hashing.
 //!
 //! All state a pick reads is in the snapshot: the precomputed round-robin sequence with one
-//! shared cursor, and the per-server active counts. Both are single atomics: workers never take a
-//! lock to pick, and round-robin is one sequence for the whole process (so consecutive requests
-//! rotate through the servers even when the kernel hands them to different workers).
+//! shared cursor, least-conn's tree of loads (`load_tree.rs`), and the per-server active counts.
+//! All are atomics: workers never take a lock to pick, and round-robin is one sequence for the
+//! whole process (so consecutive requests rotate through the servers even when the kernel hands
+//! them to different workers). Every pick costs the same whatever the pool's size, except a
+//! retry's or a full server's `pick_other`, which scans.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 
 use super::hash_ring::HashRing;
+use super::load_tree::LoadTree;
 use super::snapshot::Server;
 use crate::config::Balance;
 
@@ -27,6 +31,9 @@ pub struct Balancer {
     cumulative: Vec<u64>,
     /// Hash: the ring over the eligible servers (its picks index `eligible`).
     ring: Option<HashRing>,
+    /// Least-conn: the servers ordered by load, kept across snapshots while the pool keeps its
+    /// servers.
+    load_tree: Option<Arc<LoadTree>>,
     cursor: PaddedCursor,
 }
 
@@ -36,8 +43,17 @@ struct PaddedCursor(AtomicUsize);
 
 impl Balancer {
     /// A balancer over `servers` — each one's name and the weight it takes new requests with
-    /// (0: none) — in pool order.
-    pub fn new(kind: Balance, servers: &[(&str, u32)]) -> Balancer {
+    /// (0: none) — in pool order. Least-conn needs `load_tree`, over the same servers and
+    /// weights; the others ignore it.
+    pub fn new(
+        kind: Balance,
+        servers: &[(&str, u32)],
+        load_tree: Option<Arc<LoadTree>>,
+    ) -> Balancer {
+        assert!(
+            kind != Balance::LeastConn || load_tree.is_some(),
+            "least-conn picks from a load tree"
+        );
         let weights: Vec<u32> = servers.iter().map(|&(_, weight)| weight).collect();
         let weights = weights.as_slice();
         let eligible: Vec<u32> = (0..weights.len() as u32)
@@ -66,12 +82,18 @@ impl Balancer {
             sequence,
             cumulative,
             ring,
+            load_tree: load_tree.filter(|_| kind == Balance::LeastConn),
             cursor: PaddedCursor::default(),
         }
     }
 
     pub fn kind(&self) -> Balance {
         self.kind
+    }
+
+    /// Least-conn's tree, which a request's start and end on a server must be told of.
+    pub fn load_tree(&self) -> Option<&LoadTree> {
+        self.load_tree.as_deref()
     }
 
     /// The index of the server to use, or `None` when no server may take requests (503).
@@ -91,17 +113,8 @@ impl Balancer {
                 self.sequence[turn % self.sequence.len()]
             }
             Balance::LeastConn => {
-                // Scan from a random start so that ties (common at low load) spread evenly
-                // instead of always landing on the first server.
-                let start = rng.usize(..self.eligible.len());
-                let mut best = self.eligible[start];
-                for offset in 1..self.eligible.len() {
-                    let candidate = self.eligible[(start + offset) % self.eligible.len()];
-                    if lighter(&servers[candidate as usize], &servers[best as usize]) {
-                        best = candidate;
-                    }
-                }
-                best
+                let tree = self.load_tree.as_ref().expect("least-conn has a load tree");
+                return tree.lightest();
             }
             Balance::P2c => {
                 let n = self.eligible.len();
@@ -147,14 +160,21 @@ impl Balancer {
         if count == 0 {
             return None;
         }
+        let has_room = |index: usize| {
+            let server = &servers[index];
+            server.max_connections == 0 || server.counters.active() < server.max_connections
+        };
+        // Least-conn's lightest server is the scan's answer unless it is the one to avoid.
+        if let Some(lightest) = self.load_tree().and_then(LoadTree::lightest) {
+            if !tried.contains(&lightest) && has_room(lightest) {
+                return Some(lightest);
+            }
+        }
         let start = rng.usize(..count);
         let mut best: Option<usize> = None;
         for offset in 0..count {
             let candidate = self.eligible[(start + offset) % count] as usize;
-            let server = &servers[candidate];
-            let full =
-                server.max_connections > 0 && server.counters.active() >= server.max_connections;
-            if full || tried.contains(&candidate) {
+            if !has_room(candidate) || tried.contains(&candidate) {
                 continue;
             }
             if best.is_none_or(|b| lighter(&servers[candidate], &servers[b])) {
@@ -165,10 +185,11 @@ impl Balancer {
     }
 }
 
-/// `a` carries fewer active requests per unit of weight than `b`.
+/// `a` carries fewer active requests per unit of the weight it takes new requests with (less
+/// while it ramps up after slow start) than `b`.
 fn lighter(a: &Server, b: &Server) -> bool {
-    u64::from(a.counters.active()) * u64::from(b.weight)
-        < u64::from(b.counters.active()) * u64::from(a.weight)
+    u64::from(a.counters.active()) * u64::from(b.effective_weight)
+        < u64::from(b.counters.active()) * u64::from(a.effective_weight)
 }
 
 /// One cycle of smooth weighted round-robin (nginx's): each step every server gains its weight,
@@ -241,7 +262,11 @@ mod tests {
             .iter()
             .map(|s| (s.name.as_str(), s.weight))
             .collect();
-        Balancer::new(kind, &named)
+        let loads: Vec<_> = servers
+            .iter()
+            .map(|s| (std::sync::Arc::clone(&s.counters), s.weight))
+            .collect();
+        Balancer::new(kind, &named, Some(Arc::new(LoadTree::new(&loads))))
     }
 
     fn pick(balancer: &Balancer, servers: &[Server], rng: &mut fastrand::Rng) -> Option<usize> {
@@ -287,7 +312,6 @@ mod tests {
     #[test]
     fn least_conn_avoids_the_busy_server() {
         let servers = servers(&[1, 1, 2]);
-        let balancer = balancer(Balance::LeastConn, &servers);
         let mut rng = fastrand::Rng::with_seed(1);
         let _busy: Vec<_> = (0..3)
             .map(|_| ActiveGuard::new(&servers[0].counters))
@@ -297,6 +321,7 @@ mod tests {
             .map(|_| ActiveGuard::new(&servers[2].counters))
             .collect();
         // loads: s0 3/1, s1 1/1, s2 2/2 — s1 and s2 tie at 1 per weight, s0 is never chosen
+        let balancer = balancer(Balance::LeastConn, &servers);
         for _ in 0..50 {
             assert_ne!(pick(&balancer, &servers, &mut rng), Some(0));
         }

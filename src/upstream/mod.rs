@@ -7,6 +7,7 @@ pub mod choice;
 pub mod hash_ring;
 pub mod health;
 pub mod idle;
+pub mod load_tree;
 pub mod registry;
 pub mod retry_budget;
 pub mod route_index;

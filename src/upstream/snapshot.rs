@@ -17,6 +17,7 @@ use arc_swap::ArcSwap;
 
 use super::balance::Balancer;
 use super::health::{Health, HealthView};
+use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::route_index::RouteIndex;
 use super::sticky::{write_set_cookie, StickyKey};
@@ -221,6 +222,8 @@ pub struct ActiveGuard<'s> {
     counters: &'s ServerCounters,
     /// The pool's queue, for a server with a limit: told when this slot frees.
     queue: Option<&'s PoolQueue>,
+    /// Least-conn's tree and the server's place in it: told when the load changes.
+    load_tree: Option<(&'s LoadTree, usize)>,
 }
 
 impl<'s> ActiveGuard<'s> {
@@ -231,34 +234,47 @@ impl<'s> ActiveGuard<'s> {
         ActiveGuard {
             counters,
             queue: None,
+            load_tree: None,
         }
     }
 
-    /// A slot on `server` if it has one free (always, without a limit). Taking it and checking
-    /// the limit are one step, so workers taking slots at once cannot pass the limit.
-    pub fn try_take(server: &'s Server, queue: &'s PoolQueue) -> Option<ActiveGuard<'s>> {
+    /// A slot on the pool's server `index` if it has one free (always, without a limit). Taking
+    /// it and checking the limit are one step, so workers taking slots at once cannot pass the
+    /// limit.
+    pub fn try_take(pool: &'s Pool, index: usize) -> Option<ActiveGuard<'s>> {
+        let server = &pool.servers[index];
         let max = server.max_connections;
-        if max == 0 {
-            return Some(ActiveGuard::new(&server.counters));
+        let mut guard = if max == 0 {
+            ActiveGuard::new(&server.counters)
+        } else {
+            let counters = &server.counters;
+            counters
+                .active
+                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |active| {
+                    (active < max).then_some(active + 1)
+                })
+                .ok()?;
+            counters.requests.fetch_add(1, Ordering::Relaxed);
+            ActiveGuard {
+                counters,
+                queue: Some(&pool.queue),
+                load_tree: None,
+            }
+        };
+        if let Some(tree) = pool.balancer.load_tree() {
+            tree.taken(index);
+            guard.load_tree = Some((tree, index));
         }
-        let counters = &server.counters;
-        counters
-            .active
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |active| {
-                (active < max).then_some(active + 1)
-            })
-            .ok()?;
-        counters.requests.fetch_add(1, Ordering::Relaxed);
-        Some(ActiveGuard {
-            counters,
-            queue: Some(queue),
-        })
+        Some(guard)
     }
 }
 
 impl Drop for ActiveGuard<'_> {
     fn drop(&mut self) {
         self.counters.active.fetch_sub(1, Ordering::Relaxed);
+        if let Some((tree, index)) = self.load_tree {
+            tree.changed(index);
+        }
         if let Some(queue) = self.queue {
             queue.slot_freed();
         }
@@ -340,6 +356,29 @@ struct PoolRecord {
     queue: Arc<PoolQueue>,
     traffic: Arc<Traffic>,
     retry_budget: Arc<RetryBudget>,
+    /// Least-conn's tree, re-weighed while the pool keeps its servers, succeeded when not.
+    load_tree: Option<Arc<LoadTree>>,
+}
+
+/// Least-conn's tree for a pool's next snapshot: the last one re-weighed if the pool has the same
+/// servers, else a new one that the last one forwards to.
+fn next_load_tree(
+    last: Option<&Arc<LoadTree>>,
+    servers: &[Server],
+    candidates: &[(&str, u32)],
+) -> Arc<LoadTree> {
+    let weights: Vec<u32> = candidates.iter().map(|&(_, weight)| weight).collect();
+    let counters: Vec<&Arc<ServerCounters>> = servers.iter().map(|s| &s.counters).collect();
+    if let Some(last) = last.filter(|last| last.serves(&counters)) {
+        last.reweigh(&weights);
+        return Arc::clone(last);
+    }
+    let loads: Vec<(Arc<ServerCounters>, u32)> =
+        counters.into_iter().map(Arc::clone).zip(weights).collect();
+    match last {
+        Some(last) => last.succeed(&loads),
+        None => Arc::new(LoadTree::new(&loads)),
+    }
 }
 
 impl Lineage {
@@ -437,10 +476,13 @@ impl Lineage {
                     queue: Arc::default(),
                     traffic: Arc::new(Traffic::new(config.workers)),
                     retry_budget: Arc::new(RetryBudget::new(config.workers)),
+                    load_tree: None,
                 });
+            record.load_tree = (pool.balance == Balance::LeastConn)
+                .then(|| next_load_tree(record.load_tree.as_ref(), &servers, &candidates));
             pools.push(Pool {
                 name: pool.name.clone(),
-                balancer: Balancer::new(pool.balance, &candidates),
+                balancer: Balancer::new(pool.balance, &candidates, record.load_tree.clone()),
                 hash_key: pool.hash_key.clone(),
                 sticky_cookie: pool.sticky.as_ref().map(|sticky| sticky.cookie.clone()),
                 has_test_servers: servers.iter().any(|s| s.state == ServerState::Test),

@@ -268,6 +268,17 @@ servers = [
 ]
 "#;
 
+    /// A ready server without a limit, to add through the registry.
+    fn new_server(name: &str, addr: &str, weight: u32) -> NewServer {
+        NewServer {
+            name: name.into(),
+            addr: addr.parse().unwrap(),
+            weight,
+            state: ServerState::Ready,
+            max_connections: 0,
+        }
+    }
+
     /// A registry of the config in a file of its own, which `write` replaces.
     struct Fixture {
         registry: Registry,
@@ -333,13 +344,7 @@ servers = [
         let registry = &fixture.registry;
         registry.set_state("app", "a", ServerState::Drain).unwrap();
         registry.set_weight("app", "b", 5).unwrap();
-        let added = NewServer {
-            name: "d".into(),
-            addr: "127.0.0.1:9004".parse().unwrap(),
-            weight: 2,
-            state: ServerState::Ready,
-            max_connections: 0,
-        };
+        let added = new_server("d", "127.0.0.1:9004", 2);
         registry.add_server("app", added).unwrap();
         registry.reload().unwrap();
         assert_eq!(
@@ -377,13 +382,7 @@ servers = [
     fn changes_to_a_server_added_at_run_time_survive_a_reload() {
         let fixture = Fixture::new("added");
         let registry = &fixture.registry;
-        let added = NewServer {
-            name: "d".into(),
-            addr: "127.0.0.1:9004".parse().unwrap(),
-            weight: 1,
-            state: ServerState::Ready,
-            max_connections: 0,
-        };
+        let added = new_server("d", "127.0.0.1:9004", 1);
         registry.add_server("app", added).unwrap();
         registry.set_state("app", "d", ServerState::Drain).unwrap();
         registry.set_weight("app", "d", 7).unwrap();
@@ -414,19 +413,56 @@ servers = [
             registry.remove_server("shop", "a"),
             Err(ChangeError::NoPool(_))
         ));
-        let duplicate = NewServer {
-            name: "b".into(),
-            addr: "127.0.0.1:9009".parse().unwrap(),
-            weight: 1,
-            state: ServerState::Ready,
-            max_connections: 0,
-        };
+        let duplicate = new_server("b", "127.0.0.1:9009", 1);
         assert!(matches!(
             registry.add_server("app", duplicate),
             Err(ChangeError::Exists { .. })
         ));
         assert_eq!(fixture.servers(), before);
         assert_eq!(registry.pools().generation, generation);
+    }
+
+    /// Least-conn's picks follow requests that started under an earlier snapshot: a weight
+    /// change keeps the pool's load tree, a new server replaces it, and either way the end of a
+    /// request taken before reaches the tree the next pick reads.
+    #[test]
+    fn least_conn_sees_requests_that_started_under_an_earlier_snapshot() {
+        use crate::upstream::snapshot::ActiveGuard;
+        let fixture = Fixture::new("least-conn");
+        fixture.write(&FILE.replace(
+            "pool = \"app\"\n\n[[pool]]\nname = \"app\"",
+            "pool = \"app\"\n\n[[pool]]\nname = \"app\"\nbalance = \"least-conn\"",
+        ));
+        let registry = &fixture.registry;
+        registry.reload().unwrap();
+        let pick = || {
+            let snapshot = registry.snapshot_handle().load_full();
+            let pool = &snapshot.pools[0];
+            let index = pool
+                .balancer
+                .pick(&pool.servers, &mut fastrand::Rng::new(), || 0);
+            index.map(|index| pool.servers[index].name.clone())
+        };
+        let first = registry.snapshot_handle().load_full();
+        let on_a: Vec<_> = (0..2)
+            .map(|_| ActiveGuard::try_take(&first.pools[0], 0).unwrap())
+            .collect();
+        assert_eq!(pick().as_deref(), Some("b"));
+        // Same servers, new weight: the tree is kept.
+        registry.set_weight("app", "b", 2).unwrap();
+        assert_eq!(pick().as_deref(), Some("b"));
+        // A new server: a new tree, from the live counts.
+        let added = new_server("c", "127.0.0.1:9003", 1);
+        registry.add_server("app", added).unwrap();
+        let latest = registry.snapshot_handle().load_full();
+        let on_b = ActiveGuard::try_take(&latest.pools[0], 1).unwrap();
+        let on_c = ActiveGuard::try_take(&latest.pools[0], 2).unwrap();
+        // a: 2 (taken under the first snapshot), b: 1 of weight 2, c: 1.
+        assert_eq!(pick().as_deref(), Some("b"));
+        drop(on_a);
+        // a's requests ended under the first snapshot's tree; the latest one must know.
+        assert_eq!(pick().as_deref(), Some("a"));
+        drop((on_b, on_c));
     }
 
     #[test]

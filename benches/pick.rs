@@ -1,0 +1,159 @@
+//! The cost of choosing a server, by pool size: `cargo bench --bench pick` prints nanoseconds per
+//! request for each algorithm over 10 to 10,000 servers — a pick, taking the slot
+//! (`ActiveGuard::try_take`, which tells least-conn's tree) and, 50 requests later, releasing it,
+//! so that 50 requests are always in flight as with wrk's 50 connections — beside the scan that
+//! least-conn used before its tree (issue 24), on the same servers.
+//!
+//! A second table times the pick alone, with 50 requests held in flight on random servers.
+//!
+//! One thread, a snapshot built by the registry's own `Lineage` from a config of loopback
+//! servers; the median of 7 repetitions of up to 400,000 requests or 0.2 s each.
+
+use std::collections::{HashSet, VecDeque};
+use std::hint::black_box;
+use std::time::Instant;
+
+use herdsman::upstream::snapshot::{ActiveGuard, Lineage, ListenerRules, Server, Snapshot};
+
+const SIZES: [usize; 4] = [10, 100, 1_000, 10_000];
+const IN_FLIGHT: usize = 50;
+const REQUESTS: usize = 400_000;
+const REPETITIONS: usize = 7;
+/// A repetition stops after this long even if it has not made `REQUESTS` (the old scan over
+/// 10,000 servers takes 75 µs a request).
+const REPETITION_TIME: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// How a request's server is chosen.
+type Choose = fn(&Snapshot, &mut fastrand::Rng) -> Option<usize>;
+
+fn main() {
+    let algorithms: [(&str, &str, Choose); 5] = [
+        ("least-conn", "least-conn", balancer_pick),
+        ("round-robin", "round-robin", balancer_pick),
+        ("p2c", "p2c", balancer_pick),
+        ("random", "random", balancer_pick),
+        (
+            "least-conn, the scan it replaced",
+            "least-conn",
+            |snapshot, rng| Some(scan_least_conn(&snapshot.pools[0].servers, rng)),
+        ),
+    ];
+    println!("# Choosing a server: ns per request\n");
+    println!(
+        "One thread, {IN_FLIGHT} requests in flight, median of {REPETITIONS} repetitions of up to \
+         {REQUESTS} requests or {} ms.\n",
+        REPETITION_TIME.as_millis()
+    );
+    println!("## A pick, taking the slot, and releasing it {IN_FLIGHT} requests later\n");
+    table(&algorithms, ns_per_request);
+    println!("\n## The pick alone\n");
+    table(&algorithms, ns_per_pick);
+}
+
+fn balancer_pick(snapshot: &Snapshot, rng: &mut fastrand::Rng) -> Option<usize> {
+    let pool = &snapshot.pools[0];
+    // The key's hash is read only by `hash`, which is not in the table.
+    pool.balancer.pick(&pool.servers, rng, || 0)
+}
+
+fn table(algorithms: &[(&str, &str, Choose)], measure: fn(&Snapshot, Choose) -> f64) {
+    print!("| algorithm |");
+    for size in SIZES {
+        print!(" {size} servers |");
+    }
+    println!(" {} ÷ {} |", SIZES[SIZES.len() - 1], SIZES[0]);
+    println!("|---|{}---|", "---|".repeat(SIZES.len()));
+    for &(label, balance, choose) in algorithms {
+        print!("| {label} |");
+        let mut costs = Vec::new();
+        for size in SIZES {
+            let snapshot = snapshot(balance, size);
+            let ns = median((0..REPETITIONS).map(|_| measure(&snapshot, choose)));
+            costs.push(ns);
+            print!(" {ns:.1} |");
+        }
+        println!(" {:.2} |", costs[costs.len() - 1] / costs[0]);
+    }
+}
+
+fn ns_per_request(snapshot: &Snapshot, choose: Choose) -> f64 {
+    let pool = &snapshot.pools[0];
+    let mut rng = fastrand::Rng::with_seed(7);
+    let mut in_flight: VecDeque<ActiveGuard<'_>> = VecDeque::with_capacity(IN_FLIGHT + 1);
+    let started = Instant::now();
+    let mut made = 0;
+    while made < REQUESTS && (made % 1024 != 0 || started.elapsed() < REPETITION_TIME) {
+        let index = choose(snapshot, &mut rng).expect("every server takes requests");
+        in_flight.push_back(ActiveGuard::try_take(pool, black_box(index)).expect("no limit"));
+        if in_flight.len() > IN_FLIGHT {
+            in_flight.pop_front();
+        }
+        made += 1;
+    }
+    let elapsed = started.elapsed();
+    drop(in_flight);
+    elapsed.as_nanos() as f64 / made as f64
+}
+
+fn ns_per_pick(snapshot: &Snapshot, choose: Choose) -> f64 {
+    let pool = &snapshot.pools[0];
+    let mut rng = fastrand::Rng::with_seed(7);
+    let servers = pool.servers.len();
+    let _held: Vec<ActiveGuard<'_>> = (0..IN_FLIGHT)
+        .map(|_| ActiveGuard::try_take(pool, rng.usize(..servers)).expect("no limit"))
+        .collect();
+    let started = Instant::now();
+    let mut made = 0;
+    while made < REQUESTS && (made % 1024 != 0 || started.elapsed() < REPETITION_TIME) {
+        black_box(choose(snapshot, &mut rng));
+        made += 1;
+    }
+    started.elapsed().as_nanos() as f64 / made as f64
+}
+
+/// least-conn as it was: every server compared, from a random start so that ties spread.
+fn scan_least_conn(servers: &[Server], rng: &mut fastrand::Rng) -> usize {
+    let lighter = |a: &Server, b: &Server| {
+        u64::from(a.counters.active()) * u64::from(b.weight)
+            < u64::from(b.counters.active()) * u64::from(a.weight)
+    };
+    let start = rng.usize(..servers.len());
+    let mut best = start;
+    for offset in 1..servers.len() {
+        let candidate = (start + offset) % servers.len();
+        if lighter(&servers[candidate], &servers[best]) {
+            best = candidate;
+        }
+    }
+    best
+}
+
+/// A snapshot of one pool of `size` servers on distinct loopback addresses.
+fn snapshot(balance: &str, size: usize) -> Snapshot {
+    let mut text = format!(
+        "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n[[pool]]\nname = \"app\"\nbalance = \"{balance}\"\nservers = [\n"
+    );
+    for i in 0..size {
+        text.push_str(&format!(
+            "  {{ name = \"s{i}\", addr = \"127.0.{}.{}:8080\" }},\n",
+            i / 250,
+            1 + i % 250
+        ));
+    }
+    text.push_str("]\n");
+    let config = herdsman::Config::from_toml(&text, "pick bench").expect("a valid config");
+    Lineage::new()
+        .next(
+            &config,
+            &HashSet::new(),
+            vec![0],
+            vec![ListenerRules::of(&config.listeners[0])],
+        )
+        .expect("a snapshot")
+}
+
+fn median(values: impl Iterator<Item = f64>) -> f64 {
+    let mut values: Vec<f64> = values.collect();
+    values.sort_by(f64::total_cmp);
+    values[values.len() / 2]
+}

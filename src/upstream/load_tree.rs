@@ -1,0 +1,391 @@
+//! Least-conn's index: a tournament tree over a pool's servers whose root names the least loaded
+//! one, so that a pick reads one atomic whatever the pool's size, and a request's start or end
+//! re-plays only its server's path to the root (log₂ n comparisons at most, usually a few).
+//!
+//! HAProxy keeps its servers in a tree ordered by load under a lock; here every node is a few
+//! atomics — its subtree's lightest server, that server's load and when it was last taken — so
+//! workers never lock, and re-playing a path compares sibling nodes that share a cache line rather
+//! than visiting each server's counters. A load is active requests per unit of weight as a 32.32
+//! fixed-point number, which orders servers exactly as comparing the fractions would for weights
+//! up to 65,536 (herdsman's top is 256). Two workers re-playing paths at once may leave a node a
+//! request or two behind; the next change under that node repairs it, and the request path
+//! tolerates a pick that is a request off (the scan it replaced read the counts without any
+//! snapshot of them either).
+//!
+//! A server is lighter than another when its active requests per unit of (effective) weight are
+//! fewer; among equals, the one taken least recently wins, so that ties — every server idle, at
+//! low load — rotate through the servers in turn instead of landing on the first.
+//!
+//! A tree lives as long as its pool keeps the same servers (`snapshot::Lineage` hands it from one
+//! snapshot to the next and only re-weighs it). When the servers change, the new tree is built
+//! from the live counts and the old one forwards to it: a request that started under the old tree
+//! and ends later re-plays its server's path in both.
+
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
+
+use super::snapshot::ServerCounters;
+
+/// A node that names no server (padding past the last server, or no server eligible below it).
+const NONE: u32 = u32::MAX;
+
+/// The load of a server that takes no new requests: above any other.
+const UNAVAILABLE: u64 = u64::MAX;
+
+#[derive(Debug)]
+pub struct LoadTree {
+    /// Each server's counters, in pool order (shared with the snapshots' `Server`s).
+    counters: Box<[Arc<ServerCounters>]>,
+    /// The weight each server takes new requests with; 0: none (down, drained, ramping from 0).
+    weights: Box<[AtomicU32]>,
+    turn: PaddedTurn,
+    /// Leaves at `width..2 * width` (server `i` at `width + i`), the root at 1; siblings share a
+    /// cache line.
+    nodes: Box<[Node]>,
+    width: usize,
+    /// Set when the pool's servers change: the tree that replaced this one, and for each of this
+    /// tree's servers its index there (`NONE` if it left).
+    successor: OnceLock<(Arc<LoadTree>, Box<[u32]>)>,
+}
+
+/// A subtree's lightest server, with what it is compared by.
+#[derive(Debug)]
+#[repr(align(32))]
+struct Node {
+    load: AtomicU64,
+    /// The turn at which the server was last taken (for a leaf, kept there; above, copied).
+    taken: AtomicU64,
+    server: AtomicU32,
+}
+
+/// What a node holds, read or to be written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Entry {
+    load: u64,
+    taken: u64,
+    server: u32,
+}
+
+const EMPTY: Entry = Entry {
+    load: UNAVAILABLE,
+    taken: 0,
+    server: NONE,
+};
+
+impl Node {
+    fn read(&self) -> Entry {
+        Entry {
+            load: self.load.load(Ordering::Relaxed),
+            taken: self.taken.load(Ordering::Relaxed),
+            server: self.server.load(Ordering::Relaxed),
+        }
+    }
+
+    fn write(&self, entry: Entry) {
+        self.load.store(entry.load, Ordering::Relaxed);
+        self.taken.store(entry.taken, Ordering::Relaxed);
+        self.server.store(entry.server, Ordering::Relaxed);
+    }
+}
+
+impl Entry {
+    /// The lighter of two: less load, or as much and taken longer ago.
+    fn lighter(self, other: Entry) -> Entry {
+        if (other.load, other.taken) < (self.load, self.taken) {
+            other
+        } else {
+            self
+        }
+    }
+}
+
+#[derive(Debug, Default)]
+#[repr(align(64))]
+struct PaddedTurn(AtomicU64);
+
+impl LoadTree {
+    /// A tree over `servers` — each one's counters and the weight it takes new requests with.
+    pub fn new(servers: &[(Arc<ServerCounters>, u32)]) -> LoadTree {
+        // At least two leaves, so that the root is an inner node.
+        let width = servers.len().next_power_of_two().max(2);
+        let tree = LoadTree {
+            counters: servers.iter().map(|(c, _)| Arc::clone(c)).collect(),
+            weights: servers.iter().map(|&(_, w)| AtomicU32::new(w)).collect(),
+            turn: PaddedTurn::default(),
+            nodes: (0..2 * width)
+                .map(|_| Node {
+                    load: AtomicU64::new(UNAVAILABLE),
+                    taken: AtomicU64::new(0),
+                    server: AtomicU32::new(NONE),
+                })
+                .collect(),
+            width,
+            successor: OnceLock::new(),
+        };
+        tree.rebuild();
+        tree
+    }
+
+    /// Whether this tree is over exactly these counters, in this order (then it can serve the
+    /// next snapshot of the pool with new weights).
+    pub fn serves(&self, counters: &[&Arc<ServerCounters>]) -> bool {
+        self.counters.len() == counters.len()
+            && self
+                .counters
+                .iter()
+                .zip(counters)
+                .all(|(own, other)| Arc::ptr_eq(own, other))
+    }
+
+    /// New weights for the same servers (slow start, health, a drain): every node recomputed.
+    pub fn reweigh(&self, weights: &[u32]) {
+        for (own, &weight) in self.weights.iter().zip(weights) {
+            own.store(weight, Ordering::Relaxed);
+        }
+        self.rebuild();
+    }
+
+    /// The tree that replaces this one, built for `servers`; this one forwards its changes to it
+    /// from now on.
+    pub fn succeed(&self, servers: &[(Arc<ServerCounters>, u32)]) -> Arc<LoadTree> {
+        let next = Arc::new(LoadTree::new(servers));
+        let positions: std::collections::HashMap<*const ServerCounters, u32> = next
+            .counters
+            .iter()
+            .enumerate()
+            .map(|(i, counters)| (Arc::as_ptr(counters), i as u32))
+            .collect();
+        let map = self
+            .counters
+            .iter()
+            .map(|counters| *positions.get(&Arc::as_ptr(counters)).unwrap_or(&NONE))
+            .collect();
+        // Set once: a tree is replaced once (its pool's next servers get the next tree).
+        let _ = self.successor.set((Arc::clone(&next), map));
+        next
+    }
+
+    /// The lightest server that takes new requests, if any.
+    #[inline]
+    pub fn lightest(&self) -> Option<usize> {
+        let root = &self.nodes[1];
+        let server = root.server.load(Ordering::Relaxed);
+        (server != NONE && root.load.load(Ordering::Relaxed) != UNAVAILABLE)
+            .then_some(server as usize)
+    }
+
+    /// Server `index` was just taken (its active count is up): it goes to the back of the ties.
+    pub fn taken(&self, index: usize) {
+        let turn = self.turn.0.fetch_add(1, Ordering::Relaxed) + 1;
+        self.nodes[self.width + index]
+            .taken
+            .store(turn, Ordering::Relaxed);
+        self.changed(index);
+    }
+
+    /// Server `index`'s load changed: its path to the root is played again, in this tree and in
+    /// any that replaced it.
+    pub fn changed(&self, index: usize) {
+        self.replay_path(index);
+        let mut tree = self;
+        let mut index = index as u32;
+        while let Some((next, map)) = tree.successor.get() {
+            index = map[index as usize];
+            if index == NONE {
+                return;
+            }
+            next.replay_path(index as usize);
+            tree = next;
+        }
+    }
+
+    fn replay_path(&self, index: usize) {
+        let leaf = self.width + index;
+        self.nodes[leaf]
+            .load
+            .store(self.load(index), Ordering::Relaxed);
+        let mut node = leaf / 2;
+        while node >= 1 {
+            let lighter = self.lighter_child(node);
+            if self.nodes[node].read() == lighter {
+                // Nothing changed here, so nothing above changes either.
+                return;
+            }
+            self.nodes[node].write(lighter);
+            node /= 2;
+        }
+    }
+
+    /// Every node from the leaves up.
+    fn rebuild(&self) {
+        for index in 0..self.counters.len() {
+            let leaf = &self.nodes[self.width + index];
+            leaf.load.store(self.load(index), Ordering::Relaxed);
+            leaf.server.store(index as u32, Ordering::Relaxed);
+        }
+        for node in (1..self.width).rev() {
+            self.nodes[node].write(self.lighter_child(node));
+        }
+    }
+
+    fn lighter_child(&self, node: usize) -> Entry {
+        let lighter = self.nodes[2 * node]
+            .read()
+            .lighter(self.nodes[2 * node + 1].read());
+        if lighter.load == UNAVAILABLE {
+            EMPTY
+        } else {
+            lighter
+        }
+    }
+
+    /// Server `index`'s active requests per unit of weight, in 32.32 fixed point.
+    fn load(&self, index: usize) -> u64 {
+        match self.weights[index].load(Ordering::Relaxed) {
+            0 => UNAVAILABLE,
+            weight => (u64::from(self.counters[index].active()) << 32) / u64::from(weight),
+        }
+    }
+
+    #[cfg(test)]
+    fn weight(&self, index: usize) -> u64 {
+        u64::from(self.weights[index].load(Ordering::Relaxed))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::upstream::snapshot::ActiveGuard;
+    use proptest::prelude::*;
+
+    fn counters(count: usize) -> Vec<Arc<ServerCounters>> {
+        (0..count).map(|_| Arc::default()).collect()
+    }
+
+    fn with_weights(counters: &[Arc<ServerCounters>], weights: &[u32]) -> LoadTree {
+        let servers: Vec<_> = counters
+            .iter()
+            .zip(weights)
+            .map(|(c, &w)| (Arc::clone(c), w))
+            .collect();
+        LoadTree::new(&servers)
+    }
+
+    /// The scan the tree replaces: the least active requests per unit of weight among servers
+    /// with weight, as a fraction to compare exactly.
+    fn least_load_by_scan(counters: &[Arc<ServerCounters>], weights: &[u32]) -> Option<(u64, u64)> {
+        counters
+            .iter()
+            .zip(weights)
+            .filter(|(_, &w)| w > 0)
+            .map(|(c, &w)| (u64::from(c.active()), u64::from(w)))
+            .min_by(|(a, wa), (b, wb)| (a * wb).cmp(&(b * wa)))
+    }
+
+    fn load_of(tree: &LoadTree, counters: &[Arc<ServerCounters>], index: usize) -> (u64, u64) {
+        (u64::from(counters[index].active()), tree.weight(index))
+    }
+
+    /// Takes a request on `index` as the request path does (the guard's end is told to the
+    /// tree by the caller).
+    fn take<'c>(
+        tree: &LoadTree,
+        counters: &'c [Arc<ServerCounters>],
+        index: usize,
+    ) -> ActiveGuard<'c> {
+        let guard = ActiveGuard::new(&counters[index]);
+        tree.taken(index);
+        guard
+    }
+
+    #[test]
+    fn idle_servers_take_turns() {
+        let counters = counters(5);
+        let tree = with_weights(&counters, &[1, 1, 0, 1, 1]);
+        let mut order = Vec::new();
+        for _ in 0..8 {
+            let index = tree.lightest().unwrap();
+            order.push(index);
+            // Taken and finished at once: every server stays idle.
+            drop(take(&tree, &counters, index));
+            tree.changed(index);
+        }
+        assert_eq!(order, [0, 1, 3, 4, 0, 1, 3, 4]);
+    }
+
+    #[test]
+    fn no_weight_no_pick() {
+        let counters = counters(3);
+        let tree = with_weights(&counters, &[0, 0, 0]);
+        assert_eq!(tree.lightest(), None);
+        tree.reweigh(&[0, 2, 0]);
+        assert_eq!(tree.lightest(), Some(1));
+        assert_eq!(with_weights(&[], &[]).lightest(), None);
+    }
+
+    #[test]
+    fn a_request_ending_under_an_old_tree_reaches_the_new_one() {
+        let counters = counters(4);
+        let old = with_weights(&counters, &[1; 4]);
+        // Server 0 busy with 3 requests, taken under the old tree.
+        let guards: Vec<_> = (0..3).map(|_| take(&old, &counters, 0)).collect();
+        for index in 1..4 {
+            let _one = take(&old, &counters, index);
+            let _two = take(&old, &counters, index);
+            // … and the others with two each, which end now: all at 0 except server 0.
+        }
+        // Server 3 leaves; the new tree, over 0..3, is built from the live counts.
+        let kept: Vec<_> = counters[..3].iter().map(|c| (Arc::clone(c), 1)).collect();
+        let new = old.succeed(&kept);
+        assert_ne!(new.lightest(), Some(0));
+        // A second request each on 1 and 2 under the new tree; server 0's three end under the
+        // old one: the new tree must see it idle again.
+        let _on_1 = take(&new, &counters, 1);
+        let _on_2 = take(&new, &counters, 2);
+        for guard in guards {
+            drop(guard);
+            old.changed(0);
+        }
+        assert_eq!(new.lightest(), Some(0));
+    }
+
+    proptest! {
+        /// After any sequence of requests starting and ending, on any weights (changed on the
+        /// way, as slow start and health do), the tree's pick carries the least load the scan
+        /// finds, and is a server with weight.
+        #[test]
+        fn the_pick_is_as_light_as_the_scans(
+            weights in proptest::collection::vec(0u32..4, 1..40),
+            steps in proptest::collection::vec((any::<u16>(), any::<bool>(), any::<u8>()), 0..300),
+        ) {
+            let count = weights.len();
+            let counters = counters(count);
+            let tree = with_weights(&counters, &weights);
+            let mut weights = weights;
+            let mut held: Vec<Vec<ActiveGuard<'_>>> = (0..count).map(|_| Vec::new()).collect();
+            for (server, start, reweigh) in steps {
+                let index = usize::from(server) % count;
+                if reweigh < 8 {
+                    weights[index] = u32::from(server % 3);
+                    tree.reweigh(&weights);
+                } else if start {
+                    let picked = tree.lightest().unwrap_or(index);
+                    held[picked].push(take(&tree, &counters, picked));
+                } else if held[index].pop().is_some() {
+                    tree.changed(index);
+                }
+                let best = least_load_by_scan(&counters, &weights);
+                match tree.lightest() {
+                    None => prop_assert!(best.is_none()),
+                    Some(picked) => {
+                        prop_assert!(weights[picked] > 0);
+                        let (load, weight) = load_of(&tree, &counters, picked);
+                        let (best_load, best_weight) = best.unwrap();
+                        prop_assert_eq!(load * best_weight, best_load * weight);
+                    }
+                }
+            }
+        }
+    }
+}

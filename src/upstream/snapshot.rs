@@ -35,9 +35,11 @@ pub struct Snapshot {
     pub timeouts: Timeouts,
     pub limits: Limits,
     pub buffering: Buffering,
-    pub routes: Vec<RouteConfig>,
+    /// Shared with the snapshots before and after while the routes do not change (a health or
+    /// admin change to a config of 100,000 routes copies none of them).
+    pub routes: Arc<Vec<RouteConfig>>,
     /// `routes` compiled for lookup (`route_index.rs`): the same answer as scanning them.
-    pub route_index: RouteIndex,
+    pub route_index: Arc<RouteIndex>,
     pub pools: Vec<Pool>,
     /// For each listener slot (see `intake::ListenerChange`), the index of its default pool.
     pub listener_pools: Vec<usize>,
@@ -340,6 +342,8 @@ pub struct Lineage {
     keys: HashMap<String, Arc<StickyKey>>,
     /// What is kept of each pool, by pool name.
     pools: HashMap<String, PoolRecord>,
+    /// The last snapshot's routes and their index, for the next one if the routes are the same.
+    routes: Option<(Arc<Vec<RouteConfig>>, Arc<RouteIndex>)>,
 }
 
 /// What is kept of one server from snapshot to snapshot.
@@ -506,18 +510,33 @@ impl Lineage {
         self.pools
             .retain(|name, _| config.pools.iter().any(|pool| &pool.name == name));
         let server_ids = self.servers.values().map(|record| record.id).collect();
+        let (routes, route_index) = self.routes_for(&config.routes);
         Ok(Snapshot {
             generation: self.generation,
             timeouts: config.timeouts,
             limits: config.limits,
             buffering: config.buffering.clone(),
-            routes: config.routes.clone(),
-            route_index: RouteIndex::new(&config.routes),
+            routes,
+            route_index,
             pools,
             listener_pools,
             listener_rules,
             server_ids,
         })
+    }
+
+    /// `routes` and their index: the last snapshot's if they are the same, else compiled anew.
+    fn routes_for(&mut self, routes: &[RouteConfig]) -> (Arc<Vec<RouteConfig>>, Arc<RouteIndex>) {
+        match &self.routes {
+            Some((last, index)) if last.as_slice() == routes => {
+                (Arc::clone(last), Arc::clone(index))
+            }
+            _ => {
+                let compiled = (Arc::new(routes.to_vec()), Arc::new(RouteIndex::new(routes)));
+                self.routes = Some(compiled.clone());
+                compiled
+            }
+        }
     }
 
     /// The health of the server with this id, to change before the next snapshot.

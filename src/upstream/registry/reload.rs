@@ -422,6 +422,29 @@ servers = [
         assert_eq!(registry.pools().generation, generation);
     }
 
+    /// A change that leaves the routes alone (a weight, here) shares the last snapshot's routes
+    /// and index instead of copying and compiling them again; a reload that changes them does not.
+    #[test]
+    fn routes_are_compiled_once_per_change_of_routes() {
+        let fixture = Fixture::new("routes-shared");
+        let routed = |host: &str| format!("{FILE}\n[[route]]\nhost = \"{host}\"\npool = \"app\"\n");
+        fixture.write(&routed("a.example.com"));
+        let registry = &fixture.registry;
+        registry.reload().unwrap();
+        let before = registry.snapshot_handle().load_full();
+        registry.set_weight("app", "b", 2).unwrap();
+        let after = registry.snapshot_handle().load_full();
+        assert!(after.generation > before.generation);
+        assert!(Arc::ptr_eq(&before.routes, &after.routes));
+        assert!(Arc::ptr_eq(&before.route_index, &after.route_index));
+        fixture.write(&routed("b.example.com"));
+        registry.reload().unwrap();
+        let changed = registry.snapshot_handle().load_full();
+        assert!(!Arc::ptr_eq(&after.route_index, &changed.route_index));
+        assert_eq!(changed.route_index.find(b"b.example.com", b"/"), Some(0));
+        assert_eq!(changed.route_index.find(b"a.example.com", b"/"), None);
+    }
+
     /// Least-conn's picks follow requests that started under an earlier snapshot: a weight
     /// change keeps the pool's load tree, a new server replaces it, and either way the end of a
     /// request taken before reaches the tree the next pick reads.

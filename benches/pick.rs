@@ -4,7 +4,9 @@
 //! so that 50 requests are always in flight as with wrk's 50 connections — beside the scan that
 //! least-conn used before its tree (issue 24), on the same servers.
 //!
-//! A second table times the pick alone, with 50 requests held in flight on random servers.
+//! A second table times the pick alone, with 50 requests held in flight on random servers; a
+//! third, a new snapshot of a 10,000-server pool. `-- requests`, `-- picks` or `-- snapshots`
+//! runs only that table.
 //!
 //! One thread, a snapshot built by the registry's own `Lineage` from a config of loopback
 //! servers; the median of 7 repetitions of up to 400,000 requests or 0.2 s each.
@@ -44,10 +46,36 @@ fn main() {
          {REQUESTS} requests or {} ms.\n",
         REPETITION_TIME.as_millis()
     );
-    println!("## A pick, taking the slot, and releasing it {IN_FLIGHT} requests later\n");
-    table(&algorithms, ns_per_request);
-    println!("\n## The pick alone\n");
-    table(&algorithms, ns_per_pick);
+    // `cargo bench --bench pick -- snapshots` runs only that table (any table's first word).
+    let only: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    let wanted = |table: &str| only.is_empty() || only.iter().any(|word| word == table);
+    if wanted("requests") {
+        println!("## A pick, taking the slot, and releasing it {IN_FLIGHT} requests later\n");
+        table(&algorithms, ns_per_request);
+    }
+    if wanted("picks") {
+        println!("\n## The pick alone\n");
+        table(&algorithms, ns_per_pick);
+    }
+    if !wanted("snapshots") {
+        return;
+    }
+    println!("\n## A new snapshot of one pool of 10,000 servers (what every change to it costs)\n");
+    println!("| algorithm | weights all 1 | weights 1 to 4 |\n|---|---|---|");
+    for &(label, balance, _) in &algorithms[..4] {
+        let ms = |weighted| {
+            let config = config(balance, 10_000, weighted);
+            median((0..REPETITIONS).map(|_| {
+                let started = Instant::now();
+                black_box(snapshot_of(&config));
+                started.elapsed().as_secs_f64() * 1e3
+            }))
+        };
+        println!("| {label} | {:.1} ms | {:.1} ms |", ms(false), ms(true));
+    }
 }
 
 fn balancer_pick(snapshot: &Snapshot, rng: &mut fastrand::Rng) -> Option<usize> {
@@ -128,23 +156,32 @@ fn scan_least_conn(servers: &[Server], rng: &mut fastrand::Rng) -> usize {
     best
 }
 
-/// A snapshot of one pool of `size` servers on distinct loopback addresses.
+/// A snapshot of one pool of `size` servers of weight 1 on distinct loopback addresses.
 fn snapshot(balance: &str, size: usize) -> Snapshot {
+    snapshot_of(&config(balance, size, false))
+}
+
+/// One pool of `size` servers on distinct loopback addresses, of weight 1 or (`weighted`) 1 to 4.
+fn config(balance: &str, size: usize, weighted: bool) -> herdsman::Config {
     let mut text = format!(
         "[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n[[pool]]\nname = \"app\"\nbalance = \"{balance}\"\nservers = [\n"
     );
     for i in 0..size {
         text.push_str(&format!(
-            "  {{ name = \"s{i}\", addr = \"127.0.{}.{}:8080\" }},\n",
+            "  {{ name = \"s{i}\", addr = \"127.0.{}.{}:8080\", weight = {} }},\n",
             i / 250,
-            1 + i % 250
+            1 + i % 250,
+            if weighted { 1 + i % 4 } else { 1 }
         ));
     }
     text.push_str("]\n");
-    let config = herdsman::Config::from_toml(&text, "pick bench").expect("a valid config");
+    herdsman::Config::from_toml(&text, "pick bench").expect("a valid config")
+}
+
+fn snapshot_of(config: &herdsman::Config) -> Snapshot {
     Lineage::new()
         .next(
-            &config,
+            config,
             &HashSet::new(),
             vec![0],
             vec![ListenerRules::of(&config.listeners[0])],

@@ -265,3 +265,63 @@ fn hash_on_a_cookie_sends_each_value_to_one_server() {
     }
     assert!(used.len() > 1, "30 sessions all hashed to {used:?}");
 }
+
+/// A reload of 10,000 host routes while requests keep coming: every request meets either the old
+/// table or the new one, whole — a routed host never falls through to the listener's pool, and an
+/// unknown host always does.
+#[test]
+fn requests_during_reloads_of_many_routes_meet_one_whole_table() {
+    const ROUTES: usize = 10_000;
+    let names = ["app", "one", "two"];
+    let mocks = named_mocks(names);
+    let pools: String = names
+        .iter()
+        .zip(&mocks)
+        .map(|(name, mock)| pool_table(name, "", &[(name, mock.addr, "")], None))
+        .collect();
+    let config = |pool: &str| {
+        let routes: String = (0..ROUTES)
+            .map(|i| format!("[[route]]\nhost = \"h{i}.test\"\npool = \"{pool}\"\n\n"))
+            .collect();
+        pools_config(&format!("{routes}{pools}"))
+    };
+    let herd = Proxy::start_from_file(&config("one"));
+    let addr = herd.addr;
+    let reloading = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let client = {
+        let reloading = std::sync::Arc::clone(&reloading);
+        std::thread::spawn(move || {
+            let mut conn = Conn::connect(addr);
+            let mut seen = HashSet::new();
+            let mut requests = 0;
+            while reloading.load(std::sync::atomic::Ordering::Relaxed) || requests < 100 {
+                for (host, may_be) in [
+                    ("h0.test", &["one", "two"][..]),
+                    (&format!("h{}.test", ROUTES - 1), &["one", "two"][..]),
+                    ("unknown.test", &["app"][..]),
+                ] {
+                    let response = conn.roundtrip(&get_request_to(host, "/", ""));
+                    let pool = answered_by(&response);
+                    assert!(may_be.contains(&pool.as_str()), "{host} reached {pool}");
+                    seen.insert(pool);
+                    requests += 1;
+                }
+            }
+            (requests, seen)
+        })
+    };
+    for round in 0..6 {
+        let generation = herd
+            .reload_with(&config(["two", "one"][round % 2]))
+            .unwrap();
+        assert!(generation > 0);
+    }
+    reloading.store(false, std::sync::atomic::Ordering::Relaxed);
+    let (requests, seen) = client.join().expect("every request met a whole table");
+    assert!(
+        seen.contains("one") && seen.contains("two"),
+        "{seen:?} over {requests} requests"
+    );
+    // The last table is the one in force.
+    assert_eq!(answered_by(&herd.get_from_host("h5.test", "/", "")), "one");
+}

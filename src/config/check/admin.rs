@@ -5,15 +5,14 @@ use toml::Spanned;
 
 use super::primitives::{quoted, PortZero};
 use super::{Checker, Table};
-use crate::config::problem::line_of;
 use crate::config::raw::RawAdmin;
 use crate::config::{AdminSettings, AdminSocket};
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn admin(&mut self, raw: &Spanned<RawAdmin>) -> AdminSettings {
         let table = Table {
             path: "admin".to_string(),
-            line: line_of(self.text, raw.span().start),
+            line: self.lines.line_of(raw.span().start),
         };
         let admin = raw.get_ref();
         // `bind` is required unless the API is on a socket only.

@@ -17,7 +17,7 @@ const MAX_WORKERS: i64 = 1024;
 /// `shutdown_grace` when not written (see `Config::shutdown_grace`).
 pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn workers(&mut self, raw: &Option<Spanned<toml::Value>>) -> usize {
         let Some(raw) = raw else {
             return auto_workers();

@@ -10,7 +10,7 @@ use super::{Checker, Table};
 use crate::config::raw::{RawHealth, RawPassive};
 use crate::config::{HealthCheck, HealthKind, Passive};
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn health(&mut self, table: &Table, raw: &RawHealth) -> HealthCheck {
         let kind = match raw.check.as_ref().map(|c| c.get_ref().as_str()) {
             Some("tcp") => HealthKind::Tcp,

@@ -19,7 +19,7 @@ const DEFAULT_BACKLOG: u32 = 4096;
 /// herdsman was built to tunnel (see `ListenerConfig::upgrade`).
 const DEFAULT_UPGRADE: [&str; 1] = ["websocket"];
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn listener(
         &mut self,
         table: &Table,

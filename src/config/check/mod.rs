@@ -19,7 +19,7 @@ mod words;
 use std::fmt;
 use std::ops::Range;
 
-use super::problem::{line_of, ConfigProblem};
+use super::problem::{ConfigProblem, Lines};
 use super::raw::RawConfig;
 use super::Config;
 use globals::DEFAULT_SHUTDOWN_GRACE;
@@ -33,7 +33,7 @@ pub(super) use words::{
 /// Checks `raw`, read from `text`: the `Config`, or every problem found, in the order found.
 pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigProblem>> {
     let mut checker = Checker {
-        text,
+        lines: Lines::new(text),
         problems: Vec::new(),
     };
     let config = checker.config(raw);
@@ -64,12 +64,12 @@ impl Table {
 /// Each check returns a value even when it refuses one (a default or a stand-in such as
 /// `0.0.0.0:0`) so that checking goes on; the `Config` built from stand-ins is thrown away
 /// whenever a problem was recorded.
-struct Checker<'a> {
-    text: &'a str,
+struct Checker {
+    lines: Lines,
     problems: Vec<ConfigProblem>,
 }
 
-impl Checker<'_> {
+impl Checker {
     fn config(&mut self, raw: &RawConfig) -> Config {
         let workers = self.workers(&raw.workers);
         let intake = self.word("intake", &raw.intake, &INTAKE_MODES);
@@ -118,7 +118,7 @@ impl Checker<'_> {
             .map(|(index, route)| {
                 let table = Table {
                     path: format!("route[{index}]"),
-                    line: line_of(self.text, route.span().start),
+                    line: self.lines.line_of(route.span().start),
                 };
                 self.route(&table, route.get_ref(), &raw.pool, &timeouts)
             })
@@ -165,7 +165,7 @@ impl Checker<'_> {
 
     /// Records `key = value: why`.
     fn reject(&mut self, key: &str, span: Range<usize>, value: &str, why: impl fmt::Display) {
-        let line = line_of(self.text, span.start);
+        let line = self.lines.line_of(span.start);
         self.report(key, Some(line), &format!("{key} = {value}: {why}"));
     }
 

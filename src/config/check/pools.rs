@@ -10,7 +10,6 @@ use toml::Spanned;
 use super::primitives::{is_token, quoted, PortZero, Zero};
 use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_STATES};
 use super::{Checker, Table};
-use crate::config::problem::line_of;
 use crate::config::raw::{RawPool, RawServer, RawSticky};
 use crate::config::{Balance, HashKey, Passive, PoolConfig, RetryOn, ServerConfig, StickyConfig};
 
@@ -24,13 +23,13 @@ const NEED_A_SERVER: &str =
 /// `[pool.sticky] cookie` when not written.
 const DEFAULT_STICKY_COOKIE: &str = "HERDSMAN";
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn pool(&mut self, table: &Table, pool: &RawPool) -> PoolConfig {
         let name = self.name(table, &pool.name, "app");
         let balance = self.word(&table.key("balance"), &pool.balance, &BALANCES);
         let sub_table = |checker: &Self, field: &str, start: usize| Table {
             path: table.key(field),
-            line: line_of(checker.text, start),
+            line: checker.lines.line_of(start),
         };
         PoolConfig {
             name,
@@ -111,7 +110,7 @@ impl Checker<'_> {
             match &raw_sticky.get_ref().cookie {
                 Some(cookie) => self.reject(&key, cookie.span(), &quoted(cookie.get_ref()), why),
                 None => {
-                    let line = line_of(self.text, raw_sticky.span().start);
+                    let line = self.lines.line_of(raw_sticky.span().start);
                     let message = format!("{key}: the default {:?} is {why}", sticky.cookie);
                     self.report(&key, Some(line), &message);
                 }

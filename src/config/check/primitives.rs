@@ -10,7 +10,6 @@ use toml::Spanned;
 
 use super::{Checker, Table};
 use crate::config::duration::{format_duration, parse_duration};
-use crate::config::problem::line_of;
 use crate::config::raw::Named;
 
 /// Whether `name` may name a listener, pool or server: not empty, at most 255 bytes, made of
@@ -41,7 +40,7 @@ pub(super) enum PortZero {
     Refused,
 }
 
-impl Checker<'_> {
+impl Checker {
     /// Checks each table of the array at `key` — `listener`, `pool`, a pool's `servers` — with
     /// `check`, then that no two of them share a name (`rule` says so in the message).
     pub(super) fn tables<R: Named, T>(
@@ -57,7 +56,7 @@ impl Checker<'_> {
             .map(|(index, entry)| {
                 let table = Table {
                     path: format!("{key}[{index}]"),
-                    line: line_of(self.text, entry.span().start),
+                    line: self.lines.line_of(entry.span().start),
                 };
                 check(self, &table, entry.get_ref())
             })
@@ -74,7 +73,7 @@ impl Checker<'_> {
             let Some(name) = entry.get_ref().name() else {
                 continue;
             };
-            let line = line_of(self.text, name.span().start);
+            let line = self.lines.line_of(name.span().start);
             match first_lines.entry(name.get_ref()) {
                 Entry::Vacant(entry) => {
                     entry.insert(line);

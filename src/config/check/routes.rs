@@ -8,7 +8,7 @@ use super::{Checker, Table};
 use crate::config::raw::{RawPool, RawRoute};
 use crate::config::{ExchangeTimeouts, HostPattern, RouteBuffering, RouteConfig, Timeouts};
 
-impl Checker<'_> {
+impl Checker {
     pub(super) fn route(
         &mut self,
         table: &Table,

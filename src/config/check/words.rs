@@ -113,7 +113,7 @@ pub(in crate::config) const LOG_LEVELS: Words<LogLevel> = Words {
     default: LogLevel::Info,
 };
 
-impl Checker<'_> {
+impl Checker {
     /// One of the words in `words`; its default when absent or refused.
     pub(super) fn word<T: Copy + PartialEq>(
         &mut self,

@@ -46,7 +46,8 @@ enum Command {
         #[arg(short, long)]
         config: PathBuf,
     },
-    /// Check a config file and print a summary, or its problems (exit status 1).
+    /// Check a config file and print a summary (and any warnings), or its problems (exit
+    /// status 1).
     Check {
         #[arg(short, long)]
         config: PathBuf,
@@ -103,7 +104,13 @@ fn check(path: &std::path::Path) -> ExitCode {
         Ok(config) => {
             // Written, not println!: a reader that stops early (`| head`) is not a crash.
             let summary = format!("{}: ok\n{}\n", path.display(), config.summary());
-            let _ = std::io::Write::write_all(&mut std::io::stdout(), summary.as_bytes());
+            let mut stdout = std::io::stdout();
+            let _ = std::io::Write::write_all(&mut stdout, summary.as_bytes());
+            let _ = std::io::Write::flush(&mut stdout);
+            // After the summary, on stderr as problems are; the file is valid: exit status 0.
+            if let Some(warnings) = config.warnings_listed(&path.display().to_string()) {
+                eprintln!("{warnings}");
+            }
             ExitCode::SUCCESS
         }
         Err(error) => {

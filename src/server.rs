@@ -82,6 +82,7 @@ impl Server {
     /// Like [`Server::start`], for a config read from `path`, which a reload reads again.
     pub fn start_with_file(config: Config, path: Option<PathBuf>) -> Result<Server, StartError> {
         intake::check_supported(config.intake).map_err(StartError::Intake)?;
+        config.log_warnings(path.as_deref());
         // Opened before anything listens, so that a log that cannot be written stops the start.
         let mut log_files = LogFiles::new();
         for listener in &config.listeners {

@@ -207,6 +207,31 @@ fn check_refuses_duplicate_server_names() {
 }
 
 #[test]
+fn check_warns_of_a_route_that_can_never_match_naming_both_lines_and_accepts_the_file() {
+    let text = format!(
+        "{VALID}\n[[route]]\nhost = \"*.example.com\"\npath_prefix = \"/api/\"\npool = \"shop\"\n\n\
+         [[route]]\nhost = \"www.example.com\"\npath_prefix = \"/api/v2/\"\npool = \"shop\"\n"
+    );
+    let (code, out) = run_check(&text);
+    assert_eq!(code, Some(0), "a warning refused the file:\n{out}");
+    // Each route is named at its [[route]] line, the one above its host.
+    let shadowing = line_of(&text, "*.example.com") - 1;
+    let shadowed = line_of(&text, "www.example.com") - 1;
+    assert_problem(
+        &out,
+        shadowed,
+        &[
+            "route[1] (host www.example.com, path /api/v2/*) can never match",
+            &format!("route[0] on line {shadowing} (host *.example.com, path /api/*)"),
+        ],
+    );
+    assert!(out.contains("check.toml: 1 warning"), "{out}");
+    assert!(out.contains("check.toml: ok"), "{out}");
+    let (_, clean) = run_check(VALID);
+    assert!(!clean.contains("warning"), "{clean}");
+}
+
+#[test]
 fn check_reports_a_missing_file() {
     let (code, out) = run_binary(&["check", "-c", "/nonexistent/herdsman.toml"]);
     assert!(code.is_some_and(|c| c != 0), "exit {code:?}: {out}");

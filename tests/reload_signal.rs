@@ -1,6 +1,7 @@
 //! SIGHUP reloads the config file of a running `herdsman run`: a valid change applies, a broken
 //! file is refused and the running config keeps serving; `shutdown_grace` and `hard_stop_after`
-//! changed by a reload bound the next stop and upgrade.
+//! changed by a reload bound the next stop and upgrade; a route that can never match is logged
+//! at start and at each reload.
 
 mod common;
 mod long_lived;
@@ -76,4 +77,56 @@ fn a_reload_applies_shutdown_grace_and_hard_stop_after_to_the_next_stop() {
     old.reload(|text| text.replace(long, &format!("{long}\nhard_stop_after = \"1s\"")));
     let new = assert_cut_short(&mut old, "hard_stop_after = 1s by reload", Binary::upgrade);
     new.signal(libc::SIGTERM);
+}
+
+#[test]
+fn a_route_that_can_never_match_is_logged_at_start_and_at_each_reload() {
+    let app = Mock::named("app");
+    let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let config = |shadowed_prefix: &str| {
+        format!(
+            "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
+             [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n\
+             [[route]]\npath_prefix = \"/api/\"\npool = \"app\"\n\
+             [[route]]\nhost = \"x.example.com\"\npath_prefix = \"{shadowed_prefix}\"\npool = \"app\"\n",
+            app.addr
+        )
+    };
+    let path = write_temp("shadowed.toml", &config("/api/v1/"));
+    let log = path.with_extension("log");
+    let child = run_binary_logged(&path, &[], &log);
+    assert!(wait_listening(addr, Duration::from_secs(10)));
+    // Lines 9 and 12: the two [[route]]s.
+    let warning = "line 12: route[1] (host x.example.com, path /api/v1/*) can never match: \
+                   route[0] on line 9 (any host, path /api/*)";
+    let logged = || std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        eventually(Duration::from_secs(5), || logged().matches(warning).count()
+            == 1),
+        "not logged once at start:\n{}",
+        logged()
+    );
+    // It still serves: a warning is not an error.
+    assert_eq!(answers(addr, 1), ["app"]);
+
+    child.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(5), || logged().matches(warning).count()
+            == 2),
+        "not logged again at the reload:\n{}",
+        logged()
+    );
+    // Once the route can match, a reload says nothing of it.
+    std::fs::write(&path, config("/v1/")).unwrap();
+    child.signal(libc::SIGHUP);
+    assert!(eventually(Duration::from_secs(5), || logged()
+        .matches("config reloaded")
+        .count()
+        == 2));
+    assert_eq!(
+        logged().matches("can never match").count(),
+        2,
+        "{}",
+        logged()
+    );
 }

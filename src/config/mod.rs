@@ -12,6 +12,7 @@ mod load;
 mod problem;
 mod raw;
 mod reload_scope;
+pub mod route_index;
 mod summary;
 pub mod token;
 pub mod upgrade;
@@ -25,6 +26,7 @@ pub use check::is_valid_name;
 pub use duration::parse_duration;
 pub use problem::{ConfigError, ConfigProblem};
 pub use reload_scope::hold_back_restart_only;
+pub use route_index::RouteIndex;
 pub use upgrade::UpgradeProtocols;
 
 /// A whole, validated configuration.
@@ -54,6 +56,10 @@ pub struct Config {
     pub admin: Option<AdminSettings>,
     /// `[log]`: herdsman's own log.
     pub log: LogSettings,
+    /// What the check found pointless though valid, each named by its key and line as a problem
+    /// is: routes that can never match, since an earlier route takes every request they would.
+    /// `herdsman check` prints them; `herdsman run` logs them at start and at each reload.
+    pub warnings: Vec<ConfigProblem>,
 }
 
 /// `[log]`: herdsman's own log of errors and events, written to stderr through `tracing`.
@@ -369,6 +375,18 @@ pub struct RouteConfig {
     pub timeouts: ExchangeTimeouts,
     /// `[route.buffering]`: request or response buffering off for this route.
     pub buffering: RouteBuffering,
+}
+
+impl RouteConfig {
+    /// Its host as `herdsman check` names it: `any host`, `host api.example.com`,
+    /// `host *.example.com`.
+    fn host_words(&self) -> String {
+        match &self.host {
+            None => "any host".to_string(),
+            Some(HostPattern::Exact(name)) => format!("host {name}"),
+            Some(HostPattern::Subdomains(suffix)) => format!("host *{suffix}"),
+        }
+    }
 }
 
 /// A route's `host`, lowercased: `api.example.com`, or `*.example.com` for any name under it.
@@ -715,5 +733,21 @@ impl Config {
     /// A short human summary: listeners, pools and servers, one line each. Printed by `check`.
     pub fn summary(&self) -> String {
         summary::summary(self)
+    }
+
+    /// Its `warnings` as `herdsman check` prints them — `origin: 1 warning`, then each on a line of
+    /// its own — or `None` when there are none.
+    pub fn warnings_listed(&self, origin: &str) -> Option<String> {
+        let mut text = String::new();
+        let _ = problem::write_list(&mut text, origin, "warning", &self.warnings);
+        (!self.warnings.is_empty()).then_some(text)
+    }
+
+    /// Logs each of its `warnings` (at start and at each reload), naming the file they are of.
+    pub fn log_warnings(&self, file: Option<&Path>) {
+        let file = file.unwrap_or(Path::new("(no file)")).display();
+        for warning in &self.warnings {
+            tracing::warn!(config = %file, "{warning}");
+        }
     }
 }

@@ -38,14 +38,24 @@ impl fmt::Display for ConfigProblem {
 
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let count = self.problems.len();
-        let plural = if count == 1 { "" } else { "s" };
-        write!(f, "{}: {count} problem{plural}", self.origin)?;
-        for problem in &self.problems {
-            write!(f, "\n  {problem}")?;
-        }
-        Ok(())
+        write_list(f, &self.origin, "problem", &self.problems)
     }
+}
+
+/// `origin: 2 problems` (or warnings), then each on a line of its own, indented.
+pub(super) fn write_list(
+    out: &mut impl fmt::Write,
+    origin: &str,
+    noun: &str,
+    items: &[ConfigProblem],
+) -> fmt::Result {
+    let count = items.len();
+    let plural = if count == 1 { "" } else { "s" };
+    write!(out, "{origin}: {count} {noun}{plural}")?;
+    for item in items {
+        write!(out, "\n  {item}")?;
+    }
+    Ok(())
 }
 
 impl std::error::Error for ConfigError {}

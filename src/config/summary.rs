@@ -1,7 +1,7 @@
 //! The summary `herdsman check` prints for a valid config.
 
 use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
-use super::{Config, HashKey, HostPattern, ServerState};
+use super::{Config, HashKey, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
 /// listener (with its access log and upgrades), route and pool, and each pool's servers, one line each.
@@ -34,11 +34,7 @@ pub(super) fn summary(config: &Config) -> String {
         ));
     }
     for route in &config.routes {
-        let host = match &route.host {
-            None => "any host".to_string(),
-            Some(HostPattern::Exact(name)) => format!("host {name}"),
-            Some(HostPattern::Subdomains(suffix)) => format!("host *{suffix}"),
-        };
+        let host = route.host_words();
         let path = route.path_prefix.as_deref().unwrap_or("/");
         let pool = config
             .pools

@@ -10,8 +10,11 @@ pub mod idle;
 pub mod load_tree;
 pub mod registry;
 pub mod retry_budget;
-pub mod route_index;
 pub mod snapshot;
 pub mod sticky;
+
+// The routes compiled for lookup live with the routes (the config check uses them to find routes
+// that can never match, and `config` imports nothing above it); `snapshot.rs` finds them here.
+pub use crate::config::route_index;
 
 pub use snapshot::{Pool, Server, Snapshot, SnapshotHandle};

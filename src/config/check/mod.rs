@@ -111,22 +111,31 @@ impl Checker {
                 "pool: none defined; add a [[pool]] with a name and servers",
             );
         }
-        let routes = raw
+        let route_tables: Vec<Table> = raw
             .route
             .iter()
             .enumerate()
-            .map(|(index, route)| {
-                let table = Table {
-                    path: format!("route[{index}]"),
-                    line: self.lines.line_of(route.span().start),
-                };
-                self.route(&table, route.get_ref(), &raw.pool, &timeouts)
+            .map(|(index, route)| Table {
+                path: format!("route[{index}]"),
+                line: self.lines.line_of(route.span().start),
             })
+            .collect();
+        let routes: Vec<_> = raw
+            .route
+            .iter()
+            .zip(&route_tables)
+            .map(|(route, table)| self.route(table, route.get_ref(), &raw.pool, &timeouts))
             .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
         self.unique_sticky_cookies(&raw.pool, &pools);
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
         let log = self.log(&raw.log);
+        // A refused config is not used, and its stand-ins would make warnings of their own.
+        let warnings = if self.problems.is_empty() {
+            routes::shadowed_routes(&routes, &route_tables)
+        } else {
+            Vec::new()
+        };
 
         Config {
             workers,
@@ -141,6 +150,7 @@ impl Checker {
             pools,
             admin,
             log,
+            warnings,
         }
     }
 
@@ -332,6 +342,7 @@ mod tests {
             log: LogSettings {
                 level: LogLevel::Info,
             },
+            warnings: Vec::new(),
         };
         assert_eq!(config, expected);
     }

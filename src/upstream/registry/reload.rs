@@ -145,6 +145,7 @@ impl Registry {
             tracing::warn!(%key, "changed in the file: takes effect on restart (or binary upgrade)");
         }
         tracing::info!(generation, path = %path.display(), "config reloaded");
+        state.config.log_warnings(Some(path));
         Ok(Reloaded {
             generation,
             restart_required,

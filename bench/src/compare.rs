@@ -145,10 +145,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         "load average (1, 5, 15 min) at start / end".into(),
         format!("{load_at_start} / {}", environment::load_average()),
     ));
-    machine.push((
-        "open files per process (RLIMIT_NOFILE)".into(),
-        descriptor_limit.to_string(),
-    ));
+    machine.push(environment::descriptor_limit_line(descriptor_limit));
     session.date = tools::version_line(Path::new("date"), &["-u", "+%Y-%m-%d %H:%M UTC"]);
     write_results(&mut session, &settings.out)?;
     eprint!("{}", goals::summary(&goals::evaluate(&session)));

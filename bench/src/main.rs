@@ -14,11 +14,14 @@
 //! - `observability` — requests/s with access logs on and metrics scraped every second, and off
 //! - `soak`        — herdsman (and HAProxy) under load through four minutes of chaos: restarts,
 //!   kills, drains, reloads, log rotations, upgrades; every failed request classified
+//! - `health-checks` — active checks of 10,000 servers at a 1 s interval: the checker's CPU, and
+//!   how the checks spread over the interval (issue 24)
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
 mod compare;
 mod fairness;
+mod health_checks;
 mod herd;
 mod kit;
 mod observability;
@@ -82,6 +85,9 @@ enum Command {
     /// the config reloads, the log rotates and the binary upgrades; every failure classified;
     /// writes bench/results/soak.md.
     Soak(soak::SoakArgs),
+    /// Active health checks of 10,000 servers at a 1 s interval: the checker's CPU per check, and
+    /// how the checks spread over time; writes bench/results/health-checks.md.
+    HealthChecks(health_checks::HealthChecksArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -103,6 +109,7 @@ fn main() -> anyhow::Result<()> {
         Command::SyncServer(args) => slow_clients::server::run(args),
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
+        Command::HealthChecks(args) => health_checks::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

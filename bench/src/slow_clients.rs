@@ -110,10 +110,7 @@ pub fn run(args: SlowClientsArgs) -> anyhow::Result<()> {
         setup.push(("nginx".into(), tools::version_line(nginx, &["-v"])));
     }
     setup.push(("wrk".into(), tools::version_line(&means.wrk, &["-v"])));
-    setup.push((
-        "open files per process (RLIMIT_NOFILE)".into(),
-        descriptor_limit.to_string(),
-    ));
+    setup.push(environment::descriptor_limit_line(descriptor_limit));
     let scratch = means.scratch.path();
     let free = free_bytes(scratch)?;
     if settings.answers_bytes() + DISK_MARGIN > free {

@@ -79,10 +79,7 @@ pub fn run(args: SlowlorisArgs) -> anyhow::Result<()> {
     environment::warn_if_busy(busy);
     let mut setup = crate::kit::environment::machine_lines(&herdsman, busy);
     setup.push(("wrk".into(), tools::version_line(&wrk_path, &["-v"])));
-    setup.push((
-        "open files per process (RLIMIT_NOFILE)".into(),
-        descriptor_limit.to_string(),
-    ));
+    setup.push(environment::descriptor_limit_line(descriptor_limit));
     let client_header_seconds = stack::client_header_seconds(settings.seconds);
     if settings.memory_only {
         let scratch = ScratchDir::create()?;

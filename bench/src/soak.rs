@@ -99,10 +99,7 @@ pub fn run(args: SoakArgs) -> anyhow::Result<()> {
     if let Some(haproxy) = &programs.haproxy {
         setup.push(("haproxy".into(), tools::version_line(haproxy, &["-v"])));
     }
-    setup.push((
-        "open files per process (RLIMIT_NOFILE)".into(),
-        descriptor_limit.to_string(),
-    ));
+    setup.push(environment::descriptor_limit_line(descriptor_limit));
     let mut session = Session {
         facts: RunFacts::new(setup),
         settings: settings.clone(),

@@ -52,6 +52,14 @@ pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)
     ]
 }
 
+/// The setup line of the open files each process may have, which bounds what a run may open.
+pub fn descriptor_limit_line(limit: u64) -> (String, String) {
+    (
+        "open files per process (RLIMIT_NOFILE)".into(),
+        limit.to_string(),
+    )
+}
+
 /// The first three fields of /proc/loadavg: other work on the machine skews every figure.
 pub fn load_average() -> String {
     std::fs::read_to_string("/proc/loadavg")

@@ -2,7 +2,8 @@
 //! resident memory (VmHWM, VmRSS), each summed over a process and all its descendants (nginx runs a
 //! master and workers); the same memory and open descriptors summed over a process group (which a
 //! binary upgrade's new process stays in, while its parent exits); and how many TCP connections a
-//! local port holds open (/proc/net/tcp). Linux only, like the proxies it measures.
+//! local port holds open, or in TIME_WAIT (/proc/net/tcp). Linux only, like the proxies it
+//! measures.
 
 use std::collections::HashMap;
 use std::fs;
@@ -91,6 +92,59 @@ pub fn tree_cpu_time(root: u32) -> anyhow::Result<Duration> {
     Ok(Duration::from_nanos(
         ticks.saturating_mul(1_000_000_000) / ticks_per_second,
     ))
+}
+
+/// CPU time one process or thread has used, by mode.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct CpuTime {
+    pub user: Duration,
+    pub system: Duration,
+}
+
+impl CpuTime {
+    pub fn total(self) -> Duration {
+        self.user + self.system
+    }
+
+    /// What was used between `earlier` and this reading.
+    pub fn since(self, earlier: CpuTime) -> CpuTime {
+        CpuTime {
+            user: self.user.saturating_sub(earlier.user),
+            system: self.system.saturating_sub(earlier.system),
+        }
+    }
+
+    /// From a stat file's utime and stime.
+    fn of(stat: StatFields) -> CpuTime {
+        let ticks_per_second = clock_ticks_per_second();
+        let time = |ticks: u64| {
+            Duration::from_nanos(ticks.saturating_mul(1_000_000_000) / ticks_per_second)
+        };
+        CpuTime {
+            user: time(stat.utime),
+            system: time(stat.stime),
+        }
+    }
+}
+
+/// CPU time process `pid` (all its threads) has used; None once it is gone.
+pub fn process_cpu(pid: u32) -> Option<CpuTime> {
+    let stat = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat(&stat).map(CpuTime::of)
+}
+
+/// CPU time of the thread of process `pid` whose name (`comm`, at most 15 bytes) is `name`: the
+/// first such thread; None when it has none.
+pub fn thread_cpu(pid: u32, name: &str) -> Option<CpuTime> {
+    let tasks = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    tasks.flatten().find_map(|task| {
+        let comm = fs::read_to_string(task.path().join("comm")).ok()?;
+        if comm.trim_end() != name {
+            return None;
+        }
+        let stat = fs::read_to_string(task.path().join("stat")).ok()?;
+        parse_stat(&stat).map(CpuTime::of)
+    })
 }
 
 /// Peak resident set size (VmHWM) in KiB, summed over `root` and its live descendants.
@@ -204,21 +258,70 @@ pub fn established_on_port(port: u16) -> anyhow::Result<usize> {
     Ok(count)
 }
 
-/// Counts the rows of a /proc/net/tcp table (`sl local_address rem_address st …`, addresses as
-/// `HEXIP:HEXPORT`) with local port `port` and state 01 (ESTABLISHED).
+/// Counts the rows of a /proc/net/tcp table with local port `port` and state 01 (ESTABLISHED).
 fn count_established(table: &str, port: u16) -> usize {
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().take(4).collect();
-            let local_port = fields
-                .get(1)
-                .and_then(|a| a.rsplit_once(':'))
-                .and_then(|(_, p)| u16::from_str_radix(p, 16).ok());
-            local_port == Some(port) && fields.get(3) == Some(&"01")
-        })
+    tcp_rows(table)
+        .filter(|row| row.local_port == port && row.state == ESTABLISHED)
         .count()
+}
+
+/// The /proc/net/tcp state of ESTABLISHED and of TIME_WAIT.
+const ESTABLISHED: u8 = 0x01;
+const TIME_WAIT: u8 = 0x06;
+
+/// Connections in TIME_WAIT to or from one port (IPv4), by the side that closed first and
+/// holds them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TimeWait {
+    /// The side whose local port is the port: the server closed first.
+    pub server_side: usize,
+    /// The side whose remote port is the port: the client closed first.
+    pub client_side: usize,
+}
+
+/// The IPv4 connections to or from `port` in TIME_WAIT now.
+pub fn time_wait_on_port(port: u16) -> anyhow::Result<TimeWait> {
+    let table = fs::read_to_string("/proc/net/tcp").context("reading /proc/net/tcp")?;
+    Ok(count_time_wait(&table, port))
+}
+
+fn count_time_wait(table: &str, port: u16) -> TimeWait {
+    let mut counted = TimeWait::default();
+    for row in tcp_rows(table).filter(|row| row.state == TIME_WAIT) {
+        if row.local_port == port {
+            counted.server_side += 1;
+        } else if row.remote_port == port {
+            counted.client_side += 1;
+        }
+    }
+    counted
+}
+
+/// What one row of a /proc/net/tcp table says.
+struct TcpRow {
+    local_port: u16,
+    remote_port: u16,
+    state: u8,
+}
+
+/// The rows of a /proc/net/tcp table (`sl local_address rem_address st …`, addresses as
+/// `HEXIP:HEXPORT`, the state in hex), the header left out; rows that do not parse are skipped.
+fn tcp_rows(table: &str) -> impl Iterator<Item = TcpRow> + '_ {
+    let port = |address: &str| {
+        let (_, port) = address.rsplit_once(':')?;
+        u16::from_str_radix(port, 16).ok()
+    };
+    table.lines().skip(1).filter_map(move |line| {
+        let mut fields = line.split_whitespace().skip(1);
+        let local_port = port(fields.next()?)?;
+        let remote_port = port(fields.next()?)?;
+        let state = u8::from_str_radix(fields.next()?, 16).ok()?;
+        Some(TcpRow {
+            local_port,
+            remote_port,
+            state,
+        })
+    })
 }
 
 /// The kernel's USER_HZ: the unit of every tick count in /proc/PID/stat and /proc/stat.
@@ -322,6 +425,41 @@ mod tests {
         assert_eq!(count_established(TCP_TABLE, 8080), 1);
         assert_eq!(count_established(TCP_TABLE, 0xC350), 1);
         assert_eq!(count_established(TCP_TABLE, 9), 0);
+    }
+
+    #[test]
+    fn time_wait_is_counted_by_the_side_that_holds_it() {
+        let table = format!(
+            "{TCP_TABLE}   3: 0100007F:1F90 0100007F:C351 06 00000000:00000000 00:00000000 00000000     0        0 0 1
+   4: 0100007F:C352 0100007F:1F90 06 00000000:00000000 00:00000000 00000000     0        0 0 1
+   5: 0100007F:C353 0100007F:1F90 06 00000000:00000000 00:00000000 00000000     0        0 0 1
+"
+        );
+        assert_eq!(
+            count_time_wait(&table, 8080),
+            TimeWait {
+                server_side: 1,
+                client_side: 2
+            }
+        );
+        assert_eq!(count_time_wait(TCP_TABLE, 8080), TimeWait::default());
+    }
+
+    #[test]
+    fn this_thread_s_cpu_is_found_by_its_name() {
+        let pid = std::process::id();
+        let spin = std::thread::Builder::new()
+            .name("procstat-spin".into())
+            .spawn(|| {
+                let started = std::time::Instant::now();
+                while started.elapsed() < Duration::from_millis(50) {}
+                thread_cpu(std::process::id(), "procstat-spin")
+            })
+            .unwrap();
+        let cpu = spin.join().unwrap().expect("the thread by its name");
+        assert!(cpu.total() > Duration::ZERO, "{cpu:?}");
+        assert!(thread_cpu(pid, "no-such-thread").is_none());
+        assert!(process_cpu(pid).unwrap().total() >= cpu.total());
     }
 
     #[test]

@@ -3,12 +3,23 @@
 //! range), deciding on passive ejections the workers report, ending ejections and stepping slow
 //! starts. Every decision goes through the registry, which publishes a new snapshot; the workers
 //! never wait on any of this.
+//!
+//! Its cost grows with the checks, not with the servers times the checks: a check that changes
+//! nothing tells the registry nothing (a passing one asks it only when the last snapshot had the
+//! server out of rotation, which the checker learns as it follows the snapshots); what checks
+//! change goes out in one snapshot at most every `PUBLISH_EVERY`, and following a snapshot is one
+//! pass over the servers (without an allocation per server). Each check runs on a timer of its
+//! own, spread over the interval, and closes its connection with a reset, so that 10,000 checks
+//! a second leave no sockets in TIME_WAIT here. The thread's CPU is reported
+//! (`Stats::health_checker_tid`). `herdsman-bench health-checks` measures it all.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -16,8 +27,10 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::AbortHandle;
 
 use crate::config::{HealthCheck, HealthKind};
-use crate::upstream::health::ServerReport;
+use crate::stats::{procfs, Stats};
+use crate::upstream::health::{HealthView, ServerReport, REFUSED};
 use crate::upstream::registry::Registry;
+use crate::upstream::Snapshot;
 
 /// The running checker; it stops when the `stop` given to [`start`] becomes true.
 pub struct HealthHandle {
@@ -32,12 +45,14 @@ impl HealthHandle {
     }
 }
 
-/// Starts the checker's thread. `failing` carries what workers saw of servers: failures in a row
-/// that reached their pool's passive limit, and refused connections.
+/// Starts the checker's thread, which notes its kernel thread id in `stats` (for its CPU).
+/// `failing` carries what workers saw of servers: failures in a row that reached their pool's
+/// passive limit, and refused connections.
 pub fn start(
     registry: Arc<Registry>,
     failing: mpsc::UnboundedReceiver<ServerReport>,
     stop: watch::Receiver<bool>,
+    stats: Arc<Stats>,
 ) -> io::Result<HealthHandle> {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -45,32 +60,42 @@ pub fn start(
     let thread = std::thread::Builder::new()
         .name("herdsman-health".into())
         .spawn(move || {
+            stats
+                .health_checker_tid
+                .store(procfs::current_thread_id(), Ordering::Relaxed);
             runtime.block_on(run(registry, failing, stop));
             // Dropping the runtime cancels the checks still running.
         })?;
     Ok(HealthHandle { thread })
 }
 
+/// What checks find is published together, no sooner than this after the last snapshot of
+/// theirs: the first change after a quiet spell goes out at once, those in a busy second wait
+/// at most this long for the one snapshot that carries them all. A snapshot of 10,000 servers
+/// takes milliseconds to build, and a hundred servers' checks failing within a second would
+/// otherwise build a hundred and take the checker's whole thread (`herdsman-bench
+/// health-checks`, changing).
+const PUBLISH_EVERY: Duration = Duration::from_millis(100);
+
 async fn run(
     registry: Arc<Registry>,
     mut failing: mpsc::UnboundedReceiver<ServerReport>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let changed = Arc::new(Notify::new());
     let mut published = registry.subscribe();
     let mut checks = Checks::default();
-    checks.follow(&registry, &changed);
+    let found = Arc::clone(&checks.found);
+    checks.follow(&registry);
     let mut due = registry.tick();
+    // When the checks' changes were last published, and when those waiting go out.
+    let (mut last_published, mut publish_at): (Option<Instant>, Option<Instant>) = (None, None);
     loop {
-        let wait_for_due = async {
-            match due {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        let wait_for_due = wait_until(due);
+        let wait_to_publish = wait_until(publish_at);
         tokio::select! {
             _ = stop.wait_for(|stopped| *stopped) => return,
             report = failing.recv() => {
+                // Published at once: requests must stop going there now.
                 match report {
                     None => return,
                     Some(ServerReport::Failing(server)) => {
@@ -78,84 +103,203 @@ async fn run(
                     }
                     Some(ServerReport::Refused(server)) => {
                         if let Some(addr) = registry.refused(server) {
-                            tokio::spawn(probe_until_listening(Arc::clone(&registry), server, addr));
+                            checks.probe_refused(&registry, server, addr);
                         }
                     }
                 }
             }
+            // Every snapshot: the checks follow it, and a server back in service may start a
+            // slow start, an ejection has an end, both of which `tick` schedules.
             result = published.changed() => {
                 if result.is_err() {
                     return;
                 }
-                checks.follow(&registry, &changed);
+                checks.follow(&registry);
+                due = registry.tick();
             }
-            () = changed.notified() => {}
-            () = wait_for_due => {}
+            () = found.notified() => {
+                let now = Instant::now();
+                let earliest = last_published.map_or(now, |at| at + PUBLISH_EVERY);
+                publish_at.get_or_insert(earliest.max(now));
+            }
+            () = wait_for_due => due = registry.tick(),
+            () = wait_to_publish => {}
         }
-        due = registry.tick();
+        if publish_at.is_some_and(|at| at <= Instant::now()) {
+            publish_at = None;
+            if registry.publish_health() {
+                last_published = Some(Instant::now());
+            }
+        }
     }
 }
 
-/// The check task of each server with active checks, by server id, with what it checks.
+/// Sleeps until `at`, or for ever without one.
+async fn wait_until(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// The check task of each server with active checks, and the probe of each server out of
+/// rotation for a refusal, by server id.
 #[derive(Default)]
 struct Checks {
-    running: HashMap<u64, (SocketAddr, HealthCheck, AbortHandle)>,
+    /// Told by a check or a probe that found a change, which waits in the registry to be
+    /// published.
+    found: Arc<Notify>,
+    running: HashMap<u64, Running>,
+    /// Whether the last snapshot still has the server out for its refusal: its probe stops once
+    /// not.
+    refusals: HashMap<u64, Arc<AtomicBool>>,
+}
+
+/// One server's checks as they run.
+struct Running {
+    addr: SocketAddr,
+    /// Its pool's `[pool.health]`, shared by the pool's servers.
+    check: Arc<HealthCheck>,
+    /// Out of rotation in the last snapshot (down, refused or ejected): only then has a check
+    /// that passes anything to tell the registry.
+    held_out: Arc<AtomicBool>,
+    task: AbortHandle,
+    /// The generation of the last snapshot that had the server with these checks.
+    seen: u64,
 }
 
 impl Checks {
-    /// Starts checks for servers the current snapshot has and stops those of servers it no
-    /// longer has (or whose pool's checks changed). A server whose checks stop is up again as
-    /// far as checks go.
-    fn follow(&mut self, registry: &Arc<Registry>, changed: &Arc<Notify>) {
+    /// Starts checks for servers the current snapshot has, tells each running check whether its
+    /// server is out of rotation, and stops the checks of servers it no longer has (or whose
+    /// pool's checks changed). A server whose checks stop is up again as far as checks go. One
+    /// pass over the servers; an allocation only for a check that starts.
+    fn follow(&mut self, registry: &Arc<Registry>) {
         let snapshot = registry.snapshot_handle().load_full();
-        let mut wanted: HashMap<u64, (SocketAddr, HealthCheck)> = HashMap::new();
-        for pool in &snapshot.pools {
-            if let Some(check) = &pool.health {
-                for server in &pool.servers {
-                    wanted.insert(server.id, (server.addr, check.clone()));
+        let generation = snapshot.generation;
+        let mut stopped = Vec::new();
+        for (pool, check) in checked_pools(&snapshot) {
+            let mut shared: Option<Arc<HealthCheck>> = None;
+            for server in &pool.servers {
+                if let Some(running) = self.running.get_mut(&server.id) {
+                    if running.addr == server.addr && *running.check == *check {
+                        running.seen = generation;
+                        running.held_out.store(!server.available, Ordering::Relaxed);
+                        continue;
+                    }
+                    running.task.abort();
+                    stopped.push(server.id);
                 }
+                let check = shared.get_or_insert_with(|| Arc::new(check.clone()));
+                let held_out = Arc::new(AtomicBool::new(!server.available));
+                let task = tokio::spawn(check_server(
+                    Reporter::new(registry, &self.found, server.id),
+                    server.addr,
+                    Arc::clone(check),
+                    Arc::clone(&held_out),
+                ));
+                let running = Running {
+                    addr: server.addr,
+                    check: Arc::clone(check),
+                    held_out,
+                    task: task.abort_handle(),
+                    seen: generation,
+                };
+                self.running.insert(server.id, running);
             }
         }
-        self.running.retain(|id, (addr, check, task)| {
-            let keep = wanted.get(id) == Some(&(*addr, check.clone()));
+        self.running.retain(|id, running| {
+            let keep = running.seen == generation;
             if !keep {
-                task.abort();
-                registry.set_down(*id, None);
+                running.task.abort();
+                stopped.push(*id);
             }
             keep
         });
-        for (id, (addr, check)) in wanted {
-            if self.running.contains_key(&id) {
-                continue;
-            }
-            let task = tokio::spawn(check_server(
-                Arc::clone(registry),
-                Arc::clone(changed),
-                id,
-                addr,
-                check.clone(),
-            ));
-            self.running.insert(id, (addr, check, task.abort_handle()));
+        registry.checks_stopped(&stopped);
+        if !self.refusals.is_empty() {
+            let servers = snapshot.pools.iter().flat_map(|pool| &pool.servers);
+            let still: HashSet<u64> = servers
+                .filter(|server| self.refusals.contains_key(&server.id) && is_refused(server))
+                .map(|server| server.id)
+                .collect();
+            self.refusals.retain(|id, refused| {
+                let keep = still.contains(id);
+                refused.store(keep, Ordering::Relaxed);
+                keep
+            });
+        }
+    }
+
+    /// Probes the server with this id, which a refusal took out, until it listens.
+    fn probe_refused(&mut self, registry: &Arc<Registry>, id: u64, addr: SocketAddr) {
+        let still_refused = Arc::new(AtomicBool::new(true));
+        self.refusals.insert(id, Arc::clone(&still_refused));
+        let reporter = Reporter::new(registry, &self.found, id);
+        let probe = probe_until_listening(reporter, addr, still_refused);
+        tokio::spawn(probe);
+    }
+}
+
+/// Whether the snapshot has `server` out of rotation for a refusal (and not down by its active
+/// checks, which end the refusal themselves when they pass).
+fn is_refused(server: &crate::upstream::Server) -> bool {
+    matches!(&server.health, HealthView::Down { reason } if reason == REFUSED)
+}
+
+/// The pools of `snapshot` with active checks, and their checks.
+fn checked_pools(
+    snapshot: &Snapshot,
+) -> impl Iterator<Item = (&crate::upstream::Pool, &HealthCheck)> {
+    snapshot
+        .pools
+        .iter()
+        .filter_map(|pool| Some((pool, pool.health.as_ref()?)))
+}
+
+/// How a check or a probe tells the registry of one server what it found: the change waits in
+/// the registry, and the checker's loop is told to publish it.
+struct Reporter {
+    registry: Arc<Registry>,
+    found: Arc<Notify>,
+    id: u64,
+}
+
+impl Reporter {
+    fn new(registry: &Arc<Registry>, found: &Arc<Notify>, id: u64) -> Reporter {
+        Reporter {
+            registry: Arc::clone(registry),
+            found: Arc::clone(found),
+            id,
+        }
+    }
+
+    /// Makes a change (`change` returns whether it changed anything) and, if it did, says so.
+    fn report(&self, change: impl FnOnce(&Registry, u64) -> bool) {
+        if change(&self.registry, self.id) {
+            self.found.notify_one();
         }
     }
 }
 
 /// Checks one server every `interval` (give or take a tenth, and first after a random part of
 /// it, so that checks of many servers do not fall in step), and marks it down after `fall`
-/// failures in a row and up again after `rise` successes.
+/// failures in a row and up again after `rise` successes. A success also ends a refusal, and
+/// `rise` of them an ejection, when the last snapshot had the server out (`held_out`).
 async fn check_server(
-    registry: Arc<Registry>,
-    changed: Arc<Notify>,
-    id: u64,
+    reporter: Reporter,
     addr: SocketAddr,
-    check: HealthCheck,
+    check: Arc<HealthCheck>,
+    held_out: Arc<AtomicBool>,
 ) {
     let mut rng = fastrand::Rng::new();
     let (mut successes, mut failures, mut down) = (0u32, 0u32, false);
+    // Made once: the same bytes go to the server every time.
+    let request = http_request(&check.kind, addr);
     tokio::time::sleep(check.interval.mul_f64(rng.f64())).await;
     loop {
         let started = tokio::time::Instant::now();
-        let outcome = match tokio::time::timeout(check.timeout, probe(addr, &check.kind)).await {
+        let probe = probe(addr, &check.kind, request.as_deref());
+        let outcome = match tokio::time::timeout(check.timeout, probe).await {
             Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {:?}", check.timeout)),
         };
@@ -163,16 +307,17 @@ async fn check_server(
             Ok(()) => {
                 successes += 1;
                 failures = 0;
-                // It listens: a refusal no longer holds it out; and checks that pass `rise`
-                // times end an ejection (they are what says a server is well).
-                registry.listening(id);
-                if successes >= check.rise {
-                    registry.checks_pass(id);
+                if held_out.load(Ordering::Relaxed) {
+                    // It listens: a refusal no longer holds it out; and checks that pass `rise`
+                    // times end an ejection (they are what says a server is well).
+                    reporter.report(|registry, id| registry.listening(id));
+                    if successes >= check.rise {
+                        reporter.report(|registry, id| registry.checks_pass(id));
+                    }
                 }
                 if down && successes >= check.rise {
                     down = false;
-                    registry.set_down(id, None);
-                    changed.notify_one();
+                    reporter.report(|registry, id| registry.set_down(id, None));
                 }
             }
             Err(reason) => {
@@ -180,7 +325,7 @@ async fn check_server(
                 successes = 0;
                 if !down && failures >= check.fall {
                     down = true;
-                    registry.set_down(id, Some(reason));
+                    reporter.report(|registry, id| registry.set_down(id, Some(reason)));
                 }
             }
         }
@@ -194,46 +339,71 @@ async fn check_server(
 /// a change that removed the server) has ended the refusal. A server restarted by a deploy is
 /// back within a fifth of a second of listening; a connect attempt to a closed port costs
 /// either side next to nothing.
-async fn probe_until_listening(registry: Arc<Registry>, id: u64, addr: SocketAddr) {
+/// `still_refused` is the last snapshot's word (see `Checks::follow`), so that a probe's loop
+/// asks the registry nothing.
+async fn probe_until_listening(
+    reporter: Reporter,
+    addr: SocketAddr,
+    still_refused: Arc<AtomicBool>,
+) {
     const FIRST: std::time::Duration = std::time::Duration::from_millis(20);
     const MOST: std::time::Duration = std::time::Duration::from_millis(200);
     const CONNECT: std::time::Duration = std::time::Duration::from_secs(1);
     let mut pause = FIRST;
     loop {
         tokio::time::sleep(pause).await;
-        if !registry.is_refused(id) {
+        if !still_refused.load(Ordering::Relaxed) {
             return;
         }
         let connect = tokio::time::timeout(CONNECT, TcpStream::connect(addr)).await;
-        if let Ok(Ok(_)) = connect {
-            registry.listening(id);
+        if let Ok(Ok(stream)) = connect {
+            let _ = stream.set_zero_linger();
+            reporter.report(|registry, id| registry.listening(id));
             return;
         }
         pause = (pause * 2).min(MOST);
     }
 }
 
-/// One check: `Ok` or why it failed.
-async fn probe(addr: SocketAddr, kind: &HealthKind) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr)
-        .await
-        .map_err(|error| format!("connect: {error}"))?;
+/// The request an HTTP check sends to `addr` (`None` for a TCP check).
+fn http_request(kind: &HealthKind, addr: SocketAddr) -> Option<Box<[u8]>> {
     let HealthKind::Http {
-        method,
-        path,
-        host,
-        expect,
+        method, path, host, ..
     } = kind
     else {
-        return Ok(());
+        return None;
     };
     let host = host.clone().unwrap_or_else(|| addr.to_string());
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: herdsman-health\r\n\
          Connection: close\r\n\r\n"
     );
+    Some(request.into_bytes().into_boxed_slice())
+}
+
+/// One check: `Ok` or why it failed. `request` is `http_request`'s for `kind`. The connection
+/// closes with a reset, whoever closes first: a check every 100 µs closed the usual way would keep
+/// some 600,000 sockets in TIME_WAIT here for their minute (Linux drops them past
+/// `tcp_max_tw_buckets`, complaining in the kernel log), where a reset leaves none.
+async fn probe(addr: SocketAddr, kind: &HealthKind, request: Option<&[u8]>) -> Result<(), String> {
+    let mut stream = TcpStream::connect(addr)
+        .await
+        .map_err(|error| format!("connect: {error}"))?;
+    let _ = stream.set_zero_linger();
+    let (
+        HealthKind::Http {
+            method,
+            path,
+            expect,
+            ..
+        },
+        Some(request),
+    ) = (kind, request)
+    else {
+        return Ok(());
+    };
     stream
-        .write_all(request.as_bytes())
+        .write_all(request)
         .await
         .map_err(|error| format!("sending the check: {error}"))?;
     let status = read_status(&mut stream).await?;
@@ -249,19 +419,20 @@ async fn probe(addr: SocketAddr, kind: &HealthKind) -> Result<(), String> {
 
 /// The status code of the response's first line.
 async fn read_status(stream: &mut TcpStream) -> Result<u16, String> {
-    let mut line = Vec::with_capacity(64);
-    let mut chunk = [0u8; 256];
-    while !line.contains(&b'\n') {
-        if line.len() > 1024 {
+    // On the stack: nothing is allocated for a check that passes.
+    let mut line = [0u8; 1024];
+    let mut read = 0;
+    while !line[..read].contains(&b'\n') {
+        if read == line.len() {
             return Err("the status line is longer than 1 KiB".to_string());
         }
-        match stream.read(&mut chunk).await {
+        match stream.read(&mut line[read..]).await {
             Ok(0) => return Err("closed before a status line".to_string()),
-            Ok(n) => line.extend_from_slice(&chunk[..n]),
+            Ok(n) => read += n,
             Err(error) => return Err(format!("reading the answer: {error}")),
         }
     }
-    let text = String::from_utf8_lossy(&line);
+    let text = String::from_utf8_lossy(&line[..read]);
     let mut words = text.split_ascii_whitespace();
     match (
         words.next(),
@@ -291,6 +462,11 @@ mod tests {
         addr
     }
 
+    /// One check of `addr`, as a check task makes it.
+    async fn check(addr: SocketAddr, kind: &HealthKind) -> Result<(), String> {
+        probe(addr, kind, http_request(kind, addr).as_deref()).await
+    }
+
     fn http(expect: (u16, u16)) -> HealthKind {
         HealthKind::Http {
             method: "GET".into(),
@@ -303,14 +479,14 @@ mod tests {
     #[tokio::test]
     async fn an_http_check_needs_a_status_in_range() {
         let ok = answer_once(b"HTTP/1.1 204 No Content\r\n\r\n").await;
-        assert_eq!(probe(ok, &http((200, 399))).await, Ok(()));
+        assert_eq!(check(ok, &http((200, 399))).await, Ok(()));
         let failing = answer_once(b"HTTP/1.1 503 Unavailable\r\n\r\n").await;
         assert_eq!(
-            probe(failing, &http((200, 399))).await,
+            check(failing, &http((200, 399))).await,
             Err("GET /healthz answered 503, expected 200-399".to_string())
         );
         let garbage = answer_once(b"hello\r\n").await;
-        assert!(probe(garbage, &http((200, 399)))
+        assert!(check(garbage, &http((200, 399)))
             .await
             .unwrap_err()
             .contains("not an HTTP"));
@@ -321,10 +497,10 @@ mod tests {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         drop(listener);
-        assert!(probe(addr, &HealthKind::Tcp)
+        assert!(check(addr, &HealthKind::Tcp)
             .await
             .unwrap_err()
             .starts_with("connect:"));
-        assert!(probe(addr, &http((200, 399))).await.is_err());
+        assert!(check(addr, &http((200, 399))).await.is_err());
     }
 }

@@ -184,6 +184,7 @@ impl Server {
             Arc::clone(&registry),
             failing_receiver,
             stop_receiver.clone(),
+            Arc::clone(&stats),
         )
         .map_err(StartError::Thread)?;
         let admin = match &config.admin {

@@ -259,20 +259,6 @@ fn slow_clients_cost_only_their_own_connections() {
     }
 }
 
-/// Sockets on this machine in TIME_WAIT whose remote end is `port` on 127.0.0.1 (/proc/net/tcp).
-fn time_wait_towards(port: u16) -> usize {
-    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
-    let remote = format!("0100007F:{port:04X}");
-    table
-        .lines()
-        .skip(1)
-        .filter(|line| {
-            let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"06")
-        })
-        .count()
-}
-
 #[test]
 fn a_server_connection_abandoned_mid_upload_is_reset_and_leaves_no_time_wait() {
     // The server reads the upload until its connection ends, and tells how it ended.

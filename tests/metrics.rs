@@ -287,6 +287,40 @@ fn metrics_parse_and_follow_the_traffic() {
     assert!(generation(&changed) >= generation(&before) + 2.0);
 }
 
+#[test]
+fn the_health_checkers_cpu_is_reported_as_it_checks() {
+    let servers: Vec<Mock> = (0..4).map(|_| server()).collect();
+    let setup = servers
+        .iter()
+        .enumerate()
+        .fold(Setup::new().admin(), |setup, (index, mock)| {
+            setup.server(&format!("s{index}"), mock.addr)
+        });
+    let running = Running::start(setup);
+    running
+        .reconfigure(|text| format!("{text}[pool.health]\ncheck = \"tcp\"\ninterval = \"10ms\"\n"));
+    // The kernel charges CPU in ticks (10 ms): 400 checks a second are charged one soon.
+    let metrics = eventually_scraped(&running, |m| {
+        m.sum("herdsman_health_checker_cpu_seconds_total", &[]) > 0.0
+    });
+    promtool_check(&metrics.text);
+    let user = metrics.value(
+        "herdsman_health_checker_cpu_seconds_total",
+        &[("mode", "user")],
+    );
+    let system = metrics.value(
+        "herdsman_health_checker_cpu_seconds_total",
+        &[("mode", "system")],
+    );
+    assert!(user + system > 0.0, "{user} + {system}");
+    // The admin API reports the same thread beside the workers.
+    let (status, json) = running.api("GET", "/api/workers", None);
+    assert_eq!(status, 200);
+    let cpu = &json["health_checker"];
+    let seconds = cpu["user_seconds"].as_f64().unwrap() + cpu["system_seconds"].as_f64().unwrap();
+    assert!(seconds >= user + system, "{json}");
+}
+
 /// Scrapes until `ready` holds (the last request's count lands just after its response).
 fn eventually_scraped(running: &Running, mut ready: impl FnMut(&Metrics) -> bool) -> Metrics {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);

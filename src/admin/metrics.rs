@@ -8,7 +8,7 @@ use std::fmt::{Display, Write};
 use std::sync::atomic::Ordering;
 
 use crate::config::ServerState;
-use crate::stats::procfs::{self, ListenQueueDrops};
+use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::health::HealthView;
@@ -28,6 +28,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         buffered_memory: stats.buffer_use.memory.load(Ordering::Relaxed),
         buffered_disk: stats.buffer_use.disk.load(Ordering::Relaxed),
         workers: stats.report(),
+        health_checker: stats.health_checker_cpu(),
         pools: registry.pools(),
         listen_queue: procfs::listen_queue_drops(),
         reloads,
@@ -39,6 +40,8 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
 /// What one scrape reports.
 struct Figures {
     workers: Vec<WorkerReport>,
+    /// The health checker thread's CPU; `None` where /proc cannot be read.
+    health_checker: Option<ThreadCpu>,
     pools: PoolsView,
     listen_queue: Option<ListenQueueDrops>,
     reloads: u64,
@@ -396,6 +399,12 @@ impl Figures {
             let name = "herdsman_listen_queue_drops_total";
             out.family(name, "counter", "Connections the kernel dropped before accept for any reason (ListenDrops, for the whole network namespace).");
             out.sample(name, &[], drops.drops);
+        }
+        if let Some(cpu) = self.health_checker {
+            let name = "herdsman_health_checker_cpu_seconds_total";
+            out.family(name, "counter", "CPU time of the health checker thread (active checks of every pool, ejections), by mode.");
+            out.sample(name, &[("mode", "user")], cpu.user_seconds);
+            out.sample(name, &[("mode", "system")], cpu.system_seconds);
         }
         let name = "herdsman_config_reloads_total";
         out.family(

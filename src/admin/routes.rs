@@ -13,7 +13,7 @@ use super::pools::{self, ApiError};
 use crate::config::is_valid_name;
 use crate::http1::{Method, Request};
 use crate::process::drain::{Draining, Predecessors};
-use crate::stats::procfs::{self, ListenQueueDrops};
+use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::registry::Registry;
 
@@ -165,6 +165,9 @@ struct WorkersBody<'a> {
     workers: Vec<WorkerReport>,
     /// The kernel's counters for the whole network namespace; `null` when /proc is unreadable.
     listen_queue: Option<ListenQueueDrops>,
+    /// The health checker thread's CPU (user, system) and run-queue wait, as each worker's;
+    /// `null` when /proc is unreadable.
+    health_checker: Option<ThreadCpu>,
     /// The older processes still finishing their connections after binary upgrades (nearest
     /// first: the one this process replaced, then any it had replaced and still heard from);
     /// empty when all have exited.
@@ -208,6 +211,7 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
                 intake: shared.intake,
                 workers: shared.stats.report(),
                 listen_queue: procfs::listen_queue_drops(),
+                health_checker: shared.stats.health_checker_cpu(),
                 predecessors: shared
                     .predecessors
                     .as_deref()

@@ -139,6 +139,8 @@ pub struct Stats {
     pub access_log_dropped_lines: Arc<AtomicU64>,
     /// What buffered bodies hold now, over all workers.
     pub buffer_use: BufferUse,
+    /// The health checker thread's kernel thread id, for its CPU (0 until it starts).
+    pub health_checker_tid: AtomicI32,
     clock: Instant,
 }
 
@@ -149,6 +151,7 @@ impl Stats {
             loads: (0..workers).map(|_| WorkerLoad::default()).collect(),
             access_log_dropped_lines: Arc::default(),
             buffer_use: BufferUse::default(),
+            health_checker_tid: AtomicI32::new(0),
             clock: Instant::now(),
         })
     }
@@ -165,6 +168,12 @@ impl Stats {
             .iter()
             .map(|load| u64::from(load.active.load(Ordering::Relaxed)))
             .sum()
+    }
+
+    /// The health checker thread's CPU and run-queue wait since it started; `None` before it
+    /// starts, or where /proc cannot be read.
+    pub fn health_checker_cpu(&self) -> Option<procfs::ThreadCpu> {
+        procfs::thread_cpu(self.health_checker_tid.load(Ordering::Relaxed))
     }
 
     /// A consistent-enough copy of every worker's figures (each counter is read once; they are

@@ -295,3 +295,18 @@ pub fn refusing_addr() -> SocketAddr {
 pub fn free_port() -> u16 {
     refusing_addr().port()
 }
+
+/// Sockets on this machine in TIME_WAIT whose remote end is `port` on 127.0.0.1 (/proc/net/tcp):
+/// connections to a mock that herdsman closed first and holds for a minute.
+pub fn time_wait_towards(port: u16) -> usize {
+    let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
+    let remote = format!("0100007F:{port:04X}");
+    table
+        .lines()
+        .skip(1)
+        .filter(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"06")
+        })
+        .count()
+}

@@ -5,8 +5,9 @@
 //! and `reports` (what health checks and the request path report of a server).
 //!
 //! This is the control plane: every change takes the one mutex here, builds a whole new snapshot
-//! and publishes it; the request path only ever loads the published snapshot, so it never waits
-//! on this lock. A reload merges the file's new config with the run-time changes that still
+//! and publishes it (what health checks find waits to be published a batch at a time, see
+//! `reports`); the request path only ever loads the published snapshot, so it never waits on
+//! this lock. A reload merges the file's new config with the run-time changes that still
 //! apply: states and weights of servers that still exist, and added servers the file does not
 //! now define itself. It also opens the listeners the file adds (binding them before anything
 //! changes, so a bind failure refuses the reload) and closes those it removes.
@@ -180,6 +181,8 @@ struct State {
     /// States and weights set through the API, by (pool, server).
     states: HashMap<(String, String), ServerState>,
     weights: HashMap<(String, String), u32>,
+    /// Checks changed a server's health since the last snapshot (see `publish_health`).
+    health_waiting: bool,
 }
 
 /// The key of a server in the run-time change maps.
@@ -241,6 +244,7 @@ impl Registry {
                 added: HashMap::new(),
                 states: HashMap::new(),
                 weights: HashMap::new(),
+                health_waiting: false,
             }),
         })
     }
@@ -329,6 +333,8 @@ impl Registry {
             .next(&state.config, &added, pools, rules)
             .map_err(ChangeError::Snapshot)?;
         let generation = snapshot.generation;
+        // Whatever checks changed is in it.
+        state.health_waiting = false;
         self.snapshot.store(Arc::new(snapshot));
         self.published.send_replace(generation);
         Ok(generation)

@@ -1,22 +1,29 @@
 //! What health checks and the request path report of a server, by its id: down or up again
 //! (active checks), a refused connection and its end, an ejection after consecutive failures
 //! (passive checks, within the pool's `max_ejected_percent`), and the tick that ends ejections
-//! and steps slow-start ramps. Each change is published; none waits on its caller.
+//! and steps slow-start ramps. None waits on its caller.
+//!
+//! What a check finds (down, up, listening again, well again after an ejection) waits for
+//! [`Registry::publish_health`], so that the checker publishes many at once: a snapshot of 10,000
+//! servers takes milliseconds to build, and checks finding a hundred of them changed within a
+//! second would otherwise build a hundred. What the request path reports (a refusal, an
+//! ejection) is published at once: requests must stop going there now.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::Registry;
+use crate::upstream::health::Health;
 
 impl Registry {
-    /// Active checks: marks the server with this id down, with the reason, or (`None`) up again.
-    /// Changes nothing, and publishes nothing, when it already was.
-    pub fn set_down(&self, id: u64, reason: Option<String>) {
+    /// Active checks: marks the server with this id down, with the reason, or (`None`) up again,
+    /// for the next [`Registry::publish_health`]. Returns whether that changed anything.
+    pub fn set_down(&self, id: u64, reason: Option<String>) -> bool {
         let mut state = self.lock();
         let Some(health) = state.lineage.health_mut(id) else {
-            return;
+            return false;
         };
         if health.down == reason {
-            return;
+            return false;
         }
         let name = self.name_of(id);
         match &reason {
@@ -27,7 +34,14 @@ impl Registry {
             }
         }
         health.down = reason;
-        let _ = self.publish_logged(&mut state);
+        state.health_waiting = true;
+        true
+    }
+
+    /// Publishes the changes checks found since the last snapshot, if any; returns whether it did.
+    pub fn publish_health(&self) -> bool {
+        let mut state = self.lock();
+        state.health_waiting && self.publish_logged(&mut state).is_ok()
     }
 
     /// The server with this id refused a connection: it takes no new requests until a connection
@@ -47,48 +61,42 @@ impl Registry {
         Some(addr)
     }
 
-    /// Whether the server with this id is out of rotation for a refusal (false for a server that
-    /// is gone).
-    pub fn is_refused(&self, id: u64) -> bool {
-        let mut state = self.lock();
-        state
-            .lineage
-            .health_mut(id)
-            .is_some_and(|health| health.refused)
-    }
-
     /// A connection to the server with this id opened (a probe, or an active check): back in
-    /// rotation if a refusal took it out.
-    pub fn listening(&self, id: u64) {
+    /// rotation if a refusal took it out, at the next [`Registry::publish_health`]. Returns
+    /// whether that changed anything.
+    pub fn listening(&self, id: u64) -> bool {
         let mut state = self.lock();
         let Some(health) = state.lineage.health_mut(id) else {
-            return;
+            return false;
         };
         if !health.refused {
-            return;
+            return false;
         }
         health.refused = false;
         health.back_since = Some(std::time::Instant::now());
         tracing::info!(server = %self.name_of(id), "server listens again");
-        let _ = self.publish_logged(&mut state);
+        state.health_waiting = true;
+        true
     }
 
     /// Active checks of the server with this id passed `rise` times in a row since it was
-    /// ejected: the ejection ends now. Passive and active checks agree on a server that is well
-    /// again, and a recovered server no longer holds one of its pool's ejection slots.
-    pub fn checks_pass(&self, id: u64) {
+    /// ejected: the ejection ends, at the next [`Registry::publish_health`]. Passive and active
+    /// checks agree on a server that is well again, and a recovered server no longer holds one of
+    /// its pool's ejection slots. Returns whether that changed anything.
+    pub fn checks_pass(&self, id: u64) -> bool {
         let now = std::time::Instant::now();
         let mut state = self.lock();
         let Some(health) = state.lineage.health_mut(id) else {
-            return;
+            return false;
         };
         if !health.is_ejected(now) {
-            return;
+            return false;
         }
         health.ejected_until = Some(now);
         health.end_ejection(now);
         tracing::info!(server = %self.name_of(id), "ejection over: active checks pass");
-        let _ = self.publish_logged(&mut state);
+        state.health_waiting = true;
+        true
     }
 
     /// Passive checks: ejects the server with this id for its back-off, unless that would eject
@@ -128,24 +136,70 @@ impl Registry {
         Some(length)
     }
 
+    /// Active checks of the servers with these ids stopped (the servers are gone, or their pool's
+    /// checks changed): each that checks held down is up again as far as checks go. One look at
+    /// every server and one snapshot for them all, however many stopped (a reload may stop
+    /// 10,000 at once).
+    pub fn checks_stopped(&self, ids: &[u64]) {
+        if ids.is_empty() {
+            return;
+        }
+        let stopped: HashSet<u64> = ids.iter().copied().collect();
+        let mut state = self.lock();
+        // Found first, changed after: a server's health is found by id only by looking through
+        // every server (`Lineage::health_mut`), so only those held down are looked up again.
+        let held_down: Vec<u64> = state
+            .lineage
+            .healths()
+            .filter(|(_, id, health)| stopped.contains(id) && health.down.is_some())
+            .map(|(_, id, _)| id)
+            .collect();
+        for &id in &held_down {
+            if let Some(health) = state.lineage.health_mut(id) {
+                health.down = None;
+                health.back_since = Some(std::time::Instant::now());
+            }
+            tracing::info!(server = %self.name_of(id), "server up again: its checks stopped");
+        }
+        if !held_down.is_empty() {
+            let _ = self.publish_logged(&mut state);
+        }
+    }
+
     /// Ends ejections whose time is up and steps slow-start ramps, publishing when anything
-    /// changed. Returns when it next needs calling (`None`: nothing pending).
+    /// changed. Returns when it next needs calling (`None`: nothing pending). Looks at each
+    /// server once: the checker calls it after every snapshot.
     pub fn tick(&self) -> Option<std::time::Instant> {
         let now = std::time::Instant::now();
         let snapshot = self.snapshot.load_full();
         let mut state = self.lock();
-        let mut changed = false;
+        // Ejections that end now, found with one look at every server, then ended one by one
+        // (`health_mut` looks through every server for each).
+        let ending: Vec<u64> = state
+            .lineage
+            .healths()
+            .filter(|(_, _, health)| health.ejected_until.is_some_and(|until| until <= now))
+            .map(|(_, id, _)| id)
+            .collect();
+        for &id in &ending {
+            if let Some(health) = state.lineage.health_mut(id) {
+                health.end_ejection(now);
+            }
+            tracing::info!(server = %self.name_of(id), "ejection over");
+        }
+        let healths: HashMap<u64, &Health> = state
+            .lineage
+            .healths()
+            .map(|(_, id, health)| (id, health))
+            .collect();
+        let mut changed = !ending.is_empty();
         let mut due: Option<std::time::Instant> = None;
         let mut next = |at: std::time::Instant| due = Some(due.map_or(at, |d| d.min(at)));
         for pool in &snapshot.pools {
             for server in &pool.servers {
-                let Some(health) = state.lineage.health_mut(server.id) else {
+                let Some(health) = healths.get(&server.id) else {
                     continue;
                 };
-                if health.end_ejection(now) {
-                    tracing::info!(pool = %pool.name, server = %server.name, "ejection over");
-                    changed = true;
-                }
                 if let Some(until) = health.ejected_until {
                     next(until);
                 }

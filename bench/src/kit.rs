@@ -10,7 +10,8 @@
 //! - `proxies`     — the proxies' equivalent configurations and command lines
 //! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
-//! - `procstat`    — CPU time and RSS of a process tree, connections on a port, from /proc
+//! - `procstat`    — CPU time and RSS of a process tree, CPU time of a process or of one of its
+//!   threads by name, connections on a port and those in TIME_WAIT, from /proc
 //! - `cpu`         — where the machine's CPU went during a run, process by process
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
@@ -20,7 +21,8 @@
 //! - `wrk`         — running wrk and parsing its report
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
-//! - `environment` — versions, machine, load, and the command that reproduces a run
+//! - `environment` — versions, machine, load, the open-files limit, and the command that
+//!   reproduces a run
 //! - `progress`    — "run k of n, ~ETA left" after each run, paced against the plan
 //! - `results`     — what every results file states about its run; a session's last step (a stop
 //!   reported, nothing written over an earlier file when nothing was measured), and writing the

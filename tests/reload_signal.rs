@@ -129,4 +129,21 @@ fn a_route_that_can_never_match_is_logged_at_start_and_at_each_reload() {
         "{}",
         logged()
     );
+    // Fifteen shadowed routes: ten are logged, the rest counted.
+    let many: String = (0..15)
+        .map(|i| {
+            format!(
+                "[[route]]\nhost = \"h{i}.example.com\"\npath_prefix = \"/api/\"\npool = \"app\"\n"
+            )
+        })
+        .collect();
+    std::fs::write(&path, format!("{}{many}", config("/v1/"))).unwrap();
+    child.signal(libc::SIGHUP);
+    assert!(
+        eventually(Duration::from_secs(5), || logged()
+            .contains("… and 5 more warnings: `herdsman check` lists them all")),
+        "{}",
+        logged()
+    );
+    assert_eq!(logged().matches("can never match").count(), 12);
 }

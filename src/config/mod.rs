@@ -27,6 +27,9 @@ pub use duration::parse_duration;
 pub use problem::{ConfigError, ConfigProblem};
 pub use reload_scope::hold_back_restart_only;
 pub use route_index::RouteIndex;
+
+/// Warnings logged at start and reload before the rest are only counted.
+const LOGGED_WARNINGS: usize = 10;
 pub use upgrade::UpgradeProtocols;
 
 /// A whole, validated configuration.
@@ -743,11 +746,24 @@ impl Config {
         (!self.warnings.is_empty()).then_some(text)
     }
 
-    /// Logs each of its `warnings` (at start and at each reload), naming the file they are of.
+    /// Logs its `warnings` (at start and at each reload), naming the file they are of: at most
+    /// `LOGGED_WARNINGS` of them (a config of 100,000 routes may shadow thousands, at every start
+    /// and reload), then how many more.
     pub fn log_warnings(&self, file: Option<&Path>) {
         let file = file.unwrap_or(Path::new("(no file)")).display();
-        for warning in &self.warnings {
+        for warning in self.warnings.iter().take(LOGGED_WARNINGS) {
             tracing::warn!(config = %file, "{warning}");
+        }
+        if let Some(more) = self
+            .warnings
+            .len()
+            .checked_sub(LOGGED_WARNINGS)
+            .filter(|&n| n > 0)
+        {
+            tracing::warn!(
+                config = %file,
+                "… and {more} more warnings: `herdsman check` lists them all"
+            );
         }
     }
 }

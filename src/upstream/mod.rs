@@ -13,8 +13,4 @@ pub mod retry_budget;
 pub mod snapshot;
 pub mod sticky;
 
-// The routes compiled for lookup live with the routes (the config check uses them to find routes
-// that can never match, and `config` imports nothing above it); `snapshot.rs` finds them here.
-pub use crate::config::route_index;
-
 pub use snapshot::{Pool, Server, Snapshot, SnapshotHandle};

@@ -19,12 +19,11 @@ use super::balance::Balancer;
 use super::health::{Health, HealthView};
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
-use super::route_index::RouteIndex;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
     AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
-    ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig, ServerState,
-    Timeouts, UpgradeProtocols,
+    ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig, RouteIndex,
+    ServerState, Timeouts, UpgradeProtocols,
 };
 use crate::stats::traffic::Traffic;
 

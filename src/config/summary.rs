@@ -33,7 +33,7 @@ pub(super) fn summary(config: &Config) -> String {
             listener.name, listener.bind, listener.backlog
         ));
     }
-    for route in &config.routes {
+    for route in config.routes.iter() {
         let host = route.host_words();
         let path = route.path_prefix.as_deref().unwrap_or("/");
         let pool = config

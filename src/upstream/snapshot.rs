@@ -21,9 +21,9 @@ use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::{
-    AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey, HealthCheck, Limits,
-    ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig, RouteIndex,
-    ServerState, Timeouts, UpgradeProtocols,
+    release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
+    HealthCheck, Limits, ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig,
+    RouteIndex, ServerState, Timeouts, UpgradeProtocols,
 };
 use crate::stats::traffic::Traffic;
 
@@ -524,15 +524,20 @@ impl Lineage {
         })
     }
 
-    /// `routes` and their index: the last snapshot's if they are the same, else compiled anew.
-    fn routes_for(&mut self, routes: &[RouteConfig]) -> (Arc<Vec<RouteConfig>>, Arc<RouteIndex>) {
+    /// `routes` and their index: the last snapshot's if they are the same, else compiled anew
+    /// (and the memory the compiling freed given back: `config::release_freed_memory`).
+    fn routes_for(
+        &mut self,
+        routes: &Arc<Vec<RouteConfig>>,
+    ) -> (Arc<Vec<RouteConfig>>, Arc<RouteIndex>) {
         match &self.routes {
-            Some((last, index)) if last.as_slice() == routes => {
+            Some((last, index)) if Arc::ptr_eq(last, routes) || last == routes => {
                 (Arc::clone(last), Arc::clone(index))
             }
             _ => {
-                let compiled = (Arc::new(routes.to_vec()), Arc::new(RouteIndex::new(routes)));
+                let compiled = (Arc::clone(routes), Arc::new(RouteIndex::new(routes)));
                 self.routes = Some(compiled.clone());
+                release_freed_memory();
                 compiled
             }
         }

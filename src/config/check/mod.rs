@@ -18,6 +18,7 @@ mod words;
 
 use std::fmt;
 use std::ops::Range;
+use std::sync::Arc;
 
 use super::problem::{ConfigProblem, Lines};
 use super::raw::RawConfig;
@@ -146,7 +147,7 @@ impl Checker {
             timeouts,
             limits,
             buffering,
-            routes,
+            routes: Arc::new(routes),
             pools,
             admin,
             log,
@@ -190,6 +191,7 @@ impl Checker {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
     use std::time::Duration;
 
     use super::globals::auto_workers;
@@ -314,7 +316,7 @@ mod tests {
                     ],
                 ),
             ],
-            routes: vec![
+            routes: Arc::new(vec![
                 RouteConfig {
                     host: Some(HostPattern::Subdomains(".example.com".into())),
                     path_prefix: Some("/api/".into()),
@@ -337,7 +339,7 @@ mod tests {
                     },
                     buffering: RouteBuffering::default(),
                 },
-            ],
+            ]),
             admin: None,
             log: LogSettings {
                 level: LogLevel::Info,

@@ -424,7 +424,8 @@ servers = [
     }
 
     /// A change that leaves the routes alone (a weight, here) shares the last snapshot's routes
-    /// and index instead of copying and compiling them again; a reload that changes them does not.
+    /// and index instead of copying and compiling them again; a reload that changes them does
+    /// not, and shares the new config's routes.
     #[test]
     fn routes_are_compiled_once_per_change_of_routes() {
         let fixture = Fixture::new("routes-shared");
@@ -442,6 +443,8 @@ servers = [
         registry.reload().unwrap();
         let changed = registry.snapshot_handle().load_full();
         assert!(!Arc::ptr_eq(&after.route_index, &changed.route_index));
+        // The snapshot holds the config's own routes, not a copy of them.
+        assert!(Arc::ptr_eq(&registry.config().routes, &changed.routes));
         assert_eq!(changed.route_index.find(b"b.example.com", b"/"), Some(0));
         assert_eq!(changed.route_index.find(b"a.example.com", b"/"), None);
     }

@@ -4,6 +4,7 @@
 //! - `workers_api` — `/api/workers` read into per-worker counters, and the deltas between two reads
 //! - `json`        — just enough JSON to read the admin API's answers
 //! - `logfile`     — an access log's lines and bytes, as the file stands
+//! - `loopback`    — a loopback address of its own per server (127.0.x.y), and back to its index
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
@@ -37,6 +38,7 @@ pub mod exchange;
 pub mod holders;
 pub mod json;
 pub mod logfile;
+pub mod loopback;
 pub mod markdown;
 pub mod paired;
 pub mod periodic;

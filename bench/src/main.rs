@@ -16,6 +16,8 @@
 //!   kills, drains, reloads, log rotations, upgrades; every failed request classified
 //! - `health-checks` — active checks of 10,000 servers at a 1 s interval: the checker's CPU, and
 //!   how the checks spread over the interval (issue 24)
+//! - `scale`       — herdsman, HAProxy and nginx with 1 to 100,000 host routes; least-conn and
+//!   round-robin over 10,000 servers; reloads and server changes at that size (issue 24)
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
@@ -25,6 +27,7 @@ mod health_checks;
 mod herd;
 mod kit;
 mod observability;
+mod scale;
 mod slow_clients;
 mod slowloris;
 mod soak;
@@ -88,6 +91,11 @@ enum Command {
     /// Active health checks of 10,000 servers at a 1 s interval: the checker's CPU per check, and
     /// how the checks spread over time; writes bench/results/health-checks.md.
     HealthChecks(health_checks::HealthChecksArgs),
+    /// herdsman, HAProxy and nginx with 1 to 100,000 host routes (CPU per request for the first,
+    /// last and an unknown host; start; memory per route), reloads of 100,000 routes, least-conn
+    /// and round-robin over 10,000 servers, servers added and removed; writes
+    /// bench/results/scale.md.
+    Scale(scale::ScaleArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -110,6 +118,7 @@ fn main() -> anyhow::Result<()> {
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
         Command::HealthChecks(args) => health_checks::run(args),
+        Command::Scale(args) => scale::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

@@ -1,6 +1,6 @@
 //! The servers `health-checks` checks, all in one: a thread of this program listening on
 //! 0.0.0.0:PORT, which every loopback address reaches, so that each of herdsman's 10,000 servers
-//! is an address of its own (127.0.x.y, [`address`]) without 10,000 sockets here. It answers each
+//! is an address of its own (127.0.x.y, `kit::loopback`) without 10,000 sockets here. It answers each
 //! request `200` (`503` from the addresses set failing), closes, and notes when each came and to
 //! which address.
 
@@ -14,6 +14,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+pub use crate::kit::loopback::address;
+use crate::kit::loopback::index_of;
+
 /// The accept queue: a moment's burst of checks waits here rather than being dropped (the
 /// kernel caps it at net.core.somaxconn).
 const BACKLOG: i32 = 4096;
@@ -24,25 +27,6 @@ const READ_LIMIT: Duration = Duration::from_secs(1);
 const OK: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
 const FAILING: &[u8] =
     b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-
-/// Addresses per third octet: 127.0.x.1 to 127.0.x.250.
-const PER_OCTET: u32 = 250;
-
-/// The address of server `index`: 127.0.1.1, 127.0.1.2, … 127.0.1.250, 127.0.2.1, …
-pub fn address(index: u32) -> Ipv4Addr {
-    let (third, fourth) = (1 + index / PER_OCTET, 1 + index % PER_OCTET);
-    Ipv4Addr::new(127, 0, third as u8, fourth as u8)
-}
-
-/// The server index of an address made by [`address`].
-fn index_of(address: Ipv4Addr) -> Option<u32> {
-    match address.octets() {
-        [127, 0, third @ 1..=255, fourth @ 1..=250] => {
-            Some((u32::from(third) - 1) * PER_OCTET + u32::from(fourth) - 1)
-        }
-        _ => None,
-    }
-}
 
 /// One request received: when (µs since the server started) and at which server's address.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -197,17 +181,6 @@ fn answer(mut stream: TcpStream, response: &[u8]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn addresses_and_indexes_go_both_ways() {
-        assert_eq!(address(0), Ipv4Addr::new(127, 0, 1, 1));
-        assert_eq!(address(249), Ipv4Addr::new(127, 0, 1, 250));
-        assert_eq!(address(250), Ipv4Addr::new(127, 0, 2, 1));
-        for index in [0, 1, 249, 250, 9_999, 59_999] {
-            assert_eq!(index_of(address(index)), Some(index));
-        }
-        assert_eq!(index_of(Ipv4Addr::new(127, 0, 0, 1)), None);
-    }
 
     #[test]
     fn each_address_is_answered_and_noted() {

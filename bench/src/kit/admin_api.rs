@@ -1,5 +1,6 @@
 //! herdsman's admin API from outside: a `GET` on a fresh loopback connection (`Connection: close`)
-//! whose answer must be a whole 200 with a body, and waiting until the API answers at all.
+//! whose answer must be a whole 200 with a body, a change (`POST`, `PUT`, `DELETE` with a JSON
+//! body) timed to its answer's status, and waiting until the API answers at all.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
@@ -34,6 +35,41 @@ pub fn get(port: u16, path: &str) -> anyhow::Result<Vec<u8>> {
         .read_to_end(&mut answer)
         .with_context(|| format!("reading the answer to GET {path}"))?;
     body_of_ok(&answer).with_context(|| format!("GET {path}"))
+}
+
+/// How long a change may take to be answered: a reload of a large config parses and compiles it
+/// all before it answers.
+const CHANGE_LIMIT: Duration = Duration::from_secs(60);
+
+/// `METHOD path` with `body` as JSON (none when empty) on a fresh connection to
+/// 127.0.0.1:`port`: the answer's status and how long it took, from the request's first byte to
+/// the answer's last. A change is answered once it applies, so the time is what it costs.
+pub fn change(port: u16, method: &str, path: &str, body: &str) -> anyhow::Result<(u16, Duration)> {
+    let mut stream = TcpStream::connect_timeout(&(Ipv4Addr::LOCALHOST, port).into(), GET_LIMIT)
+        .with_context(|| format!("connecting to 127.0.0.1:{port}"))?;
+    stream.set_read_timeout(Some(CHANGE_LIMIT))?;
+    stream.set_write_timeout(Some(GET_LIMIT))?;
+    let request = format!(
+        "{method} {path} HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    let started = Instant::now();
+    stream.write_all(request.as_bytes())?;
+    let mut answer = Vec::new();
+    stream
+        .read_to_end(&mut answer)
+        .with_context(|| format!("reading the answer to {method} {path}"))?;
+    let took = started.elapsed();
+    let mut headers = [httparse::EMPTY_HEADER; 32];
+    let mut response = httparse::Response::new(&mut headers);
+    response
+        .parse(&answer)
+        .with_context(|| format!("parsing the answer to {method} {path}"))?;
+    let status = response
+        .code
+        .with_context(|| format!("{method} {path}: the answer ended within its head"))?;
+    Ok((status, took))
 }
 
 /// The body of a complete `200` answer whose body is as long as its Content-Length and not empty.

@@ -73,6 +73,13 @@ pub fn start(port: u16, dir: &Path) -> anyhow::Result<Supervised> {
     start_own_server("backend", &listen, port, &dir.join("backend.log"))
 }
 
+/// The same, listening on 0.0.0.0:`port`, so that every loopback address reaches it: one backend
+/// for a pool of many servers, each at an address of its own (`kit::loopback`).
+pub fn start_for_every_address(port: u16, dir: &Path) -> anyhow::Result<Supervised> {
+    let listen = ["--listen".to_string(), format!("0.0.0.0:{port}")];
+    start_own_server("backend", &listen, port, &dir.join("backend.log"))
+}
+
 /// Serves until the process is killed; the compare command owns the process and stops it.
 pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -287,10 +287,42 @@ backend backend
 
 pub fn nginx_config(plan: Plan, dir: &Path) -> String {
     let Plan {
-        workers,
         port,
         backend_port,
         backend_idle,
+        ..
+    } = plan;
+    format!(
+        r#"{head}
+    upstream backend {{
+        server 127.0.0.1:{backend_port};
+        keepalive {backend_idle};
+        keepalive_requests 1000000;
+    }}
+
+    server {{
+        listen 127.0.0.1:{port};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+        }}
+    }}
+}}
+"#,
+        head = nginx_head(plan, dir)
+    )
+}
+
+/// nginx's configuration up to the open `http` block's first lines, as every benchmark's nginx
+/// has it: workers and their connections and files, no access log, keep-alive clients kept, the
+/// temporary files in `dir`. The caller adds its upstreams and servers and closes the block.
+pub fn nginx_head(plan: Plan, dir: &Path) -> String {
+    let Plan {
+        workers,
         descriptor_limit,
         ..
     } = plan;
@@ -325,25 +357,6 @@ http {{
     fastcgi_temp_path {dir}/fastcgi;
     uwsgi_temp_path {dir}/uwsgi;
     scgi_temp_path {dir}/scgi;
-
-    upstream backend {{
-        server 127.0.0.1:{backend_port};
-        keepalive {backend_idle};
-        keepalive_requests 1000000;
-    }}
-
-    server {{
-        listen 127.0.0.1:{port};
-        location / {{
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header X-Forwarded-Host $host;
-        }}
-    }}
-}}
 "#
     )
 }

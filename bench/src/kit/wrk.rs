@@ -53,7 +53,21 @@ impl Load {
 
 /// Runs wrk against 127.0.0.1:`port` and parses its report.
 pub fn run(wrk: &Path, port: u16, load: Load) -> anyhow::Result<WrkReport> {
+    run_with_headers(wrk, port, load, &[])
+}
+
+/// Runs wrk against 127.0.0.1:`port` with each of `headers` ("Host: a.example") on every request
+/// (a `Host` given replaces wrk's own), and parses its report.
+pub fn run_with_headers(
+    wrk: &Path,
+    port: u16,
+    load: Load,
+    headers: &[&str],
+) -> anyhow::Result<WrkReport> {
     let mut command = Command::new(wrk);
+    for header in headers {
+        command.arg("-H").arg(header);
+    }
     command.args(load.args(port));
     // wrk stops itself after -d; the margin covers start-up and a slow final drain.
     let limit = Duration::from_secs(u64::from(load.seconds) + 30);

@@ -129,19 +129,15 @@ impl Server {
                 addr: listener.bind,
                 error,
             };
+            let options = intake::listen_options(listener);
             let sockets = match inherited.take_listener(&listener.name, listener.bind) {
                 Some(socket) => {
                     tracing::info!(listener = %listener.name, "listening socket handed down by the previous process");
-                    ListenSocket::adopt(socket).and_then(|socket| {
-                        intake::adopt_listener(config.intake, socket, listener.backlog, config.workers)
+                    ListenSocket::adopt(socket, options.defer_accept).and_then(|socket| {
+                        intake::adopt_listener(config.intake, socket, options, config.workers)
                     })
                 }
-                None => intake::bind_listener(
-                    config.intake,
-                    listener.bind,
-                    listener.backlog,
-                    config.workers,
-                ),
+                None => intake::bind_listener(config.intake, listener.bind, options, config.workers),
             }
             .map_err(bind_error)?;
             // Kept for a later upgrade, which hands it down in turn.

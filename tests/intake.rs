@@ -179,3 +179,29 @@ fn admin_api_reports_per_worker_counters_that_add_up() {
         "{body}"
     );
 }
+
+/// With `defer_accept`, the kernel hands herdsman a connection only once its first bytes are
+/// here: a client that connects and stays silent is not accepted (no worker is woken for it),
+/// and the one that then sends its request is accepted and answered.
+#[test]
+fn a_deferred_listener_accepts_a_connection_once_it_speaks() {
+    let server = Mock::named("a");
+    let toml = Setup::new()
+        .server("a", server.addr)
+        .toml("127.0.0.1:0")
+        .replacen(
+            "pool = \"app\"\n",
+            "pool = \"app\"\ndefer_accept = \"2s\"\n",
+            1,
+        );
+    let proxy = Proxy::start(&toml);
+    let stats = proxy.server().stats();
+    let accepted = || -> u64 { stats.report().iter().map(|w| w.accepted).sum() };
+    let mut client = proxy.connect();
+    std::thread::sleep(Duration::from_millis(300));
+    assert_eq!(accepted(), 0, "a connection that sent nothing was accepted");
+    let response = client.roundtrip(&get_request("/", ""));
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body_text(), "a");
+    assert_eq!(accepted(), 1);
+}

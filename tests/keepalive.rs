@@ -208,6 +208,52 @@ fn pipelined_request_after_connection_close_is_not_served() {
     );
 }
 
+/// A client that said `Connection: close` and sent no body has nothing more to send once its
+/// answer is out: herdsman closes at once (as nginx does) instead of lingering for the client's
+/// own close, which held the connection for up to half a second and cost a shutdown, a timer and
+/// a read. The client keeps its side open here, as a slow one would.
+#[test]
+fn a_connection_the_client_asked_to_close_closes_at_once() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    client.send(b"GET /bye HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\r\n");
+    let response = client.response();
+    assert_eq!(response.header("x-target"), Some("/bye"));
+    assert!(response.says_close());
+    client.expect_closed();
+    assert!(
+        eventually(Duration::from_millis(200), || proxy.active_connections()
+            == 0),
+        "herdsman still holds the connection ({} active) after answering a client that asked to \
+         close it",
+        proxy.active_connections()
+    );
+}
+
+/// Where the client may still be sending, the close still lingers: after a request with a
+/// body (whose answer may have come before the body's end, so that more of it is on the way),
+/// herdsman reads and discards for a moment before it lets go, lest unread bytes reset the
+/// connection under the answer.
+#[test]
+fn a_close_after_a_request_body_still_lingers() {
+    let server = Mock::echo();
+    let proxy = Setup::new().server("a", server.addr).start();
+    let mut client = proxy.connect();
+    client.send(
+        b"POST /upload HTTP/1.1\r\nHost: test.local\r\nConnection: close\r\n\
+          Content-Length: 5\r\n\r\nhello",
+    );
+    let response = client.response();
+    assert!(response.says_close());
+    client.expect_closed();
+    std::thread::sleep(Duration::from_millis(100));
+    assert_eq!(proxy.active_connections(), 1, "the close did not linger");
+    assert!(eventually(Duration::from_secs(2), || proxy
+        .active_connections()
+        == 0));
+}
+
 #[test]
 fn expect_100_continue_relays_the_interim_response_before_the_body() {
     let server = Mock::start(|ex| {

@@ -21,16 +21,6 @@ fn parked(proxy: &Proxy) -> u32 {
         .sum()
 }
 
-fn active(proxy: &Proxy) -> u32 {
-    proxy
-        .server()
-        .stats()
-        .report()
-        .iter()
-        .map(|w| w.active)
-        .sum()
-}
-
 /// herdsman with `client_idle`, in front of a server named "a".
 fn proxy_with_client_idle(client_idle: &str) -> (Mock, Proxy) {
     let server = Mock::named("a");
@@ -71,7 +61,7 @@ fn a_quiet_connection_is_parked_and_served_when_it_speaks_again() {
         "a connection quiet for {QUIET:?} was not parked"
     );
     assert_eq!(
-        active(&proxy),
+        proxy.active_connections(),
         1,
         "a parked connection still counts as open"
     );
@@ -105,7 +95,7 @@ fn a_parked_connection_is_closed_at_the_idle_timeout() {
         "closed {lived:?} after its last response; client_idle is 1.5 s"
     );
     assert!(eventually(Duration::from_secs(2), || parked(&proxy) == 0
-        && active(&proxy) == 0));
+        && proxy.active_connections() == 0));
 }
 
 #[test]
@@ -120,10 +110,10 @@ fn a_parked_connection_the_client_closes_is_forgotten() {
     clients.truncate(5);
     assert!(
         eventually(Duration::from_secs(3), || parked(&proxy) == 5
-            && active(&proxy) == 5),
+            && proxy.active_connections() == 5),
         "parked {} active {} after 15 of 20 parked clients closed",
         parked(&proxy),
-        active(&proxy)
+        proxy.active_connections()
     );
     for client in &mut clients {
         assert_eq!(client.roundtrip(&get_request("/", "")).status(), 200);

@@ -272,6 +272,7 @@ mod tests {
             "name",
             "bind",
             "backlog",
+            "defer_accept",
             "pool",
             "[timeouts]",
             "connect",

@@ -162,6 +162,10 @@ pub struct ListenerConfig {
     pub bind: SocketAddr,
     /// listen(2) backlog. Default 4096 (the kernel caps it at net.core.somaxconn).
     pub backlog: u32,
+    /// TCP_DEFER_ACCEPT (nginx's `deferred`, HAProxy's `defer-accept`): a connection is accepted
+    /// once its first bytes have come, or this long after its handshake (whole seconds, a part
+    /// counting as one). Zero (the default): at once. Linux only.
+    pub defer_accept: Duration,
     /// Index into `Config::pools` of the pool used when no route matches.
     pub pool: usize,
     /// Client connections open at once, over all workers; at the limit herdsman stops accepting

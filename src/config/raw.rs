@@ -65,6 +65,7 @@ pub struct RawListener {
     pub name: Option<Spanned<String>>,
     pub bind: Option<Spanned<String>>,
     pub backlog: Option<Spanned<i64>>,
+    pub defer_accept: Option<Spanned<String>>,
     pub pool: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
     pub access_log: Option<Spanned<String>>,

@@ -82,6 +82,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             name,
             bind,
             backlog,
+            defer_accept,
             // In the snapshot, per listener.
             pool: _,
             access_log: _,
@@ -99,6 +100,11 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
                 format!("backlog of listener {name:?}"),
             );
             new.backlog = *backlog;
+            hold(
+                new.defer_accept != *defer_accept,
+                format!("defer_accept of listener {name:?}"),
+            );
+            new.defer_accept = *defer_accept;
         }
     }
     fresh.workers = *workers;

@@ -1,6 +1,7 @@
 //! The summary `herdsman check` prints for a valid config.
 
 use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
+use super::duration::format_duration;
 use super::{Config, HashKey, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
@@ -28,8 +29,12 @@ pub(super) fn summary(config: &Config) -> String {
             [] => "  upgrade none".to_string(),
             names => format!("  upgrade {}", names.join(", ")),
         };
+        let defer = match listener.defer_accept.is_zero() {
+            true => String::new(),
+            false => format!("  defer_accept {}", format_duration(listener.defer_accept)),
+        };
         lines.push(format!(
-            "listener {}  {}  backlog {}  → pool {pool}{access_log}{upgrade}",
+            "listener {}  {}  backlog {}{defer}  → pool {pool}{access_log}{upgrade}",
             listener.name, listener.bind, listener.backlog
         ));
     }
@@ -128,7 +133,7 @@ mod tests {
     fn the_summary_shows_each_listeners_access_log_upgrades_and_the_log_level() {
         let text = valid_with(
             "backlog = 1024\n",
-            "backlog = 1024\naccess_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\nupgrade = []\n",
+            "backlog = 1024\ndefer_accept = \"1s\"\naccess_log = \"/var/log/herdsman/web.log\"\naccess_log_format = \"json\"\nupgrade = []\n",
         )
         .replace("shutdown_grace = \"15s\"\n", "shutdown_grace = \"15s\"\n[log]\nlevel = \"warn\"\n");
         let summary = summary(&from_toml(&text, "t").unwrap());
@@ -137,7 +142,7 @@ mod tests {
             lines,
             [
                 "workers: 3 (intake reuseport)  log level warn",
-                "listener web  127.0.0.1:8080  backlog 1024  → pool app  access log /var/log/herdsman/web.log (json)  upgrade none",
+                "listener web  127.0.0.1:8080  backlog 1024  defer_accept 1s  → pool app  access log /var/log/herdsman/web.log (json)  upgrade none",
                 "listener internal  [::1]:0  backlog 4096  → pool api",
             ]
         );

@@ -21,8 +21,8 @@ pub use accept::{accept_loop, Acceptor};
 pub use handoff::{HandoffBoard, HandoffInbox};
 pub use limit::ListenerLoad;
 
-use crate::config::IntakeMode;
-use crate::transport::{epoll_exclusive_supported, ListenSocket};
+use crate::config::{IntakeMode, ListenerConfig};
+use crate::transport::{epoll_exclusive_supported, ListenOptions, ListenSocket};
 
 /// A listener opened or closed while herdsman runs (a reload), as one worker is told of it.
 /// Listeners are known by slot: a number given when the listener is opened and never reused,
@@ -56,25 +56,36 @@ fn check_supported_on(mode: IntakeMode, epoll_exclusive: bool) -> Result<(), Str
     }
 }
 
+/// The socket options of `listener`: its backlog, and its `defer_accept` in whole seconds (a part
+/// of a second counts as one).
+pub fn listen_options(listener: &ListenerConfig) -> ListenOptions {
+    let defer = listener.defer_accept;
+    let seconds = defer.as_secs() + u64::from(defer.subsec_nanos() > 0);
+    ListenOptions {
+        backlog: listener.backlog,
+        defer_accept: u32::try_from(seconds).unwrap_or(u32::MAX),
+    }
+}
+
 /// Binds one listener's sockets: one per worker (index = worker). For `reuseport` these are
 /// separate sockets on one address; for the other modes, descriptors of one shared socket.
 pub fn bind_listener(
     mode: IntakeMode,
     addr: SocketAddr,
-    backlog: u32,
+    options: ListenOptions,
     workers: usize,
 ) -> io::Result<Vec<ListenSocket>> {
     if mode == IntakeMode::ReusePort {
         let mut sockets = Vec::with_capacity(workers);
         let mut bound_addr = addr;
         for _ in 0..workers {
-            let socket = ListenSocket::bind(bound_addr, backlog, true)?;
+            let socket = ListenSocket::bind(bound_addr, options, true)?;
             bound_addr = socket.local_addr().unwrap_or(bound_addr);
             sockets.push(socket);
         }
         return Ok(sockets);
     }
-    let shared = ListenSocket::bind(addr, backlog, false)?;
+    let shared = ListenSocket::bind(addr, options, false)?;
     let mut sockets = Vec::with_capacity(workers);
     for _ in 1..workers {
         sockets.push(shared.try_clone()?);
@@ -89,14 +100,14 @@ pub fn bind_listener(
 pub fn adopt_listener(
     mode: IntakeMode,
     socket: ListenSocket,
-    backlog: u32,
+    options: ListenOptions,
     workers: usize,
 ) -> io::Result<Vec<ListenSocket>> {
     let addr = socket.local_addr()?;
     let mut sockets = Vec::with_capacity(workers);
     for _ in 1..workers {
         sockets.push(if mode == IntakeMode::ReusePort {
-            ListenSocket::bind(addr, backlog, true)?
+            ListenSocket::bind(addr, options, true)?
         } else {
             socket.try_clone()?
         });
@@ -117,7 +128,11 @@ mod tests {
             IntakeMode::Exclusive,
             IntakeMode::Balanced,
         ] {
-            let sockets = bind_listener(mode, "127.0.0.1:0".parse().unwrap(), 16, 3).unwrap();
+            let options = ListenOptions {
+                backlog: 16,
+                defer_accept: 1,
+            };
+            let sockets = bind_listener(mode, "127.0.0.1:0".parse().unwrap(), options, 3).unwrap();
             assert_eq!(sockets.len(), 3);
             let addr = sockets[0].local_addr().unwrap();
             assert_ne!(addr.port(), 0);

@@ -66,13 +66,14 @@ async fn exchange<D: Downstream>(
     let facts = match read_request(context, client, snapshot, listener).await {
         Ok(Some(facts)) => facts,
         Ok(None) => {
+            // The client closed (or reset) the connection: nothing more will come.
             outcome.request = false;
-            return Next::Close;
+            return Next::Close { linger: false };
         }
         Err(failure) => {
             report(client, failure, None);
             answer_error(client, failure, None, snapshot, outcome).await;
-            return Next::Close;
+            return Next::Close { linger: true };
         }
     };
     outcome.pool = Some(facts.choice.pool);
@@ -88,7 +89,7 @@ async fn exchange<D: Downstream>(
             outcome,
         )
         .await;
-        return Next::Close;
+        return Next::Close { linger: true };
     };
     outcome.server = facts.choice.server;
     let mut facts = facts;
@@ -113,14 +114,14 @@ async fn exchange<D: Downstream>(
     if let Err(failure) = read {
         report(client, failure, None);
         answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-        return Next::Close;
+        return Next::Close { linger: true };
     }
     let (server, slot) = match take_slot(context, pool, chosen, &mut facts, deadline).await {
         Ok(taken) => taken,
         Err(failure) => {
             report(client, failure, Some(&pool.servers[chosen]));
             answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-            return Next::Close;
+            return Next::Close { linger: true };
         }
     };
     let sending = Sending {
@@ -143,14 +144,14 @@ async fn exchange<D: Downstream>(
         Err(failure) => {
             if !outcome.response_started {
                 answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-                return Next::Close;
+                return Next::Close { linger: true };
             }
             outcome.ending = Ending::Unanswered;
             // A client too slow for its answer loses what the kernel still holds for it too
             // (nginx's `reset_timedout_connection`): a FIN would wait behind megabytes.
             match failure {
                 Failure::ReaderTooSlow | Failure::ClientStalled => Next::Reset,
-                _ => Next::Close,
+                _ => Next::Close { linger: true },
             }
         }
     }

@@ -31,7 +31,15 @@ use crate::transport::Stream;
 #[derive(Debug)]
 pub enum Next {
     KeepAlive,
-    Close,
+    /// Close after the answer. `linger`: the client may still be sending (a next request it
+    /// meant to send on a connection it asked to keep, a body not read to its end), so the close
+    /// first reads and discards for a moment, lest unread bytes make the kernel reset the
+    /// connection under the answer in flight. Otherwise, as nginx decides for its lingering
+    /// close, nothing more can come and the connection closes at once: no shutdown, no wait for
+    /// the client's FIN, no read of it.
+    Close {
+        linger: bool,
+    },
     /// Close with a reset, dropping what the kernel still holds for the client (one too slow
     /// for its answer).
     Reset,

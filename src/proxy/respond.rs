@@ -43,6 +43,9 @@ pub struct ResponseStart {
     dechunk: bool,
     /// The client connection closes after this response.
     close: bool,
+    /// … and may still be sending when it does: it asked to keep the connection (herdsman chose
+    /// to close it: a stop, a body that ends with the connection) or its request had a body.
+    linger: bool,
     server_keeps_alive: bool,
     /// How long the connection may stay idle, from the server's `Keep-Alive: timeout=N`.
     server_idle_limit: Option<std::time::Duration>,
@@ -199,6 +202,7 @@ fn examine_head(
         body: response.body,
         dechunk,
         close,
+        linger: facts.keep_alive || !matches!(facts.body, Body::None | Body::Length(0)),
         server_keeps_alive: response.keep_alive,
         server_idle_limit: match response.keep_alive {
             true => keep_alive::idle_limit(response.headers),
@@ -309,7 +313,9 @@ pub async fn respond<D: Downstream>(
         keep.release(upstream, &client.server_buffer, since);
     }
     Ok(if start.close {
-        Next::Close
+        Next::Close {
+            linger: start.linger,
+        }
     } else {
         Next::KeepAlive
     })

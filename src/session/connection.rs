@@ -25,10 +25,11 @@ pub struct Connection {
 }
 
 impl Connection {
-    pub fn new(stream: Stream, peer: SocketAddr) -> Connection {
+    /// The connection, with the bytes already read from it.
+    pub fn with_received(stream: Stream, received: Buffer, peer: SocketAddr) -> Connection {
         Connection {
             stream,
-            received: Buffer::new(),
+            received,
             peer,
             sent: 0,
         }
@@ -69,6 +70,18 @@ impl Connection {
     /// The stream and the bytes received and not yet used, to pipe.
     pub fn parts(&mut self) -> (&mut Stream, &mut Buffer) {
         (&mut self.stream, &mut self.received)
+    }
+
+    /// Whether the client may have sent more than was used: bytes already received and not
+    /// used, or the stream already known readable (no system call; as nginx's `read->ready`).
+    pub fn may_have_more(&mut self) -> bool {
+        self.has_unread() || self.stream.is_read_ready()
+    }
+
+    /// Closes at once, when nothing more can come from the client: what was written still goes
+    /// out, followed by FIN (a close with no unread bytes sends no reset).
+    pub fn close_at_once(self) {
+        drop(self);
     }
 
     /// Closes with a reset: what the kernel still holds for the client is dropped.

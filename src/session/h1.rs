@@ -1,7 +1,9 @@
 //! An HTTP/1 client connection: wait for each request without holding buffers, serve it as one
-//! exchange, keep the connection for the next or close it with a lingering close, hand it back
+//! exchange, keep the connection for the next or close it (lingering only when the client may
+//! still be sending), hand it back
 //! to the worker when it stays quiet (to be parked), and pass bytes both ways after a 101.
 
+use std::io;
 use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
@@ -12,7 +14,7 @@ use super::connection::Connection;
 use super::pipe;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::recycle::Recycled;
-use crate::transport::{Detached, Stream};
+use crate::transport::{Buffer, Detached};
 use crate::upstream::Snapshot;
 
 /// How long a connection waits for its next request inside its task before it is handed back
@@ -27,11 +29,16 @@ const LAST_CALL: Duration = Duration::from_millis(250);
 /// `quiet` with the deadline of its idle timeout (the worker parks it). `quiet` is dropped when
 /// the session ends, which is when what it holds (the worker's count of the connection) goes.
 ///
+/// What the client has already sent is read first, before the connection is registered with the
+/// runtime (a new connection's request is usually here by the time it is accepted, a parked one
+/// woke because bytes came): no wait for readiness, no timer armed to park it. A connection
+/// closed before it sent anything is closed without ever being registered.
+///
 /// The worker spawns this future itself as the connection's task: a task that wrapped it in
 /// another future cost about 150 instructions a request more (callgrind).
 pub async fn serve<Q>(
     context: Rc<ProxyContext>,
-    stream: Stream,
+    stream: Detached,
     peer: SocketAddr,
     listener: usize,
     parks: bool,
@@ -40,7 +47,21 @@ pub async fn serve<Q>(
     Q: FnOnce(Detached, Instant),
 {
     let context = &context;
-    let mut client = Client::new(Connection::new(stream, peer));
+    let mut received = Buffer::new();
+    let most = context.snapshot().limits.max_header_bytes;
+    match stream.read_now(&mut received, most) {
+        Ok(0) => return,
+        Err(error) if error.kind() != io::ErrorKind::WouldBlock => return,
+        _ => {}
+    }
+    let stream = match stream.attach() {
+        Ok(stream) => stream,
+        Err(error) => {
+            tracing::warn!(%error, "cannot register a connection");
+            return;
+        }
+    };
+    let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();
     loop {
@@ -56,6 +77,10 @@ pub async fn serve<Q>(
                     return;
                 }
                 Waited::Close => break,
+                Waited::Gone => {
+                    client.into_parts().0.close_at_once();
+                    return;
+                }
             }
         }
         // The exchange's future is large (about 1.5 KiB: timers, the relay's state); it lives in
@@ -67,7 +92,13 @@ pub async fn serve<Q>(
         };
         match exchange.await {
             (Next::KeepAlive, ended) => quiet_since = ended,
-            (Next::Close, _) => break,
+            (Next::Close { linger }, _) => {
+                if linger || client.downstream().may_have_more() {
+                    break;
+                }
+                client.into_parts().0.close_at_once();
+                return;
+            }
             (Next::Reset, _) => {
                 client.into_parts().0.reset();
                 return;
@@ -90,8 +121,10 @@ enum Waited {
     Request,
     /// Nothing for `PARK_AFTER`: park the connection until `deadline` (its idle timeout).
     Quiet { deadline: Instant },
-    /// The client closed the connection, stayed idle past `client_idle`, or a stop began.
+    /// The client stayed idle past `client_idle`, or a stop began: close, lingering.
     Close,
+    /// The client closed the connection (or it failed): nothing more can come.
+    Gone,
 }
 
 /// Between requests: holds no buffer until the client sends the first bytes of its next
@@ -113,7 +146,7 @@ async fn wait_for_request(
     let first_bytes = async {
         match client.downstream().read_first_bytes(most).await {
             true => Waited::Request,
-            false => Waited::Close,
+            false => Waited::Gone,
         }
     };
     let wait = if parks { PARK_AFTER } else { idle };

@@ -111,6 +111,32 @@ impl Buffer {
         .await
     }
 
+    /// Reads once what `read` finds without waiting, appending, into the room `read_from` would
+    /// give: `read` fills the start of the slice it is handed and says how many bytes it wrote.
+    /// A read that finds nothing keeps no memory.
+    pub fn read_now(
+        &mut self,
+        initial: usize,
+        limit: usize,
+        read: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize>,
+    ) -> io::Result<usize> {
+        self.make_room(initial, limit);
+        let room = (limit - self.len()).min(self.bytes.capacity() - self.bytes.len());
+        let result = read(&mut self.bytes.spare_capacity_mut()[..room]);
+        match result {
+            Ok(n) => {
+                let n = n.min(room);
+                // SAFETY: `read` initialised the first `n` bytes of the room it was handed.
+                unsafe { self.bytes.set_len(self.bytes.len() + n) };
+                Ok(n)
+            }
+            Err(error) => {
+                self.fit_while_waiting();
+                Err(error)
+            }
+        }
+    }
+
     /// Writes the first `n` unread bytes to `sink`, consuming them as they go out. While a write
     /// waits (a slow reader), the bytes still to go move into a block their size if that is at
     /// most half the one they are in (`fit_while_writing`).

@@ -13,10 +13,24 @@ use super::{sys, Detached};
 #[derive(Debug)]
 pub struct ListenSocket(Socket);
 
+/// How a listening socket is set up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListenOptions {
+    /// listen(2)'s backlog.
+    pub backlog: u32,
+    /// TCP_DEFER_ACCEPT in seconds: a connection is accepted once its first bytes are here; 0:
+    /// at once.
+    pub defer_accept: u32,
+}
+
 impl ListenSocket {
-    /// Binds and listens on `addr` with `backlog`; with `reuse_port`, beside other sockets on
+    /// Binds and listens on `addr` as `options` say; with `reuse_port`, beside other sockets on
     /// the same address (SO_REUSEPORT: the kernel spreads connections over them).
-    pub fn bind(addr: SocketAddr, backlog: u32, reuse_port: bool) -> io::Result<ListenSocket> {
+    pub fn bind(
+        addr: SocketAddr,
+        options: ListenOptions,
+        reuse_port: bool,
+    ) -> io::Result<ListenSocket> {
         let socket = Socket::new(Domain::for_address(addr), Type::STREAM, Some(Protocol::TCP))?;
         socket.set_reuse_address(true)?;
         if reuse_port {
@@ -26,15 +40,20 @@ impl ListenSocket {
             socket.set_only_v6(true)?;
         }
         socket.bind(&addr.into())?;
-        socket.listen(backlog.min(i32::MAX as u32) as i32)?;
+        socket.listen(options.backlog.min(i32::MAX as u32) as i32)?;
         socket.set_nonblocking(true)?;
+        if options.defer_accept > 0 {
+            sys::set_defer_accept(&socket, options.defer_accept)?;
+        }
         Ok(ListenSocket(socket))
     }
 
-    /// A listening socket handed down by the process this one replaces.
-    pub fn adopt(descriptor: impl Into<OwnedFd>) -> io::Result<ListenSocket> {
+    /// A listening socket handed down by the process this one replaces, set to defer its
+    /// accepts as `defer_accept` says (0 included: the process before may have set another).
+    pub fn adopt(descriptor: impl Into<OwnedFd>, defer_accept: u32) -> io::Result<ListenSocket> {
         let socket = Socket::from(descriptor.into());
         socket.set_nonblocking(true)?;
+        sys::set_defer_accept(&socket, defer_accept)?;
         Ok(ListenSocket(socket))
     }
 

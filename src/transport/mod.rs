@@ -15,7 +15,7 @@ mod temp_file;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
-pub use listen::ListenSocket;
+pub use listen::{ListenOptions, ListenSocket};
 pub use server_stream::ServerStream;
 pub use spool::{Spool, SpoolLimits};
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};

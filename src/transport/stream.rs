@@ -14,6 +14,8 @@ use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{tcp, TcpStream};
 
+use super::buffer::{Buffer, BUFFER_INITIAL};
+
 /// Implements `AsyncRead` for an enum of transports by passing each call to the variant's own
 /// stream (the same for a whole stream and for its reading half).
 macro_rules! read_by_variant {
@@ -95,6 +97,20 @@ impl Detached {
         let _ = self.0.set_nodelay(true);
     }
 
+    /// Reads what the client has already sent, without waiting and before the connection is
+    /// registered anywhere (a speculative read, as HAProxy's): into `buffer`, holding at most
+    /// `limit` unread bytes. 0 at the end of the stream; `WouldBlock` when nothing is here yet.
+    /// A read before the registration leaves no stale readiness behind, which a read after it
+    /// would (a keep-alive connection's next wait would start with a read that finds nothing).
+    pub fn read_now(&self, buffer: &mut Buffer, limit: usize) -> io::Result<usize> {
+        buffer.read_now(BUFFER_INITIAL, limit, |room| loop {
+            match socket2::SockRef::from(&self.0).recv(room) {
+                Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
+                read => return read,
+            }
+        })
+    }
+
     /// Registers the connection with the current runtime.
     #[inline]
     pub fn attach(self) -> io::Result<Stream> {
@@ -142,6 +158,14 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
         }
+    }
+
+    /// Whether the runtime already knows the stream readable (bytes, the end of the stream or an
+    /// error came since it was last drained), with no system call: nginx's `read->ready`.
+    #[inline]
+    pub fn is_read_ready(&self) -> bool {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        self.poll_read_ready(&mut cx).is_ready()
     }
 
     /// Writes what the socket takes now, without waiting.

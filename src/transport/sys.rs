@@ -1,6 +1,6 @@
 //! Linux calls on sockets that neither tokio nor socket2 offer, with honest fallbacks elsewhere:
-//! SO_REUSEPORT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE, and TCP_INFO's byte
-//! counts.
+//! SO_REUSEPORT, TCP_DEFER_ACCEPT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE, and
+//! TCP_INFO's byte counts.
 
 use std::io;
 use std::net::SocketAddr;
@@ -22,6 +22,41 @@ pub fn set_reuse_port(_socket: &Socket) -> io::Result<()> {
         io::ErrorKind::Unsupported,
         "intake = \"reuseport\" needs SO_REUSEPORT, which this platform lacks",
     ))
+}
+
+/// TCP_DEFER_ACCEPT: the kernel completes a connection's accept only once its first bytes have
+/// come (or `seconds` have passed), so a worker is woken for a request, not for a handshake.
+/// 0 turns it off.
+#[cfg(target_os = "linux")]
+pub fn set_defer_accept(socket: &Socket, seconds: u32) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let value = libc::c_int::try_from(seconds).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a live local.
+    let set = unsafe {
+        libc::setsockopt(
+            socket.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&value as *const libc::c_int).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if set == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn set_defer_accept(_socket: &Socket, seconds: u32) -> io::Result<()> {
+    match seconds {
+        0 => Ok(()),
+        _ => Err(io::Error::new(
+            io::ErrorKind::Unsupported,
+            "defer_accept needs TCP_DEFER_ACCEPT, which only Linux has",
+        )),
+    }
 }
 
 /// Accepts one connection, already non-blocking and close-on-exec (one syscall, not three).

@@ -97,13 +97,6 @@ impl WorkerContext {
         listener: usize,
         guard: ConnectionGuard,
     ) {
-        let stream = match stream.attach() {
-            Ok(stream) => stream,
-            Err(error) => {
-                tracing::warn!(worker = self.index, %error, "cannot register a connection");
-                return;
-            }
-        };
         let context = Rc::clone(self);
         let parks = self.parking.is_some();
         let quiet = move |stream, deadline| context.park(stream, peer, listener, guard, deadline);

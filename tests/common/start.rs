@@ -222,6 +222,16 @@ impl Proxy {
         self.server.as_ref().expect("running")
     }
 
+    /// The client connections open on the workers, parked ones included.
+    pub fn active_connections(&self) -> u32 {
+        self.server()
+            .stats()
+            .report()
+            .iter()
+            .map(|w| w.active)
+            .sum()
+    }
+
     /// The pools' registry, to change servers at run time or reload.
     pub fn registry(&self) -> Arc<Registry> {
         self.server().registry()

@@ -1,12 +1,14 @@
-//! `[[listener]]`s: address, backlog, default pool, connection limit, access log and the
-//! protocols a request may upgrade to, and that listeners sharing an access log share its format.
+//! `[[listener]]`s: address, backlog, deferred accept, default pool, connection limit, access
+//! log and the protocols a request may upgrade to, and that listeners sharing an access log share
+//! its format.
 
 use std::path::Path;
 use std::sync::Arc;
+use std::time::Duration;
 
 use toml::Spanned;
 
-use super::primitives::{quoted, PortZero};
+use super::primitives::{quoted, PortZero, Zero};
 use super::words::ACCESS_LOG_FORMATS;
 use super::{Checker, Table};
 use crate::config::raw::{RawListener, RawPool};
@@ -15,6 +17,8 @@ use crate::config::{AccessLogConfig, ListenerConfig, UpgradeProtocols, STANDARD_
 
 /// `backlog` when not written (see `ListenerConfig::backlog`).
 const DEFAULT_BACKLOG: u32 = 4096;
+/// The longest `defer_accept`.
+const MOST_DEFER_ACCEPT: Duration = Duration::from_secs(3600);
 /// A listener's `upgrade` when not written: WebSocket, the upgrade browsers make, and the one
 /// herdsman was built to tunnel (see `ListenerConfig::upgrade`).
 const DEFAULT_UPGRADE: [&str; 1] = ["websocket"];
@@ -42,6 +46,7 @@ impl Checker {
                 "1 to 65535 (default 4096)",
                 DEFAULT_BACKLOG,
             ),
+            defer_accept: self.defer_accept(table, &listener.defer_accept),
             pool: self.pool_index(table, &listener.pool, pools),
             max_connections: self.integer(
                 &table.key("max_connections"),
@@ -53,6 +58,26 @@ impl Checker {
             access_log: self.access_log(table, listener),
             upgrade: self.upgrade_protocols(table, &listener.upgrade),
         }
+    }
+
+    /// A listener's `defer_accept`: a duration of at most an hour; zero (the default) is off.
+    /// Only Linux has TCP_DEFER_ACCEPT, so elsewhere anything but zero is refused.
+    fn defer_accept(&mut self, table: &Table, raw: &Option<Spanned<String>>) -> Duration {
+        let key = table.key("defer_accept");
+        let defer = self.duration(&key, raw, Duration::ZERO, Zero::Allowed);
+        let Some(raw) = raw else {
+            return defer;
+        };
+        if defer > MOST_DEFER_ACCEPT {
+            let why = r#"at most "1h"; a client's first bytes come within a second or two"#;
+            self.reject(&key, raw.span(), &quoted(raw.get_ref()), why.to_string());
+            return Duration::ZERO;
+        }
+        if !defer.is_zero() && !cfg!(target_os = "linux") {
+            let why = "needs TCP_DEFER_ACCEPT, which only Linux has; leave it out";
+            self.reject(&key, raw.span(), &quoted(raw.get_ref()), why.to_string());
+        }
+        defer
     }
 
     /// A listener's `upgrade`: protocol names, each a token without a version, never HTTP/2;

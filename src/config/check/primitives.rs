@@ -390,6 +390,7 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
     fn numbers_out_of_range_say_what_is_accepted() {
         let cases = [
             ("backlog = 1024", "backlog = 0", "listener[0].backlog = 0: out of range; accepted: 1 to 65535 (default 4096)"),
+            ("backlog = 1024", "defer_accept = \"2h\"", r#"listener[0].defer_accept = "2h": at most "1h"; a client's first bytes come within a second or two"#),
             ("weight = 2", "weight = 257", "pool[0].servers[1].weight = 257: out of range; accepted: 0 to 256 (default 1; 0 takes no new requests)"),
             ("max_header_bytes = 16384", "max_header_bytes = 100", "limits.max_header_bytes = 100: out of range; accepted: 1024 to 1048576 (default 65536)"),
             ("max_body_bytes = 1048576", "max_body_bytes = -1", "limits.max_body_bytes = -1: out of range; accepted: 0 (no limit, the default) or a number of bytes"),

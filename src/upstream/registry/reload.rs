@@ -197,8 +197,9 @@ impl Registry {
                 addr: new.bind,
                 error,
             };
+            let options = intake::listen_options(new);
             let sockets =
-                intake::bind_listener(control.intake, new.bind, new.backlog, control.workers.len())
+                intake::bind_listener(control.intake, new.bind, options, control.workers.len())
                     .map_err(bind_error)?;
             let bound = sockets[0].local_addr().map_err(bind_error)?;
             opening.push((new.name.clone(), bound, sockets));
@@ -220,8 +221,11 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
         .iter()
         .map(|old| match fresh.listeners.iter().find(|l| l.name == old.name) {
             Some(new) => {
-                if new.bind != old.bind || new.backlog != old.backlog {
-                    tracing::warn!(listener = %old.name, "bind and backlog changes take effect on restart");
+                if new.bind != old.bind
+                    || new.backlog != old.backlog
+                    || new.defer_accept != old.defer_accept
+                {
+                    tracing::warn!(listener = %old.name, "bind, backlog and defer_accept changes take effect on restart");
                 }
                 crate::config::ListenerConfig {
                     pool: new.pool,

@@ -2,6 +2,8 @@
 //!
 //! Layout: one module per experiment, each importing only `kit` and its own submodules, never
 //! another experiment.
+//! - `churn`       — herdsman vs HAProxy vs nginx with a new connection per request: CPU per
+//!   request, requests/s, system calls per connection (issue 25)
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, per worker and connection
 //!   count, then with idle connections held open; into bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
@@ -21,6 +23,7 @@
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
+mod churn;
 mod compare;
 mod fairness;
 mod health_checks;
@@ -52,6 +55,9 @@ enum Command {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: SocketAddr,
     },
+    /// herdsman, HAProxy and nginx with a new connection for every request: CPU per request,
+    /// requests/s and system calls per connection; writes bench/results/churn.md.
+    Churn(churn::ChurnArgs),
     /// Measure herdsman, HAProxy and nginx side by side and write bench/results/compare.md.
     Compare(compare::CompareArgs),
     /// One process of idle keep-alive clients for `compare`'s idle sweep (started by it).
@@ -104,6 +110,7 @@ enum Command {
 fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
         Command::Backend { listen } => kit::backend::run(listen),
+        Command::Churn(args) => churn::run(args),
         Command::Compare(args) => compare::run(args),
         Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),

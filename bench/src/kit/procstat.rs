@@ -75,8 +75,18 @@ pub fn process_tree(root: u32) -> Vec<u32> {
 
 /// CPU time (user + system) used so far by `root` and its live descendants.
 pub fn tree_cpu_time(root: u32) -> anyhow::Result<Duration> {
-    let ticks_per_second = clock_ticks_per_second();
-    let mut ticks = 0u64;
+    tree_cpu(root).map(CpuTime::total)
+}
+
+/// CPU time by mode used so far by `root` and its live descendants (nginx's master and workers).
+pub fn tree_cpu(root: u32) -> anyhow::Result<CpuTime> {
+    let mut ticks = StatFields {
+        state: 'R',
+        ppid: 0,
+        pgrp: 0,
+        utime: 0,
+        stime: 0,
+    };
     for pid in process_tree(root) {
         let path = format!("/proc/{pid}/stat");
         let text = match fs::read_to_string(&path) {
@@ -87,11 +97,10 @@ pub fn tree_cpu_time(root: u32) -> anyhow::Result<Duration> {
         let Some(stat) = parse_stat(&text) else {
             bail!("cannot parse {path}: {text:?}");
         };
-        ticks += stat.utime + stat.stime;
+        ticks.utime += stat.utime;
+        ticks.stime += stat.stime;
     }
-    Ok(Duration::from_nanos(
-        ticks.saturating_mul(1_000_000_000) / ticks_per_second,
-    ))
+    Ok(CpuTime::of(ticks))
 }
 
 /// CPU time one process or thread has used, by mode.

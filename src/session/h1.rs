@@ -64,7 +64,8 @@ pub async fn serve<Q>(
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();
-    loop {
+    // How the connection ends, when it ends by a close: lingering, or at once.
+    let linger = loop {
         let snapshot = context.snapshot();
         if !client.downstream().has_unread() {
             match wait_for_request(context, &mut client, &snapshot, quiet_since, parks).await {
@@ -76,11 +77,8 @@ pub async fn serve<Q>(
                     }
                     return;
                 }
-                Waited::Close => break,
-                Waited::Gone => {
-                    client.into_parts().0.close_at_once();
-                    return;
-                }
+                Waited::Close => break true,
+                Waited::Gone => break false,
             }
         }
         // The exchange's future is large (about 1.5 KiB: timers, the relay's state); it lives in
@@ -92,13 +90,7 @@ pub async fn serve<Q>(
         };
         match exchange.await {
             (Next::KeepAlive, ended) => quiet_since = ended,
-            (Next::Close { linger }, _) => {
-                if linger || client.downstream().may_have_more() {
-                    break;
-                }
-                client.into_parts().0.close_at_once();
-                return;
-            }
+            (Next::Close { linger }, _) => break linger || client.downstream().may_have_more(),
             (Next::Reset, _) => {
                 client.into_parts().0.reset();
                 return;
@@ -111,8 +103,12 @@ pub async fn serve<Q>(
                 return;
             }
         }
+    };
+    let connection = client.into_parts().0;
+    match linger {
+        true => connection.close_gracefully().await,
+        false => connection.close_at_once(),
     }
-    client.into_parts().0.close_gracefully().await;
 }
 
 /// How the wait for a request ended.

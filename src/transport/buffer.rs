@@ -88,10 +88,7 @@ impl Buffer {
     ) -> io::Result<usize> {
         poll_fn(|cx| {
             // Every poll, since a wait may have given the block back.
-            self.make_room(initial, limit);
-            let room = (limit - self.len()).min(self.bytes.capacity() - self.bytes.len());
-            let spare = &mut self.bytes.spare_capacity_mut()[..room];
-            let mut read_buf = ReadBuf::uninit(spare);
+            let mut read_buf = ReadBuf::uninit(self.room(initial, limit));
             match Pin::new(&mut *source).poll_read(cx, &mut read_buf) {
                 // A pending read has written nothing (AsyncRead's contract).
                 Poll::Pending => {
@@ -120,12 +117,11 @@ impl Buffer {
         limit: usize,
         read: impl FnOnce(&mut [std::mem::MaybeUninit<u8>]) -> io::Result<usize>,
     ) -> io::Result<usize> {
-        self.make_room(initial, limit);
-        let room = (limit - self.len()).min(self.bytes.capacity() - self.bytes.len());
-        let result = read(&mut self.bytes.spare_capacity_mut()[..room]);
-        match result {
+        let room = self.room(initial, limit);
+        let room_len = room.len();
+        match read(room) {
             Ok(n) => {
-                let n = n.min(room);
+                let n = n.min(room_len);
                 // SAFETY: `read` initialised the first `n` bytes of the room it was handed.
                 unsafe { self.bytes.set_len(self.bytes.len() + n) };
                 Ok(n)
@@ -165,6 +161,15 @@ impl Buffer {
             Poll::Ready(Ok(()))
         })
         .await
+    }
+
+    /// The room a read may fill, made as `make_room` says: the block's spare capacity, up to
+    /// `limit` unread bytes in all.
+    #[inline]
+    fn room(&mut self, initial: usize, limit: usize) -> &mut [std::mem::MaybeUninit<u8>] {
+        self.make_room(initial, limit);
+        let room = (limit - self.len()).min(self.bytes.capacity() - self.bytes.len());
+        &mut self.bytes.spare_capacity_mut()[..room]
     }
 
     /// Room for at least one byte more: an empty buffer gets a block of `initial` bytes if its own

@@ -31,7 +31,7 @@ use crate::kit::proxies::{Plan, ProxyKind};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::{environment, tools};
-use configs::{herdsman_pool, proxy_name, shown};
+use configs::{herdsman_pool, shown};
 use pool::PoolBench;
 use report::Session;
 use routes::RouteBench;
@@ -62,7 +62,7 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
     for (proxy, program) in &programs {
         if *proxy != ProxyKind::Herdsman {
             setup.push((
-                proxy_name(*proxy).into(),
+                proxy.written().into(),
                 tools::version_line(program, &["-v"]),
             ));
         }
@@ -87,7 +87,7 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
         let plan = Plan::herdsman_alone(1, 8080, backend_port);
         for (proxy, _) in &programs {
             session.configs.push((
-                format!("{}'s configuration", proxy_name(*proxy)),
+                format!("{}'s configuration", proxy.written()),
                 shown(*proxy, plan, settings.most_routes(), scratch.path()),
             ));
         }

@@ -50,14 +50,6 @@ pub struct Session {
     pub syscalls: Vec<(ProxyKind, SyscallCount)>,
 }
 
-fn name(proxy: ProxyKind) -> &'static str {
-    match proxy {
-        ProxyKind::Herdsman => "herdsman",
-        ProxyKind::Haproxy => "HAProxy",
-        ProxyKind::Nginx => "nginx",
-    }
-}
-
 impl Session {
     pub fn new(facts: RunFacts, settings: Settings) -> Session {
         Session {
@@ -150,7 +142,7 @@ impl Session {
                     md,
                     "| {}: herdsman's requests/s ÷ {}'s ≥ 1 | {} | {} |",
                     worker_count(workers),
-                    name(peer),
+                    peer.written(),
                     ratio_text(&rate),
                     rate.verdict(1.0)
                 );
@@ -191,7 +183,7 @@ impl Session {
         let mut head = String::from("| workers |");
         let mut rule = String::from("|---|");
         for &proxy in proxies {
-            let _ = write!(head, " {} |", name(proxy));
+            let _ = write!(head, " {} |", proxy.written());
             rule.push_str("---:|");
         }
         let _ = writeln!(md, "{head} herdsman ÷ best |\n{rule}---:|");
@@ -247,7 +239,7 @@ impl Session {
         let mut head = String::from("| system call |");
         let mut rule = String::from("|---|");
         for (proxy, _) in &self.syscalls {
-            let _ = write!(head, " {} |", name(*proxy));
+            let _ = write!(head, " {} |", proxy.written());
             rule.push_str("---:|");
         }
         let _ = writeln!(md, "{head}\n{rule}");
@@ -271,7 +263,7 @@ impl Session {
                 "| {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.0} | {} |",
                 r.round,
                 r.workers,
-                name(r.proxy),
+                r.proxy.written(),
                 r.per_request(r.cpu.user),
                 r.per_request(r.cpu.system),
                 r.cpu_us(),
@@ -318,7 +310,7 @@ impl Results for Session {
                 let _ = write!(
                     text,
                     " {} {}",
-                    name(proxy),
+                    proxy.written(),
                     cpu.map_or("–".into(), |v| format!("{v:.1}"))
                 );
             }
@@ -328,7 +320,7 @@ impl Results for Session {
             let _ = writeln!(
                 text,
                 "{}: {:.1} system calls per connection",
-                name(*proxy),
+                proxy.written(),
                 count.per_connection(count.total())
             );
         }
@@ -378,7 +370,7 @@ impl Results for Session {
                     .proxies
                     .iter()
                     .map(|&proxy| Series {
-                        name: name(proxy).into(),
+                        name: proxy.written().into(),
                         points: self
                             .side(proxy, workers, ChurnRun::cpu_us)
                             .iter()

@@ -21,6 +21,17 @@ pub enum ProxyKind {
     Nginx,
 }
 
+impl ProxyKind {
+    /// Its name as results files write it: "herdsman", "HAProxy", "nginx".
+    pub fn written(self) -> &'static str {
+        match self {
+            ProxyKind::Herdsman => "herdsman",
+            ProxyKind::Haproxy => "HAProxy",
+            ProxyKind::Nginx => "nginx",
+        }
+    }
+}
+
 impl fmt::Display for ProxyKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {

@@ -182,15 +182,6 @@ pub fn shown(kind: ProxyKind, plan: Plan, routes: u32, dir: &Path) -> String {
     text
 }
 
-/// A proxy's name as the results file writes it.
-pub fn proxy_name(kind: ProxyKind) -> &'static str {
-    match kind {
-        ProxyKind::Herdsman => "herdsman",
-        ProxyKind::Haproxy => "HAProxy",
-        ProxyKind::Nginx => "nginx",
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,7 +8,6 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-use super::configs::proxy_name;
 use super::settings::{Balance, Host, Settings};
 use crate::kit::markdown::{spread_cell, thousands, write_details_table};
 use crate::kit::paired::PairedRatio;
@@ -398,7 +397,7 @@ impl Session {
         let mut rule = String::from("|---:|");
         for &proxy in proxies {
             for host in Host::ALL {
-                let _ = write!(head, " {} {host} |", proxy_name(proxy));
+                let _ = write!(head, " {} {host} |", proxy.written());
                 rule.push_str("---:|");
             }
         }
@@ -436,7 +435,7 @@ impl Session {
                 let _ = writeln!(
                     md,
                     "| {} | {host} | {} | {} | {} | {} |",
-                    proxy_name(proxy),
+                    proxy.written(),
                     cell(user),
                     cell(system),
                     cell(total),
@@ -509,7 +508,7 @@ impl Session {
                 let _ = writeln!(
                     md,
                     "| {} | {} | {} | {} | {} | {} |",
-                    proxy_name(proxy),
+                    proxy.written(),
                     thousands(f64::from(routes)),
                     millis(instance.start),
                     mib(instance.rss_kib),
@@ -678,7 +677,7 @@ impl Session {
                 format!(
                     "| {} | {} | {} | {} | {:.2} | {:.2} | {:.2} | {} | {:.0} | {} |",
                     r.round,
-                    proxy_name(r.proxy),
+                    r.proxy.written(),
                     thousands(f64::from(r.routes)),
                     r.host,
                     r.per_request(r.cpu.user),
@@ -880,7 +879,7 @@ impl Results for Session {
                 .proxies
                 .iter()
                 .map(|&proxy| Series {
-                    name: proxy_name(proxy).into(),
+                    name: proxy.written().into(),
                     points: self
                         .settings
                         .routes

@@ -25,7 +25,6 @@ use crate::kit::backend;
 use crate::kit::environment;
 use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
-use crate::kit::procstat;
 use crate::kit::progress::Progress;
 use crate::kit::proxies::{Plan, ProxyKind, Target};
 use crate::kit::results::{self, RunFacts};
@@ -179,10 +178,8 @@ impl Churn<'_> {
         for round in 1..=settings.rounds {
             for index in turn_order(running.len(), round) {
                 let one = &mut running[index];
-                let pid = one.process.pid();
-                let before = procstat::tree_cpu(pid)?;
-                let report = wrk::run_with_headers(self.wrk, one.port, load, &[CLOSE])?;
-                let after = procstat::tree_cpu(pid)?;
+                let (cpu, report) =
+                    wrk::run_costing(self.wrk, one.port, load, &[CLOSE], one.process.pid())?;
                 one.process.check_running()?;
                 if report.requests == 0 {
                     bail!("{} answered no request", one.proxy);
@@ -191,7 +188,7 @@ impl Churn<'_> {
                     round,
                     workers,
                     proxy: one.proxy,
-                    cpu: after.since(before),
+                    cpu,
                     wrk: report,
                 };
                 progress.report(

@@ -8,6 +8,7 @@ use std::time::Duration;
 use anyhow::{bail, Context};
 
 use crate::kit::process::run_with_timeout;
+use crate::kit::procstat::{self, CpuTime};
 
 /// One wrk run, as wrk reported it.
 #[derive(Debug, Clone, PartialEq)]
@@ -82,6 +83,21 @@ pub fn run_with_headers(
         );
     }
     parse(&stdout).with_context(|| format!("reading wrk's report:\n{stdout}"))
+}
+
+/// `run_with_headers`, and the CPU the process tree of `pid` used meanwhile (/proc, read just
+/// before wrk starts and just after it ends): what the run cost a proxy.
+pub fn run_costing(
+    wrk: &Path,
+    port: u16,
+    load: Load,
+    headers: &[&str],
+    pid: u32,
+) -> anyhow::Result<(CpuTime, WrkReport)> {
+    let before = procstat::tree_cpu(pid)?;
+    let report = run_with_headers(wrk, port, load, headers)?;
+    let after = procstat::tree_cpu(pid)?;
+    Ok((after.since(before), report))
 }
 
 /// Parses the text wrk prints with `--latency`.

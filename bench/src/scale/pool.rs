@@ -129,10 +129,8 @@ impl PoolBench<'_> {
         for round in 1..=settings.rounds {
             for index in turn_order(running.len(), round) {
                 let one = &mut running[index];
-                let pid = one.herdsman.pid();
-                let before = procstat::process_cpu(pid).context("herdsman has gone")?;
-                let report = wrk::run(self.wrk, one.port, load)?;
-                let after = procstat::process_cpu(pid).context("herdsman has gone")?;
+                let (cpu, report) =
+                    wrk::run_costing(self.wrk, one.port, load, &[], one.herdsman.pid())?;
                 one.herdsman.check_running()?;
                 if report.requests == 0 {
                     bail!("herdsman with {} answered no request", one.balance);
@@ -140,7 +138,7 @@ impl PoolBench<'_> {
                 let run = PoolRun {
                     round,
                     balance: one.balance,
-                    cpu: after.since(before),
+                    cpu,
                     wrk: report,
                 };
                 progress.report(

@@ -294,11 +294,8 @@ fn measure_one(
     load: Load,
     round: u32,
 ) -> anyhow::Result<RouteRun> {
-    let pid = one.process.pid();
     let header = host_header(host, one.routes);
-    let before = procstat::process_cpu(pid).context("the proxy has gone")?;
-    let report = wrk::run_with_headers(wrk_path, one.port, load, &[&header])?;
-    let after = procstat::process_cpu(pid).context("the proxy has gone")?;
+    let (cpu, report) = wrk::run_costing(wrk_path, one.port, load, &[&header], one.process.pid())?;
     one.process.check_running()?;
     if report.requests == 0 {
         bail!(
@@ -312,7 +309,7 @@ fn measure_one(
         proxy: one.proxy,
         routes: one.routes,
         host,
-        cpu: after.since(before),
+        cpu,
         wrk: report,
     })
 }

@@ -270,6 +270,34 @@ fn a_second_upgrade_during_a_drain_reports_both_old_processes() {
 }
 
 #[test]
+fn once_the_new_process_answers_the_admin_api_the_old_one_never_does() {
+    let backend = Mock::named("a");
+    let first = Binary::start(&backend, "");
+    let mut serving = first.pid();
+    let mut successors: Vec<Successor> = Vec::new();
+    // Several upgrades in a row: the old process stops accepting moments after the new one
+    // starts answering, and a question asked in between must not reach it.
+    for _ in 0..12 {
+        match successors.last() {
+            None => first.process.signal(libc::SIGUSR2),
+            Some(last) => last.signal(libc::SIGUSR2),
+        }
+        let new = successor_of(first.admin, serving);
+        for _ in 0..30 {
+            let answered = workers(first.admin).and_then(|json| json["pid"].as_u64());
+            assert_eq!(
+                answered,
+                Some(new.0 as u64),
+                "the old process was pid {serving}"
+            );
+        }
+        serving = new.0 as u64;
+        successors.push(new);
+    }
+    successors.last().unwrap().signal(libc::SIGTERM);
+}
+
+#[test]
 fn an_upgrade_and_a_reload_under_load_lose_no_request() {
     let a = Mock::named("a");
     let mut old = Binary::start(&a, "");

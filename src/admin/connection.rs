@@ -100,6 +100,9 @@ pub(super) async fn accept_until_stopped(
             listener.accept_and_serve(&shared, slot).await
         };
         let accepted = tokio::select! {
+            // A stop first: once stopped, a connection still waiting in the listen queue is left
+            // there, for the successor that shares the socket.
+            biased;
             // Err: the sender is gone, which also means stop.
             _ = stop.wait_for(|stopped| *stopped) => return,
             accepted = accept => accepted,

@@ -30,6 +30,10 @@
 //! it, with the token, and a browser cannot send a token with a page navigation. Every request
 //! that would change something is logged with who made it (address, or uid and pid on the
 //! socket) and its outcome.
+//!
+//! After a binary upgrade the old and the new process share the listening sockets, and the new
+//! one begins answering only once the old one has stopped accepting: one process answers at a
+//! time, so that a `ctl upgrade` that has seen the new pid never reaches the old one again.
 
 mod answer;
 mod connection;
@@ -67,6 +71,9 @@ use routes::Shared;
 const MAX_CONNECTIONS: usize = 64;
 /// How often the listen-queue counters are read.
 const LISTEN_QUEUE_INTERVAL: Duration = Duration::from_secs(5);
+/// After a binary upgrade, how long the API waits for the old process to stop accepting (it does
+/// within milliseconds of the new one serving) before answering anyway.
+const HAND_OVER_WAIT: Duration = Duration::from_secs(5);
 
 /// What the admin listener needs; built from the validated `[admin]` section.
 #[derive(Debug, Clone)]
@@ -232,6 +239,9 @@ pub fn start(
                     LISTEN_QUEUE_INTERVAL,
                     stop.clone(),
                 ));
+                if !after_the_predecessor(shared.predecessors.as_deref(), stop.clone()).await {
+                    return;
+                }
                 let slots = Arc::new(Semaphore::new(MAX_CONNECTIONS));
                 let accepting: Vec<_> = listeners
                     .into_iter()
@@ -266,6 +276,32 @@ pub fn start(
         socket_path: config.socket.map(|socket| socket.path),
         handed_over: AtomicBool::new(false),
     })
+}
+
+/// After a binary upgrade, waits until the process this one replaced has stopped accepting (for
+/// at most [`HAND_OVER_WAIT`]), so that the API is answered by one process at a time: a client
+/// that has heard from the new process never hears from the old one again. The sockets are
+/// shared, so connections wait in the listen queue meanwhile rather than being refused. False
+/// when a stop came first.
+async fn after_the_predecessor(
+    predecessors: Option<&Predecessors>,
+    mut stop: watch::Receiver<bool>,
+) -> bool {
+    let Some(predecessors) = predecessors else {
+        return true;
+    };
+    tokio::select! {
+        _ = stop.wait_for(|stopped| *stopped) => false,
+        waited = tokio::time::timeout(HAND_OVER_WAIT, predecessors.handed_over()) => {
+            if waited.is_err() {
+                tracing::warn!(
+                    wait = ?HAND_OVER_WAIT,
+                    "admin API: the previous process has not said it stopped accepting; answering anyway"
+                );
+            }
+            true
+        }
+    }
 }
 
 /// The TCP listener on `bind`: the one handed down at an upgrade, or a new one.

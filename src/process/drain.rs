@@ -16,6 +16,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde::Serialize;
+use tokio::sync::watch;
 
 use super::upgrade::Successor;
 
@@ -65,6 +66,9 @@ fn parse_line(line: &str) -> Vec<Draining> {
 #[derive(Debug)]
 pub struct Predecessors {
     draining: Mutex<Vec<Draining>>,
+    /// True from the first report or the end of the pipe: the process this one replaced has
+    /// stopped accepting by then (it reports only once it drains).
+    handed_over: watch::Sender<bool>,
 }
 
 impl Predecessors {
@@ -76,6 +80,7 @@ impl Predecessors {
                 pid,
                 connections: None,
             }]),
+            handed_over: watch::Sender::new(false),
         });
         let following = Arc::clone(&predecessors);
         let started = std::thread::Builder::new()
@@ -105,6 +110,16 @@ impl Predecessors {
 
     fn set(&self, draining: Vec<Draining>) {
         *self.lock() = draining;
+        self.handed_over.send_replace(true);
+    }
+
+    /// Returns once the process this one replaced has stopped accepting: at its first report,
+    /// or when it has gone. The admin API waits for this before it answers, so that one process
+    /// at a time answers it; its connections wait in the listen queue meanwhile.
+    pub async fn handed_over(&self) {
+        let mut handed_over = self.handed_over.subscribe();
+        // The sender lives as long as `self`: `wait_for` cannot fail.
+        let _ = handed_over.wait_for(|done| *done).await;
     }
 
     /// The older processes still draining, nearest first; empty when all have gone.

@@ -29,10 +29,11 @@ const LAST_CALL: Duration = Duration::from_millis(250);
 /// `quiet` with the deadline of its idle timeout (the worker parks it). `quiet` is dropped when
 /// the session ends, which is when what it holds (the worker's count of the connection) goes.
 ///
-/// What the client has already sent is read first, before the connection is registered with the
-/// runtime (a new connection's request is usually here by the time it is accepted, a parked one
-/// woke because bytes came): no wait for readiness, no timer armed to park it. A connection
-/// closed before it sent anything is closed without ever being registered.
+/// What the client has already sent is read first (a new connection's request is usually here by
+/// the time it is accepted, a parked one woke because bytes came): no wait for readiness, no
+/// timer armed to park it. The connection is registered with the runtime only if it has to wait
+/// (see `transport::Stream`): one whose request was here and whose response went out at once
+/// is closed without ever being registered.
 ///
 /// The worker spawns this future itself as the connection's task: a task that wrapped it in
 /// another future cost about 150 instructions a request more (callgrind).
@@ -54,13 +55,7 @@ pub async fn serve<Q>(
         Err(error) if error.kind() != io::ErrorKind::WouldBlock => return,
         _ => {}
     }
-    let stream = match stream.attach() {
-        Ok(stream) => stream,
-        Err(error) => {
-            tracing::warn!(%error, "cannot register a connection");
-            return;
-        }
-    };
+    let stream = stream.into_stream();
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();

@@ -2,101 +2,110 @@
 //! herdsman speaks (plain TCP today; TLS becomes one more variant). An enum rather than a boxed
 //! trait object, so that the fast paths the request path relies on (`poll_read_ready` before a
 //! buffer is taken, `try_write` before a timer is armed) stay direct calls that the compiler sees
-//! through: with one variant the code is what it was with a bare `TcpStream`.
+//! through: a registered connection's code is what it was with a bare `TcpStream`.
+//!
+//! A client connection is registered with the runtime (epoll) only when it first has to wait:
+//! until a read or a write would block it is read and written directly (`ClientTcp`), and once
+//! registered it is a plain `Tcp` stream. A request that is already here when the connection is
+//! accepted and whose response fits the socket's buffer never waits, and so costs no
+//! `epoll_ctl` to add it and none to remove it (2.4–3.1 µs a connection,
+//! bench/results/epoll-del.md). Nagle's algorithm is turned off before the second write, or when
+//! the connection registers, rather than at accept: it can only hold back a write that follows
+//! another, so a connection that writes once and never waits costs no `setsockopt` either.
 
-use std::io;
+use std::cell::{Cell, OnceCell};
+use std::future::poll_fn;
+use std::io::{self, Write};
 use std::net::SocketAddr;
-use std::os::fd::{AsRawFd, FromRawFd, RawFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{tcp, TcpStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
 
-/// Implements `AsyncRead` for an enum of transports by passing each call to the variant's own
-/// stream (the same for a whole stream and for its reading half).
-macro_rules! read_by_variant {
-    ($type:ty) => {
-        impl AsyncRead for $type {
-            #[inline]
-            fn poll_read(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &mut ReadBuf<'_>,
-            ) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    Self::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
-                }
-            }
-        }
-    };
-}
-
-/// Implements `AsyncWrite` for an enum of transports by passing each call to the variant's own
-/// stream (the same for a whole stream and for its writing half).
-macro_rules! write_by_variant {
-    ($type:ty) => {
-        impl AsyncWrite for $type {
-            #[inline]
-            fn poll_write(
-                self: Pin<&mut Self>,
-                cx: &mut Context<'_>,
-                buf: &[u8],
-            ) -> Poll<io::Result<usize>> {
-                match self.get_mut() {
-                    Self::Tcp(inner) => Pin::new(inner).poll_write(cx, buf),
-                }
-            }
-
-            #[inline]
-            fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    Self::Tcp(inner) => Pin::new(inner).poll_flush(cx),
-                }
-            }
-
-            #[inline]
-            fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-                match self.get_mut() {
-                    Self::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
-                }
-            }
-        }
-    };
-}
-
-/// A connection registered with the worker's runtime.
+/// A connection: to a server, registered with the worker's runtime from its connect; or from a
+/// client, registered when it first has to wait.
 #[derive(Debug)]
 pub enum Stream {
     Tcp(TcpStream),
+    Client(ClientTcp),
+}
+
+/// A client's TCP connection, read and written directly until it has to wait, then registered
+/// with the worker's runtime. The cells let the two halves of a split stream register it, each
+/// only within one call (nothing is held across a wait); the stream stays within its task.
+///
+/// 24 bytes, so that the stream enum stays the size of a server's `TcpStream` (40): it is moved
+/// with every idle server connection, and at 64 bytes it cost about 150 instructions a
+/// keep-alive request (callgrind). Hence the socket in a `Cell` (taken out for each call and put
+/// back) and the registration a half makes in a box: an allocation of 40 bytes, at most once in a
+/// connection's life and only when a half waits before the stream itself did (a response body
+/// relayed while the client is watched, say), never per request.
+pub struct ClientTcp {
+    /// The socket while it is not registered; `None` once registered (or lost).
+    socket: Cell<Option<std::net::TcpStream>>,
+    /// The registration a half made, until the stream becomes a plain `Tcp` one.
+    registered: OnceCell<Box<TcpStream>>,
+    nagle: Cell<Nagle>,
+}
+
+impl std::fmt::Debug for ClientTcp {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ClientTcp")
+            .field("registered", &self.registered_by_a_half())
+            .field("nagle", &self.nagle.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Where a [`ClientTcp`]'s socket is, for one call.
+enum Held<'a> {
+    /// Not known to the runtime: every call is a system call that does not wait.
+    Unregistered(&'a std::net::TcpStream),
+    Registered(&'a TcpStream),
+    /// The registration failed, and the socket was closed with it.
+    Lost,
+}
+
+/// Where a client connection stands with Nagle's algorithm, which only holds back a small write
+/// while an earlier one is unacknowledged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nagle {
+    /// Nothing written yet: the first write goes out at once whatever the setting.
+    Unwritten,
+    /// Written to once; Nagle is turned off before the next write.
+    WrittenOnce,
+    Off,
 }
 
 /// A connection outside any runtime: accepted and not yet served, handed between workers, or
-/// waiting in a worker's parking lot. `Send`, unlike a registered [`Stream`].
+/// waiting in a worker's parking lot. `Send`, unlike a [`Stream`].
 #[derive(Debug)]
-pub struct Detached(std::net::TcpStream);
+pub struct Detached {
+    socket: std::net::TcpStream,
+    /// Nagle's algorithm is off already (a connection that wrote more than once, then parked).
+    nagle_off: bool,
+}
 
 /// The reading half of a [`Stream`] split for a relay both ways.
 pub enum ReadHalf<'a> {
     Tcp(tcp::ReadHalf<'a>),
+    /// Of a client connection that was not yet registered when it was split.
+    Client(&'a ClientTcp),
 }
 
 /// The writing half of a [`Stream`] split for a relay both ways.
 pub enum WriteHalf<'a> {
     Tcp(tcp::WriteHalf<'a>),
+    /// Of a client connection that was not yet registered when it was split.
+    Client(&'a ClientTcp),
 }
 
 impl Detached {
-    /// Turns Nagle off for a new client connection: responses are written whole, so it would
-    /// only delay their last segment.
-    #[inline]
-    pub fn set_nodelay(&self) {
-        let _ = self.0.set_nodelay(true);
-    }
-
     /// Reads what the client has already sent, without waiting and before the connection is
     /// registered anywhere (a speculative read, as HAProxy's): into `buffer`, holding at most
     /// `limit` unread bytes. 0 at the end of the stream; `WouldBlock` when nothing is here yet.
@@ -104,17 +113,26 @@ impl Detached {
     /// would (a keep-alive connection's next wait would start with a read that finds nothing).
     pub fn read_now(&self, buffer: &mut Buffer, limit: usize) -> io::Result<usize> {
         buffer.read_now(BUFFER_INITIAL, limit, |room| loop {
-            match socket2::SockRef::from(&self.0).recv(room) {
+            match socket2::SockRef::from(&self.socket).recv(room) {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 read => return read,
             }
         })
     }
 
-    /// Registers the connection with the current runtime.
+    /// The connection as a client stream of the current worker, registered with its runtime
+    /// when it first has to wait.
     #[inline]
-    pub fn attach(self) -> io::Result<Stream> {
-        TcpStream::from_std(self.0).map(Stream::Tcp)
+    pub fn into_stream(self) -> Stream {
+        let nagle = match self.nagle_off {
+            true => Nagle::Off,
+            false => Nagle::Unwritten,
+        };
+        Stream::Client(ClientTcp {
+            socket: Cell::new(Some(self.socket)),
+            registered: OnceCell::new(),
+            nagle: Cell::new(nagle),
+        })
     }
 }
 
@@ -122,15 +140,268 @@ impl FromRawFd for Detached {
     /// `fd` must be a connected TCP socket, non-blocking, owned by nobody else (one `accept`
     /// returned).
     unsafe fn from_raw_fd(fd: RawFd) -> Detached {
-        // SAFETY: the caller's promise, passed on.
-        Detached(unsafe { std::net::TcpStream::from_raw_fd(fd) })
+        Detached {
+            // SAFETY: the caller's promise, passed on.
+            socket: unsafe { std::net::TcpStream::from_raw_fd(fd) },
+            nagle_off: false,
+        }
     }
 }
 
 impl AsRawFd for Detached {
     #[inline]
     fn as_raw_fd(&self) -> RawFd {
-        self.0.as_raw_fd()
+        self.socket.as_raw_fd()
+    }
+}
+
+/// Reads into `buf`'s unfilled part with one `recv`, without initialising it first.
+#[inline]
+fn recv_into(socket: BorrowedFd<'_>, buf: &mut ReadBuf<'_>) -> io::Result<usize> {
+    // SAFETY: recv only writes the bytes it reports; those are then marked initialised.
+    let n = socket2::SockRef::from(&socket).recv(unsafe { buf.unfilled_mut() })?;
+    // SAFETY: recv wrote these `n` bytes.
+    unsafe { buf.assume_init(n) };
+    buf.advance(n);
+    Ok(n)
+}
+
+/// Sends FIN after what was written (`shutdown(SHUT_WR)`).
+fn shutdown_write(socket: BorrowedFd<'_>) -> io::Result<()> {
+    socket2::SockRef::from(&socket).shutdown(std::net::Shutdown::Write)
+}
+
+fn lost() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::NotConnected,
+        "the connection could not be registered",
+    )
+}
+
+impl ClientTcp {
+    /// Calls `f` with the socket where it is held now. `f` must not register the connection
+    /// (the socket is out of its cell meanwhile).
+    #[inline]
+    fn with_held<R>(&self, f: impl FnOnce(Held<'_>) -> R) -> R {
+        if let Some(stream) = self.registered.get() {
+            return f(Held::Registered(stream));
+        }
+        match self.socket.take() {
+            Some(socket) => {
+                let result = f(Held::Unregistered(&socket));
+                self.socket.set(Some(socket));
+                result
+            }
+            None => f(Held::Lost),
+        }
+    }
+
+    /// Registers the connection with the current runtime (for a half), if it is not yet.
+    #[cold]
+    fn register(&self) -> io::Result<()> {
+        if let Some(socket) = self.socket.take() {
+            let stream = TcpStream::from_std(socket).inspect_err(|error| {
+                tracing::warn!(%error, "cannot register a client connection");
+            })?;
+            let _ = self.registered.set(Box::new(stream));
+        }
+        match self.registered.get() {
+            Some(_) => Ok(()),
+            None => Err(lost()),
+        }
+    }
+
+    /// Turns Nagle off before a write that follows another (see the module's comment).
+    #[inline]
+    fn before_write(&self, socket: BorrowedFd<'_>) {
+        if self.nagle.get() == Nagle::WrittenOnce {
+            let _ = socket2::SockRef::from(&socket).set_nodelay(true);
+            self.nagle.set(Nagle::Off);
+        }
+    }
+
+    #[inline]
+    fn after_write(&self, written: &io::Result<usize>) {
+        if self.nagle.get() == Nagle::Unwritten && matches!(written, Ok(n) if *n > 0) {
+            self.nagle.set(Nagle::WrittenOnce);
+        }
+    }
+
+    /// One read while the connection is not registered: `None` when it has to wait (or is
+    /// registered already), and so must be registered.
+    #[inline]
+    fn read_unregistered(&self, buf: &mut ReadBuf<'_>) -> Option<io::Result<usize>> {
+        self.with_held(|held| match held {
+            Held::Unregistered(socket) => match recv_into(socket.as_fd(), buf) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => None,
+                read => Some(read),
+            },
+            _ => None,
+        })
+    }
+
+    /// As [`ClientTcp::read_unregistered`], for a write.
+    #[inline]
+    fn write_unregistered(&self, bytes: &[u8]) -> Option<io::Result<usize>> {
+        self.with_held(|held| match held {
+            Held::Unregistered(_) => match self.write_now(&held, bytes) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => None,
+                written => Some(written),
+            },
+            _ => None,
+        })
+    }
+
+    /// Reads like tokio's own stream: after a short read the readiness is cleared, so that the
+    /// next wait goes to the kernel rather than to a read that would only say EAGAIN.
+    fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        loop {
+            let read = self.with_held(|held| match held {
+                Held::Unregistered(socket) => Poll::Ready(recv_into(socket.as_fd(), buf)),
+                Held::Registered(stream) => {
+                    if let Err(error) = ready!(stream.poll_read_ready(cx)) {
+                        return Poll::Ready(Err(error));
+                    }
+                    let room = buf.remaining();
+                    let mut short = None;
+                    let read = stream.try_io(Interest::READABLE, || {
+                        let n = recv_into(stream.as_fd(), buf)?;
+                        if n > 0 && n < room {
+                            // WouldBlock makes try_io clear the readiness; the bytes are kept.
+                            short = Some(n);
+                            return Err(io::ErrorKind::WouldBlock.into());
+                        }
+                        Ok(n)
+                    });
+                    Poll::Ready(match short {
+                        Some(n) => Ok(n),
+                        None => read,
+                    })
+                }
+                Held::Lost => Poll::Ready(Err(lost())),
+            });
+            match ready!(read) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.register()?,
+                read => return Poll::Ready(read.map(|_| ())),
+            }
+        }
+    }
+
+    fn poll_write(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        loop {
+            let written = self.with_held(|held| {
+                if let Held::Registered(stream) = held {
+                    if let Err(error) = ready!(stream.poll_write_ready(cx)) {
+                        return Poll::Ready(Err(error));
+                    }
+                }
+                Poll::Ready(self.write_now(&held, bytes))
+            });
+            match ready!(written) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.register()?,
+                written => return Poll::Ready(written),
+            }
+        }
+    }
+
+    /// One write that does not wait; `WouldBlock` when the socket takes nothing now.
+    #[inline]
+    fn write_now(&self, held: &Held<'_>, bytes: &[u8]) -> io::Result<usize> {
+        let written = match held {
+            Held::Unregistered(socket) => {
+                self.before_write(socket.as_fd());
+                (&**socket).write(bytes)
+            }
+            Held::Registered(stream) => {
+                self.before_write(stream.as_fd());
+                stream.try_write(bytes)
+            }
+            Held::Lost => Err(lost()),
+        };
+        self.after_write(&written);
+        written
+    }
+
+    fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
+        self.with_held(|held| self.write_now(&held, bytes))
+    }
+
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Whether bytes are here is the kernel's to say, and a wait needs the registration.
+        self.register()?;
+        self.with_held(|held| match held {
+            Held::Registered(stream) => stream.poll_read_ready(cx),
+            _ => Poll::Ready(Err(lost())),
+        })
+    }
+
+    /// Completes when the peer closed or reset the connection (see [`ReadHalf::closed`]).
+    fn poll_closed(&self, cx: &mut Context<'_>, data_came: &mut bool) -> Poll<()> {
+        if *data_came {
+            return Poll::Pending;
+        }
+        loop {
+            if ready!(self.poll_read_ready(cx)).is_err() {
+                return Poll::Ready(());
+            }
+            let peeked = self.with_held(|held| match held {
+                Held::Registered(stream) => {
+                    let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
+                    stream.try_io(Interest::READABLE, || {
+                        socket2::SockRef::from(stream).peek(&mut probe)
+                    })
+                }
+                _ => Err(lost()),
+            });
+            match peeked {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,
+                Ok(0) | Err(_) => return Poll::Ready(()),
+                Ok(_) => {
+                    *data_came = true;
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    fn shutdown_write(&self) -> io::Result<()> {
+        self.with_socket(shutdown_write)
+    }
+
+    /// Calls `f` with the socket, wherever it is held.
+    fn with_socket<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<R>) -> io::Result<R> {
+        self.with_held(|held| match held {
+            Held::Unregistered(socket) => f(socket.as_fd()),
+            Held::Registered(stream) => f(stream.as_fd()),
+            Held::Lost => Err(lost()),
+        })
+    }
+
+    /// Whether a half registered the connection (the stream then becomes a plain `Tcp` one).
+    #[inline]
+    fn registered_by_a_half(&self) -> bool {
+        self.registered.get().is_some()
+    }
+
+    /// The connection, registered now if it is not yet (for the stream, which owns it).
+    fn into_registered(self) -> io::Result<TcpStream> {
+        if let Some(stream) = self.registered.into_inner() {
+            return Ok(*stream);
+        }
+        match self.socket.into_inner() {
+            Some(socket) => TcpStream::from_std(socket).inspect_err(|error| {
+                tracing::warn!(%error, "cannot register a client connection");
+            }),
+            None => Err(lost()),
+        }
+    }
+
+    /// The socket, out of the runtime.
+    fn into_std(self) -> io::Result<std::net::TcpStream> {
+        if let Some(stream) = self.registered.into_inner() {
+            return stream.into_std();
+        }
+        self.socket.into_inner().ok_or_else(lost)
     }
 }
 
@@ -145,27 +416,106 @@ impl Stream {
     /// Takes the connection out of the runtime, e.g. to park it.
     #[inline]
     pub fn detach(self) -> io::Result<Detached> {
-        match self {
-            Stream::Tcp(stream) => stream.into_std().map(Detached),
+        let (socket, nagle_off) = match self {
+            Stream::Tcp(stream) => (stream.into_std()?, true),
+            Stream::Client(client) => {
+                let nagle_off = client.nagle.get() == Nagle::Off;
+                (client.into_std()?, nagle_off)
+            }
+        };
+        Ok(Detached { socket, nagle_off })
+    }
+
+    /// The registered stream: a client connection is registered now if it is not yet, and
+    /// from then on is a plain registered stream, which runs on tokio's own calls (a client
+    /// stream that stayed behind its cell cost about 300 instructions a keep-alive request,
+    /// callgrind). Its Nagle is turned off here if it is not already: a connection that waits
+    /// is one that may write more than once.
+    #[inline]
+    fn registered(&mut self) -> io::Result<&mut TcpStream> {
+        if let Stream::Client(_) = self {
+            self.register_client()?;
         }
+        match self {
+            Stream::Tcp(stream) => Ok(stream),
+            Stream::Client(_) => unreachable!("registered just above"),
+        }
+    }
+
+    /// A client connection's read: at once while it is not registered, else registered and
+    /// then as any. Out of line, so that a registered stream's read is tokio's alone.
+    #[inline(never)]
+    fn poll_read_client(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if let Stream::Client(client) = self {
+            if let Some(read) = client.read_unregistered(buf) {
+                return Poll::Ready(read.map(|_| ()));
+            }
+        }
+        Pin::new(self.registered()?).poll_read(cx, buf)
+    }
+
+    /// As [`Stream::poll_read_client`], for a write.
+    #[inline(never)]
+    fn poll_write_client(&mut self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
+        if let Stream::Client(client) = self {
+            if let Some(written) = client.write_unregistered(bytes) {
+                return Poll::Ready(written);
+            }
+        }
+        Pin::new(self.registered()?).poll_write(cx, bytes)
+    }
+
+    /// Out of line: a connection takes this path once, the requests after never.
+    #[cold]
+    #[inline(never)]
+    fn register_client(&mut self) -> io::Result<()> {
+        let Stream::Client(client) = self else {
+            return Ok(());
+        };
+        let nagle_off = client.nagle.get() == Nagle::Off;
+        // The client moves out; a placeholder holds its place until the `Tcp` stream does.
+        let placeholder = ClientTcp {
+            socket: Cell::new(None),
+            registered: OnceCell::new(),
+            nagle: Cell::new(Nagle::Off),
+        };
+        let stream = std::mem::replace(client, placeholder).into_registered()?;
+        if !nagle_off {
+            let _ = stream.set_nodelay(true);
+        }
+        *self = Stream::Tcp(stream);
+        Ok(())
     }
 
     /// Ready when a read would find bytes, the end of the stream or an error. Unlike
     /// `readable().await`, queues no waiter on the registration (about 230 instructions a request
-    /// cheaper, bench/results/optimisation.md).
+    /// cheaper, bench/results/optimisation.md). A client connection not yet registered is then.
     #[inline]
-    pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
+            Stream::Client(_) => self.registered()?.poll_read_ready(cx),
         }
     }
 
     /// Whether the runtime already knows the stream readable (bytes, the end of the stream or an
-    /// error came since it was last drained), with no system call: nginx's `read->ready`.
+    /// error came since it was last drained), with no system call: nginx's `read->ready`. A
+    /// client connection that never waited is not known readable: nothing was seen after the
+    /// read that found its request.
     #[inline]
     pub fn is_read_ready(&self) -> bool {
         let mut cx = Context::from_waker(std::task::Waker::noop());
-        self.poll_read_ready(&mut cx).is_ready()
+        match self {
+            Stream::Tcp(stream) => stream.poll_read_ready(&mut cx).is_ready(),
+            Stream::Client(client) => match client.registered.get() {
+                Some(stream) => stream.poll_read_ready(&mut cx).is_ready(),
+                None => false,
+            },
+        }
     }
 
     /// Writes what the socket takes now, without waiting.
@@ -173,6 +523,7 @@ impl Stream {
     pub fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(stream) => stream.try_write(bytes),
+            Stream::Client(client) => client.try_write(bytes),
         }
     }
 
@@ -183,6 +534,30 @@ impl Stream {
             Stream::Tcp(stream) => {
                 let (read, write) = stream.split();
                 (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
+            }
+            Stream::Client(_) => self.split_client(),
+        }
+    }
+
+    /// Out of line, as the connection's first exchange alone takes it. Registered by halves
+    /// split earlier: a plain registered stream from now on. Not registered: it stays so, its
+    /// halves registering it should they have to wait.
+    #[cold]
+    #[inline(never)]
+    fn split_client(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
+        if let Stream::Client(client) = self {
+            if client.registered_by_a_half() {
+                let _ = self.register_client();
+            }
+        }
+        match self {
+            Stream::Tcp(stream) => {
+                let (read, write) = stream.split();
+                (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
+            }
+            Stream::Client(client) => {
+                let client = &*client;
+                (ReadHalf::Client(client), WriteHalf::Client(client))
             }
         }
     }
@@ -195,36 +570,87 @@ impl Stream {
     #[inline]
     pub fn still_open(&self, ask_kernel: bool) -> bool {
         let would_block = |result: io::Result<usize>| matches!(result, Err(e) if e.kind() == io::ErrorKind::WouldBlock);
-        let Stream::Tcp(stream) = self;
-        if ask_kernel {
+        let peek = |socket: BorrowedFd<'_>| {
             // Non-blocking (tokio set O_NONBLOCK), and a peek leaves any byte where it was.
             let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
-            return would_block(socket2::SockRef::from(stream).peek(&mut probe));
+            socket2::SockRef::from(&socket).peek(&mut probe)
+        };
+        match self {
+            Stream::Tcp(stream) if !ask_kernel => {
+                let mut probe = [0u8; 1];
+                would_block(stream.try_read(&mut probe))
+            }
+            Stream::Tcp(stream) => would_block(peek(stream.as_fd())),
+            Stream::Client(client) => would_block(client.with_socket(peek)),
         }
-        let mut probe = [0u8; 1];
-        would_block(stream.try_read(&mut probe))
     }
 
     /// Makes the close that dropping the stream brings a reset (SO_LINGER 0) rather than a FIN.
     /// Best effort: should the option not take, the close is an ordinary one.
     #[inline]
     pub fn reset_on_close(&self) {
-        let Stream::Tcp(stream) = self;
-        let _ = socket2::SockRef::from(stream).set_linger(Some(Duration::ZERO));
+        let _ = self
+            .with_socket(|socket| socket2::SockRef::from(&socket).set_linger(Some(Duration::ZERO)));
     }
 
     /// Bytes sent once (retransmissions aside) and bytes the peer acknowledged, from TCP_INFO
     /// (Linux 4.19 and later; `None` elsewhere).
     #[inline]
     pub fn tcp_bytes(&self) -> Option<(u64, u64)> {
-        let Stream::Tcp(stream) = self;
-        super::sys::tcp_bytes(stream.as_raw_fd())
+        self.with_socket(|socket| Ok(super::sys::tcp_bytes(socket.as_raw_fd())))
+            .ok()
+            .flatten()
+    }
+
+    fn with_socket<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<R>) -> io::Result<R> {
+        match self {
+            Stream::Tcp(stream) => f(stream.as_fd()),
+            Stream::Client(client) => client.with_socket(f),
+        }
     }
 }
 
-read_by_variant!(Stream);
+impl AsyncRead for Stream {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        match this {
+            Stream::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
+            Stream::Client(_) => this.poll_read_client(cx, buf),
+        }
+    }
+}
 
-write_by_variant!(Stream);
+impl AsyncWrite for Stream {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        match this {
+            Stream::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
+            Stream::Client(_) => this.poll_write_client(cx, bytes),
+        }
+    }
+
+    #[inline]
+    fn poll_flush(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // Writes go straight to the socket: nothing is held back to flush.
+        Poll::Ready(Ok(()))
+    }
+
+    #[inline]
+    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        // No registration needed: tokio's own shutdown is this same call.
+        Poll::Ready(self.with_socket(shutdown_write))
+    }
+}
 
 impl ReadHalf<'_> {
     /// As [`Stream::poll_read_ready`].
@@ -232,6 +658,7 @@ impl ReadHalf<'_> {
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             ReadHalf::Tcp(read) => read.as_ref().poll_read_ready(cx),
+            ReadHalf::Client(client) => client.poll_read_ready(cx),
         }
     }
 
@@ -239,15 +666,172 @@ impl ReadHalf<'_> {
     /// for later, and then it is not watched any longer (the future never completes).
     #[inline]
     pub async fn closed(&mut self) {
-        let mut probe = [0u8; 1];
-        let ReadHalf::Tcp(read) = self;
-        match read.peek(&mut probe).await {
-            Ok(0) | Err(_) => {}
-            Ok(_) => std::future::pending().await,
+        match self {
+            ReadHalf::Tcp(read) => {
+                let mut probe = [0u8; 1];
+                match read.peek(&mut probe).await {
+                    Ok(0) | Err(_) => {}
+                    Ok(_) => std::future::pending().await,
+                }
+            }
+            ReadHalf::Client(client) => {
+                let mut data_came = false;
+                poll_fn(|cx| client.poll_closed(cx, &mut data_came)).await;
+            }
         }
     }
 }
 
-read_by_variant!(ReadHalf<'_>);
+impl AsyncRead for ReadHalf<'_> {
+    #[inline]
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            ReadHalf::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
+            ReadHalf::Client(client) => client.poll_read(cx, buf),
+        }
+    }
+}
 
-write_by_variant!(WriteHalf<'_>);
+impl AsyncWrite for WriteHalf<'_> {
+    #[inline]
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bytes: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            WriteHalf::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
+            WriteHalf::Client(client) => client.poll_write(cx, bytes),
+        }
+    }
+
+    #[inline]
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WriteHalf::Tcp(inner) => Pin::new(inner).poll_flush(cx),
+            WriteHalf::Client(_) => Poll::Ready(Ok(())),
+        }
+    }
+
+    #[inline]
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            WriteHalf::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
+            WriteHalf::Client(client) => Poll::Ready(client.shutdown_write()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::IntoRawFd;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    impl Stream {
+        fn is_registered(&self) -> bool {
+            match self {
+                Stream::Tcp(_) => true,
+                Stream::Client(client) => client.registered_by_a_half(),
+            }
+        }
+
+        fn nagle_is_off(&self) -> bool {
+            self.with_socket(|socket| socket2::SockRef::from(&socket).nodelay())
+                .unwrap()
+        }
+    }
+
+    /// The client's end (blocking, std) and herdsman's, as an accept hands it over.
+    fn accepted() -> (std::net::TcpStream, Stream) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (ours, _) = listener.accept().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        // SAFETY: a connected, non-blocking TCP socket that nothing else owns.
+        let detached = unsafe { Detached::from_raw_fd(ours.into_raw_fd()) };
+        (client, detached.into_stream())
+    }
+
+    #[test]
+    fn a_stream_is_no_larger_than_a_server_connection() {
+        // Moved with every idle server connection: see `ClientTcp`.
+        assert_eq!(
+            std::mem::size_of::<Stream>(),
+            std::mem::size_of::<TcpStream>()
+        );
+    }
+
+    #[tokio::test]
+    async fn a_request_already_here_is_read_and_answered_without_registering() {
+        let (mut client, mut stream) = accepted();
+        std::io::Write::write_all(&mut client, b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        std::thread::sleep(Duration::from_millis(20));
+        let mut request = [0; 64];
+        let n = stream.read(&mut request).await.unwrap();
+        assert_eq!(&request[..n], b"GET / HTTP/1.1\r\n\r\n");
+        stream.write_all(b"HTTP/1.1 200 OK\r\n\r\n").await.unwrap();
+        stream.shutdown().await.unwrap();
+        assert!(!stream.is_registered());
+        drop(stream);
+        let mut response = String::new();
+        client.read_to_string(&mut response).unwrap();
+        assert_eq!(response, "HTTP/1.1 200 OK\r\n\r\n");
+    }
+
+    #[tokio::test]
+    async fn a_read_that_has_to_wait_registers_and_gets_the_bytes_when_they_come() {
+        let (mut client, mut stream) = accepted();
+        let sender = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(50));
+            std::io::Write::write_all(&mut client, b"late").unwrap();
+            client
+        });
+        let mut got = [0; 16];
+        let n = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut got))
+            .await
+            .expect("the read never woke")
+            .unwrap();
+        assert_eq!(&got[..n], b"late");
+        assert!(stream.is_registered());
+        drop(sender.join());
+    }
+
+    #[tokio::test]
+    async fn the_halves_of_an_unregistered_connection_write_and_see_the_close() {
+        let (mut client, mut stream) = accepted();
+        let (mut read, mut write) = stream.split();
+        assert!(matches!(read, ReadHalf::Client(_)));
+        write.write_all(b"hello").await.unwrap();
+        let mut got = [0; 5];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"hello");
+        drop(client);
+        tokio::time::timeout(Duration::from_secs(5), read.closed())
+            .await
+            .expect("the close was not seen");
+        assert!(stream.is_registered());
+    }
+
+    #[tokio::test]
+    async fn nagle_goes_off_before_the_second_write_and_stays_off_when_parked() {
+        let (mut client, mut stream) = accepted();
+        stream.write_all(b"one").await.unwrap();
+        assert!(!stream.nagle_is_off(), "turned off before the first write");
+        stream.write_all(b"two").await.unwrap();
+        assert!(stream.nagle_is_off());
+        let mut got = [0; 6];
+        client.read_exact(&mut got).unwrap();
+        assert_eq!(&got, b"onetwo");
+        let again = stream.detach().unwrap().into_stream();
+        let Stream::Client(client_tcp) = &again else {
+            panic!("a client stream")
+        };
+        assert_eq!(client_tcp.nagle.get(), Nagle::Off);
+    }
+}

@@ -80,7 +80,6 @@ impl WorkerContext {
 
     /// Serves a connection accepted on listener `listener` on this worker.
     pub fn serve(self: &Rc<Self>, stream: Detached, peer: SocketAddr, listener: usize) {
-        stream.set_nodelay();
         let guard = self.connection_guard(listener);
         self.spawn_connection_task(stream, peer, listener, guard);
     }

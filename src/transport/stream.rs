@@ -39,7 +39,7 @@ pub enum Stream {
 /// with the worker's runtime. The cells let the two halves of a split stream register it, each
 /// only within one call (nothing is held across a wait); the stream stays within its task.
 ///
-/// 24 bytes, so that the stream enum stays the size of a server's `TcpStream` (40): it is moved
+/// 16 bytes, so that the stream enum stays the size of a server's `TcpStream` (40): it is moved
 /// with every idle server connection, and at 64 bytes it cost about 150 instructions a
 /// keep-alive request (callgrind). Hence the socket in a `Cell` (taken out for each call and put
 /// back) and the registration a half makes in a box: an allocation of 40 bytes, at most once in a
@@ -166,9 +166,24 @@ fn recv_into(socket: BorrowedFd<'_>, buf: &mut ReadBuf<'_>) -> io::Result<usize>
     Ok(n)
 }
 
+/// tokio's own halves of a registered stream.
+#[inline]
+fn tcp_halves(stream: &mut TcpStream) -> (ReadHalf<'_>, WriteHalf<'_>) {
+    let (read, write) = stream.split();
+    (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
+}
+
 /// Sends FIN after what was written (`shutdown(SHUT_WR)`).
 fn shutdown_write(socket: BorrowedFd<'_>) -> io::Result<()> {
     socket2::SockRef::from(&socket).shutdown(std::net::Shutdown::Write)
+}
+
+/// Registers `socket` with the current runtime; a failure (which closes the socket) is logged.
+#[cold]
+fn register(socket: std::net::TcpStream) -> io::Result<TcpStream> {
+    TcpStream::from_std(socket).inspect_err(|error| {
+        tracing::warn!(%error, "cannot register a client connection");
+    })
 }
 
 fn lost() -> io::Error {
@@ -200,10 +215,7 @@ impl ClientTcp {
     #[cold]
     fn register(&self) -> io::Result<()> {
         if let Some(socket) = self.socket.take() {
-            let stream = TcpStream::from_std(socket).inspect_err(|error| {
-                tracing::warn!(%error, "cannot register a client connection");
-            })?;
-            let _ = self.registered.set(Box::new(stream));
+            let _ = self.registered.set(Box::new(register(socket)?));
         }
         match self.registered.get() {
             Some(_) => Ok(()),
@@ -252,56 +264,58 @@ impl ClientTcp {
         })
     }
 
-    /// Reads like tokio's own stream: after a short read the readiness is cleared, so that the
-    /// next wait goes to the kernel rather than to a read that would only say EAGAIN.
+    /// A half's read: at once while the connection is not registered, else registered (in the
+    /// cell) and then like tokio's own stream: after a short read the readiness is cleared, so
+    /// that the next wait goes to the kernel rather than to a read that would only say EAGAIN.
     fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        loop {
-            let read = self.with_held(|held| match held {
-                Held::Unregistered(socket) => Poll::Ready(recv_into(socket.as_fd(), buf)),
-                Held::Registered(stream) => {
-                    if let Err(error) = ready!(stream.poll_read_ready(cx)) {
-                        return Poll::Ready(Err(error));
-                    }
-                    let room = buf.remaining();
-                    let mut short = None;
-                    let read = stream.try_io(Interest::READABLE, || {
-                        let n = recv_into(stream.as_fd(), buf)?;
-                        if n > 0 && n < room {
-                            // WouldBlock makes try_io clear the readiness; the bytes are kept.
-                            short = Some(n);
-                            return Err(io::ErrorKind::WouldBlock.into());
-                        }
-                        Ok(n)
-                    });
-                    Poll::Ready(match short {
-                        Some(n) => Ok(n),
-                        None => read,
-                    })
-                }
-                Held::Lost => Poll::Ready(Err(lost())),
-            });
-            match ready!(read) {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.register()?,
-                read => return Poll::Ready(read.map(|_| ())),
-            }
+        if let Some(read) = self.read_unregistered(buf) {
+            return Poll::Ready(read.map(|_| ()));
         }
+        self.register()?;
+        self.with_held(|held| {
+            let Held::Registered(stream) = held else {
+                return Poll::Ready(Err(lost()));
+            };
+            loop {
+                ready!(stream.poll_read_ready(cx))?;
+                let room = buf.remaining();
+                let mut short = None;
+                let read = stream.try_io(Interest::READABLE, || {
+                    let n = recv_into(stream.as_fd(), buf)?;
+                    if n > 0 && n < room {
+                        // WouldBlock makes try_io clear the readiness; the bytes are kept.
+                        short = Some(n);
+                        return Err(io::ErrorKind::WouldBlock.into());
+                    }
+                    Ok(n)
+                });
+                match (short, read) {
+                    (Some(_), _) => return Poll::Ready(Ok(())),
+                    (None, Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    (None, read) => return Poll::Ready(read.map(|_| ())),
+                }
+            }
+        })
     }
 
+    /// As [`ClientTcp::poll_read`], for a write.
     fn poll_write(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
-        loop {
-            let written = self.with_held(|held| {
-                if let Held::Registered(stream) = held {
-                    if let Err(error) = ready!(stream.poll_write_ready(cx)) {
-                        return Poll::Ready(Err(error));
-                    }
-                }
-                Poll::Ready(self.write_now(&held, bytes))
-            });
-            match ready!(written) {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => self.register()?,
-                written => return Poll::Ready(written),
-            }
+        if let Some(written) = self.write_unregistered(bytes) {
+            return Poll::Ready(written);
         }
+        self.register()?;
+        self.with_held(|held| {
+            let Held::Registered(stream) = held else {
+                return Poll::Ready(Err(lost()));
+            };
+            loop {
+                ready!(stream.poll_write_ready(cx))?;
+                match self.write_now(&held, bytes) {
+                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                    written => return Poll::Ready(written),
+                }
+            }
+        })
     }
 
     /// One write that does not wait; `WouldBlock` when the socket takes nothing now.
@@ -388,12 +402,9 @@ impl ClientTcp {
         if let Some(stream) = self.registered.into_inner() {
             return Ok(*stream);
         }
-        match self.socket.into_inner() {
-            Some(socket) => TcpStream::from_std(socket).inspect_err(|error| {
-                tracing::warn!(%error, "cannot register a client connection");
-            }),
-            None => Err(lost()),
-        }
+        self.socket
+            .into_inner()
+            .map_or_else(|| Err(lost()), register)
     }
 
     /// The socket, out of the runtime.
@@ -531,10 +542,7 @@ impl Stream {
     #[inline]
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {
-            Stream::Tcp(stream) => {
-                let (read, write) = stream.split();
-                (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
-            }
+            Stream::Tcp(stream) => tcp_halves(stream),
             Stream::Client(_) => self.split_client(),
         }
     }
@@ -551,10 +559,7 @@ impl Stream {
             }
         }
         match self {
-            Stream::Tcp(stream) => {
-                let (read, write) = stream.split();
-                (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
-            }
+            Stream::Tcp(stream) => tcp_halves(stream),
             Stream::Client(client) => {
                 let client = &*client;
                 (ReadHalf::Client(client), WriteHalf::Client(client))

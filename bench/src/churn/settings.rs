@@ -86,27 +86,9 @@ pub struct Settings {
 impl Settings {
     pub fn resolve(args: &ChurnArgs, workspace: &Path) -> Settings {
         let defaults = settings::defaults(args.short, &FULL, &SHORT);
-        let mut workers = Vec::new();
-        for &count in &args.workers {
-            if !workers.contains(&count) {
-                workers.push(count);
-            }
-        }
-        if workers.is_empty() {
-            workers.push(1);
-        }
-        let mut proxies = Vec::new();
-        for &proxy in &args.proxies {
-            if !proxies.contains(&proxy) {
-                proxies.push(proxy);
-            }
-        }
-        if proxies.is_empty() {
-            proxies.push(ProxyKind::Herdsman);
-        }
         Settings {
-            workers,
-            proxies,
+            workers: settings::without_repeats(&args.workers, &[1]),
+            proxies: settings::without_repeats(&args.proxies, &[ProxyKind::Herdsman]),
             seconds: args.seconds.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),
             connections: args.connections,

@@ -122,15 +122,7 @@ impl Settings {
         let defaults = settings::defaults(args.short, &FULL, &SHORT);
         let servers = args.servers.unwrap_or(defaults.servers);
         let failing = (f64::from(servers) * args.failing_percent / 100.0).round() as u32;
-        let mut scenarios: Vec<Scenario> = Vec::new();
-        for &scenario in &args.scenarios {
-            if !scenarios.contains(&scenario) {
-                scenarios.push(scenario);
-            }
-        }
-        if scenarios.is_empty() {
-            scenarios = Scenario::ALL.to_vec();
-        }
+        let scenarios = settings::without_repeats(&args.scenarios, &Scenario::ALL);
         Settings {
             servers,
             seconds: args.seconds.unwrap_or(defaults.seconds),

@@ -37,6 +37,20 @@ pub fn results_file(out: Option<&Path>, workspace: &Path, default: &str) -> Path
     out.map_or_else(|| workspace.join(default), Path::to_path_buf)
 }
 
+/// `given` without repeats, in the order given; `otherwise` when nothing was given.
+pub fn without_repeats<T: PartialEq + Clone>(given: &[T], otherwise: &[T]) -> Vec<T> {
+    let mut kept: Vec<T> = Vec::new();
+    for item in given {
+        if !kept.contains(item) {
+            kept.push(item.clone());
+        }
+    }
+    if kept.is_empty() {
+        kept = otherwise.to_vec();
+    }
+    kept
+}
+
 /// A benchmark's options parsed from `args` as its subcommand `name` would be: for tests.
 #[cfg(test)]
 pub fn parse_args<A: clap::Args + clap::FromArgMatches>(
@@ -52,6 +66,12 @@ pub fn parse_args<A: clap::Args + clap::FromArgMatches>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn repeats_go_and_nothing_given_takes_the_fallback() {
+        assert_eq!(without_repeats(&[2, 1, 2, 3, 1], &[9]), [2, 1, 3]);
+        assert_eq!(without_repeats::<u32>(&[], &[9, 8]), [9, 8]);
+    }
 
     #[test]
     fn short_picks_the_short_defaults_and_out_wins() {

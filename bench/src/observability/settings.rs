@@ -73,15 +73,7 @@ pub struct Settings {
 impl Settings {
     pub fn resolve(args: &ObservabilityArgs, workspace: &Path) -> Settings {
         let defaults = settings::defaults(args.short, &FULL, &SHORT);
-        let mut workers: Vec<u32> = Vec::new();
-        for &count in &args.workers {
-            if !workers.contains(&count) {
-                workers.push(count);
-            }
-        }
-        if workers.is_empty() {
-            workers.push(1);
-        }
+        let workers = settings::without_repeats(&args.workers, &[1]);
         let mut conditions = vec![Condition::Off, Condition::On];
         if args.json {
             conditions.push(Condition::Json);

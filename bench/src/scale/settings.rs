@@ -186,18 +186,9 @@ impl Settings {
         routes.push(1);
         routes.sort_unstable();
         routes.dedup();
-        let mut proxies: Vec<ProxyKind> = Vec::new();
-        for &proxy in &args.proxies {
-            if !proxies.contains(&proxy) {
-                proxies.push(proxy);
-            }
-        }
-        if proxies.is_empty() {
-            proxies.push(ProxyKind::Herdsman);
-        }
         Settings {
             routes,
-            proxies,
+            proxies: settings::without_repeats(&args.proxies, &[ProxyKind::Herdsman]),
             servers: args.servers.unwrap_or(defaults.servers),
             seconds: args.seconds.unwrap_or(defaults.seconds),
             rounds: args.rounds.unwrap_or(defaults.rounds),

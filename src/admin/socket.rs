@@ -97,21 +97,39 @@ mod tests {
     use super::*;
     use std::os::unix::fs::MetadataExt;
 
-    fn socket_at(name: &str, mode: u32) -> AdminSocket {
-        let dir =
-            std::env::temp_dir().join(format!("herdsman-admin-socket-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        AdminSocket {
-            path: dir.join(name),
-            mode,
-            owner: None,
-            group: None,
+    /// A directory of this test's own, removed with everything in it when dropped.
+    struct Scratch(std::path::PathBuf);
+
+    impl Scratch {
+        fn new(test: &str) -> Scratch {
+            let dir = std::env::temp_dir().join(format!(
+                "herdsman-admin-socket-{}-{test}",
+                std::process::id()
+            ));
+            std::fs::create_dir_all(&dir).unwrap();
+            Scratch(dir)
+        }
+
+        fn socket_at(&self, name: &str, mode: u32) -> AdminSocket {
+            AdminSocket {
+                path: self.0.join(name),
+                mode,
+                owner: None,
+                group: None,
+            }
+        }
+    }
+
+    impl Drop for Scratch {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
         }
     }
 
     #[test]
     fn the_socket_gets_its_mode_and_a_stale_one_is_replaced() {
-        let socket = socket_at("mode.sock", 0o600);
+        let scratch = Scratch::new("mode");
+        let socket = scratch.socket_at("mode.sock", 0o600);
         let first = listen(&socket).unwrap();
         let meta = std::fs::metadata(&socket.path).unwrap();
         assert_eq!(meta.mode() & 0o777, 0o600);
@@ -133,7 +151,8 @@ mod tests {
 
     #[test]
     fn another_file_in_the_way_and_unknown_owners_are_refused() {
-        let socket = socket_at("file.sock", 0o600);
+        let scratch = Scratch::new("in-the-way");
+        let socket = scratch.socket_at("file.sock", 0o600);
         std::fs::write(&socket.path, b"not a socket").unwrap();
         assert_eq!(
             listen(&socket).unwrap_err().kind(),
@@ -142,7 +161,7 @@ mod tests {
         std::fs::remove_file(&socket.path).unwrap();
         let owned = AdminSocket {
             owner: Some("no-such-user-herdsman".into()),
-            ..socket_at("owner.sock", 0o600)
+            ..scratch.socket_at("owner.sock", 0o600)
         };
         let error = listen(&owned).unwrap_err();
         assert!(error.to_string().contains("no user named"), "{error}");

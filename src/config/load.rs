@@ -209,7 +209,7 @@ mod tests {
         assert_eq!(found.line, Some(12));
         assert!(!found.message.contains('\n'), "{}", found.message);
         assert!(
-            found.message.starts_with("invalid table header"),
+            found.message.starts_with("unclosed array table"),
             "{}",
             found.message
         );

@@ -128,6 +128,9 @@ pub struct WorkerLoad {
     pub pending: AtomicU32,
     /// When the oldest of those was queued (µs since the process clock's start; 0: none).
     pub oldest_pending_us: AtomicU64,
+    /// Connections the intake has given this worker to serve since the start: those it kept
+    /// and those handed to it (counted when handed, so that a burst sees them at once).
+    pub assigned: AtomicU64,
 }
 
 /// Every worker's counters and loads, shared by the workers, the intake and the admin API.

@@ -35,7 +35,7 @@ use configs::{herdsman_pool, shown};
 use pool::PoolBench;
 use report::Session;
 use routes::RouteBench;
-use settings::{Balance, Settings};
+use settings::{Balance, Part, Settings};
 
 pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
@@ -99,25 +99,36 @@ pub fn run(args: ScaleArgs) -> anyhow::Result<()> {
                 settings.servers
             ),
         ));
-        RouteBench {
-            settings: &settings,
-            wrk: &wrk,
-            programs: &programs,
-            backend_port,
-            descriptor_limit,
-            scratch: scratch.path(),
-        }
-        .measure(&mut session)?;
-        if settings.instructions {
-            match instructions::measure(&settings, &herdsman, &wrk, backend_port, scratch.path()) {
-                Ok(runs) => session.instructions = runs,
-                Err(e) => {
-                    eprintln!("scale: no instruction counts: {e:#}");
-                    session.instructions_missing = Some(format!("{e:#}"));
+        if settings.parts.contains(&Part::Routes) {
+            RouteBench {
+                settings: &settings,
+                wrk: &wrk,
+                programs: &programs,
+                backend_port,
+                descriptor_limit,
+                scratch: scratch.path(),
+            }
+            .measure(&mut session)?;
+            if settings.instructions {
+                match instructions::measure(
+                    &settings,
+                    &herdsman,
+                    &wrk,
+                    backend_port,
+                    scratch.path(),
+                ) {
+                    Ok(runs) => session.instructions = runs,
+                    Err(e) => {
+                        eprintln!("scale: no instruction counts: {e:#}");
+                        session.instructions_missing = Some(format!("{e:#}"));
+                    }
                 }
             }
         }
         drop(backend);
+        if !settings.parts.contains(&Part::Pool) {
+            return Ok(());
+        }
         PoolBench {
             settings: &settings,
             wrk: &wrk,

@@ -253,107 +253,112 @@ impl Session {
              moves by a quarter from run to run, far more than the 3% asked about, and \
              herdsman's instruction count (callgrind, below) decides.\n\n| target | measured | verdict |\n|---|---|---|"
         );
-        let cpu = |routes, host| self.side(herdsman, routes, host);
-        let m = thousands(f64::from(most));
-        ratio_row(
-            md,
-            format!("herdsman, last of {m} routes ÷ first host, ≤ {WITHIN}"),
-            PairedRatio::of(&cpu(most, Host::Last), &cpu(most, Host::First)),
-            WITHIN,
-        );
-        ratio_row(
-            md,
-            format!("herdsman, unknown host with {m} routes ÷ first host, ≤ {WITHIN}"),
-            PairedRatio::of(&cpu(most, Host::Unknown), &cpu(most, Host::First)),
-            WITHIN,
-        );
-        ratio_row(
-            md,
-            format!("herdsman, last of {m} routes ÷ a one-route config, ≤ {WITHIN}"),
-            PairedRatio::of(&cpu(most, Host::Last), &cpu(1, Host::First)),
-            WITHIN,
-        );
-        ratio_row(
-            md,
-            format!("herdsman, unknown host with {m} routes ÷ a one-route config, ≤ {WITHIN}"),
-            PairedRatio::of(&cpu(most, Host::Unknown), &cpu(1, Host::First)),
-            WITHIN,
-        );
-        for (what, numerator, denominator) in [
-            (
-                "last of {m} routes ÷ first host",
-                (most, Host::Last),
-                (most, Host::First),
-            ),
-            (
-                "unknown host with {m} routes ÷ first host",
-                (most, Host::Unknown),
-                (most, Host::First),
-            ),
-            (
-                "last of {m} routes ÷ a one-route config",
-                (most, Host::Last),
-                (1, Host::First),
-            ),
-            (
-                "unknown host with {m} routes ÷ a one-route config",
-                (most, Host::Unknown),
-                (1, Host::First),
-            ),
-        ] {
-            if let (Some(n), Some(d)) = (
-                self.instructions_of(numerator),
-                self.instructions_of(denominator),
-            ) {
-                let ratio = n / d;
-                let _ = writeln!(
+        if !self.runs.is_empty() {
+            let cpu = |routes, host| self.side(herdsman, routes, host);
+            let m = thousands(f64::from(most));
+            ratio_row(
+                md,
+                format!("herdsman, last of {m} routes ÷ first host, ≤ {WITHIN}"),
+                PairedRatio::of(&cpu(most, Host::Last), &cpu(most, Host::First)),
+                WITHIN,
+            );
+            ratio_row(
+                md,
+                format!("herdsman, unknown host with {m} routes ÷ first host, ≤ {WITHIN}"),
+                PairedRatio::of(&cpu(most, Host::Unknown), &cpu(most, Host::First)),
+                WITHIN,
+            );
+            ratio_row(
+                md,
+                format!("herdsman, last of {m} routes ÷ a one-route config, ≤ {WITHIN}"),
+                PairedRatio::of(&cpu(most, Host::Last), &cpu(1, Host::First)),
+                WITHIN,
+            );
+            ratio_row(
+                md,
+                format!("herdsman, unknown host with {m} routes ÷ a one-route config, ≤ {WITHIN}"),
+                PairedRatio::of(&cpu(most, Host::Unknown), &cpu(1, Host::First)),
+                WITHIN,
+            );
+            for (what, numerator, denominator) in [
+                (
+                    "last of {m} routes ÷ first host",
+                    (most, Host::Last),
+                    (most, Host::First),
+                ),
+                (
+                    "unknown host with {m} routes ÷ first host",
+                    (most, Host::Unknown),
+                    (most, Host::First),
+                ),
+                (
+                    "last of {m} routes ÷ a one-route config",
+                    (most, Host::Last),
+                    (1, Host::First),
+                ),
+                (
+                    "unknown host with {m} routes ÷ a one-route config",
+                    (most, Host::Unknown),
+                    (1, Host::First),
+                ),
+            ] {
+                if let (Some(n), Some(d)) = (
+                    self.instructions_of(numerator),
+                    self.instructions_of(denominator),
+                ) {
+                    let ratio = n / d;
+                    let _ = writeln!(
                     md,
                     "| herdsman's own instructions (callgrind), {}, ≤ {WITHIN} | {ratio:.3} ({n:.0} ÷ {d:.0}) | {} |",
                     what.replace("{m}", &m),
                     if ratio <= WITHIN { "met" } else { "**NOT MET**" }
                 );
+                }
             }
-        }
-        if self.has(ProxyKind::Haproxy) {
-            for host in [Host::Last, Host::Unknown] {
-                ratio_row(
+            if self.has(ProxyKind::Haproxy) {
+                for host in [Host::Last, Host::Unknown] {
+                    ratio_row(
+                        md,
+                        format!("herdsman ÷ HAProxy with its map, {host} host of {m} routes, ≤ 1"),
+                        PairedRatio::of(
+                            &cpu(most, host),
+                            &self.side(ProxyKind::Haproxy, most, host),
+                        ),
+                        1.0,
+                    );
+                }
+                let ours = self.bytes_per_route(herdsman, most);
+                let theirs = self.bytes_per_route(ProxyKind::Haproxy, most);
+                let _ = writeln!(
                     md,
-                    format!("herdsman ÷ HAProxy with its map, {host} host of {m} routes, ≤ 1"),
-                    PairedRatio::of(&cpu(most, host), &self.side(ProxyKind::Haproxy, most, host)),
-                    1.0,
+                    "| resident memory per route, {m} routes: herdsman ≤ HAProxy's map | {} | {} |",
+                    match (ours, theirs) {
+                        (Some(o), Some(t)) => format!("{o:.0} bytes against {t:.0}"),
+                        _ => "–".into(),
+                    },
+                    match (ours, theirs) {
+                        (Some(o), Some(t)) if o <= t => "met",
+                        (Some(_), Some(_)) => "**NOT MET**",
+                        _ => "not measured",
+                    }
                 );
             }
-            let ours = self.bytes_per_route(herdsman, most);
-            let theirs = self.bytes_per_route(ProxyKind::Haproxy, most);
+            let start = self.instance(herdsman, most).map(|i| i.start);
             let _ = writeln!(
                 md,
-                "| resident memory per route, {m} routes: herdsman ≤ HAProxy's map | {} | {} |",
-                match (ours, theirs) {
-                    (Some(o), Some(t)) => format!("{o:.0} bytes against {t:.0}"),
-                    _ => "–".into(),
-                },
-                match (ours, theirs) {
-                    (Some(o), Some(t)) if o <= t => "met",
-                    (Some(_), Some(_)) => "**NOT MET**",
-                    _ => "not measured",
-                }
+                "| herdsman starts with {m} routes in under 1 s | {} | {} |",
+                start.map_or("–".into(), millis),
+                verdict_under(start, START_LIMIT)
+            );
+            let slowest = self.reloads.iter().map(|r| r.took).max();
+            let _ = writeln!(
+                md,
+                "| herdsman reloads {m} routes in under 1 s (the slowest of {}) | {} | {} |",
+                self.reloads.len(),
+                slowest.map_or("–".into(), millis),
+                verdict_under(slowest, START_LIMIT)
             );
         }
-        let start = self.instance(herdsman, most).map(|i| i.start);
-        let _ = writeln!(
-            md,
-            "| herdsman starts with {m} routes in under 1 s | {} | {} |",
-            start.map_or("–".into(), millis),
-            verdict_under(start, START_LIMIT)
-        );
-        let slowest = self.reloads.iter().map(|r| r.took).max();
-        let _ = writeln!(
-            md,
-            "| herdsman reloads {m} routes in under 1 s (the slowest of {}) | {} | {} |",
-            self.reloads.len(),
-            slowest.map_or("–".into(), millis),
-            verdict_under(slowest, START_LIMIT)
-        );
         if !self.pool_runs.is_empty() {
             let servers = thousands(f64::from(self.settings.servers));
             let cpu = PairedRatio::of(

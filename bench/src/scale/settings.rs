@@ -80,6 +80,15 @@ impl std::fmt::Display for Balance {
     }
 }
 
+/// A part of the run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum Part {
+    /// Host routes: every proxy with every route count, the reloads, the instruction counts.
+    Routes,
+    /// The large pool: least-conn against round-robin, then servers added and removed.
+    Pool,
+}
+
 /// Options of `scale`.
 #[derive(Debug, clap::Args)]
 pub struct ScaleArgs {
@@ -101,9 +110,16 @@ pub struct ScaleArgs {
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=600))]
     pub seconds: Option<u32>,
     /// Rounds; each runs every proxy, route count and host once, in an order that turns.
-    /// Default: 3; with --short, 1.
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=20))]
+    /// Default: 3; with --short, 1. Many short rounds (say 50 of 1 s) tell apart smaller
+    /// differences than a few long ones: a ratio is taken within a round, and the machine's
+    /// drift over seconds then falls on both of its runs alike.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=200))]
     pub rounds: Option<u32>,
+    /// The parts run, comma-separated: `routes` (host routes, reloads, instruction counts) and
+    /// `pool` (the large pool's algorithms and changes).
+    #[arg(long, value_delimiter = ',', value_name = "PART[,PART…]",
+          default_values = ["routes", "pool"])]
+    pub parts: Vec<Part>,
     /// wrk's connections.
     #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub connections: u32,
@@ -172,6 +188,8 @@ pub struct Settings {
     pub changes: u32,
     /// Whether herdsman's instructions per request are counted under callgrind.
     pub instructions: bool,
+    /// The parts run, without repeats; never empty.
+    pub parts: Vec<Part>,
     pub out: PathBuf,
 }
 
@@ -195,6 +213,7 @@ impl Settings {
             connections: args.connections,
             changes: args.changes.unwrap_or(defaults.changes),
             instructions: !args.short && !args.no_instructions,
+            parts: settings::without_repeats(&args.parts, &[Part::Routes, Part::Pool]),
             out: args.output.results_file(workspace, defaults.out),
         }
     }
@@ -229,7 +248,9 @@ mod tests {
         assert_eq!((s.servers, s.seconds, s.rounds), (10_000, 5, 3));
         assert_eq!((s.connections, s.changes), (50, 10));
         assert!(s.instructions);
+        assert_eq!(s.parts, [Part::Routes, Part::Pool]);
         assert!(!resolve(&["--no-instructions"]).instructions);
+        assert_eq!(resolve(&["--parts", "pool"]).parts, [Part::Pool]);
         assert_eq!(s.out, Path::new("/w/bench/results/scale.md"));
     }
 

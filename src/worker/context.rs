@@ -100,7 +100,11 @@ impl WorkerContext {
         let parks = self.parking.is_some();
         let quiet = move |stream, deadline| context.park(stream, peer, listener, guard, deadline);
         let session = session::serve(Rc::clone(&self.proxy), stream, peer, listener, parks, quiet);
-        tokio::task::spawn_local(session);
+        // Boxed first: the session's future is 1,152 bytes, and tokio's task moves its stage
+        // whole about seven times between spawn and end (about 950 instructions of memcpy a
+        // connection under callgrind); a box is one allocation and one copy
+        // (bench/results/connection-setup.md).
+        tokio::task::spawn_local(Box::pin(session));
     }
 
     /// Moves a quiet connection from its task into the worker's parking lot (closing it if that

@@ -279,6 +279,7 @@ fn a_server_connection_abandoned_mid_upload_is_reset_and_leaves_no_time_wait() {
     });
     // Streaming uploads (buffered, the server would see none of an unfinished body).
     let setup = Setup::new().admin().server("s", server.addr);
+    let time_waits = TimeWaits::towards(server.addr.port());
     let herdsman = Running::start(setup.buffering("request_buffer_memory", 0));
     for round in 0..3 {
         let mut client = Conn::connect(herdsman.web);
@@ -304,5 +305,5 @@ fn a_server_connection_abandoned_mid_upload_is_reset_and_leaves_no_time_wait() {
     }
     // herdsman's ends of those connections were not left waiting out TIME_WAIT (60 s each).
     thread::sleep(Duration::from_millis(100));
-    assert_eq!(time_wait_towards(server.addr.port()), 0);
+    assert_eq!(time_waits.new_since(), 0);
 }

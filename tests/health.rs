@@ -165,6 +165,10 @@ fn checks_leave_no_socket_in_time_wait() {
     // second: 600,000 of them).
     let tcp = Mock::named("tcp");
     let http = with_health("http", Arc::new(AtomicBool::new(true)));
+    let time_waits = (
+        TimeWaits::towards(tcp.addr.port()),
+        TimeWaits::towards(http.addr.port()),
+    );
     let _tcp_checked = start(
         Setup::new().admin().server("tcp", tcp.addr),
         "[pool.health]\ncheck = \"tcp\"\ninterval = \"20ms\"\n",
@@ -181,13 +185,7 @@ fn checks_leave_no_socket_in_time_wait() {
         http.connections()
     );
     assert_eq!(server(&http_checked, "http")["health"], "up");
-    assert_eq!(
-        (
-            time_wait_towards(tcp.addr.port()),
-            time_wait_towards(http.addr.port())
-        ),
-        (0, 0)
-    );
+    assert_eq!((time_waits.0.new_since(), time_waits.1.new_since()), (0, 0));
 }
 
 #[test]

@@ -296,17 +296,43 @@ pub fn free_port() -> u16 {
     refusing_addr().port()
 }
 
-/// Sockets on this machine in TIME_WAIT whose remote end is `port` on 127.0.0.1 (/proc/net/tcp):
-/// connections to a mock that herdsman closed first and holds for a minute.
-pub fn time_wait_towards(port: u16) -> usize {
+/// Sockets on this machine in TIME_WAIT whose remote end is `port` on 127.0.0.1 (/proc/net/tcp),
+/// known by their local address: connections to a mock that herdsman closed first and holds for a
+/// minute. A mock's port may have been another's a minute ago, so a test counts those that
+/// appeared after it began ([`TimeWaits::new_since`]), not all of them.
+pub struct TimeWaits {
+    port: u16,
+    earlier: Vec<String>,
+}
+
+impl TimeWaits {
+    /// Those towards `port` now, for a later count of new ones.
+    pub fn towards(port: u16) -> TimeWaits {
+        TimeWaits {
+            port,
+            earlier: time_wait_local_ends(port),
+        }
+    }
+
+    /// How many towards the port are in TIME_WAIT now that were not when this was made.
+    pub fn new_since(&self) -> usize {
+        time_wait_local_ends(self.port)
+            .iter()
+            .filter(|local| !self.earlier.contains(local))
+            .count()
+    }
+}
+
+fn time_wait_local_ends(port: u16) -> Vec<String> {
     let table = std::fs::read_to_string("/proc/net/tcp").unwrap();
     let remote = format!("0100007F:{port:04X}");
     table
         .lines()
         .skip(1)
-        .filter(|line| {
+        .filter_map(|line| {
             let fields: Vec<&str> = line.split_whitespace().collect();
-            fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"06")
+            (fields.get(2) == Some(&remote.as_str()) && fields.get(3) == Some(&"06"))
+                .then(|| fields[1].to_string())
         })
-        .count()
+        .collect()
 }

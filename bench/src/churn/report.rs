@@ -1,7 +1,7 @@
 //! What `churn` prints and writes: per worker count, each proxy's CPU per request (user and
 //! system apart) and requests/s with a new connection for every request; herdsman against the
-//! better peer round by round, judged against the targets; system calls per connection; every
-//! run; a plot of CPU per request by round.
+//! better peer (the lower median) round by round, judged against the targets; system calls per
+//! connection; every run; a plot of CPU per request by round.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -98,18 +98,16 @@ impl Session {
             .collect()
     }
 
-    /// Per round, the lower CPU per request of the peers that ran in it.
-    fn best_peer(&self, workers: u32) -> Vec<(u32, f64)> {
-        let mut best: Vec<(u32, f64)> = Vec::new();
-        for peer in self.peers() {
-            for (round, value) in self.side(peer, workers, ChurnRun::cpu_us) {
-                match best.iter_mut().find(|(r, _)| *r == round) {
-                    Some(entry) => entry.1 = entry.1.min(value),
-                    None => best.push((round, value)),
-                }
-            }
-        }
-        best
+    /// The peer with the lower median CPU per request over the rounds, and its figure round by
+    /// round. Not the lower of the two in each round: with rounds spread by a fifth here, the
+    /// lesser of two noisy figures sits below either peer's own median (by 2% in a run of 30
+    /// rounds), which would hold herdsman to a better peer than there is.
+    fn best_peer(&self, workers: u32) -> Option<(ProxyKind, Vec<(u32, f64)>)> {
+        self.peers()
+            .into_iter()
+            .filter_map(|peer| Some((peer, self.median(peer, workers, ChurnRun::cpu_us)?)))
+            .min_by(|a, b| a.1.total_cmp(&b.1))
+            .map(|(peer, _)| (peer, self.side(peer, workers, ChurnRun::cpu_us)))
     }
 
     fn write_targets(&self, md: &mut String) {
@@ -121,7 +119,8 @@ impl Session {
         );
         for &workers in &self.settings.workers {
             let herdsman = self.side(ProxyKind::Herdsman, workers, ChurnRun::cpu_us);
-            let ratio = PairedRatio::of(&herdsman, &self.best_peer(workers));
+            let (best, best_side) = self.best_peer(workers).unzip();
+            let ratio = PairedRatio::of(&herdsman, &best_side.unwrap_or_default());
             let verdict = match ratio.median() {
                 None => "not measured",
                 Some(r) if r <= CPU_TARGET => "met",
@@ -129,8 +128,9 @@ impl Session {
             };
             let _ = writeln!(
                 md,
-                "| {}: herdsman's CPU per request ÷ the better peer's ≤ {CPU_TARGET} | {} | {verdict} |",
+                "| {}: herdsman's CPU per request ÷ the better peer's ({}) ≤ {CPU_TARGET} | {} | {verdict} |",
                 worker_count(workers),
+                best.map_or("none", |peer| peer.written()),
                 ratio_text(&ratio)
             );
             for peer in self.peers() {
@@ -177,8 +177,8 @@ impl Session {
             md,
             "## CPU per request with a new connection each time\n\nMedian over rounds of the \
              proxy's processes' CPU-µs per request (user + system, from /proc; the two apart in \
-             brackets), and its requests/s; the last column is herdsman's over the better peer's, \
-             the median of the rounds' ratios.\n"
+             brackets), and its requests/s; the last column is herdsman's over the better peer's \
+             (the one with the lower median), the median of the rounds' ratios.\n"
         );
         let mut head = String::from("| workers |");
         let mut rule = String::from("|---|");
@@ -204,7 +204,10 @@ impl Session {
             }
             let ratio = PairedRatio::of(
                 &self.side(ProxyKind::Herdsman, workers, ChurnRun::cpu_us),
-                &self.best_peer(workers),
+                &self
+                    .best_peer(workers)
+                    .map(|(_, side)| side)
+                    .unwrap_or_default(),
             );
             let _ = writeln!(
                 md,
@@ -413,7 +416,7 @@ mod tests {
     }
 
     #[test]
-    fn herdsman_is_judged_against_the_better_peer_of_each_round() {
+    fn herdsman_is_judged_against_the_peer_with_the_lower_median() {
         let settings = Settings::resolve(
             &crate::kit::settings::parse_args::<super::super::ChurnArgs>(
                 "churn",
@@ -423,7 +426,8 @@ mod tests {
             Path::new("/w"),
         );
         let mut session = Session::new(RunFacts::sample("churn"), settings);
-        // Round 1: HAProxy is the better peer (3.3 s), round 2 nginx (3.2 s).
+        // HAProxy is the better of the two in round 1 (3.3 s), nginx in round 2 (3.2 s); nginx's
+        // median is the lower (3.35 s against 3.45).
         for (round, haproxy, nginx) in [(1, 3_300, 3_500), (2, 3_600, 3_200)] {
             session
                 .runs
@@ -436,9 +440,10 @@ mod tests {
                 .push(run(round, ProxyKind::Nginx, nginx, 19_500.0));
         }
         let md = session.render(None);
-        // 30 ÷ 33 and 30 ÷ 32: a median of 0.923, not within 0.92.
+        // 30 ÷ 35 and 30 ÷ 32: a median of 0.897, within 0.92 (against the lesser of each round,
+        // 30 ÷ 33 and 30 ÷ 32, it would have been 0.923).
         assert!(
-            md.contains("| 1 worker: herdsman's CPU per request ÷ the better peer's ≤ 0.92 | 0.923 (0.909–0.938) | **NOT MET** |"),
+            md.contains("| 1 worker: herdsman's CPU per request ÷ the better peer's (nginx) ≤ 0.92 | 0.897 (0.857–0.938) | met |"),
             "{md}"
         );
         assert!(

@@ -211,16 +211,25 @@ impl ClientTcp {
         }
     }
 
-    /// Registers the connection with the current runtime (for a half), if it is not yet.
+    /// The registered connection (for a half): registered with the current runtime now if it
+    /// is not yet.
+    #[inline]
+    fn registration(&self) -> io::Result<&TcpStream> {
+        if let Some(stream) = self.registered.get() {
+            return Ok(stream);
+        }
+        self.register()
+    }
+
     #[cold]
-    fn register(&self) -> io::Result<()> {
+    fn register(&self) -> io::Result<&TcpStream> {
         if let Some(socket) = self.socket.take() {
             let _ = self.registered.set(Box::new(register(socket)?));
         }
-        match self.registered.get() {
-            Some(_) => Ok(()),
-            None => Err(lost()),
-        }
+        self.registered
+            .get()
+            .map(|stream| &**stream)
+            .ok_or_else(lost)
     }
 
     /// Turns Nagle off before a write that follows another (see the module's comment).
@@ -271,31 +280,26 @@ impl ClientTcp {
         if let Some(read) = self.read_unregistered(buf) {
             return Poll::Ready(read.map(|_| ()));
         }
-        self.register()?;
-        self.with_held(|held| {
-            let Held::Registered(stream) = held else {
-                return Poll::Ready(Err(lost()));
-            };
-            loop {
-                ready!(stream.poll_read_ready(cx))?;
-                let room = buf.remaining();
-                let mut short = None;
-                let read = stream.try_io(Interest::READABLE, || {
-                    let n = recv_into(stream.as_fd(), buf)?;
-                    if n > 0 && n < room {
-                        // WouldBlock makes try_io clear the readiness; the bytes are kept.
-                        short = Some(n);
-                        return Err(io::ErrorKind::WouldBlock.into());
-                    }
-                    Ok(n)
-                });
-                match (short, read) {
-                    (Some(_), _) => return Poll::Ready(Ok(())),
-                    (None, Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    (None, read) => return Poll::Ready(read.map(|_| ())),
+        let stream = self.registration()?;
+        loop {
+            ready!(stream.poll_read_ready(cx))?;
+            let room = buf.remaining();
+            let mut short = None;
+            let read = stream.try_io(Interest::READABLE, || {
+                let n = recv_into(stream.as_fd(), buf)?;
+                if n > 0 && n < room {
+                    // WouldBlock makes try_io clear the readiness; the bytes are kept.
+                    short = Some(n);
+                    return Err(io::ErrorKind::WouldBlock.into());
                 }
+                Ok(n)
+            });
+            match (short, read) {
+                (Some(_), _) => return Poll::Ready(Ok(())),
+                (None, Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
+                (None, read) => return Poll::Ready(read.map(|_| ())),
             }
-        })
+        }
     }
 
     /// As [`ClientTcp::poll_read`], for a write.
@@ -303,19 +307,14 @@ impl ClientTcp {
         if let Some(written) = self.write_unregistered(bytes) {
             return Poll::Ready(written);
         }
-        self.register()?;
-        self.with_held(|held| {
-            let Held::Registered(stream) = held else {
-                return Poll::Ready(Err(lost()));
-            };
-            loop {
-                ready!(stream.poll_write_ready(cx))?;
-                match self.write_now(&held, bytes) {
-                    Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
-                    written => return Poll::Ready(written),
-                }
+        let stream = self.registration()?;
+        loop {
+            ready!(stream.poll_write_ready(cx))?;
+            match self.write_now(&Held::Registered(stream), bytes) {
+                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+                written => return Poll::Ready(written),
             }
-        })
+        }
     }
 
     /// One write that does not wait; `WouldBlock` when the socket takes nothing now.
@@ -342,11 +341,7 @@ impl ClientTcp {
 
     fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         // Whether bytes are here is the kernel's to say, and a wait needs the registration.
-        self.register()?;
-        self.with_held(|held| match held {
-            Held::Registered(stream) => stream.poll_read_ready(cx),
-            _ => Poll::Ready(Err(lost())),
-        })
+        self.registration()?.poll_read_ready(cx)
     }
 
     /// Completes when the peer closed or reset the connection (see [`ReadHalf::closed`]).
@@ -358,14 +353,11 @@ impl ClientTcp {
             if ready!(self.poll_read_ready(cx)).is_err() {
                 return Poll::Ready(());
             }
-            let peeked = self.with_held(|held| match held {
-                Held::Registered(stream) => {
-                    let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
-                    stream.try_io(Interest::READABLE, || {
-                        socket2::SockRef::from(stream).peek(&mut probe)
-                    })
-                }
-                _ => Err(lost()),
+            let peeked = self.registration().and_then(|stream| {
+                let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
+                stream.try_io(Interest::READABLE, || {
+                    socket2::SockRef::from(stream).peek(&mut probe)
+                })
             });
             match peeked {
                 Err(error) if error.kind() == io::ErrorKind::WouldBlock => continue,

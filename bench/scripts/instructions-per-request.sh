@@ -3,7 +3,10 @@
 # repeatable whatever else the machine is doing (valgrind runs the threads one at a time, so this
 # counts work, not contention). Usage:
 #   bench/scripts/instructions-per-request.sh LABEL=PATH [LABEL=PATH ...]
-# WORKERS (default 1) and INTAKE (default: herdsman's own) set those config keys. KEEP=DIR keeps
+# WORKERS (default 1) and INTAKE (default: herdsman's own) set those config keys; SERVERS=N and
+# BALANCE make the pool N servers on loopback addresses of their own (see proxy-setup.sh), and
+# WARM_SECONDS (default 3) the uncounted warm-up, which must reach every server once (25 s for
+# 10,000 under valgrind: the counted run then measures reuse, not connecting). KEEP=DIR keeps
 # each build's callgrind output as DIR/LABEL.cg, for `callgrind_annotate` (by function, or with
 # --tree=caller for who calls what, e.g. how many clock reads a request makes).
 # Needs valgrind, wrk and curl; starts its own herdsman-bench backend on 127.0.0.1.
@@ -18,7 +21,7 @@ for spec in "$@"; do
     "$bin" run -c "$work/$label.toml" 2>"$work/$label.log" &
   pid=$!
   for _ in $(seq 150); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.2; done
-  wrk -t1 -c10 -d3s "http://127.0.0.1:$port/" >/dev/null          # warm-up, not counted
+  wrk -t1 -c50 -d"${WARM_SECONDS:-3}s" "http://127.0.0.1:$port/" >/dev/null   # warm-up, not counted
   callgrind_control -i on "$pid" >/dev/null 2>&1
   out=$(wrk -t1 -c50 -d10s "http://127.0.0.1:$port/")
   callgrind_control -i off "$pid" >/dev/null 2>&1

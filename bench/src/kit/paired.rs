@@ -78,6 +78,47 @@ impl PairedRatio {
         }
     }
 
+    /// A 95% interval for the median of the rounds' ratios, from their order statistics (the
+    /// count of rounds below the true median is binomial, n and ½): with 40 rounds the 14th to
+    /// the 27th smallest, with 100 the 41st to the 60th; the whole range below 6 rounds.
+    pub fn median_interval(&self) -> Option<(f64, f64)> {
+        let mut sorted = self.rounds.clone();
+        sorted.sort_by(f64::total_cmp);
+        let n = sorted.len();
+        let first = sorted.first()?;
+        let below = ((n as f64 - 1.96 * (n as f64).sqrt()) / 2.0)
+            .floor()
+            .max(0.0) as usize;
+        if below == 0 {
+            return Some((*first, sorted[n - 1]));
+        }
+        Some((sorted[below], sorted[n - 1 - below]))
+    }
+
+    /// A target judged with the noise in view: "met" when the median meets `bound` (at most it
+    /// when `at_most`, else at least), "not told apart" when it does not but the median's 95%
+    /// interval reaches the bound (the machine's noise is larger than the difference asked
+    /// about), "**NOT MET**" when the whole interval misses it.
+    pub fn judged(&self, bound: f64, at_most: bool) -> String {
+        let (Some(median), Some((low, high))) = (self.median(), self.median_interval()) else {
+            return "not measured".into();
+        };
+        let meets = |value: f64| {
+            if at_most {
+                value <= bound
+            } else {
+                value >= bound
+            }
+        };
+        if meets(median) {
+            "met".into()
+        } else if meets(low) || meets(high) {
+            format!("not told apart: the median's 95% interval {low:.3}–{high:.3} holds {bound}")
+        } else {
+            format!("**NOT MET** (the median's 95% interval {low:.3}–{high:.3})")
+        }
+    }
+
     /// The median over rounds, and with several rounds their range and the ratio of the medians,
     /// as "96.2% (per round 92.0–99.1%; ratio of the medians 95.0%)"; "–" when no round has both
     /// runs.
@@ -148,5 +189,33 @@ mod tests {
         assert_eq!(alone.verdict(0.9), "not measured");
         assert_eq!(alone.text(), "–");
         assert_eq!(PairedRatio::of(&[(1, 95.0)], &[(1, 100.0)]).text(), "95.0%");
+    }
+
+    #[test]
+    fn a_median_judged_by_its_interval() {
+        let side = |values: &[f64]| -> Vec<(u32, f64)> {
+            values
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (i as u32 + 1, v))
+                .collect()
+        };
+        let ones = side(&[1.0; 40]);
+        // 40 rounds 0.80, 0.81, … 1.19: median 0.995, interval from the 14th to the 27th.
+        let spread: Vec<f64> = (0..40).map(|i| 0.8 + f64::from(i) * 0.01).collect();
+        let ratio = PairedRatio::of(&side(&spread), &ones);
+        let (low, high) = ratio.median_interval().unwrap();
+        assert!(
+            (low - 0.93).abs() < 1e-9 && (high - 1.06).abs() < 1e-9,
+            "{low} {high}"
+        );
+        assert_eq!(ratio.judged(1.0, true), "met");
+        assert!(ratio.judged(1.0, false).starts_with("not told apart"));
+        assert!(ratio.judged(0.9, true).starts_with("**NOT MET**"));
+        assert_eq!(ratio.judged(0.9, false), "met");
+        assert_eq!(
+            PairedRatio::of(&[], &ones).judged(1.0, true),
+            "not measured"
+        );
     }
 }

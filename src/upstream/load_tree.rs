@@ -1,36 +1,48 @@
-//! Least-conn's index: a tournament tree over a pool's servers whose root names the least loaded
-//! one, so that a pick reads one atomic whatever the pool's size, and a request's start or end
-//! re-plays only its server's path to the root (log₂ n comparisons at most, usually a few).
+//! Least-conn's index: a tree over a pool's servers in which every node holds the least load
+//! below it, so that a pick finds the least loaded server in a few atomic reads whatever the
+//! pool's size, and a request's start or end re-plays only its server's path towards the root,
+//! stopping where nothing changes (about four levels under wrk's 50 connections over 10,000
+//! servers, where the servers taken last sit side by side; one where a server's neighbours idle).
 //!
-//! HAProxy keeps its servers in a tree ordered by load under a lock; here every node is a few
-//! atomics — its subtree's lightest server, that server's load and when it was last taken — so
-//! workers never lock, and re-playing a path compares sibling nodes that share a cache line rather
-//! than visiting each server's counters. A load is active requests per unit of weight as a 32.32
-//! fixed-point number, which orders servers exactly as comparing the fractions would for weights
-//! up to 65,536 (herdsman's top is 256). Two workers re-playing paths at once may leave a node a
-//! request or two behind; the next change under that node repairs it, and the request path
+//! HAProxy keeps its servers in a tree ordered by load under a lock; here every node is one atomic
+//! — its subtree's least load — so workers never lock, and re-playing a path compares sibling
+//! nodes that share a cache line rather than visiting each server's counters. A load is active
+//! requests per unit of weight as a 32.32 fixed-point number, which orders servers exactly as
+//! comparing the fractions would for weights up to 65,536 (herdsman's top is 256). Two workers
+//! re-playing paths at once may leave a node a request or two behind; the next change under that
+//! node repairs it, and two workers picking at once may take the same server; the request path
 //! tolerates a pick that is a request off (the scan it replaced read the counts without any
 //! snapshot of them either).
 //!
 //! A server is lighter than another when its active requests per unit of (effective) weight are
-//! fewer; among equals, the one taken least recently wins, so that ties — every server idle, at
-//! low load — rotate through the servers in turn instead of landing on the first.
+//! fewer. Among equals, a pick takes the first at or after the cursor — one past the server
+//! picked last — in pool order, so that ties (every server idle, at low load) rotate through the
+//! servers in turn instead of landing on the first. That keeps ties as cheap as the rest: an
+//! earlier version broke them by when each server was last taken, which changed the winner of
+//! every node on the taken server's path at every pick (about 900 instructions a request over
+//! 10,000 servers, `bench/results/pick.md`); here a pick that finds its server at the cursor
+//! reads three atomics and writes one.
 //!
 //! A tree lives as long as its pool keeps the same servers (`snapshot::Lineage` hands it from one
 //! snapshot to the next and only re-weighs it). When the servers change, the new tree is built
 //! from the live counts and the old one forwards to it: a request that started under the old tree
 //! and ends later re-plays its server's path in both.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use super::snapshot::ServerCounters;
 
-/// A node that names no server (padding past the last server, or no server eligible below it).
+/// An index that names no server (a server that left the pool, in a successor's map).
 const NONE: u32 = u32::MAX;
 
-/// The load of a server that takes no new requests: above any other.
+/// The load of a server that takes no new requests (and of padding past the last server): above
+/// any other.
 const UNAVAILABLE: u64 = u64::MAX;
+
+/// How many times a pick looks again when the tree changed under its search (another worker
+/// took or released a server on the way); then it gives up as if no server were available.
+const SEARCHES: usize = 4;
 
 #[derive(Debug)]
 pub struct LoadTree {
@@ -38,70 +50,20 @@ pub struct LoadTree {
     counters: Box<[Arc<ServerCounters>]>,
     /// The weight each server takes new requests with; 0: none (down, drained, ramping from 0).
     weights: Box<[AtomicU32]>,
-    turn: PaddedTurn,
-    /// Leaves at `width..2 * width` (server `i` at `width + i`), the root at 1; siblings share a
-    /// cache line.
-    nodes: Box<[Node]>,
+    /// Where the next pick starts looking: one past the server picked last.
+    cursor: PaddedCursor,
+    /// Each node's least load below it: leaves at `width..2 * width` (server `i` at `width + i`),
+    /// the root at 1; eight nodes to a cache line.
+    loads: Box<[AtomicU64]>,
     width: usize,
     /// Set when the pool's servers change: the tree that replaced this one, and for each of this
     /// tree's servers its index there (`NONE` if it left).
     successor: OnceLock<(Arc<LoadTree>, Box<[u32]>)>,
 }
 
-/// A subtree's lightest server, with what it is compared by.
-#[derive(Debug)]
-#[repr(align(32))]
-struct Node {
-    load: AtomicU64,
-    /// The turn at which the server was last taken (for a leaf, kept there; above, copied).
-    taken: AtomicU64,
-    server: AtomicU32,
-}
-
-/// What a node holds, read or to be written.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Entry {
-    load: u64,
-    taken: u64,
-    server: u32,
-}
-
-const EMPTY: Entry = Entry {
-    load: UNAVAILABLE,
-    taken: 0,
-    server: NONE,
-};
-
-impl Node {
-    fn read(&self) -> Entry {
-        Entry {
-            load: self.load.load(Ordering::Relaxed),
-            taken: self.taken.load(Ordering::Relaxed),
-            server: self.server.load(Ordering::Relaxed),
-        }
-    }
-
-    fn write(&self, entry: Entry) {
-        self.load.store(entry.load, Ordering::Relaxed);
-        self.taken.store(entry.taken, Ordering::Relaxed);
-        self.server.store(entry.server, Ordering::Relaxed);
-    }
-}
-
-impl Entry {
-    /// The lighter of two: less load, or as much and taken longer ago.
-    fn lighter(self, other: Entry) -> Entry {
-        if (other.load, other.taken) < (self.load, self.taken) {
-            other
-        } else {
-            self
-        }
-    }
-}
-
 #[derive(Debug, Default)]
 #[repr(align(64))]
-struct PaddedTurn(AtomicU64);
+struct PaddedCursor(AtomicUsize);
 
 impl LoadTree {
     /// A tree over `servers` — each one's counters and the weight it takes new requests with.
@@ -111,13 +73,9 @@ impl LoadTree {
         let tree = LoadTree {
             counters: servers.iter().map(|(c, _)| Arc::clone(c)).collect(),
             weights: servers.iter().map(|&(_, w)| AtomicU32::new(w)).collect(),
-            turn: PaddedTurn::default(),
-            nodes: (0..2 * width)
-                .map(|_| Node {
-                    load: AtomicU64::new(UNAVAILABLE),
-                    taken: AtomicU64::new(0),
-                    server: AtomicU32::new(NONE),
-                })
+            cursor: PaddedCursor::default(),
+            loads: (0..2 * width)
+                .map(|_| AtomicU64::new(UNAVAILABLE))
                 .collect(),
             width,
             successor: OnceLock::new(),
@@ -165,26 +123,59 @@ impl LoadTree {
         next
     }
 
-    /// The lightest server that takes new requests, if any.
+    /// The lightest server that takes new requests, if any: among equals the first at or after
+    /// the cursor, which then moves past it.
     #[inline]
     pub fn lightest(&self) -> Option<usize> {
-        let root = &self.nodes[1];
-        let server = root.server.load(Ordering::Relaxed);
-        (server != NONE && root.load.load(Ordering::Relaxed) != UNAVAILABLE)
-            .then_some(server as usize)
+        for _ in 0..SEARCHES {
+            let least = self.loads[1].load(Ordering::Relaxed);
+            if least == UNAVAILABLE {
+                return None;
+            }
+            let start = self.cursor.0.load(Ordering::Relaxed);
+            let start = if start < self.counters.len() {
+                start
+            } else {
+                0
+            };
+            if let Some(found) = self.first_at_most(start, least) {
+                self.cursor.0.store(found + 1, Ordering::Relaxed);
+                return Some(found);
+            }
+        }
+        None
     }
 
-    /// Server `index` was just taken (its active count is up): it goes to the back of the ties.
-    pub fn taken(&self, index: usize) {
-        let turn = self.turn.0.fetch_add(1, Ordering::Relaxed) + 1;
-        self.nodes[self.width + index]
-            .taken
-            .store(turn, Ordering::Relaxed);
-        self.changed(index);
+    /// The first server at or after `start`, else the first of all, whose load is at most
+    /// `least` (the root's, so never `UNAVAILABLE`: a server found takes requests). `None` only
+    /// when another worker changed the tree during the search so that its path led nowhere.
+    fn first_at_most(&self, start: usize, least: u64) -> Option<usize> {
+        let at_most = |node: usize| self.loads[node].load(Ordering::Relaxed) <= least;
+        let mut node = self.width + start;
+        if at_most(node) {
+            return Some(start);
+        }
+        // Up until a right sibling holds one (the servers just after those below `node`), …
+        while node > 1 {
+            if node.is_multiple_of(2) && at_most(node + 1) {
+                node += 1;
+                break;
+            }
+            node /= 2;
+        }
+        // … or from the root when none after `start` does; then down to its first.
+        while node < self.width {
+            node = if at_most(2 * node) {
+                2 * node
+            } else {
+                2 * node + 1
+            };
+        }
+        at_most(node).then_some(node - self.width)
     }
 
-    /// Server `index`'s load changed: its path to the root is played again, in this tree and in
-    /// any that replaced it.
+    /// Server `index`'s load changed (a request on it started or ended): its path is played again
+    /// towards the root, in this tree and in any that replaced it.
     pub fn changed(&self, index: usize) {
         self.replay_path(index);
         let mut tree = self;
@@ -200,42 +191,29 @@ impl LoadTree {
     }
 
     fn replay_path(&self, index: usize) {
-        let leaf = self.width + index;
-        self.nodes[leaf]
-            .load
-            .store(self.load(index), Ordering::Relaxed);
-        let mut node = leaf / 2;
-        while node >= 1 {
-            let lighter = self.lighter_child(node);
-            if self.nodes[node].read() == lighter {
+        let mut node = self.width + index;
+        let mut least = self.load(index);
+        self.loads[node].store(least, Ordering::Relaxed);
+        while node > 1 {
+            least = least.min(self.loads[node ^ 1].load(Ordering::Relaxed));
+            node /= 2;
+            if self.loads[node].load(Ordering::Relaxed) == least {
                 // Nothing changed here, so nothing above changes either.
                 return;
             }
-            self.nodes[node].write(lighter);
-            node /= 2;
+            self.loads[node].store(least, Ordering::Relaxed);
         }
     }
 
     /// Every node from the leaves up.
     fn rebuild(&self) {
         for index in 0..self.counters.len() {
-            let leaf = &self.nodes[self.width + index];
-            leaf.load.store(self.load(index), Ordering::Relaxed);
-            leaf.server.store(index as u32, Ordering::Relaxed);
+            self.loads[self.width + index].store(self.load(index), Ordering::Relaxed);
         }
         for node in (1..self.width).rev() {
-            self.nodes[node].write(self.lighter_child(node));
-        }
-    }
-
-    fn lighter_child(&self, node: usize) -> Entry {
-        let lighter = self.nodes[2 * node]
-            .read()
-            .lighter(self.nodes[2 * node + 1].read());
-        if lighter.load == UNAVAILABLE {
-            EMPTY
-        } else {
-            lighter
+            let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
+            let least = load(2 * node).min(load(2 * node + 1));
+            self.loads[node].store(least, Ordering::Relaxed);
         }
     }
 
@@ -295,7 +273,7 @@ mod tests {
         index: usize,
     ) -> ActiveGuard<'c> {
         let guard = ActiveGuard::new(&counters[index]);
-        tree.taken(index);
+        tree.changed(index);
         guard
     }
 
@@ -312,6 +290,50 @@ mod tests {
             tree.changed(index);
         }
         assert_eq!(order, [0, 1, 3, 4, 0, 1, 3, 4]);
+    }
+
+    #[test]
+    fn ties_take_turns_past_busy_servers_and_a_lighter_one_comes_first() {
+        let counters = counters(11);
+        let tree = with_weights(&counters, &[1; 11]);
+        // Servers 1, 4, 5 and 6 busy: the idle ones take turns in pool order, round the end.
+        let _busy: Vec<_> = [1, 4, 5, 6]
+            .iter()
+            .map(|&index| take(&tree, &counters, index))
+            .collect();
+        let mut order = Vec::new();
+        for _ in 0..9 {
+            let index = tree.lightest().unwrap();
+            order.push(index);
+            drop(take(&tree, &counters, index));
+            tree.changed(index);
+        }
+        assert_eq!(order, [0, 2, 3, 7, 8, 9, 10, 0, 2]);
+        // Every server but 9 busy, and the cursor at 3: the search passes the end's busy servers
+        // and finds 9; then, with 9 busy too and the first ones idle again, it wraps round.
+        let _ten = take(&tree, &counters, 10);
+        let more: Vec<_> = [0, 2, 3, 7, 8]
+            .iter()
+            .map(|&index| take(&tree, &counters, index))
+            .collect();
+        assert_eq!(tree.lightest(), Some(9));
+        let _nine = take(&tree, &counters, 9);
+        drop(more);
+        for index in [0, 2, 3, 7, 8] {
+            tree.changed(index);
+        }
+        // The cursor is at 10, busy, the last: round to 0.
+        assert_eq!(tree.lightest(), Some(0));
+        assert_eq!(tree.lightest(), Some(2));
+        // With a weight of 2, server 3 carries two requests as lightly as the others carry one.
+        tree.reweigh(&[1, 1, 1, 2, 1, 1, 1, 1, 1, 1, 1]);
+        let _on_three = take(&tree, &counters, 3);
+        let everyone: Vec<_> = (0..11)
+            .filter(|&index| index != 3)
+            .map(|index| take(&tree, &counters, index))
+            .collect();
+        assert_eq!(tree.lightest(), Some(3));
+        drop(everyone);
     }
 
     #[test]

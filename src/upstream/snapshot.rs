@@ -263,7 +263,7 @@ impl<'s> ActiveGuard<'s> {
             }
         };
         if let Some(tree) = pool.balancer.load_tree() {
-            tree.taken(index);
+            tree.changed(index);
             guard.load_tree = Some((tree, index));
         }
         Some(guard)

@@ -4,6 +4,7 @@
 //! parsed, every duration positive, every name unique and every reference resolved. Which keys a
 //! reload applies and which wait for a restart is decided in `reload_scope.rs`.
 
+pub mod certificates;
 mod check;
 mod duration;
 #[cfg(test)]

@@ -127,6 +127,7 @@ impl LoadTree {
     /// the cursor, which then moves past it.
     #[inline]
     pub fn lightest(&self) -> Option<usize> {
+        let mut reached = None;
         for _ in 0..SEARCHES {
             let least = self.loads[1].load(Ordering::Relaxed);
             if least == UNAVAILABLE {
@@ -138,40 +139,74 @@ impl LoadTree {
             } else {
                 0
             };
-            if let Some(found) = self.first_at_most(start, least) {
-                self.cursor.0.store(found + 1, Ordering::Relaxed);
-                return Some(found);
+            match self.first_at_most(start, least) {
+                Ok(found) => {
+                    self.cursor.0.store(found + 1, Ordering::Relaxed);
+                    return Some(found);
+                }
+                Err(leaf) => {
+                    // A node on the way promised a load that no server below it has: two
+                    // re-plays raced past each other. Its path is worked out again, and the
+                    // search made again.
+                    self.repair_path(leaf);
+                    reached = Some(leaf);
+                }
             }
         }
-        None
+        // Changes keep racing the search: the server it reached, if that one takes requests (a
+        // pick a request or two off, never a 503 while a server is available).
+        reached.filter(|&leaf| {
+            leaf < self.counters.len()
+                && self.loads[self.width + leaf].load(Ordering::Relaxed) != UNAVAILABLE
+        })
     }
 
     /// The first server at or after `start`, else the first of all, whose load is at most
-    /// `least` (the root's, so never `UNAVAILABLE`: a server found takes requests). `None` only
-    /// when another worker changed the tree during the search so that its path led nowhere.
-    fn first_at_most(&self, start: usize, least: u64) -> Option<usize> {
-        let at_most = |node: usize| self.loads[node].load(Ordering::Relaxed) <= least;
+    /// `least` (the root's, so never `UNAVAILABLE`: a server found takes requests). When a node
+    /// is stale (a concurrent change, or two that raced), the search may reach a leaf that is
+    /// heavier after all: `Err` with it.
+    fn first_at_most(&self, start: usize, least: u64) -> Result<usize, usize> {
+        let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
         let mut node = self.width + start;
-        if at_most(node) {
-            return Some(start);
+        if load(node) <= least {
+            return Ok(start);
         }
         // Up until a right sibling holds one (the servers just after those below `node`), …
         while node > 1 {
-            if node.is_multiple_of(2) && at_most(node + 1) {
+            if node.is_multiple_of(2) && load(node + 1) <= least {
                 node += 1;
                 break;
             }
             node /= 2;
         }
-        // … or from the root when none after `start` does; then down to its first.
+        // … or from the root when none after `start` does; then down to its first (or, should
+        // neither child keep the node's promise, to the lighter).
         while node < self.width {
-            node = if at_most(2 * node) {
+            let (left, right) = (load(2 * node), load(2 * node + 1));
+            node = if left <= least || (right > least && left <= right) {
                 2 * node
             } else {
                 2 * node + 1
             };
         }
-        at_most(node).then_some(node - self.width)
+        let index = node - self.width;
+        if load(node) <= least {
+            Ok(index)
+        } else {
+            Err(index)
+        }
+    }
+
+    /// Every node on leaf `index`'s path worked out again from its children, to the root.
+    #[cold]
+    fn repair_path(&self, index: usize) {
+        let mut node = (self.width + index) / 2;
+        while node >= 1 {
+            let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
+            let least = load(2 * node).min(load(2 * node + 1));
+            self.loads[node].store(least, Ordering::Relaxed);
+            node /= 2;
+        }
     }
 
     /// Server `index`'s load changed (a request on it started or ended): its path is played again
@@ -334,6 +369,26 @@ mod tests {
             .collect();
         assert_eq!(tree.lightest(), Some(3));
         drop(everyone);
+    }
+
+    #[test]
+    fn a_node_left_behind_by_racing_changes_is_repaired_rather_than_answered_503() {
+        let counters = counters(4);
+        let tree = with_weights(&counters, &[1; 4]);
+        let _busy: Vec<_> = (0..4).map(|index| take(&tree, &counters, index)).collect();
+        // What two workers' re-plays can leave when servers 0 and 1, siblings, are taken at
+        // once: each re-play reads the other's leaf before it changes, finds their parent
+        // unchanged at 0 and stops there; the root says 0 too. (The soak's 503s, "no server
+        // available", with three servers up.)
+        tree.loads[2].store(0, Ordering::Relaxed);
+        tree.loads[1].store(0, Ordering::Relaxed);
+        assert!(tree.lightest().is_some());
+        assert_eq!(
+            tree.loads[1].load(Ordering::Relaxed),
+            1 << 32,
+            "the root is repaired"
+        );
+        assert_eq!(tree.loads[2].load(Ordering::Relaxed), 1 << 32);
     }
 
     #[test]

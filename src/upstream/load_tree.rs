@@ -40,8 +40,9 @@ const NONE: u32 = u32::MAX;
 /// any other.
 const UNAVAILABLE: u64 = u64::MAX;
 
-/// How many times a pick looks again when the tree changed under its search (another worker
-/// took or released a server on the way); then it gives up as if no server were available.
+/// How many times a pick repairs the path that misled it and looks again, when the tree changed
+/// under its search (another worker took or released a server on the way); then it takes the
+/// server it reached.
 const SEARCHES: usize = 4;
 
 #[derive(Debug)]
@@ -202,11 +203,16 @@ impl LoadTree {
     fn repair_path(&self, index: usize) {
         let mut node = (self.width + index) / 2;
         while node >= 1 {
-            let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
-            let least = load(2 * node).min(load(2 * node + 1));
-            self.loads[node].store(least, Ordering::Relaxed);
+            self.recompute(node);
             node /= 2;
         }
+    }
+
+    /// Inner node `node`'s least load, from its two children.
+    fn recompute(&self, node: usize) {
+        let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
+        let least = load(2 * node).min(load(2 * node + 1));
+        self.loads[node].store(least, Ordering::Relaxed);
     }
 
     /// Server `index`'s load changed (a request on it started or ended): its path is played again
@@ -246,9 +252,7 @@ impl LoadTree {
             self.loads[self.width + index].store(self.load(index), Ordering::Relaxed);
         }
         for node in (1..self.width).rev() {
-            let load = |node: usize| self.loads[node].load(Ordering::Relaxed);
-            let least = load(2 * node).min(load(2 * node + 1));
-            self.loads[node].store(least, Ordering::Relaxed);
+            self.recompute(node);
         }
     }
 

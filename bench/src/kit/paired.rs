@@ -85,14 +85,10 @@ impl PairedRatio {
         let mut sorted = self.rounds.clone();
         sorted.sort_by(f64::total_cmp);
         let n = sorted.len();
-        let first = sorted.first()?;
         let below = ((n as f64 - 1.96 * (n as f64).sqrt()) / 2.0)
             .floor()
             .max(0.0) as usize;
-        if below == 0 {
-            return Some((*first, sorted[n - 1]));
-        }
-        Some((sorted[below], sorted[n - 1 - below]))
+        Some((*sorted.get(below)?, sorted[n - 1 - below]))
     }
 
     /// A target judged with the noise in view: "met" when the median meets `bound` (at most it

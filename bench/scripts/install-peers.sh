@@ -2,10 +2,11 @@
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
 # packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
 # check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
-# headless) for the stats page, and strace for the churn benchmark's system calls. Installs only
-# what is missing (nothing, when all are there); uses sudo when not run as root. CI runs it before
-# `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs), short churn run,
-# tests/metrics.rs and tests/stats_page.rs need them all.
+# headless) for the stats page, strace for the churn benchmark's system calls, and curl and openssl
+# as TLS clients. Installs only what is missing (nothing, when all are there); uses sudo when not
+# run as root. CI runs it before `cargo test --workspace`, whose short comparison
+# (bench/tests/compare_short.rs), short churn run, tests/metrics.rs, tests/stats_page.rs and
+# tests/tls_clients.rs need them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -21,10 +22,13 @@ have promtool || missing+=(prometheus)
 have chromium || missing+=(chromium)
 # strace counts system calls per connection for the churn benchmark (bench/tests/churn_short.rs).
 have strace || missing+=(strace)
+# Real TLS clients for tests/tls_clients.rs: curl, and openssl's s_client.
+have curl || missing+=(curl)
+have openssl || missing+=(openssl)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl and the plot font are installed"
   exit 0
 fi
 

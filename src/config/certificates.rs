@@ -3,11 +3,10 @@
 //! chosen by the client's SNI — an exact name first, then a `*.` wildcard one label up, then the
 //! listener's default, or none (the handshake is refused) when the listener says so.
 //!
-//! It lives in `config`, below both of the users it is built for, as the route index does: the
-//! config's check, which is to load a listener's certificates so that a file that does not load,
-//! or a key that is not its certificate's, is refused with the file and the reason; and the TLS
-//! handshake, which asks the store what to present. Neither is wired yet (issue 16, TLS, builds
-//! on this); the tests below drive it directly.
+//! It lives in `config`, below both of its users, as the route index does: the config's check
+//! (`check/tls.rs`), which loads a listener's certificates so that a file that does not load, or
+//! a key that is not its certificate's, is refused with the file and the reason; and the TLS
+//! handshake, which asks the store what to present (through rustls's `ResolvesServerCert`).
 //!
 //! Selection is two hash lookups whatever the number of names (nginx keeps its `server_name`s in
 //! hashes too; HAProxy's `crt-list` walks an ebtree per SNI): a listener with 10,000 certificates
@@ -171,7 +170,7 @@ fn describe(leaf: &CertificateDer<'_>) -> Result<Described, String> {
 pub enum UnknownName {
     /// The default certificate (the first listed) is served.
     Default,
-    /// The handshake fails (an `unrecognized_name` alert).
+    /// The handshake fails (rustls sends an `access_denied` alert).
     Refuse,
 }
 
@@ -207,6 +206,11 @@ impl CertificateStore {
             wildcard,
             unknown,
         }
+    }
+
+    /// What a client naming no host of these certificates gets.
+    pub fn unknown_name(&self) -> UnknownName {
+        self.unknown
     }
 
     pub fn certificates(&self) -> &[Certificate] {

@@ -15,6 +15,7 @@ mod raw;
 mod reload_scope;
 pub mod route_index;
 mod summary;
+pub mod tls;
 pub mod token;
 pub mod upgrade;
 
@@ -178,6 +179,9 @@ pub struct ListenerConfig {
     /// `websocket`; an empty list allows none. Never HTTP/2 (`h2c`): the config check refuses
     /// it. A request offering others is forwarded as a plain request, without its Upgrade.
     pub upgrade: UpgradeProtocols,
+    /// HTTPS (`[listener.tls]`): every connection starts with a TLS handshake. `None` (the
+    /// default): cleartext HTTP.
+    pub tls: Option<tls::ListenerTls>,
 }
 
 /// The `access_log` that means standard output rather than a file.
@@ -239,6 +243,9 @@ pub struct Timeouts {
     /// connection is not reused), and a request that crosses its close on the wire before the
     /// server took a byte of it goes again on a new connection.
     pub backend_idle: Duration,
+    /// A TLS listener's handshake must finish within this long of the connection's accept, or
+    /// the connection is closed. Default 10s.
+    pub tls_handshake: Duration,
 }
 
 /// The timeouts of one exchange with a server: `[timeouts]`, or a route's own where it sets them.
@@ -715,6 +722,7 @@ impl Default for Timeouts {
             backend_read: Duration::from_secs(60),
             request: None,
             backend_idle: Duration::from_secs(4),
+            tls_handshake: Duration::from_secs(10),
         }
     }
 }

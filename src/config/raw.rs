@@ -71,6 +71,24 @@ pub struct RawListener {
     pub access_log: Option<Spanned<String>>,
     pub access_log_format: Option<Spanned<String>>,
     pub upgrade: Option<Spanned<Vec<Spanned<String>>>>,
+    pub tls: Option<Spanned<RawListenerTls>>,
+}
+
+/// A listener's `[listener.tls]`: HTTPS on it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawListenerTls {
+    pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
+    pub unknown_name: Option<Spanned<String>>,
+    pub min_version: Option<Spanned<String>>,
+}
+
+/// One of `[listener.tls] certificates`: a PEM chain and its key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCertificate {
+    pub chain: Option<Spanned<String>>,
+    pub key: Option<Spanned<String>>,
 }
 
 /// One `[[route]]`. The tables a route rarely has are boxed: a config may hold 100,000 routes,
@@ -107,6 +125,7 @@ pub struct RawRouteTimeouts {
 #[serde(deny_unknown_fields)]
 pub struct RawTimeouts {
     pub connect: Option<Spanned<String>>,
+    pub tls_handshake: Option<Spanned<String>>,
     pub client_header: Option<Spanned<String>>,
     pub client_idle: Option<Spanned<String>>,
     pub backend_response: Option<Spanned<String>>,

@@ -87,6 +87,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             pool: _,
             access_log: _,
             upgrade: _,
+            // Certificates swap in on reload: new handshakes take the new ones.
+            tls: _,
             // The listener's shared load, which a reload sets.
             max_connections: _,
         } = old;

@@ -102,6 +102,7 @@ pub fn write_request_head(
     request: &Request<'_, '_>,
     upgrades: &UpgradeProtocols,
     client: &AddressText,
+    secure: bool,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(request.method_text.as_bytes());
@@ -169,7 +170,10 @@ pub fn write_request_head(
         out.extend_from_slice(b", ");
     }
     out.extend_from_slice(client.as_bytes());
-    out.extend_from_slice(b"\r\nX-Forwarded-Proto: http\r\n");
+    out.extend_from_slice(match secure {
+        true => b"\r\nX-Forwarded-Proto: https\r\n",
+        false => b"\r\nX-Forwarded-Proto: http\r\n",
+    });
     if let Some(host) = request.host {
         write_field(out, "X-Forwarded-Host", host);
     }
@@ -272,9 +276,27 @@ mod tests {
             &request,
             &UpgradeProtocols::new(["websocket"]),
             &client,
+            false,
             &mut out,
         );
         String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn a_request_over_tls_is_forwarded_as_https() {
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; 32];
+        let text = "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: http\r\n\r\n";
+        let request = parse_request(text.as_bytes(), &mut headers, 8192)
+            .unwrap()
+            .unwrap();
+        let mut out = Vec::new();
+        let client = AddressText::new("10.1.2.3".parse().unwrap());
+        let upgrades = UpgradeProtocols::new(["websocket"]);
+        write_request_head(&request, &upgrades, &client, true, &mut out);
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: h\r\n\r\n"
+        );
     }
 
     #[test]

@@ -36,6 +36,10 @@ pub trait Downstream {
     /// The client's address (for the log and X-Forwarded-For).
     fn peer(&self) -> SocketAddr;
 
+    /// Whether the client's connection is encrypted (HTTPS): servers are told so
+    /// (`X-Forwarded-Proto`), and cookies herdsman sets are `Secure`.
+    fn secure(&self) -> bool;
+
     /// What the client sent that the exchange has not used yet: the request head as it arrives,
     /// then the first bytes of its body (and, in HTTP/1, of pipelined requests).
     fn received(&mut self) -> &mut Buffer;

@@ -215,6 +215,7 @@ async fn read_request<D: Downstream>(
     let timeouts = snapshot.timeouts;
     let logged = snapshot.access_log(listener).is_some();
     let peer = client.peer();
+    let secure = client.downstream.secure();
     client.request_log.forget();
     let mut deadline = None;
     loop {
@@ -280,11 +281,13 @@ async fn read_request<D: Downstream>(
                     choice,
                     timeouts: snapshot.exchange_timeouts(choice.route),
                     buffering: snapshot.route_buffering(choice.route),
+                    secure,
                 };
                 write_request_head(
                     &request,
                     upgrades,
                     &client.forwarded_for,
+                    facts.secure,
                     scratch(&mut client.out),
                 );
                 let head_len = request.head_len;
@@ -689,10 +692,10 @@ fn expected<'a>(
 }
 
 /// The `Set-Cookie` line the response carries: the server's sticky cookie when the request was
-/// balanced in a sticky pool, else nothing.
+/// balanced in a sticky pool (`Secure` when it came over TLS), else nothing.
 fn cookie_to_set(server: &Server, facts: RequestFacts) -> &[u8] {
     match &server.set_cookie {
-        Some(line) if facts.choice.assign_cookie => line,
+        Some(lines) if facts.choice.assign_cookie => &lines[usize::from(facts.secure)],
         _ => b"",
     }
 }

@@ -27,4 +27,6 @@ pub struct RequestFacts {
     pub timeouts: ExchangeTimeouts,
     /// The buffering its route allows.
     pub buffering: RouteBuffering,
+    /// It came over TLS: a sticky cookie set in its response is `Secure`.
+    pub secure: bool,
 }

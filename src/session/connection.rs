@@ -22,16 +22,20 @@ pub struct Connection {
     peer: SocketAddr,
     /// Bytes of the last send written so far (the count `write_all_by` keeps; unread here).
     sent: usize,
+    /// The stream is TLS.
+    secure: bool,
 }
 
 impl Connection {
     /// The connection, with the bytes already read from it.
     pub fn with_received(stream: Stream, received: Buffer, peer: SocketAddr) -> Connection {
+        let secure = stream.tls_facts().is_some();
         Connection {
             stream,
             received,
             peer,
             sent: 0,
+            secure,
         }
     }
 
@@ -81,6 +85,7 @@ impl Connection {
     /// Closes at once, when nothing more can come from the client: what was written still goes
     /// out, followed by FIN (a close with no unread bytes sends no reset).
     pub fn close_at_once(self) {
+        self.stream.close_notify_now();
         drop(self);
     }
 
@@ -122,6 +127,10 @@ impl Downstream for Connection {
 
     fn peer(&self) -> SocketAddr {
         self.peer
+    }
+
+    fn secure(&self) -> bool {
+        self.secure
     }
 
     fn received(&mut self) -> &mut Buffer {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::connection::Connection;
+use super::handshake::handshake;
 use super::pipe;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::recycle::Recycled;
@@ -49,13 +50,31 @@ pub async fn serve<Q>(
 {
     let context = &context;
     let mut received = Buffer::new();
-    let most = context.snapshot().limits.max_header_bytes;
-    match stream.read_now(&mut received, most) {
-        Ok(0) => return,
-        Err(error) if error.kind() != io::ErrorKind::WouldBlock => return,
-        _ => {}
-    }
-    let stream = stream.into_stream();
+    let snapshot = context.snapshot();
+    let stream = match snapshot.listener_tls(listener) {
+        // A new connection on a TLS listener: the handshake first (a parked one has had it).
+        Some(tls) if !stream.is_tls() => {
+            let deadline = Instant::now() + snapshot.timeouts.tls_handshake;
+            match handshake(context, stream, tls, peer, deadline).await {
+                Some(stream) => stream,
+                None => return,
+            }
+        }
+        _ => {
+            let mut stream = stream;
+            let most = snapshot.limits.max_header_bytes;
+            match stream.read_now(&mut received, most) {
+                Ok(0) => return,
+                Err(error) if error.kind() != io::ErrorKind::WouldBlock => return,
+                _ => {}
+            }
+            match stream.into_stream() {
+                Ok(stream) => stream,
+                Err(_) => return,
+            }
+        }
+    };
+    drop(snapshot);
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();

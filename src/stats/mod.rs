@@ -7,6 +7,7 @@
 //! chooses where a new connection goes.
 
 pub mod procfs;
+pub mod tls;
 pub mod traffic;
 
 use std::sync::atomic::{AtomicI32, AtomicU32, AtomicU64, Ordering};
@@ -61,6 +62,8 @@ pub struct WorkerCounters {
     /// Clients that kept response bytes waiting slower than `response_min_rate` (their answer
     /// ended).
     pub slow_response_readers: AtomicU64,
+    /// TLS handshakes on this worker's client connections.
+    pub tls: tls::TlsCounters,
 }
 
 /// What all buffered bodies of the process hold now, in memory and in temporary files: written
@@ -170,6 +173,30 @@ impl Stats {
         self.loads
             .iter()
             .map(|load| u64::from(load.active.load(Ordering::Relaxed)))
+            .sum()
+    }
+
+    /// TLS handshakes finished over all workers: resumed ones, or full ones.
+    pub fn tls_handshakes(&self, resumed: bool) -> u64 {
+        let counter = |tls: &tls::TlsCounters| match resumed {
+            true => tls.resumed.load(Ordering::Relaxed),
+            false => tls.full.load(Ordering::Relaxed),
+        };
+        self.counters.iter().map(|c| counter(&c.tls)).sum()
+    }
+
+    /// TLS handshakes failed over all workers for the reason named `reason` (see
+    /// [`tls::HandshakeFailed::name`]); 0 for a name that is none.
+    pub fn tls_handshake_failures(&self, reason: &str) -> u64 {
+        let Some(index) = tls::HandshakeFailed::ALL
+            .iter()
+            .position(|why| why.name() == reason)
+        else {
+            return 0;
+        };
+        self.counters
+            .iter()
+            .map(|c| c.tls.failed[index].load(Ordering::Relaxed))
             .sum()
     }
 

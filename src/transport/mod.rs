@@ -1,4 +1,4 @@
-//! The bytes a connection runs on: the stream (an enum of transports, plain TCP today), the
+//! The bytes a connection runs on: the stream (an enum of transports: plain TCP, TLS), the
 //! buffers that read from it and the per-worker free lists behind them, a server connection that
 //! resets when an exchange abandons it, writes bounded by a deadline, listening sockets, and the
 //! spools and temporary files that hold buffered bodies.
@@ -12,6 +12,7 @@ mod spool;
 mod stream;
 mod sys;
 mod temp_file;
+mod tls;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
@@ -21,4 +22,5 @@ pub use spool::{Spool, SpoolLimits};
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
 pub use sys::{epoll_exclusive_supported, make_epoll_exclusive};
 pub use temp_file::{prepare_temp_dir, TempFile};
+pub use tls::{HandshakeFailure, TlsFacts};
 pub use write::write_all_by;

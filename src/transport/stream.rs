@@ -1,5 +1,5 @@
 //! The byte stream a connection runs on, to a client or to a server: an enum of the transports
-//! herdsman speaks (plain TCP today; TLS becomes one more variant). An enum rather than a boxed
+//! herdsman speaks (plain TCP, and TLS over it: `tls.rs`). An enum rather than a boxed
 //! trait object, so that the fast paths the request path relies on (`poll_read_ready` before a
 //! buffer is taken, `try_write` before a timer is armed) stay direct calls that the compiler sees
 //! through: a registered connection's code is what it was with a bare `TcpStream`.
@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{tcp, TcpStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
+use super::tls::{self, HandshakeFailure, TlsFacts, TlsStream};
 
 /// A connection: to a server, registered with the worker's runtime from its connect; or from a
 /// client, registered when it first has to wait.
@@ -33,6 +34,9 @@ use super::buffer::{Buffer, BUFFER_INITIAL};
 pub enum Stream {
     Tcp(TcpStream),
     Client(ClientTcp),
+    /// TLS, on a registered socket; boxed, as its state is large and a handshake's cost dwarfs
+    /// the allocation.
+    Tls(Box<TlsStream>),
 }
 
 /// A client's TCP connection, read and written directly until it has to wait, then registered
@@ -89,6 +93,9 @@ pub struct Detached {
     socket: std::net::TcpStream,
     /// Nagle's algorithm is off already (a connection that wrote more than once, then parked).
     nagle_off: bool,
+    /// The TLS state of a TLS connection that parked; `None` for cleartext and for a
+    /// connection whose handshake has not begun.
+    tls: Option<Box<rustls::server::ServerConnection>>,
 }
 
 /// The reading half of a [`Stream`] split for a relay both ways.
@@ -96,6 +103,7 @@ pub enum ReadHalf<'a> {
     Tcp(tcp::ReadHalf<'a>),
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
+    Tls(&'a TlsStream),
 }
 
 /// The writing half of a [`Stream`] split for a relay both ways.
@@ -103,6 +111,7 @@ pub enum WriteHalf<'a> {
     Tcp(tcp::WriteHalf<'a>),
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
+    Tls(&'a TlsStream),
 }
 
 impl Detached {
@@ -111,7 +120,14 @@ impl Detached {
     /// `limit` unread bytes. 0 at the end of the stream; `WouldBlock` when nothing is here yet.
     /// A read before the registration leaves no stale readiness behind, which a read after it
     /// would (a keep-alive connection's next wait would start with a read that finds nothing).
-    pub fn read_now(&self, buffer: &mut Buffer, limit: usize) -> io::Result<usize> {
+    /// A parked TLS connection's records are read and opened the same way.
+    pub fn read_now(&mut self, buffer: &mut Buffer, limit: usize) -> io::Result<usize> {
+        if let Some(tls) = &mut self.tls {
+            let socket = &self.socket;
+            return buffer.read_now(BUFFER_INITIAL, limit, |room| {
+                tls::read_now(socket, tls, room)
+            });
+        }
         buffer.read_now(BUFFER_INITIAL, limit, |room| loop {
             match socket2::SockRef::from(&self.socket).recv(room) {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
@@ -120,19 +136,48 @@ impl Detached {
         })
     }
 
-    /// The connection as a client stream of the current worker, registered with its runtime
-    /// when it first has to wait.
+    /// The connection as a client stream of the current worker: a cleartext one is registered
+    /// with its runtime when it first has to wait; a TLS one (woken from the parking lot) at
+    /// once, which is what fails if anything does.
     #[inline]
-    pub fn into_stream(self) -> Stream {
+    pub fn into_stream(self) -> io::Result<Stream> {
+        if let Some(tls) = self.tls {
+            return Ok(Stream::Tls(Box::new(TlsStream::resume(self.socket, *tls)?)));
+        }
         let nagle = match self.nagle_off {
             true => Nagle::Off,
             false => Nagle::Unwritten,
         };
-        Stream::Client(ClientTcp {
+        Ok(Stream::Client(ClientTcp {
             socket: Cell::new(Some(self.socket)),
             registered: OnceCell::new(),
             nagle: Cell::new(nagle),
-        })
+        }))
+    }
+
+    /// Whether the connection is a TLS one already (it parked after its handshake).
+    #[inline]
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
+    }
+
+    /// The server side of a TLS handshake on this new connection, with `config`: the stream
+    /// once it is done. The caller bounds its time (`[timeouts] tls_handshake`).
+    pub async fn accept_tls(
+        self,
+        config: &std::sync::Arc<rustls::ServerConfig>,
+    ) -> Result<Stream, HandshakeFailure> {
+        let stream = tls::accept(self.socket, config).await?;
+        Ok(Stream::Tls(Box::new(stream)))
+    }
+
+    /// A cleartext connection over `socket` (one a TLS handshake handed back).
+    pub(super) fn plain(socket: std::net::TcpStream) -> Detached {
+        Detached {
+            socket,
+            nagle_off: true,
+            tls: None,
+        }
     }
 }
 
@@ -144,6 +189,7 @@ impl FromRawFd for Detached {
             // SAFETY: the caller's promise, passed on.
             socket: unsafe { std::net::TcpStream::from_raw_fd(fd) },
             nagle_off: false,
+            tls: None,
         }
     }
 }
@@ -419,14 +465,46 @@ impl Stream {
     /// Takes the connection out of the runtime, e.g. to park it.
     #[inline]
     pub fn detach(self) -> io::Result<Detached> {
-        let (socket, nagle_off) = match self {
-            Stream::Tcp(stream) => (stream.into_std()?, true),
+        let (socket, nagle_off, tls) = match self {
+            Stream::Tcp(stream) => (stream.into_std()?, true, None),
             Stream::Client(client) => {
                 let nagle_off = client.nagle.get() == Nagle::Off;
-                (client.into_std()?, nagle_off)
+                (client.into_std()?, nagle_off, None)
+            }
+            Stream::Tls(stream) => {
+                let (socket, tls) = stream.detach()?;
+                (socket, true, Some(Box::new(tls)))
             }
         };
-        Ok(Detached { socket, nagle_off })
+        Ok(Detached {
+            socket,
+            nagle_off,
+            tls,
+        })
+    }
+
+    /// What a TLS connection's handshake agreed; `None` for cleartext.
+    pub fn tls_facts(&self) -> Option<TlsFacts> {
+        match self {
+            Stream::Tls(stream) => stream.facts(),
+            _ => None,
+        }
+    }
+
+    /// The host a TLS client asked for by SNI, if any.
+    pub fn server_name(&self) -> Option<String> {
+        match self {
+            Stream::Tls(stream) => stream.server_name(),
+            _ => None,
+        }
+    }
+
+    /// Before a close that does not wait: a TLS connection says close_notify if the socket
+    /// takes it now. Nothing for cleartext.
+    pub fn close_notify_now(&self) {
+        if let Stream::Tls(stream) = self {
+            stream.close_notify_now();
+        }
     }
 
     /// The registered stream: a client connection is registered now if it is not yet, and
@@ -441,7 +519,7 @@ impl Stream {
         }
         match self {
             Stream::Tcp(stream) => Ok(stream),
-            Stream::Client(_) => unreachable!("registered just above"),
+            _ => unreachable!("registered just above, and only a client's TCP stream is called"),
         }
     }
 
@@ -502,6 +580,7 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
             Stream::Client(_) => self.registered()?.poll_read_ready(cx),
+            Stream::Tls(stream) => stream.poll_read_ready(cx),
         }
     }
 
@@ -518,6 +597,7 @@ impl Stream {
                 Some(stream) => stream.poll_read_ready(&mut cx).is_ready(),
                 None => false,
             },
+            Stream::Tls(stream) => stream.is_read_ready(),
         }
     }
 
@@ -527,6 +607,7 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => stream.try_write(bytes),
             Stream::Client(client) => client.try_write(bytes),
+            Stream::Tls(stream) => stream.try_write(bytes),
         }
     }
 
@@ -536,6 +617,7 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => tcp_halves(stream),
             Stream::Client(_) => self.split_client(),
+            Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
         }
     }
 
@@ -556,6 +638,7 @@ impl Stream {
                 let client = &*client;
                 (ReadHalf::Client(client), WriteHalf::Client(client))
             }
+            Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
         }
     }
 
@@ -579,6 +662,7 @@ impl Stream {
             }
             Stream::Tcp(stream) => would_block(peek(stream.as_fd())),
             Stream::Client(client) => would_block(client.with_socket(peek)),
+            Stream::Tls(stream) => stream.still_open(),
         }
     }
 
@@ -603,6 +687,7 @@ impl Stream {
         match self {
             Stream::Tcp(stream) => f(stream.as_fd()),
             Stream::Client(client) => client.with_socket(f),
+            Stream::Tls(stream) => f(stream.socket()),
         }
     }
 }
@@ -618,6 +703,7 @@ impl AsyncRead for Stream {
         match this {
             Stream::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
             Stream::Client(_) => this.poll_read_client(cx, buf),
+            Stream::Tls(stream) => stream.poll_read(cx, buf),
         }
     }
 }
@@ -633,6 +719,7 @@ impl AsyncWrite for Stream {
         match this {
             Stream::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
             Stream::Client(_) => this.poll_write_client(cx, bytes),
+            Stream::Tls(stream) => stream.poll_write(cx, bytes),
         }
     }
 
@@ -643,7 +730,10 @@ impl AsyncWrite for Stream {
     }
 
     #[inline]
-    fn poll_shutdown(self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if let Stream::Tls(stream) = &*self {
+            return stream.poll_shutdown(cx);
+        }
         // No registration needed: tokio's own shutdown is this same call.
         Poll::Ready(self.with_socket(shutdown_write))
     }
@@ -656,6 +746,7 @@ impl ReadHalf<'_> {
         match self {
             ReadHalf::Tcp(read) => read.as_ref().poll_read_ready(cx),
             ReadHalf::Client(client) => client.poll_read_ready(cx),
+            ReadHalf::Tls(stream) => stream.poll_read_ready(cx),
         }
     }
 
@@ -675,6 +766,10 @@ impl ReadHalf<'_> {
                 let mut data_came = false;
                 poll_fn(|cx| client.poll_closed(cx, &mut data_came)).await;
             }
+            ReadHalf::Tls(stream) => {
+                let mut data_came = false;
+                poll_fn(|cx| stream.poll_closed(cx, &mut data_came)).await;
+            }
         }
     }
 }
@@ -689,6 +784,7 @@ impl AsyncRead for ReadHalf<'_> {
         match self.get_mut() {
             ReadHalf::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
             ReadHalf::Client(client) => client.poll_read(cx, buf),
+            ReadHalf::Tls(stream) => stream.poll_read(cx, buf),
         }
     }
 }
@@ -703,6 +799,7 @@ impl AsyncWrite for WriteHalf<'_> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
             WriteHalf::Client(client) => client.poll_write(cx, bytes),
+            WriteHalf::Tls(stream) => stream.poll_write(cx, bytes),
         }
     }
 
@@ -710,7 +807,8 @@ impl AsyncWrite for WriteHalf<'_> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_flush(cx),
-            WriteHalf::Client(_) => Poll::Ready(Ok(())),
+            // Writes are write-through (see `tls.rs`).
+            WriteHalf::Client(_) | WriteHalf::Tls(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -719,6 +817,7 @@ impl AsyncWrite for WriteHalf<'_> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
             WriteHalf::Client(client) => Poll::Ready(client.shutdown_write()),
+            WriteHalf::Tls(stream) => stream.poll_shutdown(cx),
         }
     }
 }
@@ -733,7 +832,7 @@ mod tests {
     impl Stream {
         fn is_registered(&self) -> bool {
             match self {
-                Stream::Tcp(_) => true,
+                Stream::Tcp(_) | Stream::Tls(_) => true,
                 Stream::Client(client) => client.registered_by_a_half(),
             }
         }
@@ -752,7 +851,7 @@ mod tests {
         ours.set_nonblocking(true).unwrap();
         // SAFETY: a connected, non-blocking TCP socket that nothing else owns.
         let detached = unsafe { Detached::from_raw_fd(ours.into_raw_fd()) };
-        (client, detached.into_stream())
+        (client, detached.into_stream().unwrap())
     }
 
     #[test]
@@ -825,7 +924,7 @@ mod tests {
         let mut got = [0; 6];
         client.read_exact(&mut got).unwrap();
         assert_eq!(&got, b"onetwo");
-        let again = stream.detach().unwrap().into_stream();
+        let again = stream.detach().unwrap().into_stream().unwrap();
         let Stream::Client(client_tcp) = &again else {
             panic!("a client stream")
         };

@@ -20,6 +20,7 @@ use super::health::{Health, HealthView};
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
+use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
     HealthCheck, Limits, ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig,
@@ -56,6 +57,8 @@ pub struct ListenerRules {
     pub access_log: Option<AccessLogConfig>,
     /// The protocols its requests may upgrade to.
     pub upgrade: UpgradeProtocols,
+    /// Its TLS settings and certificates, when it is a TLS listener.
+    pub tls: Option<ListenerTls>,
 }
 
 impl ListenerRules {
@@ -63,6 +66,7 @@ impl ListenerRules {
         ListenerRules {
             access_log: listener.access_log.clone(),
             upgrade: listener.upgrade.clone(),
+            tls: listener.tls.clone(),
         }
     }
 }
@@ -175,9 +179,10 @@ pub struct Server {
     /// Requests it answered (or failed), by ending and duration, a line per worker; kept
     /// across snapshots.
     pub traffic: Arc<Traffic>,
-    /// The `Set-Cookie` line that assigns a client to this server (sticky pools only), made
-    /// once per snapshot so that assigning costs no signing on the request path.
-    pub set_cookie: Option<Box<[u8]>>,
+    /// The `Set-Cookie` lines that assign a client to this server (sticky pools only), for a
+    /// cleartext request and then for one over TLS (`Secure`), made once per snapshot so that
+    /// assigning costs no signing on the request path.
+    pub set_cookie: Option<Box<[Box<[u8]>; 2]>>,
     /// Added through the admin API rather than the config file.
     pub added_at_run_time: bool,
 }
@@ -286,6 +291,11 @@ impl Snapshot {
     /// The access log of the listener in `slot`, if it has one.
     pub fn access_log(&self, slot: usize) -> Option<&AccessLogConfig> {
         self.listener_rules.get(slot)?.access_log.as_ref()
+    }
+
+    /// The TLS settings of the listener in `slot`, if it is a TLS listener.
+    pub fn listener_tls(&self, slot: usize) -> Option<&ListenerTls> {
+        self.listener_rules.get(slot)?.tls.as_ref()
     }
 
     /// The protocols requests on the listener in `slot` may upgrade to.
@@ -431,15 +441,19 @@ impl Lineage {
                     };
                     seen.insert(identity, record);
                     let set_cookie = pool.sticky.as_ref().map(|sticky| {
-                        let mut line = Vec::new();
-                        write_set_cookie(
-                            &mut line,
-                            &sticky.cookie,
-                            &key.cookie_value(&server.name),
-                            false,
-                            sticky.max_age.map(|age| age.as_secs()),
-                        );
-                        line.into_boxed_slice()
+                        let value = key.cookie_value(&server.name);
+                        let line = |secure| {
+                            let mut line = Vec::new();
+                            write_set_cookie(
+                                &mut line,
+                                &sticky.cookie,
+                                &value,
+                                secure,
+                                sticky.max_age.map(|age| age.as_secs()),
+                            );
+                            line.into_boxed_slice()
+                        };
+                        Box::new([line(false), line(true)])
                     });
                     Server {
                         id,

@@ -4,7 +4,7 @@
 //!
 //! One module a job: `heads` (reading heads and responses), `raw` (the connection), `sync`
 //! (latches and polling), `mock` (backends), `one_at_a_time` (a server like gunicorn's sync workers), `body` (deterministic content), `start` (herdsman in
-//! this process), `binary` (the herdsman binary) and `pools` (what the tests of pools share); all
+//! this process), `binary` (the herdsman binary), `pools` (what the tests of pools share) and `tls` (a test CA, certificates and a TLS client); all
 //! re-exported here, so a test writes `use common::*;`.
 #![allow(dead_code)]
 
@@ -17,6 +17,7 @@ mod pools;
 mod raw;
 mod start;
 mod sync;
+mod tls;
 
 use std::time::Duration;
 
@@ -25,6 +26,7 @@ use std::time::Duration;
 #[allow(unused_imports)]
 pub use self::{
     binary::*, body::*, heads::*, mock::*, one_at_a_time::*, pools::*, raw::*, start::*, sync::*,
+    tls::*,
 };
 
 /// Every read and write a test makes gives up after this long.

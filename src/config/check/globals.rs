@@ -69,6 +69,11 @@ impl Checker {
                 &raw.backend_idle,
                 default.backend_idle,
             ),
+            tls_handshake: timeout(
+                "timeouts.tls_handshake",
+                &raw.tls_handshake,
+                default.tls_handshake,
+            ),
             request: None,
         };
         Timeouts {

@@ -57,6 +57,10 @@ impl Checker {
             ),
             access_log: self.access_log(table, listener),
             upgrade: self.upgrade_protocols(table, &listener.upgrade),
+            tls: listener
+                .tls
+                .as_ref()
+                .and_then(|raw| self.listener_tls(table, raw)),
         }
     }
 

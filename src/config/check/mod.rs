@@ -14,6 +14,7 @@ mod listeners;
 mod pools;
 mod primitives;
 mod routes;
+mod tls;
 mod words;
 
 use std::fmt;
@@ -258,6 +259,7 @@ mod tests {
                     max_connections: 0,
                     access_log: None,
                     upgrade: UpgradeProtocols::new(["websocket"]),
+                    tls: None,
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -268,6 +270,7 @@ mod tests {
                     max_connections: 0,
                     access_log: None,
                     upgrade: UpgradeProtocols::new(["websocket"]),
+                    tls: None,
                 },
             ],
             timeouts: Timeouts {
@@ -278,6 +281,7 @@ mod tests {
                 backend_read: Duration::from_secs(60),
                 request: None,
                 backend_idle: Duration::from_millis(3500),
+                tls_handshake: Duration::from_secs(10),
             },
             limits: Limits {
                 max_header_bytes: 16384,

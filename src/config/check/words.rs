@@ -6,6 +6,8 @@ use toml::Spanned;
 
 use super::primitives::quoted;
 use super::Checker;
+use crate::config::certificates::UnknownName;
+use crate::config::tls::TlsVersion;
 use crate::config::{AccessLogFormat, Balance, IntakeMode, LogLevel, RetryCondition, ServerState};
 
 /// The words a key accepts, each with the value it stands for.
@@ -111,6 +113,24 @@ pub(in crate::config) const LOG_LEVELS: Words<LogLevel> = Words {
     ],
     // Starts, stops, reloads, listeners and server state changes; not one line per request.
     default: LogLevel::Info,
+};
+
+/// `[listener.tls] unknown_name`: what a client naming no host the listener has a certificate
+/// for gets.
+pub(in crate::config) const UNKNOWN_NAMES: Words<UnknownName> = Words {
+    accepted: &[
+        ("default", UnknownName::Default),
+        ("refuse", UnknownName::Refuse),
+    ],
+    // As nginx and HAProxy: the first certificate, so that clients without SNI still connect.
+    default: UnknownName::Default,
+};
+
+/// `[listener.tls] min_version`.
+pub(in crate::config) const TLS_VERSIONS: Words<TlsVersion> = Words {
+    accepted: &[("1.2", TlsVersion::Tls12), ("1.3", TlsVersion::Tls13)],
+    // What Mozilla's "intermediate" profile accepts: every browser of the last decade.
+    default: TlsVersion::Tls12,
 };
 
 impl Checker {

@@ -231,6 +231,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                     pool: new.pool,
                     access_log: new.access_log.clone(),
                     upgrade: new.upgrade.clone(),
+                    tls: new.tls.clone(),
                     ..old.clone()
                 }
             }

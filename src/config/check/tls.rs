@@ -1,0 +1,231 @@
+//! A listener's `[listener.tls]`: its certificates loaded now, so that a chain that does not
+//! parse, a key that is not its certificate's or a file that cannot be read is refused with the
+//! file and the reason — by `herdsman check`, at start, and on reload (where the certificates
+//! already serving go on serving) — and the version and unknown-name settings.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use toml::Spanned;
+
+use super::primitives::quoted;
+use super::words::{TLS_VERSIONS, UNKNOWN_NAMES};
+use super::{Checker, Table};
+use crate::config::certificates::{Certificate, CertificateError, CertificateStore};
+use crate::config::raw::{RawCertificate, RawListenerTls};
+use crate::config::tls::{provider, ListenerTls};
+
+impl Checker {
+    /// `[listener.tls]` of the listener `table` names; `None` when any problem was found.
+    pub(super) fn listener_tls(
+        &mut self,
+        table: &Table,
+        raw: &Spanned<RawListenerTls>,
+    ) -> Option<ListenerTls> {
+        let tls = Table {
+            path: table.key("tls"),
+            line: self.lines.line_of(raw.span().start),
+        };
+        let raw = raw.get_ref();
+        let unknown = self.word(&tls.key("unknown_name"), &raw.unknown_name, &UNKNOWN_NAMES);
+        let min_version = self.word(&tls.key("min_version"), &raw.min_version, &TLS_VERSIONS);
+        let key = tls.key("certificates");
+        let listed = raw.certificates.as_ref().map_or(&[][..], |c| c.get_ref());
+        if listed.is_empty() {
+            let line = raw
+                .certificates
+                .as_ref()
+                .map_or(tls.line, |c| self.lines.line_of(c.span().start));
+            self.report(
+                &key,
+                Some(line),
+                &format!(
+                    r#"{key}: none; a TLS listener needs at least one, e.g. certificates = [{{ chain = "/etc/herdsman/example.com.pem", key = "/etc/herdsman/example.com.key" }}]"#
+                ),
+            );
+            return None;
+        }
+        let mut loaded = Vec::with_capacity(listed.len());
+        for (index, raw) in listed.iter().enumerate() {
+            let entry = Table {
+                path: format!("{key}[{index}]"),
+                line: self.lines.line_of(raw.span().start),
+            };
+            if let Some(certificate) = self.certificate(&entry, raw.get_ref()) {
+                loaded.push(certificate);
+            }
+        }
+        if loaded.len() < listed.len() {
+            return None;
+        }
+        let store = CertificateStore::new(loaded, unknown);
+        Some(ListenerTls::new(Arc::new(store), min_version))
+    }
+
+    /// One certificate's `chain` and `key`, loaded and checked to match.
+    fn certificate(&mut self, entry: &Table, raw: &RawCertificate) -> Option<Certificate> {
+        let chain = self.pem_path(entry, "chain", &raw.chain, "example.com.pem");
+        let key = self.pem_path(entry, "key", &raw.key, "example.com.key");
+        let (chain, key) = (chain?, key?);
+        let (chain_path, key_path) = (Path::new(chain.get_ref()), Path::new(key.get_ref()));
+        match Certificate::load(chain_path, key_path, &provider()) {
+            Ok(certificate) => Some(certificate),
+            Err(error) => {
+                // The file at fault, and the key that names it.
+                let (field, raw) = match &error {
+                    CertificateError::File { path, .. } if path == key_path => ("key", key),
+                    _ => ("chain", chain),
+                };
+                let reason = match &error {
+                    CertificateError::File { reason, .. } => reason.clone(),
+                    CertificateError::Mismatch { .. } => error.to_string(),
+                };
+                self.reject(
+                    &entry.key(field),
+                    raw.span(),
+                    &quoted(raw.get_ref()),
+                    reason,
+                );
+                None
+            }
+        }
+    }
+
+    /// A certificate's `chain` or `key`: an absolute path (a relative one would depend on the
+    /// directory herdsman was started in, and a reload could read another file).
+    fn pem_path<'a>(
+        &mut self,
+        entry: &Table,
+        field: &str,
+        raw: &'a Option<Spanned<String>>,
+        example: &str,
+    ) -> Option<&'a Spanned<String>> {
+        let key = entry.key(field);
+        let Some(raw) = raw else {
+            self.report(
+                &key,
+                Some(entry.line),
+                &format!(r#"{key}: missing; write the file's absolute path, e.g. {field} = "/etc/herdsman/{example}""#),
+            );
+            return None;
+        };
+        if Path::new(raw.get_ref()).is_absolute() {
+            return Some(raw);
+        }
+        let why = format!(r#"not an absolute path; write e.g. "/etc/herdsman/{example}""#);
+        self.reject(&key, raw.span(), &quoted(raw.get_ref()), why);
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::fixtures::MINIMAL;
+    use crate::config::load::from_toml;
+    use crate::config::tls::TlsVersion;
+    use crate::config::ConfigProblem;
+    use std::path::PathBuf;
+
+    /// A directory of its own with a self-signed certificate for `names` (chain.pem, key.pem).
+    fn certificate_files(tag: &str, names: &[&str]) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("herdsman-tls-{}-{tag}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+        let made = rcgen::generate_simple_self_signed(names).unwrap();
+        std::fs::write(dir.join("chain.pem"), made.cert.pem()).unwrap();
+        std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem()).unwrap();
+        dir
+    }
+
+    /// `MINIMAL` with a `[listener.tls]` table holding `keys` after its listener.
+    fn with_tls(keys: &str) -> String {
+        let end_of_listener = "pool = \"app\"\n\n[[pool]]";
+        MINIMAL.replace(
+            end_of_listener,
+            &format!("pool = \"app\"\n[listener.tls]\n{keys}\n\n[[pool]]"),
+        )
+    }
+
+    fn problems(text: &str) -> Vec<ConfigProblem> {
+        match from_toml(text, "t.toml") {
+            Ok(_) => panic!("accepted:\n{text}"),
+            Err(error) => error.problems,
+        }
+    }
+
+    #[test]
+    fn a_listener_with_certificates_serves_them_on_the_chosen_versions() {
+        let dir = certificate_files("ok", &["example.test", "*.example.test"]);
+        let text = with_tls(&format!(
+            "certificates = [{{ chain = \"{0}/chain.pem\", key = \"{0}/key.pem\" }}]\nmin_version = \"1.3\"\nunknown_name = \"refuse\"",
+            dir.display()
+        ));
+        let config = from_toml(&text, "t.toml").unwrap();
+        let tls = config.listeners[0].tls.as_ref().expect("a TLS listener");
+        assert_eq!(tls.min_version, TlsVersion::Tls13);
+        let names = &tls.certificates.certificates()[0].names;
+        assert_eq!(names, &["example.test", "*.example.test"]);
+        assert!(tls.certificates.select(Some("a.example.test")).is_some());
+        assert!(tls.certificates.select(Some("other.test")).is_none());
+        assert_eq!(tls.server_config.alpn_protocols, [b"http/1.1".to_vec()]);
+        // The same files read again make an equal config (a reload that changes nothing).
+        assert_eq!(config, from_toml(&text, "t.toml").unwrap());
+    }
+
+    #[test]
+    fn a_key_that_is_not_the_certificates_is_refused_naming_both_files_and_the_line() {
+        let one = certificate_files("one", &["one.test"]);
+        let two = certificate_files("two", &["two.test"]);
+        let text = with_tls(&format!(
+            "certificates = [\n  {{ chain = \"{}/chain.pem\", key = \"{}/key.pem\" }},\n]",
+            one.display(),
+            two.display()
+        ));
+        let found = problems(&text);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, "listener[0].tls.certificates[0].chain");
+        assert_eq!(found[0].line, Some(8));
+        assert!(
+            found[0]
+                .message
+                .contains("the key does not match the certificate")
+                && found[0].message.contains("one")
+                && found[0].message.contains("two"),
+            "{}",
+            found[0].message
+        );
+    }
+
+    #[test]
+    fn missing_unreadable_relative_and_empty_certificates_are_each_named() {
+        let dir = certificate_files("bad", &["bad.test"]);
+        std::fs::write(dir.join("garbage.pem"), "not pem at all\n").unwrap();
+        let text = with_tls(&format!(
+            "certificates = [\n  {{ chain = \"{0}/absent.pem\", key = \"{0}/key.pem\" }},\n  {{ chain = \"{0}/garbage.pem\", key = \"{0}/key.pem\" }},\n  {{ chain = \"chain.pem\", key = \"{0}/key.pem\" }},\n  {{ chain = \"{0}/chain.pem\" }},\n]\nmin_version = \"1.1\"",
+            dir.display()
+        ));
+        let found = problems(&text);
+        let keys: Vec<&str> = found.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "listener[0].tls.certificates[0].chain",
+                "listener[0].tls.certificates[1].chain",
+                "listener[0].tls.certificates[2].chain",
+                "listener[0].tls.certificates[3].key",
+                "listener[0].tls.min_version",
+            ]
+        );
+        let says = |index: usize, text: &str| {
+            assert!(found[index].message.contains(text), "{found:?}");
+        };
+        says(0, "cannot be read");
+        says(1, "holds no certificate");
+        says(2, "not an absolute path");
+        says(3, "missing");
+        says(4, "accepted: 1.2, 1.3");
+        let none = problems(&with_tls("certificates = []"));
+        assert_eq!(none[0].key, "listener[0].tls.certificates");
+        assert!(none[0].message.contains("at least one"));
+    }
+}

@@ -1,0 +1,120 @@
+//! A TLS listener's settings as the config check builds them: its certificates (loaded and
+//! indexed by `certificates.rs`), the oldest protocol version it accepts, and the rustls server
+//! config every handshake on it starts from — built once per config, shared by every worker, on
+//! the crypto provider chosen by measurement and with session resumption state that outlives
+//! the config (so a reload does not cost clients their sessions).
+
+use std::sync::{Arc, OnceLock};
+
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::ServerConfig;
+
+use super::certificates::CertificateStore;
+
+/// The protocol a TLS connection's HTTP runs on, offered by ALPN: HTTP/1.1 only until herdsman
+/// speaks HTTP/2.
+pub const ALPN_HTTP1: &[u8] = b"http/1.1";
+
+/// TLS 1.2 sessions kept for resumption by session id, over every listener: about 200 bytes each
+/// in rustls's cache.
+const SESSION_CACHE_ENTRIES: usize = 20_000;
+
+/// The oldest TLS version a listener accepts. Never older than 1.2: 1.0 and 1.1 are deprecated
+/// (RFC 8996), and rustls does not speak them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TlsVersion {
+    Tls12,
+    Tls13,
+}
+
+impl TlsVersion {
+    /// The word the config uses for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            TlsVersion::Tls12 => "1.2",
+            TlsVersion::Tls13 => "1.3",
+        }
+    }
+}
+
+/// A listener's `[listener.tls]`, checked, its certificates loaded.
+#[derive(Debug, Clone)]
+pub struct ListenerTls {
+    pub certificates: Arc<CertificateStore>,
+    pub min_version: TlsVersion,
+    /// What each handshake on the listener starts from.
+    pub server_config: Arc<ServerConfig>,
+}
+
+impl PartialEq for ListenerTls {
+    /// The same settings and the same certificates, file for file and byte for byte.
+    fn eq(&self, other: &ListenerTls) -> bool {
+        let same_certificate = |(a, b): (&super::certificates::Certificate, &_)| {
+            let b: &super::certificates::Certificate = b;
+            a.chain_file == b.chain_file && a.key_file == b.key_file && a.key.cert == b.key.cert
+        };
+        self.min_version == other.min_version
+            && self.certificates.unknown_name() == other.certificates.unknown_name()
+            && self.certificates.certificates().len() == other.certificates.certificates().len()
+            && self
+                .certificates
+                .certificates()
+                .iter()
+                .zip(other.certificates.certificates())
+                .all(same_certificate)
+    }
+}
+
+impl ListenerTls {
+    /// The settings over `certificates`, with the server config they make.
+    pub fn new(certificates: Arc<CertificateStore>, min_version: TlsVersion) -> ListenerTls {
+        let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
+            TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
+            TlsVersion::Tls13 => &[&rustls::version::TLS13],
+        };
+        let mut config = ServerConfig::builder_with_provider(provider())
+            .with_protocol_versions(versions)
+            .expect("the provider supports TLS 1.2 and 1.3")
+            .with_no_client_auth()
+            .with_cert_resolver(Arc::clone(&certificates) as _);
+        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        config.ticketer = ticketer();
+        config.session_storage = session_cache();
+        // Renegotiation does not exist in rustls; 0-RTT data stays off (it can be replayed).
+        config.max_early_data_size = 0;
+        ListenerTls {
+            certificates,
+            min_version,
+            server_config: Arc::new(config),
+        }
+    }
+}
+
+/// The crypto provider every TLS connection uses: aws-lc-rs's key exchange, signatures and
+/// randomness (its ECDSA handshake costs 0.83x ring's) with ring's cipher suites (sealing 1 MiB
+/// costs 0.66-0.71x aws-lc-rs's on this machine): bench/results/tls-provider.md.
+pub fn provider() -> Arc<CryptoProvider> {
+    static PROVIDER: OnceLock<Arc<CryptoProvider>> = OnceLock::new();
+    Arc::clone(PROVIDER.get_or_init(|| {
+        Arc::new(CryptoProvider {
+            cipher_suites: rustls::crypto::ring::default_provider().cipher_suites,
+            ..rustls::crypto::aws_lc_rs::default_provider()
+        })
+    }))
+}
+
+/// The process's TLS 1.3 ticket keys (rotated by rustls every six hours, the previous key still
+/// accepted), shared by every listener and kept across reloads.
+fn ticketer() -> Arc<dyn ProducesTickets> {
+    static TICKETER: OnceLock<Arc<dyn ProducesTickets>> = OnceLock::new();
+    Arc::clone(TICKETER.get_or_init(|| {
+        rustls::crypto::aws_lc_rs::Ticketer::new().expect("the provider makes ticket keys")
+    }))
+}
+
+/// The process's TLS 1.2 session cache, shared and kept across reloads like the ticket keys.
+fn session_cache() -> Arc<dyn StoresServerSessions + Send + Sync> {
+    static CACHE: OnceLock<Arc<dyn StoresServerSessions + Send + Sync>> = OnceLock::new();
+    Arc::clone(CACHE.get_or_init(|| ServerSessionMemoryCache::new(SESSION_CACHE_ENTRIES)))
+}

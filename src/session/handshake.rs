@@ -1,0 +1,86 @@
+//! A TLS listener's connection before its first request: the handshake, bounded by
+//! `[timeouts] tls_handshake` from the connection's arrival and counted by how it ended.
+//! Cleartext HTTP sent to the TLS port is answered with a plain 400 that says so (as nginx
+//! does), then closed; anything else that is not TLS is closed at once.
+
+use std::net::SocketAddr;
+
+use tokio::time::{timeout_at, Instant};
+
+use super::connection::Connection;
+use crate::config::tls::ListenerTls;
+use crate::proxy::{Downstream, ProxyContext};
+use crate::stats::tls::HandshakeFailed;
+use crate::transport::{Buffer, Detached, HandshakeFailure, Stream};
+
+/// What a client that spoke cleartext HTTP to a TLS port is told.
+const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
+Content-Type: text/plain; charset=utf-8\r\n\
+Content-Length: 69\r\n\
+Connection: close\r\n\
+\r\n\
+This port speaks HTTPS; the request came in plain HTTP. Use https://\n";
+
+/// The handshake of a new connection on a TLS listener: its stream once it is done, `None` when
+/// it failed (the connection is closed, the failure counted).
+pub async fn handshake(
+    context: &ProxyContext,
+    stream: Detached,
+    tls: &ListenerTls,
+    peer: SocketAddr,
+    deadline: Instant,
+) -> Option<Stream> {
+    let counters = &context.counters().tls;
+    let started = Instant::now();
+    counters
+        .in_progress
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let done = timeout_at(deadline, stream.accept_tls(&tls.server_config)).await;
+    counters
+        .in_progress
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    let failure = match done {
+        Ok(Ok(stream)) => {
+            let resumed = stream.tls_facts().is_some_and(|facts| facts.resumed);
+            counters.finished(resumed, started.elapsed());
+            return Some(stream);
+        }
+        Ok(Err(failure)) => failure,
+        Err(_elapsed) => {
+            counters.failed(HandshakeFailed::Timeout);
+            tracing::debug!(client = %peer, "TLS handshake timed out");
+            return None;
+        }
+    };
+    let reason = failure.reason();
+    counters.failed(reason);
+    tracing::debug!(client = %peer, reason = reason.name(), ?failure, "TLS handshake failed");
+    if let HandshakeFailure::PlainHttp(stream) = failure {
+        answer_plain_http(stream, peer, deadline).await;
+    }
+    None
+}
+
+/// Tells a cleartext client it reached a TLS port, then closes lingering (its request is unread,
+/// and a close with unread bytes would reset the answer away).
+async fn answer_plain_http(stream: Detached, peer: SocketAddr, deadline: Instant) {
+    let Ok(stream) = stream.into_stream() else {
+        return;
+    };
+    let mut connection = Connection::with_received(stream, Buffer::new(), peer);
+    if let Some(Ok(())) = connection.send(PLAIN_HTTP_TO_TLS, deadline).await {
+        connection.close_gracefully().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_answer_to_plain_http_is_framed_by_its_length() {
+        let text = std::str::from_utf8(PLAIN_HTTP_TO_TLS).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    }
+}

@@ -1,0 +1,363 @@
+//! HTTPS on a listener (`[listener.tls]`), tried with a rustls client over real sockets: requests
+//! and responses of every size through the handshake, keep-alive across the parking lot, SNI
+//! choosing among certificates (exact, wildcard, unknown names served the default or refused),
+//! session resumption, what servers and cookies are told, cleartext and garbage sent to the TLS
+//! port, a handshake that never comes, and certificates swapped by a reload.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use common::*;
+
+/// The config of `setup` with `tls` (a `[listener.tls]` table) on its listener.
+fn with_tls(setup: &Setup, tls: &str) -> String {
+    let text = setup.toml("127.0.0.1:0");
+    let end_of_listener = "pool = \"app\"\n\n";
+    let at = text
+        .find(end_of_listener)
+        .expect("the listener's pool line")
+        + end_of_listener.len();
+    format!("{}{tls}\n{}", &text[..at], &text[at..])
+}
+
+fn start_tls(setup: Setup, tls: &str) -> Proxy {
+    Proxy::start_from_file(&with_tls(&setup, tls))
+}
+
+/// Asserts that `count` handshakes failed for `reason`: counted as the handshake's task ends,
+/// just after the close the client sees, so waited for briefly.
+fn assert_failures(proxy: &Proxy, reason: &str, count: u64) {
+    let stats = proxy.server().stats();
+    let counted = || stats.tls_handshake_failures(reason);
+    eventually(Duration::from_secs(2), || counted() == count);
+    assert_eq!(counted(), count, "handshakes failed for {reason}");
+}
+
+#[test]
+fn a_request_over_tls_reaches_the_server_as_https_and_its_answer_comes_back() {
+    let server = Mock::echo();
+    let cert = CertFiles::issue("basic", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(conn.stream.conn.alpn_protocol(), Some(&b"http/1.1"[..]));
+    let response = conn
+        .roundtrip(b"POST /upload HTTP/1.1\r\nHost: app.test\r\nContent-Length: 5\r\n\r\nhello");
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body, b"hello");
+    let heads = server.heads();
+    assert_eq!(heads[0].header("x-forwarded-proto"), Some("https"));
+    assert_eq!(heads[0].target(), "/upload");
+}
+
+#[test]
+fn a_keep_alive_connection_serves_requests_before_and_after_it_parks() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("keepalive", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    for round in 0..4 {
+        let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+        assert_eq!(response.status(), 200, "round {round}");
+        assert_eq!(response.body, b"a");
+        // Past the session's PARK_AFTER (100 ms): the connection waits in the parking lot with
+        // its TLS state, and the next request wakes it.
+        std::thread::sleep(Duration::from_millis(250));
+        let parked: u32 = proxy
+            .server()
+            .stats()
+            .counters
+            .iter()
+            .map(|c| c.parked.load(std::sync::atomic::Ordering::Relaxed))
+            .sum();
+        assert_eq!(parked, 1, "round {round}: the connection did not park");
+    }
+    assert_eq!(server.connections(), 1);
+}
+
+#[test]
+fn large_bodies_cross_tls_intact_both_ways() {
+    let server = Mock::echo();
+    let cert = CertFiles::issue("large", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    let body = Pattern::bytes(7, 3 * 1024 * 1024 + 17);
+    let mut request = format!(
+        "PUT /big HTTP/1.1\r\nHost: app.test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    )
+    .into_bytes();
+    request.extend_from_slice(&body);
+    let response = conn.roundtrip(&request);
+    assert_eq!(response.status(), 200);
+    assert!(response.body == body, "the echoed body differs");
+}
+
+#[test]
+fn sni_picks_the_exact_certificate_then_the_wildcard_then_the_default() {
+    let server = Mock::named("a");
+    let first = CertFiles::issue("sni-first", &["first.test"]);
+    let exact = CertFiles::issue("sni-exact", &["www.example.test"]);
+    let wildcard = CertFiles::issue("sni-wild", &["*.example.test"]);
+    let tls = tls_table(&[&first, &exact, &wildcard], "");
+    let proxy = start_tls(Setup::new().server("a", server.addr), &tls);
+    let presented = |sni: &str| {
+        let config = client_config_trusting_any_name();
+        let mut conn = TlsConn::try_connect(proxy.addr, sni, &config).unwrap();
+        let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n");
+        assert_eq!(response.status(), 200);
+        conn.server_certificate()
+    };
+    assert_eq!(presented("www.example.test"), exact.der);
+    assert_eq!(presented("WWW.Example.Test"), exact.der);
+    assert_eq!(presented("api.example.test"), wildcard.der);
+    // One label only: neither the parent nor a deeper name.
+    assert_eq!(presented("a.b.example.test"), first.der);
+    assert_eq!(presented("elsewhere.test"), first.der);
+    // A client that sends no SNI (an IP address) gets the default.
+    assert_eq!(presented("127.0.0.1"), first.der);
+}
+
+#[test]
+fn a_listener_that_refuses_unknown_names_fails_their_handshake_and_serves_known_ones() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("refuse", &["app.test"]);
+    let tls = tls_table(&[&cert], "unknown_name = \"refuse\"");
+    let proxy = start_tls(Setup::new().server("a", server.addr), &tls);
+    let config = client_config_trusting_any_name();
+    let refused = TlsConn::try_connect(proxy.addr, "other.test", &config);
+    assert!(refused.is_err(), "an unknown name was served");
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(
+        conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n")
+            .status(),
+        200
+    );
+    assert_failures(&proxy, "unknown_name", 1);
+}
+
+#[test]
+fn a_second_connection_resumes_the_first_ones_session() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("resume", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let config = client_config();
+    for (round, expect_resumed) in [(0, false), (1, true), (2, true)] {
+        let mut conn = TlsConn::try_connect(proxy.addr, "app.test", &config).unwrap();
+        let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+        assert_eq!(response.status(), 200);
+        assert_eq!(conn.resumed(), expect_resumed, "round {round}");
+    }
+    let stats = proxy.server().stats();
+    assert_eq!(stats.tls_handshakes(false), 1);
+    assert_eq!(stats.tls_handshakes(true), 2);
+}
+
+#[test]
+fn cleartext_http_to_the_tls_port_is_told_so_with_a_400_and_closed() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("plain", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let mut conn = proxy.connect();
+    conn.send(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    let response = conn.response();
+    assert_eq!(response.status(), 400);
+    assert!(
+        response.body_text().contains("HTTPS"),
+        "{}",
+        response.body_text()
+    );
+    conn.expect_closed();
+    assert_eq!(server.connections(), 0);
+    assert_failures(&proxy, "plain_http", 1);
+}
+
+#[test]
+fn garbage_to_the_tls_port_is_closed_at_once() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("garbage", &["app.test"]);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], ""),
+    );
+    let mut conn = proxy.connect();
+    conn.send(b"\x00\x01\x02garbage\r\n\r\n");
+    assert!(conn.closes_within(Duration::from_secs(2)));
+    assert_failures(&proxy, "not_tls", 1);
+}
+
+#[test]
+fn a_handshake_that_never_comes_is_closed_at_the_tls_handshake_timeout() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("timeout", &["app.test"]);
+    let setup = Setup::new()
+        .server("a", server.addr)
+        .timeout("tls_handshake", "500ms");
+    let proxy = start_tls(setup, &tls_table(&[&cert], ""));
+    let started = Instant::now();
+    let mut silent = proxy.connect();
+    // Half a ClientHello: a record header promising more than comes.
+    let mut half = proxy.connect();
+    half.send(&[0x16, 0x03, 0x01, 0x02, 0x00, 0x01]);
+    assert!(silent.closes_within(Duration::from_secs(3)));
+    assert!(half.closes_within(Duration::from_secs(3)));
+    let took = started.elapsed();
+    assert!(took >= Duration::from_millis(450), "closed after {took:?}");
+    assert_failures(&proxy, "timeout", 2);
+    // Others are served meanwhile and after.
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(
+        conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n")
+            .status(),
+        200
+    );
+}
+
+#[test]
+fn a_sticky_cookie_set_over_tls_is_secure() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("sticky", &["app.test"]);
+    let setup = Setup::new().server("a", server.addr);
+    let text = with_tls(&setup, &tls_table(&[&cert], "")).replace(
+        "balance = \"round-robin\"",
+        "balance = \"round-robin\"\nsticky = { cookie = \"S\" }",
+    );
+    let proxy = Proxy::start_from_file(&text);
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    let cookie = response.header("set-cookie").expect("a sticky cookie");
+    assert!(cookie.ends_with("; Secure"), "{cookie}");
+}
+
+#[test]
+fn a_reload_swaps_certificates_in_and_refuses_one_that_does_not_match_its_key() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("tls-swap");
+    let old = CertFiles::issue_into(&dir, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let setup = Setup::new().server("a", server.addr);
+    let text = with_tls(&setup, &tls_table(&[&old], ""));
+    let proxy = Proxy::start_from_file(&text);
+    let mut kept = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(kept.server_certificate(), old.der);
+
+    // A key that is not the certificate's: the reload is refused, naming the files, and the
+    // old certificate goes on serving.
+    let other = CertFiles::issue("swap-other", &["app.test"]);
+    std::fs::copy(&other.key, &old.key).unwrap();
+    let refused = proxy
+        .reload_with(&text)
+        .expect_err("a mismatched key was accepted");
+    let message = refused.to_string();
+    assert!(message.contains("does not match"), "{message}");
+    assert!(message.contains("chain.pem"), "{message}");
+    assert_eq!(
+        TlsConn::connect(proxy.addr, "app.test").server_certificate(),
+        old.der
+    );
+
+    // A good new pair: new handshakes get it, and a connection made before goes on.
+    let new = CertFiles::issue_into(&dir, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    proxy.reload_with(&text).expect("the new certificate loads");
+    assert_eq!(
+        TlsConn::connect(proxy.addr, "app.test").server_certificate(),
+        new.der
+    );
+    let response = kept.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(response.status(), 200);
+}
+
+/// The test client, trusting the CA and checking the chain but not the name: to see which
+/// certificate a name is given, whatever names it holds.
+fn client_config_trusting_any_name() -> std::sync::Arc<rustls::ClientConfig> {
+    use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+    use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+
+    #[derive(Debug)]
+    struct AnyName(std::sync::Arc<rustls::client::WebPkiServerVerifier>);
+
+    impl ServerCertVerifier for AnyName {
+        fn verify_server_cert(
+            &self,
+            end_entity: &CertificateDer<'_>,
+            intermediates: &[CertificateDer<'_>],
+            _name: &ServerName<'_>,
+            ocsp: &[u8],
+            now: UnixTime,
+        ) -> Result<ServerCertVerified, rustls::Error> {
+            // Verified for a name the certificate holds: the chain is what is checked.
+            let parsed = x509_name(end_entity);
+            let name = ServerName::try_from(parsed).unwrap();
+            self.0
+                .verify_server_cert(end_entity, intermediates, &name, ocsp, now)
+        }
+
+        fn verify_tls12_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls12_signature(message, cert, dss)
+        }
+
+        fn verify_tls13_signature(
+            &self,
+            message: &[u8],
+            cert: &CertificateDer<'_>,
+            dss: &rustls::DigitallySignedStruct,
+        ) -> Result<HandshakeSignatureValid, rustls::Error> {
+            self.0.verify_tls13_signature(message, cert, dss)
+        }
+
+        fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+            self.0.supported_verify_schemes()
+        }
+    }
+
+    let mut roots = rustls::RootCertStore::empty();
+    roots.add(test_ca().der.clone()).unwrap();
+    let provider = std::sync::Arc::new(rustls::crypto::aws_lc_rs::default_provider());
+    let verifier =
+        rustls::client::WebPkiServerVerifier::builder_with_provider(roots.into(), provider.clone())
+            .build()
+            .unwrap();
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .dangerous()
+        .with_custom_certificate_verifier(std::sync::Arc::new(AnyName(verifier)))
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    std::sync::Arc::new(config)
+}
+
+/// The first DNS name of a certificate issued by the test CA (a wildcard's with its first label
+/// filled in).
+fn x509_name(der: &rustls::pki_types::CertificateDer<'_>) -> String {
+    let (_, parsed) = x509_parser::parse_x509_certificate(der).unwrap();
+    let names = parsed.subject_alternative_name().unwrap().unwrap();
+    let first = names
+        .value
+        .general_names
+        .iter()
+        .find_map(|name| match name {
+            x509_parser::extensions::GeneralName::DNSName(dns) => Some(dns.replace('*', "any")),
+            _ => None,
+        });
+    first.unwrap()
+}

@@ -332,3 +332,68 @@ fn eventually_scraped(running: &Running, mut ready: impl FnMut(&Metrics) -> bool
         std::thread::sleep(std::time::Duration::from_millis(20));
     }
 }
+
+#[test]
+fn tls_handshakes_failures_and_certificate_expiry_are_reported() {
+    let backend = server();
+    let running = Running::start(Setup::new().admin().server("a", backend.addr));
+    let before = Metrics::scrape(&running);
+    assert_eq!(before.sum("herdsman_worker_tls_handshakes_total", &[]), 0.0);
+    // A reload makes the listener a TLS one; its next connections handshake.
+    let cert = CertFiles::issue("metrics", &["app.test", "*.app.test"]);
+    running.reconfigure(|text| {
+        let listener_end = "pool = \"app\"\n\n";
+        let at = text.find(listener_end).unwrap() + listener_end.len();
+        format!(
+            "{}{}\n{}",
+            &text[..at],
+            tls_table(&[&cert], ""),
+            &text[at..]
+        )
+    });
+    let config = client_config();
+    for _ in 0..2 {
+        let mut conn = TlsConn::try_connect(running.web, "app.test", &config).unwrap();
+        let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+        assert_eq!(response.status(), 200);
+    }
+    let mut plain = Conn::connect(running.web);
+    assert_eq!(plain.roundtrip(&get_request("/", "")).status(), 400);
+
+    let after = eventually_scraped(&running, |m| {
+        m.sum(
+            "herdsman_worker_tls_handshake_failures_total",
+            &[("reason", "plain_http")],
+        ) >= 1.0
+    });
+    promtool_check(&after.text);
+    let handshakes = |kind| after.sum("herdsman_worker_tls_handshakes_total", &[("kind", kind)]);
+    assert_eq!((handshakes("full"), handshakes("resumed")), (1.0, 1.0));
+    let failures = |reason| {
+        after.sum(
+            "herdsman_worker_tls_handshake_failures_total",
+            &[("reason", reason)],
+        )
+    };
+    assert_eq!((failures("plain_http"), failures("timeout")), (1.0, 0.0));
+    let timed: f64 = ["0", "1"]
+        .iter()
+        .map(|worker| {
+            let buckets = after.histogram(
+                "herdsman_worker_tls_handshake_duration_seconds",
+                &[("worker", worker)],
+            );
+            buckets.last().map_or(0.0, |(_, count)| *count)
+        })
+        .sum();
+    assert_eq!(timed, 2.0);
+    let expiry = after.value(
+        "herdsman_certificate_expiry_seconds",
+        &[("listener", "web")],
+    );
+    assert!(expiry > 86_400.0, "{expiry}");
+    for host in ["app.test", "*.app.test"] {
+        let labels = [("listener", "web"), ("name", host)];
+        assert_eq!(after.value("herdsman_certificate_name_info", &labels), 1.0);
+    }
+}

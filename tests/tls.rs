@@ -361,3 +361,35 @@ fn x509_name(der: &rustls::pki_types::CertificateDer<'_>) -> String {
         });
     first.unwrap()
 }
+
+#[test]
+fn the_access_log_names_the_tls_version_cipher_and_sni() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("log", &["app.test"]);
+    let log = fresh_temp_dir("tls-access-log").join("access.log");
+    let setup = Setup::new().server("a", server.addr).grace("1s");
+    let text = with_tls(&setup, &tls_table(&[&cert], "")).replace(
+        "pool = \"app\"\n\n[listener.tls]",
+        &format!(
+            "pool = \"app\"\naccess_log = \"{}\"\naccess_log_format = \"json\"\n\n[listener.tls]",
+            log.display()
+        ),
+    );
+    let proxy = Proxy::start_from_file(&text);
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(
+        conn.roundtrip(b"GET /logged HTTP/1.1\r\nHost: app.test\r\n\r\n")
+            .status(),
+        200
+    );
+    drop(conn);
+    // A stop writes every line out.
+    drop(proxy);
+    let written = std::fs::read_to_string(&log).unwrap();
+    let line: serde_json::Value = serde_json::from_str(written.lines().next().unwrap()).unwrap();
+    assert_eq!(line["target"], "/logged");
+    assert_eq!(line["tls"], "TLSv1.3");
+    assert_eq!(line["sni"], "app.test");
+    let cipher = line["cipher"].as_str().unwrap();
+    assert!(cipher.starts_with("TLS13_"), "{cipher}");
+}

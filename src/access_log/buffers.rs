@@ -174,6 +174,7 @@ mod tests {
             total: Duration::from_millis(1),
             sticky: false,
             buffered: Default::default(),
+            tls: None,
         };
         // Enough lines to fill a buffer at least once, then a partial one.
         let lines = HAND_OVER_AT / 150 + 40;

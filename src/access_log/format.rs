@@ -13,7 +13,10 @@
 //!
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
-//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`; a missing value is `null`.
+//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `tls`, `cipher`, `sni`; a
+//! missing value is `null` (the last three on a cleartext connection). A combined line of a TLS
+//! connection ends with `tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example` (`-` for
+//! no SNI); a cleartext one ends as before.
 //! `buffered` says which bodies went through `[buffering]`: `none`, `request`, `response` or
 //! `both`. Strings are escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
 //! Latin-1), so every line parses.
@@ -46,6 +49,20 @@ pub struct Entry<'a> {
     pub sticky: bool,
     /// Which bodies went through `[buffering]`.
     pub buffered: Buffered,
+    /// The client's TLS connection; `None` for cleartext.
+    pub tls: Option<Tls<'a>>,
+}
+
+/// What a line says of a TLS connection (nginx's `$ssl_protocol`, `$ssl_cipher`,
+/// `$ssl_server_name`).
+#[derive(Debug, Clone, Copy)]
+pub struct Tls<'a> {
+    /// "TLSv1.3", "TLSv1.2".
+    pub version: &'a str,
+    /// The cipher suite, e.g. "TLS13_AES_128_GCM_SHA256".
+    pub cipher: &'a str,
+    /// The name the client asked for, if it sent one.
+    pub server_name: Option<&'a str>,
 }
 
 /// Which of an exchange's bodies went through `[buffering]`: the request's, read whole before a
@@ -118,6 +135,15 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     });
     out.extend_from_slice(b" buffered=");
     out.extend_from_slice(entry.buffered.word());
+    // Cleartext lines end as they always did; a TLS one says how it was encrypted.
+    if let Some(tls) = entry.tls {
+        out.extend_from_slice(b" tls=");
+        out.extend_from_slice(tls.version.as_bytes());
+        out.extend_from_slice(b" cipher=");
+        out.extend_from_slice(tls.cipher.as_bytes());
+        out.extend_from_slice(b" sni=");
+        write_name_or_dash(out, tls.server_name);
+    }
     out.push(b'\n');
 }
 
@@ -173,7 +199,21 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     });
     out.extend_from_slice(b",\"buffered\":\"");
     out.extend_from_slice(entry.buffered.word());
-    out.extend_from_slice(b"\"}\n");
+    out.push(b'"');
+    let tls = entry.tls;
+    let tls_fields = [
+        (&b",\"tls\":"[..], tls.map(|t| t.version.as_bytes())),
+        (b",\"cipher\":", tls.map(|t| t.cipher.as_bytes())),
+        (
+            b",\"sni\":",
+            tls.and_then(|t| t.server_name).map(str::as_bytes),
+        ),
+    ];
+    for (key, value) in tls_fields {
+        out.extend_from_slice(key);
+        json_string_or_null(out, value);
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 /// A pool or server name (names are `[A-Za-z0-9_.-]`, see `config::is_valid_name`, so they need
@@ -340,6 +380,7 @@ mod tests {
             total: Duration::from_micros(12_530),
             sticky: false,
             buffered: Buffered::default(),
+            tls: None,
         }
     }
 
@@ -419,6 +460,43 @@ mod tests {
     }
 
     #[test]
+    fn a_line_of_a_tls_connection_names_its_version_cipher_and_sni() {
+        let request = captured(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
+        let tls = Tls {
+            version: "TLSv1.3",
+            cipher: "TLS13_AES_128_GCM_SHA256",
+            server_name: Some("app.example"),
+        };
+        let line = combined(&Entry {
+            tls: Some(tls),
+            ..entry(&request)
+        });
+        assert!(
+            line.ends_with(
+                " buffered=none tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example\n"
+            ),
+            "{line}"
+        );
+        let without_sni = Tls {
+            server_name: None,
+            ..tls
+        };
+        let line = combined(&Entry {
+            tls: Some(without_sni),
+            ..entry(&request)
+        });
+        assert!(line.ends_with(" sni=-\n"), "{line}");
+        let line = json(&Entry {
+            tls: Some(tls),
+            ..entry(&request)
+        });
+        let value: serde_json::Value = serde_json::from_str(&line).unwrap();
+        assert_eq!(value["tls"], "TLSv1.3");
+        assert_eq!(value["cipher"], "TLS13_AES_128_GCM_SHA256");
+        assert_eq!(value["sni"], "app.example");
+    }
+
+    #[test]
     fn a_json_line_has_every_field_and_parses() {
         let request = captured(
             b"GET /search?q=caf\xc3\xa9 HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: curl/8\r\n\r\n",
@@ -453,6 +531,9 @@ mod tests {
             "total_ms": 12.53,
             "sticky": true,
             "buffered": "request",
+            "tls": null,
+            "cipher": null,
+            "sni": null,
         });
         assert_eq!(value, expected);
         // The keys in the documented order.

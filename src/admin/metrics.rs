@@ -7,8 +7,12 @@
 use std::fmt::{Display, Write};
 use std::sync::atomic::Ordering;
 
+use std::sync::Arc;
+
+use crate::config::certificates::{Certificate, CertificateStore};
 use crate::config::ServerState;
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
+use crate::stats::tls::{HandshakeFailed, TlsReport, HANDSHAKE_BUCKETS_MS};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::health::HealthView;
@@ -30,6 +34,8 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         workers: stats.report(),
         health_checker: stats.health_checker_cpu(),
         pools: registry.pools(),
+        tls: stats.counters.iter().map(|c| c.tls.report()).collect(),
+        certificates: registry.certificates(),
         listen_queue: procfs::listen_queue_drops(),
         reloads,
         failed_reloads,
@@ -40,6 +46,10 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
 /// What one scrape reports.
 struct Figures {
     workers: Vec<WorkerReport>,
+    /// Each worker's TLS handshakes, in worker order.
+    tls: Vec<TlsReport>,
+    /// Each TLS listener's certificates.
+    certificates: Vec<(String, Arc<CertificateStore>)>,
     /// The health checker thread's CPU; `None` where /proc cannot be read.
     health_checker: Option<ThreadCpu>,
     pools: PoolsView,
@@ -65,6 +75,7 @@ impl Figures {
             1,
         );
         self.write_workers(&mut out);
+        self.write_tls(&mut out);
         self.write_pools(&mut out);
         self.write_servers(&mut out);
         self.write_process(&mut out);
@@ -248,6 +259,87 @@ impl Figures {
                 &[("worker", worker), ("kind", "involuntary")],
                 switches.involuntary,
             );
+        }
+    }
+
+    fn write_tls(&self, out: &mut Exposition) {
+        let workers: Vec<(String, &TlsReport)> = self
+            .tls
+            .iter()
+            .enumerate()
+            .map(|(worker, report)| (worker.to_string(), report))
+            .collect();
+        let name = "herdsman_worker_tls_handshakes_total";
+        out.family(name, "counter", "TLS handshakes the worker completed on client connections: full, or resumed from a ticket or session id.");
+        for (worker, report) in &workers {
+            out.sample(name, &[("worker", worker), ("kind", "full")], report.full);
+            let resumed = report.resumed;
+            out.sample(name, &[("worker", worker), ("kind", "resumed")], resumed);
+        }
+        let name = "herdsman_worker_tls_handshake_failures_total";
+        out.family(name, "counter", "TLS handshakes that failed on client connections, by reason: plain_http (cleartext HTTP to a TLS port, answered 400), not_tls, closed, unknown_name, client_certificate, protocol, io, timeout.");
+        for (worker, report) in &workers {
+            for (why, count) in HandshakeFailed::ALL.iter().zip(report.failed) {
+                out.sample(name, &[("worker", worker), ("reason", why.name())], count);
+            }
+        }
+        let name = "herdsman_worker_tls_handshakes_in_progress";
+        out.family(name, "gauge", "TLS handshakes under way on the worker now.");
+        for (worker, report) in &workers {
+            out.sample(name, &[("worker", worker)], report.in_progress);
+        }
+        let name = "herdsman_worker_tls_handshake_duration_seconds";
+        out.family(
+            name,
+            "histogram",
+            "Time from a TLS connection's arrival to its completed handshake.",
+        );
+        let bounds: Vec<f64> = HANDSHAKE_BUCKETS_MS
+            .iter()
+            .map(|&ms| ms as f64 / 1e3)
+            .collect();
+        for (worker, report) in &workers {
+            let seconds = report.total_us as f64 / 1e6;
+            let buckets = Buckets {
+                bounds: &bounds,
+                cumulative: &report.buckets,
+                sum_seconds: seconds,
+                count: report.full + report.resumed,
+            };
+            out.buckets(name, &[("worker", worker)], &buckets);
+        }
+        let certificates: Vec<(&str, String, &Certificate)> = self
+            .certificates
+            .iter()
+            .flat_map(|(listener, store)| {
+                store.certificates().iter().map(move |certificate| {
+                    let file = certificate.chain_file.display().to_string();
+                    (listener.as_str(), file, certificate)
+                })
+            })
+            .collect();
+        let name = "herdsman_certificate_expiry_seconds";
+        out.family(name, "gauge", "Seconds until a TLS listener's certificate (by its chain file) expires; negative once it has.");
+        let now = std::time::SystemTime::now();
+        for (listener, file, certificate) in &certificates {
+            let left = seconds_until(now, certificate.not_after);
+            out.sample(name, &[("listener", listener), ("certificate", file)], left);
+        }
+        let name = "herdsman_certificate_name_info";
+        out.family(
+            name,
+            "gauge",
+            "The names a TLS listener's certificate covers, one sample (always 1) per name.",
+        );
+        for (listener, file, certificate) in &certificates {
+            for host in &certificate.names {
+                let labels = [
+                    ("listener", *listener),
+                    ("certificate", file),
+                    ("name", host),
+                ];
+                out.sample(name, &labels, 1);
+            }
         }
     }
 
@@ -489,24 +581,60 @@ impl Exposition {
 
     /// A histogram's cumulative buckets, sum (seconds) and count.
     fn histogram(&mut self, name: &str, labels: &[(&str, &str)], traffic: &TrafficTotals) {
-        let bucket_name = format!("{name}_bucket");
-        let bounds: Vec<String> = BUCKET_BOUNDS_US
+        let bounds: Vec<f64> = BUCKET_BOUNDS_US.iter().map(|&us| us as f64 / 1e6).collect();
+        let cumulative: Vec<u64> = traffic
+            .buckets
             .iter()
-            .map(|&us| (us as f64 / 1e6).to_string())
+            .scan(0, |total, count| {
+                *total += count;
+                Some(*total)
+            })
+            .collect();
+        let buckets = Buckets {
+            bounds: &bounds,
+            cumulative: &cumulative,
+            sum_seconds: traffic.duration_sum_us as f64 / 1e6,
+            count: traffic.requests,
+        };
+        self.buckets(name, labels, &buckets);
+    }
+
+    /// A histogram's samples: `_bucket` per bound and `+Inf`, `_sum`, `_count`.
+    fn buckets(&mut self, name: &str, labels: &[(&str, &str)], buckets: &Buckets<'_>) {
+        let bucket_name = format!("{name}_bucket");
+        let bounds: Vec<String> = buckets
+            .bounds
+            .iter()
+            .map(f64::to_string)
             .chain(["+Inf".to_string()])
             .collect();
         let mut with_le = labels.to_vec();
         with_le.push(("le", ""));
         let last = with_le.len() - 1;
-        let mut cumulative = 0;
-        for (count, bound) in traffic.buckets.iter().zip(&bounds) {
-            cumulative += count;
+        for (count, bound) in buckets.cumulative.iter().zip(&bounds) {
             with_le[last].1 = bound;
-            self.sample(&bucket_name, &with_le, cumulative);
+            self.sample(&bucket_name, &with_le, count);
         }
-        let seconds = traffic.duration_sum_us as f64 / 1e6;
-        self.sample(&format!("{name}_sum"), labels, seconds);
-        self.sample(&format!("{name}_count"), labels, traffic.requests);
+        self.sample(&format!("{name}_sum"), labels, buckets.sum_seconds);
+        self.sample(&format!("{name}_count"), labels, buckets.count);
+    }
+}
+
+/// A histogram as the exposition writes it.
+struct Buckets<'a> {
+    /// Upper bounds in seconds, `+Inf` left out.
+    bounds: &'a [f64],
+    /// Counts within each bound, then of all (one more than `bounds`).
+    cumulative: &'a [u64],
+    sum_seconds: f64,
+    count: u64,
+}
+
+/// Whole seconds from `now` until `then`; negative when `then` has passed.
+fn seconds_until(now: std::time::SystemTime, then: std::time::SystemTime) -> i64 {
+    match then.duration_since(now) {
+        Ok(left) => left.as_secs() as i64,
+        Err(past) => -(past.duration().as_secs() as i64),
     }
 }
 

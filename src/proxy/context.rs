@@ -11,9 +11,8 @@ use std::time::Duration;
 
 use tokio::sync::{mpsc, Notify};
 
-use super::Outcome;
-use crate::access_log::{CapturedRequest, Entry, LogSink, WorkerAccessLog};
-use crate::http1::forward::AddressText;
+use super::{Client, Downstream, Outcome};
+use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::stats::traffic::Ending;
 use crate::stats::{BufferUse, Stats, WorkerCounters};
 use crate::transport::Stream;
@@ -206,21 +205,21 @@ impl ProxyContext {
 
     /// Writes a finished exchange's line, when its listener keeps an access log (what the line
     /// needs of the request head was captured while it was read, for such listeners only).
-    pub fn log_access(
+    pub fn log_access<D: Downstream>(
         &self,
         snapshot: &Snapshot,
         listener: usize,
-        client: &AddressText,
-        request: &CapturedRequest,
+        client: &Client<D>,
         outcome: &Outcome,
         took: Duration,
     ) {
+        let request = &client.request_log;
         let Some(log) = snapshot.access_log(listener) else {
             return;
         };
         let (pool, server) = outcome.routed(snapshot);
         let entry = Entry {
-            client: client.as_bytes(),
+            client: client.forwarded_for.as_bytes(),
             request,
             status: match outcome.ending {
                 Ending::Status(status) => Some(status),
@@ -233,6 +232,11 @@ impl ProxyContext {
             total: took,
             sticky: outcome.sticky,
             buffered: outcome.buffered,
+            tls: client.downstream.tls().map(|facts| Tls {
+                version: facts.version,
+                cipher: facts.cipher,
+                server_name: facts.server_name.as_deref(),
+            }),
         };
         self.access_log.write(log, &entry);
     }

@@ -20,7 +20,7 @@ use std::net::SocketAddr;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::time::Instant;
 
-use crate::transport::Buffer;
+use crate::transport::{Buffer, TlsFacts};
 
 /// The client side of an exchange.
 pub trait Downstream {
@@ -36,9 +36,10 @@ pub trait Downstream {
     /// The client's address (for the log and X-Forwarded-For).
     fn peer(&self) -> SocketAddr;
 
-    /// Whether the client's connection is encrypted (HTTPS): servers are told so
-    /// (`X-Forwarded-Proto`), and cookies herdsman sets are `Secure`.
-    fn secure(&self) -> bool;
+    /// What the client's TLS handshake agreed; `None` for cleartext. Over TLS, servers are told
+    /// so (`X-Forwarded-Proto: https`), cookies herdsman sets are `Secure`, and the access log
+    /// names the version, cipher and SNI.
+    fn tls(&self) -> Option<&TlsFacts>;
 
     /// What the client sent that the exchange has not used yet: the request head as it arrives,
     /// then the first bytes of its body (and, in HTTP/1, of pipelined requests).

@@ -49,8 +49,7 @@ pub async fn serve_one<D: Downstream>(
     if outcome.request {
         let took = ended.duration_since(outcome.started);
         context.record(snapshot, &outcome, took);
-        let (address, request) = (&client.forwarded_for, &client.request_log);
-        context.log_access(snapshot, listener, address, request, &outcome, took);
+        context.log_access(snapshot, listener, client, &outcome, took);
     }
     (next, ended)
 }
@@ -215,7 +214,7 @@ async fn read_request<D: Downstream>(
     let timeouts = snapshot.timeouts;
     let logged = snapshot.access_log(listener).is_some();
     let peer = client.peer();
-    let secure = client.downstream.secure();
+    let secure = client.downstream.tls().is_some();
     client.request_log.forget();
     let mut deadline = None;
     loop {

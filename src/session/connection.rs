@@ -12,7 +12,9 @@ use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use crate::proxy::{BodySource, Downstream};
-use crate::transport::{write_all_by, Buffer, ReadHalf, Stream, WriteHalf, BUFFER_INITIAL};
+use crate::transport::{
+    write_all_by, Buffer, ReadHalf, Stream, TlsFacts, WriteHalf, BUFFER_INITIAL,
+};
 
 /// One client connection speaking HTTP/1.
 pub struct Connection {
@@ -22,20 +24,20 @@ pub struct Connection {
     peer: SocketAddr,
     /// Bytes of the last send written so far (the count `write_all_by` keeps; unread here).
     sent: usize,
-    /// The stream is TLS.
-    secure: bool,
+    /// What the stream's TLS handshake agreed (boxed: cleartext connections carry 8 bytes).
+    tls: Option<Box<TlsFacts>>,
 }
 
 impl Connection {
     /// The connection, with the bytes already read from it.
     pub fn with_received(stream: Stream, received: Buffer, peer: SocketAddr) -> Connection {
-        let secure = stream.tls_facts().is_some();
+        let tls = stream.tls_facts().map(Box::new);
         Connection {
             stream,
             received,
             peer,
             sent: 0,
-            secure,
+            tls,
         }
     }
 
@@ -129,8 +131,8 @@ impl Downstream for Connection {
         self.peer
     }
 
-    fn secure(&self) -> bool {
-        self.secure
+    fn tls(&self) -> Option<&TlsFacts> {
+        self.tls.as_deref()
     }
 
     fn received(&mut self) -> &mut Buffer {

@@ -72,7 +72,33 @@ pub struct TlsCounters {
     pub total_us: AtomicU64,
 }
 
+/// One worker's handshake counters as read at one moment.
+#[derive(Debug, Clone, Default, serde::Serialize)]
+pub struct TlsReport {
+    pub full: u64,
+    pub resumed: u64,
+    /// By [`HandshakeFailed`], in the order of `ALL`.
+    pub failed: [u64; 8],
+    pub in_progress: u32,
+    /// Cumulative, as in [`TlsCounters::buckets`].
+    pub buckets: [u64; 13],
+    pub total_us: u64,
+}
+
 impl TlsCounters {
+    /// The counters now.
+    pub fn report(&self) -> TlsReport {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        TlsReport {
+            full: load(&self.full),
+            resumed: load(&self.resumed),
+            failed: std::array::from_fn(|i| load(&self.failed[i])),
+            in_progress: self.in_progress.load(Ordering::Relaxed),
+            buckets: std::array::from_fn(|i| load(&self.buckets[i])),
+            total_us: load(&self.total_us),
+        }
+    }
+
     /// A handshake that finished in `took`.
     pub fn finished(&self, resumed: bool, took: Duration) {
         let counter = if resumed { &self.resumed } else { &self.full };

@@ -491,14 +491,6 @@ impl Stream {
         }
     }
 
-    /// The host a TLS client asked for by SNI, if any.
-    pub fn server_name(&self) -> Option<String> {
-        match self {
-            Stream::Tls(stream) => stream.server_name(),
-            _ => None,
-        }
-    }
-
     /// Before a close that does not wait: a TLS connection says close_notify if the socket
     /// takes it now. Nothing for cleartext.
     pub fn close_notify_now(&self) {

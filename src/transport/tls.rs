@@ -85,7 +85,7 @@ impl HandshakeFailure {
 }
 
 /// What a finished handshake agreed, for the access log and the metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TlsFacts {
     /// "TLSv1.3", "TLSv1.2" (nginx's `$ssl_protocol`).
     pub version: &'static str,
@@ -93,6 +93,8 @@ pub struct TlsFacts {
     pub cipher: &'static str,
     /// Whether the client resumed an earlier session (a ticket, or a TLS 1.2 session id).
     pub resumed: bool,
+    /// The host name the client asked for (SNI), if it named one.
+    pub server_name: Option<Box<str>>,
 }
 
 /// The socket as rustls reads and writes it: one non-blocking system call each.
@@ -217,19 +219,16 @@ impl TlsStream {
             .as_str()
             .unwrap_or("?");
         let resumed = tls.handshake_kind() == Some(HandshakeKind::Resumed);
+        let server_name = match &*tls {
+            Connection::Server(tls) => tls.server_name().map(Box::from),
+            Connection::Client(_) => None,
+        };
         Some(TlsFacts {
             version,
             cipher,
             resumed,
+            server_name,
         })
-    }
-
-    /// The host name the client asked for (SNI), if it named one.
-    pub fn server_name(&self) -> Option<String> {
-        match &*self.tls.borrow() {
-            Connection::Server(tls) => tls.server_name().map(str::to_owned),
-            Connection::Client(_) => None,
-        }
     }
 
     /// Drives the handshake to its end: every flight written, every one awaited read.

@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
+use crate::config::certificates::CertificateStore;
 use crate::config::{Config, ConfigError, IntakeMode, ServerConfig, ServerState};
 use crate::intake::{ListenerChange, ListenerLoad};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
@@ -257,6 +258,19 @@ impl Registry {
     /// Changes to the generation published, for a worker to follow.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.published.subscribe()
+    }
+
+    /// Each TLS listener's name and certificates, as they serve now (for the metrics, the
+    /// stats page and `herdsman ctl certs`).
+    pub fn certificates(&self) -> Vec<(String, Arc<CertificateStore>)> {
+        let state = self.lock();
+        let listeners = state.config.listeners.iter();
+        listeners
+            .filter_map(|listener| {
+                let tls = listener.tls.as_ref()?;
+                Some((listener.name.clone(), Arc::clone(&tls.certificates)))
+            })
+            .collect()
     }
 
     /// The running config, run-time changes included.

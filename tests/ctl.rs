@@ -268,3 +268,35 @@ fn failures_say_why() {
     assert_eq!(outcome.code, Some(2), "{outcome:?}");
     assert!(outcome.stderr.contains("POOL/SERVER"), "{outcome:?}");
 }
+
+#[test]
+fn certs_lists_each_tls_listeners_certificates_with_names_issuer_and_expiry() {
+    let a = Mock::named("a");
+    let running = Running::start(Setup::new().admin().server("a", a.addr));
+    assert_eq!(ctl_ok(&running, &["certs"]), "no TLS listener\n");
+    let first = CertFiles::issue("ctl-first", &["app.test", "*.app.test"]);
+    let second = CertFiles::issue("ctl-second", &["other.test"]);
+    running.reconfigure(|text| {
+        let listener_end = "pool = \"app\"\n\n";
+        let at = text.find(listener_end).unwrap() + listener_end.len();
+        let tls = tls_table(&[&first, &second], "");
+        format!("{}{tls}\n{}", &text[..at], &text[at..])
+    });
+    let out = ctl_ok(&running, &["certs"]);
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    let heading: Vec<&str> = lines[0].split_whitespace().collect();
+    assert_eq!(
+        heading,
+        ["LISTENER", "NAMES", "ISSUER", "EXPIRES", "LEFT", "ACME"]
+    );
+    for (line, names) in lines[1..].iter().zip(["app.test,*.app.test", "other.test"]) {
+        let cells: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(cells[..2], ["web", names], "{out}");
+        assert!(line.contains("  CN=herdsman test CA  "), "{out}");
+        // rcgen's default validity runs to 4096.
+        assert!(cells[cells.len() - 3].starts_with("4096-01-01T"), "{out}");
+        assert!(cells[cells.len() - 2].ends_with('d'), "{out}");
+        assert_eq!(cells[cells.len() - 1], "no", "{out}");
+    }
+}

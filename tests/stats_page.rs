@@ -50,6 +50,12 @@ struct Herdsman {
 impl Herdsman {
     /// Starts it; with `token`, the admin API wants `Authorization: Bearer <token>`.
     fn start(token: Option<&str>) -> Herdsman {
+        Herdsman::start_with(token, None)
+    }
+
+    /// As [`Herdsman::start`], its listener a TLS one when `tls` (a `[listener.tls]` table) is
+    /// given.
+    fn start_with(token: Option<&str>, tls: Option<&str>) -> Herdsman {
         let servers = vec![Mock::named("a"), Mock::named("b"), slow_and_failing("c")];
         let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -58,6 +64,13 @@ impl Herdsman {
             setup = setup.server(name, server.addr);
         }
         let mut text = setup.toml(&web.to_string());
+        if let Some(tls) = tls {
+            text = text.replacen(
+                "pool = \"app\"\n\n",
+                &format!("pool = \"app\"\n\n{tls}\n"),
+                1,
+            );
+        }
         let mut env: Vec<(&str, &OsStr)> = Vec::new();
         if let Some(token) = token {
             text = text.replace(
@@ -450,6 +463,9 @@ fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
         "no line drawn: {chart}"
     );
 
+    // No TLS listener: no certificates section.
+    assert_eq!(eval(&tab, "document.getElementById('tls').hidden"), true);
+
     // Drain b with its button: the row and the API say so.
     click(&tab, "b", "drain");
     wait_for_state(&tab, &herdsman, "b", "drain");
@@ -462,6 +478,51 @@ fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
     assert_no_page_errors(&tab);
     let saved = screenshot(&tab, "stats-page.png");
     eprintln!("screenshot: {}", saved.display());
+}
+
+#[test]
+fn the_page_lists_the_tls_listeners_certificates() {
+    let first = CertFiles::issue("page-first", &["app.test", "*.app.test"]);
+    let second = CertFiles::issue("page-second", &["other.test"]);
+    let herdsman = Herdsman::start_with(None, Some(&tls_table(&[&first, &second], "")));
+    let browser = Chromium::launch();
+    let tab = browser.open(&herdsman.page_url());
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables",
+    );
+    assert_eq!(eval(&tab, "document.getElementById('tls').hidden"), false);
+    let rows = eval(
+        &tab,
+        "[...document.querySelectorAll('#certificates tbody tr')].map((row) =>
+            [...row.querySelectorAll('td')].map((cell) => cell.textContent))",
+    );
+    assert_eq!(
+        rows,
+        serde_json::json!([
+            [
+                "web",
+                "app.test, *.app.test",
+                "CN=herdsman test CA",
+                "4096-01-01 00:00:00",
+                rows[0][4],
+                "no"
+            ],
+            [
+                "web",
+                "other.test",
+                "CN=herdsman test CA",
+                "4096-01-01 00:00:00",
+                rows[1][4],
+                "no"
+            ],
+        ])
+    );
+    let days = rows[0][4].as_str().unwrap().parse::<u64>().unwrap();
+    assert!(days > 700_000, "{rows}");
+    assert_no_page_errors(&tab);
+    screenshot(&tab, "stats-page-certificates.png");
 }
 
 #[test]

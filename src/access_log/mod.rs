@@ -27,5 +27,6 @@ mod writer;
 
 pub use buffers::{WorkerAccessLog, FLUSH_AFTER, HAND_OVER_AT};
 pub use capture::CapturedRequest;
+pub use clock::LogTime;
 pub use format::{Buffered, Entry, Tls};
 pub use writer::{AccessLogWriter, LogFiles, LogSink, MOST_OUTSTANDING};

@@ -36,6 +36,7 @@
 //! time, so that a `ctl upgrade` that has seen the new pid never reaches the old one again.
 
 mod answer;
+mod certificates;
 mod connection;
 #[cfg(test)]
 mod exchange_tests;

@@ -1,12 +1,13 @@
 //! What the admin API answers to one whole request: the guard first, then the route (the
 //! paths and the methods each answers), then what the route does: the workers' report, the pools
-//! (through `pools`), `/metrics`, the stats page, an upgrade.
+//! (through `pools`), the certificates, `/metrics`, the stats page, an upgrade.
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::answer::Answer;
+use super::certificates;
 use super::guard::Guard;
 use super::metrics;
 use super::pools::{self, ApiError};
@@ -50,6 +51,8 @@ enum Route<'t> {
     Workers,
     /// `/api/pools`
     Pools,
+    /// `/api/certificates`
+    Certificates,
     /// `/api/reload`
     Reload,
     /// `/api/upgrade`
@@ -117,6 +120,7 @@ impl<'t> Route<'t> {
             "/metrics" => return Some(Route::Metrics),
             "/api/workers" => return Some(Route::Workers),
             "/api/pools" => return Some(Route::Pools),
+            "/api/certificates" => return Some(Route::Certificates),
             "/api/reload" => return Some(Route::Reload),
             "/api/upgrade" => return Some(Route::Upgrade),
             _ => {}
@@ -143,9 +147,12 @@ impl<'t> Route<'t> {
 
     fn allowed(self) -> Allowed {
         match self {
-            Route::Health | Route::StatsPage | Route::Metrics | Route::Workers | Route::Pools => {
-                Allowed::Read
-            }
+            Route::Health
+            | Route::StatsPage
+            | Route::Metrics
+            | Route::Workers
+            | Route::Pools
+            | Route::Certificates => Allowed::Read,
             Route::Reload | Route::Upgrade | Route::Servers { .. } => Allowed::Post,
             Route::Server { part, .. } => match part {
                 ServerPart::Whole => Allowed::Delete,
@@ -220,6 +227,7 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
             },
         )),
         Route::Pools => Ok(Answer::json(200, &registry.pools())),
+        Route::Certificates => Ok(Answer::json(200, &certificates::certificates(registry))),
         Route::Reload => pools::reload(registry),
         // The upgrade is the signal's: the main thread starts the new binary, and this process
         // stops once that one serves. 202: asked, not done.

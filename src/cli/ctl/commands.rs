@@ -10,7 +10,7 @@ use serde_json::{json, Value};
 use herdsman::config::is_valid_name;
 
 use super::client::{parse_json, Call, CtlError};
-use super::print::{servers_table, PoolsReply, ServerReply};
+use super::print::{certificates_table, servers_table, CertificatesReply, PoolsReply, ServerReply};
 
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum CtlCommand {
@@ -82,6 +82,8 @@ pub enum CtlCommand {
         )]
         wait: u64,
     },
+    /// List the TLS listeners' certificates: names, issuer, expiry, and whether ACME manages them.
+    Certs,
     /// Print the token that reaches a server in the `test` state, and the header to send it in.
     TestToken {
         #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
@@ -164,6 +166,7 @@ impl CtlCommand {
             }
             CtlCommand::Remove { server } => call("DELETE", server_path(server), None),
             CtlCommand::Reload => call("POST", "/api/reload".into(), None),
+            CtlCommand::Certs => call("GET", "/api/certificates".into(), None),
             CtlCommand::Upgrade { .. } => call("POST", "/api/upgrade".into(), None),
             CtlCommand::TestToken { server } => {
                 call("GET", format!("{}/test-token", server_path(server)), None)
@@ -219,6 +222,7 @@ impl CtlCommand {
                 }
                 text
             }
+            CtlCommand::Certs => certificates_table(&parse_json::<CertificatesReply>(body)?),
             CtlCommand::Upgrade { .. } => {
                 "upgrading: the new process takes over once it serves (see the log)\n".to_string()
             }

@@ -77,6 +77,49 @@ pub fn servers_table(reply: &PoolsReply) -> String {
     aligned_columns(&rows, &NUMERIC)
 }
 
+/// `GET /api/certificates`, as `ctl certs` reads it.
+#[derive(Debug, Deserialize)]
+pub struct CertificatesReply {
+    pub certificates: Vec<CertificateReply>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct CertificateReply {
+    pub listener: String,
+    pub names: Vec<String>,
+    pub issuer: String,
+    pub not_after: String,
+    pub expires_in_seconds: i64,
+    #[serde(default)]
+    pub acme: bool,
+}
+
+/// `ctl certs`: a row per certificate, its expiry as a date and in days (`EXPIRED` once past).
+pub fn certificates_table(reply: &CertificatesReply) -> String {
+    if reply.certificates.is_empty() {
+        return "no TLS listener\n".to_string();
+    }
+    const HEADINGS: [&str; 6] = ["LISTENER", "NAMES", "ISSUER", "EXPIRES", "LEFT", "ACME"];
+    const NUMERIC: [bool; 6] = [false, false, false, false, true, false];
+    let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
+    for certificate in &reply.certificates {
+        let seconds = certificate.expires_in_seconds;
+        let left = match seconds {
+            ..0 => "EXPIRED".to_string(),
+            _ => format!("{}d", seconds / 86_400),
+        };
+        rows.push(vec![
+            certificate.listener.clone(),
+            certificate.names.join(","),
+            certificate.issuer.clone(),
+            certificate.not_after.clone(),
+            left,
+            if certificate.acme { "yes" } else { "no" }.to_string(),
+        ]);
+    }
+    aligned_columns(&rows, &NUMERIC)
+}
+
 /// How wide each column of `rows` is: its widest cell, in characters.
 pub fn column_widths(rows: &[Vec<String>]) -> Vec<usize> {
     let mut widths = Vec::new();

@@ -393,3 +393,61 @@ fn the_access_log_names_the_tls_version_cipher_and_sni() {
     let cipher = line["cipher"].as_str().unwrap();
     assert!(cipher.starts_with("TLS13_"), "{cipher}");
 }
+
+#[test]
+fn a_cleartext_listener_with_redirect_https_sends_every_request_to_https_with_a_308() {
+    let server = Mock::named("a");
+    let cert = CertFiles::issue("redirect", &["app.test"]);
+    let tls_port = free_port();
+    let setup = Setup::new().server("a", server.addr);
+    let text = setup.toml("127.0.0.1:0").replacen(
+        "pool = \"app\"\n\n",
+        &format!(
+            "pool = \"app\"\nredirect_https = true\nredirect_https_port = {tls_port}\n\n\
+             [[listener]]\nname = \"secure\"\nbind = \"127.0.0.1:{tls_port}\"\npool = \"app\"\n{}\n",
+            tls_table(&[&cert], "")
+        ),
+        1,
+    );
+    let proxy = Proxy::start_from_file(&text);
+    let mut conn = proxy.connect();
+    for target in ["/path?q=1", "/other"] {
+        let response = conn.roundtrip(&get_request_to("app.test:80", target, ""));
+        assert_eq!(response.status(), 308);
+        let expected = format!("https://app.test:{tls_port}{target}");
+        assert_eq!(response.header("location"), Some(expected.as_str()));
+        assert!(!response.says_close(), "a GET keeps its connection");
+    }
+    // A request with a body is redirected too (308 keeps the method), and the connection closes
+    // rather than read a body meant for the HTTPS site.
+    let response =
+        conn.roundtrip(b"POST /form HTTP/1.1\r\nHost: app.test\r\nContent-Length: 3\r\n\r\nabc");
+    assert_eq!(response.status(), 308);
+    assert!(response.says_close());
+    assert_eq!(
+        server.connections(),
+        0,
+        "a redirected request reached a server"
+    );
+    // Where it points serves.
+    let mut secure = TlsConn::connect(format!("127.0.0.1:{tls_port}").parse().unwrap(), "app.test");
+    let response = secure.roundtrip(b"GET /path?q=1 HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(response.status(), 200);
+}
+
+#[test]
+fn hsts_is_added_to_every_tls_response_in_place_of_the_servers_own() {
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        ex.respond(200, &[("Strict-Transport-Security", "max-age=1")], b"ok")?;
+        Ok(Flow::KeepAlive)
+    });
+    let cert = CertFiles::issue("hsts", &["app.test"]);
+    let tls = tls_table(&[&cert], "hsts = \"max-age=31536000; includeSubDomains\"");
+    let proxy = start_tls(Setup::new().server("a", server.addr), &tls);
+    let mut conn = TlsConn::connect(proxy.addr, "app.test");
+    let response = conn.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(response.status(), 200);
+    let values = response.head.header_all("strict-transport-security");
+    assert_eq!(values, ["max-age=31536000; includeSubDomains"]);
+}

@@ -37,10 +37,7 @@ pub(super) fn certificates(registry: &Registry) -> CertificatesBody {
     let mut certificates = Vec::new();
     for (listener, store) in registry.certificates() {
         for certificate in store.certificates() {
-            let expires_in_seconds = match certificate.not_after.duration_since(now) {
-                Ok(left) => left.as_secs() as i64,
-                Err(past) => -(past.duration().as_secs() as i64),
-            };
+            let expires_in_seconds = certificate.seconds_left(now);
             certificates.push(CertificateView {
                 listener: listener.clone(),
                 names: certificate.names.clone(),

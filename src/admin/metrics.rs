@@ -322,7 +322,7 @@ impl Figures {
         out.family(name, "gauge", "Seconds until a TLS listener's certificate (by its chain file) expires; negative once it has.");
         let now = std::time::SystemTime::now();
         for (listener, file, certificate) in &certificates {
-            let left = seconds_until(now, certificate.not_after);
+            let left = certificate.seconds_left(now);
             out.sample(name, &[("listener", listener), ("certificate", file)], left);
         }
         let name = "herdsman_certificate_name_info";
@@ -628,14 +628,6 @@ struct Buckets<'a> {
     cumulative: &'a [u64],
     sum_seconds: f64,
     count: u64,
-}
-
-/// Whole seconds from `now` until `then`; negative when `then` has passed.
-fn seconds_until(now: std::time::SystemTime, then: std::time::SystemTime) -> i64 {
-    match then.duration_since(now) {
-        Ok(left) => left.as_secs() as i64,
-        Err(past) => -(past.duration().as_secs() as i64),
-    }
 }
 
 /// A label value with `\`, `"` and newlines escaped, as the format asks.

@@ -111,6 +111,16 @@ impl Certificate {
     }
 }
 
+impl Certificate {
+    /// Whole seconds from `now` until it expires; negative once it has.
+    pub fn seconds_left(&self, now: SystemTime) -> i64 {
+        match self.not_after.duration_since(now) {
+            Ok(left) => left.as_secs() as i64,
+            Err(past) => -(past.duration().as_secs() as i64),
+        }
+    }
+}
+
 fn read(path: &Path) -> Result<Vec<u8>, CertificateError> {
     std::fs::read(path).map_err(|error| CertificateError::File {
         path: path.to_path_buf(),

@@ -182,6 +182,10 @@ pub struct ListenerConfig {
     /// HTTPS (`[listener.tls]`): every connection starts with a TLS handshake. `None` (the
     /// default): cleartext HTTP.
     pub tls: Option<tls::ListenerTls>,
+    /// `redirect_https`: a cleartext listener answers every request with a 308 to the same host
+    /// and path over HTTPS, on this port (443, the default, is left out of the URL). `None`
+    /// (the default): requests are served.
+    pub redirect_https: Option<u16>,
 }
 
 /// The `access_log` that means standard output rather than a file.

@@ -72,6 +72,8 @@ pub struct RawListener {
     pub access_log_format: Option<Spanned<String>>,
     pub upgrade: Option<Spanned<Vec<Spanned<String>>>>,
     pub tls: Option<Spanned<RawListenerTls>>,
+    pub redirect_https: Option<Spanned<bool>>,
+    pub redirect_https_port: Option<Spanned<i64>>,
 }
 
 /// A listener's `[listener.tls]`: HTTPS on it.
@@ -81,6 +83,7 @@ pub struct RawListenerTls {
     pub certificates: Option<Spanned<Vec<Spanned<RawCertificate>>>>,
     pub unknown_name: Option<Spanned<String>>,
     pub min_version: Option<Spanned<String>>,
+    pub hsts: Option<Spanned<String>>,
 }
 
 /// One of `[listener.tls] certificates`: a PEM chain and its key.

@@ -89,6 +89,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             upgrade: _,
             // Certificates swap in on reload: new handshakes take the new ones.
             tls: _,
+            redirect_https: _,
             // The listener's shared load, which a reload sets.
             max_connections: _,
         } = old;

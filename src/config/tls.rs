@@ -45,6 +45,9 @@ pub struct ListenerTls {
     pub min_version: TlsVersion,
     /// What each handshake on the listener starts from.
     pub server_config: Arc<ServerConfig>,
+    /// `hsts`: the whole `Strict-Transport-Security` line (CRLF included) added to every
+    /// response on the listener; empty when not set.
+    pub hsts_line: Box<[u8]>,
 }
 
 impl PartialEq for ListenerTls {
@@ -55,6 +58,7 @@ impl PartialEq for ListenerTls {
             a.chain_file == b.chain_file && a.key_file == b.key_file && a.key.cert == b.key.cert
         };
         self.min_version == other.min_version
+            && self.hsts_line == other.hsts_line
             && self.certificates.unknown_name() == other.certificates.unknown_name()
             && self.certificates.certificates().len() == other.certificates.certificates().len()
             && self
@@ -67,8 +71,13 @@ impl PartialEq for ListenerTls {
 }
 
 impl ListenerTls {
-    /// The settings over `certificates`, with the server config they make.
-    pub fn new(certificates: Arc<CertificateStore>, min_version: TlsVersion) -> ListenerTls {
+    /// The settings over `certificates`, with the server config they make; `hsts` the value of
+    /// the `Strict-Transport-Security` field to add to responses, if any.
+    pub fn new(
+        certificates: Arc<CertificateStore>,
+        min_version: TlsVersion,
+        hsts: Option<&str>,
+    ) -> ListenerTls {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
             TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
             TlsVersion::Tls13 => &[&rustls::version::TLS13],
@@ -83,10 +92,16 @@ impl ListenerTls {
         config.session_storage = session_cache();
         // Renegotiation does not exist in rustls; 0-RTT data stays off (it can be replayed).
         config.max_early_data_size = 0;
+        let hsts_line = hsts.map_or_else(Box::default, |value| {
+            format!("Strict-Transport-Security: {value}\r\n")
+                .into_bytes()
+                .into_boxed_slice()
+        });
         ListenerTls {
             certificates,
             min_version,
             server_config: Arc::new(config),
+            hsts_line,
         }
     }
 }

@@ -41,9 +41,86 @@ pub fn write_error_response(status: u16, detail: &str, head_only: bool, out: &mu
     }
 }
 
+/// Appends a `308 Permanent Redirect` to the same host (without its port) and target over HTTPS
+/// on `port` (left out when 443): what a cleartext listener with `redirect_https` answers. The
+/// host and target were checked by the head's parse (no byte that could end a field). 308, not
+/// 301: the method and body are kept (RFC 9110 §15.4.9). The connection stays open unless
+/// `close`.
+pub fn write_https_redirect(
+    host: &[u8],
+    target: &str,
+    port: u16,
+    head_only: bool,
+    close: bool,
+    out: &mut Vec<u8>,
+) {
+    let host = host_without_port(host);
+    out.extend_from_slice(b"HTTP/1.1 308 Permanent Redirect\r\nLocation: https://");
+    out.extend_from_slice(host);
+    if port != 443 {
+        let _ = write!(out, ":{port}");
+    }
+    // An absolute-form target's path, or "/" for `*` (OPTIONS) and a target without one.
+    match target.as_bytes().first() {
+        Some(b'/') => out.extend_from_slice(target.as_bytes()),
+        _ => out.push(b'/'),
+    }
+    let body: &[u8] = b"308 Permanent Redirect: this site is served over HTTPS\n";
+    let _ = write!(
+        out,
+        "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    if close {
+        out.extend_from_slice(b"Connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if !head_only {
+        out.extend_from_slice(body);
+    }
+}
+
+/// `host` without a `:port` after it (an IPv6 literal keeps its brackets).
+fn host_without_port(host: &[u8]) -> &[u8] {
+    let end = match host.iter().rposition(|&b| b == b':') {
+        Some(colon) if !host[colon..].contains(&b']') => colon,
+        _ => host.len(),
+    };
+    &host[..end]
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_redirect_keeps_the_host_and_target_and_names_the_https_port() {
+        let text = |host: &[u8], target: &str, port: u16| {
+            let mut out = Vec::new();
+            write_https_redirect(host, target, port, false, false, &mut out);
+            let text = String::from_utf8(out).unwrap();
+            let location = text.lines().find_map(|l| l.strip_prefix("Location: "));
+            location.unwrap().to_string()
+        };
+        assert_eq!(
+            text(b"example.com", "/a?b=1", 443),
+            "https://example.com/a?b=1"
+        );
+        assert_eq!(text(b"example.com:8080", "/", 443), "https://example.com/");
+        assert_eq!(
+            text(b"example.com", "/x", 8443),
+            "https://example.com:8443/x"
+        );
+        assert_eq!(text(b"[::1]:8080", "/", 443), "https://[::1]/");
+        assert_eq!(text(b"[::1]", "*", 443), "https://[::1]/");
+        let mut out = Vec::new();
+        write_https_redirect(b"h", "/", 443, false, true, &mut out);
+        let text = String::from_utf8(out).unwrap();
+        let (head, body) = text.split_once("\r\n\r\n").unwrap();
+        assert!(head.starts_with("HTTP/1.1 308 Permanent Redirect\r\n"));
+        assert!(head.ends_with("Connection: close"));
+        assert!(head.contains(&format!("Content-Length: {}", body.len())));
+    }
 
     #[test]
     fn error_response_is_complete_and_closes() {

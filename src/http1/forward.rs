@@ -203,13 +203,22 @@ pub struct ClientFraming {
     pub dechunk: bool,
 }
 
-/// Appends the response head to send to the client, with `extra` — whole header lines of
-/// herdsman's own, such as its sticky cookie — after the server's fields (never merged into
-/// them).
+/// Whole header lines (CRLF included) of herdsman's own that a response gets after the server's
+/// fields, never merged into them; each may be empty.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnFields<'a> {
+    /// The sticky cookie that assigns the client to the server that answered.
+    pub set_cookie: &'a [u8],
+    /// The listener's `Strict-Transport-Security` (TLS only); it replaces the server's own.
+    pub hsts: &'a [u8],
+}
+
+/// Appends the response head to send to the client, with herdsman's `own` fields after the
+/// server's.
 pub fn write_response_head(
     response: &Response<'_, '_>,
     framing: ClientFraming,
-    extra: &[u8],
+    own: &OwnFields<'_>,
     out: &mut Vec<u8>,
 ) {
     // httparse accepts only three-digit status codes.
@@ -233,12 +242,14 @@ pub fn write_response_head(
         if is_hop_by_hop(name, &response.connection)
             || framing.dechunk && name.eq_ignore_ascii_case("transfer-encoding")
             || response.transfer_encoding && name.eq_ignore_ascii_case("content-length")
+            || !own.hsts.is_empty() && name.eq_ignore_ascii_case("strict-transport-security")
         {
             continue;
         }
         write_field(out, name, field.value);
     }
-    out.extend_from_slice(extra);
+    out.extend_from_slice(own.set_cookie);
+    out.extend_from_slice(own.hsts);
     if switching {
         out.extend_from_slice(b"Connection: upgrade\r\n");
     } else if framing.close {
@@ -440,7 +451,7 @@ mod tests {
             http10_keep_alive: true,
             dechunk: false,
         };
-        write_response_head(&response, framing, b"", &mut out);
+        write_response_head(&response, framing, &OwnFields::default(), &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nConnection: keep-alive\r\n\r\n"
@@ -451,7 +462,7 @@ mod tests {
             http10_keep_alive: false,
             dechunk: false,
         };
-        write_response_head(&response, framing, b"", &mut out);
+        write_response_head(&response, framing, &OwnFields::default(), &mut out);
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("Connection: close\r\n\r\n"));

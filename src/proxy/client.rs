@@ -23,6 +23,9 @@ pub struct Client<D> {
     /// What the access log shows of the current request's head; captured only on a listener
     /// with an access log, so that the others pay nothing for it.
     pub(super) request_log: CapturedRequest,
+    /// The `Strict-Transport-Security` line its responses get (its listener's `hsts`, over TLS
+    /// only); empty on a cleartext connection.
+    pub(super) hsts: Vec<u8>,
 }
 
 impl<D: Downstream> Client<D> {
@@ -34,6 +37,7 @@ impl<D: Downstream> Client<D> {
             server_buffer: Buffer::new(),
             out: Vec::new(),
             request_log: CapturedRequest::default(),
+            hsts: Vec::new(),
         }
     }
 

@@ -16,16 +16,16 @@ use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
-use crate::http1::error_response::write_error_response;
-use crate::http1::forward::client_ip;
+use crate::http1::error_response::{write_error_response, write_https_redirect};
 use crate::http1::forward::write_request_head;
+use crate::http1::forward::{client_ip, OwnFields};
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
-use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
+use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::stats::traffic::Ending;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream};
-use crate::upstream::choice::choose;
+use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
@@ -75,6 +75,25 @@ async fn exchange<D: Downstream>(
             return Next::Close { linger: true };
         }
     };
+    if let Some(status) = facts.answered_here {
+        // Answered by herdsman itself (a redirect to HTTPS): the answer is in `out`.
+        outcome.ending = Ending::Status(status);
+        let deadline = Instant::now() + snapshot.timeouts.client_idle;
+        let sent = client.downstream.send(&client.out, deadline).await;
+        let body_unread = facts.body != Body::None;
+        return match sent {
+            Some(Ok(())) if facts.keep_alive && !body_unread => Next::KeepAlive,
+            _ => Next::Close { linger: true },
+        };
+    }
+    if facts.secure {
+        // The listener's HSTS line for this response (a reload may have changed it).
+        let hsts = snapshot
+            .listener_tls(listener)
+            .map_or(&[][..], |tls| &tls.hsts_line);
+        client.hsts.clear();
+        client.hsts.extend_from_slice(hsts);
+    }
     outcome.pool = Some(facts.choice.pool);
     outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
     let pool = &snapshot.pools[facts.choice.pool];
@@ -256,6 +275,13 @@ async fn read_request<D: Downstream>(
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));
                 }
+                if let Some(port) = snapshot.redirect_https(listener) {
+                    let out = &mut client.out;
+                    let facts = redirect_to_https(out, snapshot, listener, &request, port)?;
+                    let head_len = request.head_len;
+                    client.downstream.received().consume(head_len);
+                    return Ok(Some(facts));
+                }
                 if let Body::Length(length) = request.body {
                     if limits.max_body_bytes > 0 && length > limits.max_body_bytes {
                         return Err(Failure::BodyTooLarge);
@@ -281,6 +307,7 @@ async fn read_request<D: Downstream>(
                     timeouts: snapshot.exchange_timeouts(choice.route),
                     buffering: snapshot.route_buffering(choice.route),
                     secure,
+                    answered_here: None,
                 };
                 write_request_head(
                     &request,
@@ -550,7 +577,7 @@ async fn send_whole<D: Downstream>(
                 &mut client.server_buffer,
                 &mut client_write,
                 &mut client.out,
-                expected(server, facts, &upload_done, context),
+                expected(server, facts, &client.hsts, &upload_done, context),
             );
             match timeout_at(deadline, head).await {
                 Err(_) => Err(expired),
@@ -619,7 +646,7 @@ async fn send_streaming<D: Downstream>(
             &mut client.server_buffer,
             &mut client_write,
             &mut client.out,
-            expected(server, facts, &upload_done, context),
+            expected(server, facts, &client.hsts, &upload_done, context),
         );
         tokio::pin!(upload_future, head_future);
         tokio::select! {
@@ -675,16 +702,60 @@ async fn server_connection(
     }
 }
 
+/// A request on a listener with `redirect_https`: its 308 to the same host and target over HTTPS,
+/// written into `out`; no pool or server is involved. The connection stays open for the next
+/// request unless the request has a body (left unread) or asks to close.
+fn redirect_to_https(
+    out: &mut Vec<u8>,
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+    port: u16,
+) -> Result<RequestFacts, Failure> {
+    let Some(host) = request.host.filter(|host| !host.is_empty()) else {
+        return Err(Failure::BadRequest("a redirect to HTTPS needs a Host"));
+    };
+    let close = !request.keep_alive || request.body != Body::None;
+    let head_only = request.method == Method::Head;
+    let out = scratch(out);
+    write_https_redirect(host, request.forwarded_target, port, head_only, close, out);
+    let pool = snapshot.listener_pools.get(listener).copied().unwrap_or(0);
+    Ok(RequestFacts {
+        method: request.method,
+        minor_version: request.minor_version,
+        body: request.body,
+        keep_alive: !close,
+        expect_continue: false,
+        continue_sent: false,
+        upgrade: false,
+        choice: Choice {
+            pool,
+            route: None,
+            server: None,
+            assign_cookie: false,
+            pinned: false,
+        },
+        timeouts: snapshot.timeouts.exchange(),
+        buffering: snapshot.route_buffering(None),
+        secure: false,
+        answered_here: Some(308),
+    })
+}
+
 /// What decides the client's head for `server`'s response to the request `facts` describe.
 fn expected<'a>(
     server: &'a Server,
     facts: RequestFacts,
+    hsts: &'a [u8],
     upload_done: &'a Cell<bool>,
     context: &'a ProxyContext,
 ) -> Expected<'a> {
     Expected {
         facts,
-        set_cookie: cookie_to_set(server, facts),
+        own: OwnFields {
+            set_cookie: cookie_to_set(server, facts),
+            hsts,
+        },
         upload_done,
         context,
     }

@@ -29,4 +29,7 @@ pub struct RequestFacts {
     pub buffering: RouteBuffering,
     /// It came over TLS: a sticky cookie set in its response is `Secure`.
     pub secure: bool,
+    /// herdsman answered it itself with this status (a redirect to HTTPS), the response in the
+    /// client's scratch space; no pool or server is involved.
+    pub answered_here: Option<u16>,
 }

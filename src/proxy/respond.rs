@@ -17,7 +17,7 @@ use super::failure::Failure;
 use super::outcome::Outcome;
 use super::spooled::{relay_spooled, Pace};
 use super::{Client, Next};
-use crate::http1::forward::{write_response_head, ClientFraming};
+use crate::http1::forward::{write_response_head, ClientFraming, OwnFields};
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, keep_alive, parse_response, Body};
 use crate::stats::WorkerCounters;
@@ -75,8 +75,8 @@ enum Examined {
 #[derive(Clone, Copy)]
 pub struct Expected<'a> {
     pub facts: RequestFacts,
-    /// Whole `Set-Cookie` header lines, or nothing.
-    pub set_cookie: &'a [u8],
+    /// herdsman's own fields: its sticky cookie, its `Strict-Transport-Security`.
+    pub own: OwnFields<'a>,
     /// When the head arrives: whether the request body was all sent (if not, both connections
     /// close after the response).
     pub upload_done: &'a Cell<bool>,
@@ -105,12 +105,12 @@ where
         if !buffer.is_empty() {
             let Expected {
                 facts,
-                set_cookie,
+                own,
                 upload_done,
                 context,
             } = expected;
             let closing = || !upload_done.get() || context.is_stopping();
-            match examine_head(buffer.data(), facts, set_cookie, closing, out, &mut interim)? {
+            match examine_head(buffer.data(), facts, &own, closing, out, &mut interim)? {
                 Examined::Incomplete => {}
                 Examined::Interim { head_len, relay } => {
                     if relay {
@@ -156,7 +156,7 @@ where
 fn examine_head(
     bytes: &[u8],
     facts: RequestFacts,
-    set_cookie: &[u8],
+    own: &OwnFields<'_>,
     closing: impl Fn() -> bool,
     out: &mut Vec<u8>,
     interim: &mut Vec<u8>,
@@ -178,7 +178,7 @@ fn examine_head(
                 dechunk: false,
             };
             interim.clear();
-            write_response_head(&response, framing, b"", interim);
+            write_response_head(&response, framing, &OwnFields::default(), interim);
         }
         return Ok(Examined::Interim { head_len, relay });
     }
@@ -194,7 +194,7 @@ fn examine_head(
         http10_keep_alive: facts.minor_version == 0 && !close,
         dechunk,
     };
-    write_response_head(&response, framing, set_cookie, scratch(out));
+    write_response_head(&response, framing, own, scratch(out));
     let start = ResponseStart {
         status: response.code,
         arrived: Instant::now(),

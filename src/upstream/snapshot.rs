@@ -59,6 +59,8 @@ pub struct ListenerRules {
     pub upgrade: UpgradeProtocols,
     /// Its TLS settings and certificates, when it is a TLS listener.
     pub tls: Option<ListenerTls>,
+    /// The HTTPS port its requests are redirected to (`redirect_https`), if they are.
+    pub redirect_https: Option<u16>,
 }
 
 impl ListenerRules {
@@ -67,6 +69,7 @@ impl ListenerRules {
             access_log: listener.access_log.clone(),
             upgrade: listener.upgrade.clone(),
             tls: listener.tls.clone(),
+            redirect_https: listener.redirect_https,
         }
     }
 }
@@ -296,6 +299,11 @@ impl Snapshot {
     /// The TLS settings of the listener in `slot`, if it is a TLS listener.
     pub fn listener_tls(&self, slot: usize) -> Option<&ListenerTls> {
         self.listener_rules.get(slot)?.tls.as_ref()
+    }
+
+    /// The HTTPS port requests on the listener in `slot` are redirected to, if they are.
+    pub fn redirect_https(&self, slot: usize) -> Option<u16> {
+        self.listener_rules.get(slot)?.redirect_https
     }
 
     /// The protocols requests on the listener in `slot` may upgrade to.

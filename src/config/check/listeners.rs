@@ -61,7 +61,30 @@ impl Checker {
                 .tls
                 .as_ref()
                 .and_then(|raw| self.listener_tls(table, raw)),
+            redirect_https: self.redirect_https(table, listener),
         }
+    }
+
+    /// `redirect_https` and `redirect_https_port`: on a cleartext listener only (a TLS one
+    /// serves HTTPS itself).
+    fn redirect_https(&mut self, table: &Table, listener: &RawListener) -> Option<u16> {
+        let port = self.integer(
+            &table.key("redirect_https_port"),
+            &listener.redirect_https_port,
+            1..=65535,
+            "1 to 65535 (default 443)",
+            443,
+        );
+        let raw = listener.redirect_https.as_ref()?;
+        if !*raw.get_ref() {
+            return None;
+        }
+        if listener.tls.is_some() {
+            let why = "a TLS listener serves HTTPS itself; set redirect_https on a cleartext listener, to send its clients here";
+            self.reject(&table.key("redirect_https"), raw.span(), "true", why);
+            return None;
+        }
+        Some(port)
     }
 
     /// A listener's `defer_accept`: a duration of at most an hour; zero (the default) is off.

@@ -260,6 +260,7 @@ mod tests {
                     access_log: None,
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
+                    redirect_https: None,
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -271,6 +272,7 @@ mod tests {
                     access_log: None,
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
+                    redirect_https: None,
                 },
             ],
             timeouts: Timeouts {

@@ -29,6 +29,7 @@ impl Checker {
         let raw = raw.get_ref();
         let unknown = self.word(&tls.key("unknown_name"), &raw.unknown_name, &UNKNOWN_NAMES);
         let min_version = self.word(&tls.key("min_version"), &raw.min_version, &TLS_VERSIONS);
+        let hsts = self.hsts(&tls.key("hsts"), &raw.hsts);
         let key = tls.key("certificates");
         let listed = raw.certificates.as_ref().map_or(&[][..], |c| c.get_ref());
         if listed.is_empty() {
@@ -59,7 +60,27 @@ impl Checker {
             return None;
         }
         let store = CertificateStore::new(loaded, unknown);
-        Some(ListenerTls::new(Arc::new(store), min_version))
+        Some(ListenerTls::new(Arc::new(store), min_version, hsts))
+    }
+
+    /// `hsts`: the value of the `Strict-Transport-Security` field, as RFC 6797 has it — a
+    /// `max-age=SECONDS` first, then `; includeSubDomains` or `; preload` if wanted — in
+    /// visible ASCII.
+    fn hsts<'a>(&mut self, key: &str, raw: &'a Option<Spanned<String>>) -> Option<&'a str> {
+        let raw = raw.as_ref()?;
+        let value = raw.get_ref().as_str();
+        let seconds = value
+            .strip_prefix("max-age=")
+            .map(|rest| rest.split(';').next().unwrap_or("").trim());
+        let digits =
+            seconds.is_some_and(|s| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit()));
+        let visible = value.bytes().all(|b| b == b' ' || b.is_ascii_graphic());
+        if digits && visible {
+            return Some(value);
+        }
+        let why = r#"not a Strict-Transport-Security value; write e.g. "max-age=31536000; includeSubDomains""#;
+        self.reject(key, raw.span(), &quoted(value), why);
+        None
     }
 
     /// One certificate's `chain` and `key`, loaded and checked to match.
@@ -227,5 +248,52 @@ mod tests {
         let none = problems(&with_tls("certificates = []"));
         assert_eq!(none[0].key, "listener[0].tls.certificates");
         assert!(none[0].message.contains("at least one"));
+    }
+
+    #[test]
+    fn hsts_must_be_a_strict_transport_security_value() {
+        let dir = certificate_files("hsts", &["h.test"]);
+        let certificates = format!(
+            "certificates = [{{ chain = \"{0}/chain.pem\", key = \"{0}/key.pem\" }}]",
+            dir.display()
+        );
+        let text = with_tls(&format!(
+            "{certificates}\nhsts = \"max-age=63072000; preload\""
+        ));
+        let config = from_toml(&text, "t.toml").unwrap();
+        let tls = config.listeners[0].tls.as_ref().unwrap();
+        assert_eq!(
+            &*tls.hsts_line,
+            b"Strict-Transport-Security: max-age=63072000; preload\r\n"
+        );
+        for bad in ["1 year", "max-age=", "max-age=1; é"] {
+            let text = with_tls(&format!("{certificates}\nhsts = {bad:?}"));
+            let found = problems(&text);
+            assert_eq!(found[0].key, "listener[0].tls.hsts", "{bad}: {found:?}");
+            assert!(found[0].message.contains("max-age=31536000"), "{found:?}");
+        }
+    }
+
+    #[test]
+    fn redirect_https_belongs_on_a_cleartext_listener() {
+        let plain = MINIMAL.replace(
+            "pool = \"app\"\n\n[[pool]]",
+            "pool = \"app\"\nredirect_https = true\nredirect_https_port = 8443\n\n[[pool]]",
+        );
+        let config = from_toml(&plain, "t.toml").unwrap();
+        assert_eq!(config.listeners[0].redirect_https, Some(8443));
+        let dir = certificate_files("redirect", &["r.test"]);
+        let on_tls = with_tls(&format!(
+            "certificates = [{{ chain = \"{0}/chain.pem\", key = \"{0}/key.pem\" }}]",
+            dir.display()
+        ))
+        .replace(
+            "pool = \"app\"\n[listener.tls]",
+            "pool = \"app\"\nredirect_https = true\n[listener.tls]",
+        );
+        let found = problems(&on_tls);
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, "listener[0].redirect_https");
+        assert!(found[0].message.contains("cleartext listener"), "{found:?}");
     }
 }

@@ -232,6 +232,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                     access_log: new.access_log.clone(),
                     upgrade: new.upgrade.clone(),
                     tls: new.tls.clone(),
+                    redirect_https: new.redirect_https,
                     ..old.clone()
                 }
             }

@@ -451,3 +451,90 @@ fn hsts_is_added_to_every_tls_response_in_place_of_the_servers_own() {
     let values = response.head.header_all("strict-transport-security");
     assert_eq!(values, ["max-age=31536000; includeSubDomains"]);
 }
+
+/// herdsman in front of an echo server on a TLS listener that asks clients for a certificate
+/// from the clients' CA (`client_auth` = `auth`).
+fn start_mtls(server: &Mock, tag: &str, auth: &str) -> Proxy {
+    let cert = CertFiles::issue(tag, &["app.test"]);
+    let extra = format!(
+        "client_ca = \"{}\"\nclient_auth = \"{auth}\"",
+        client_ca().pem_file.display()
+    );
+    start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&cert], &extra),
+    )
+}
+
+/// A request claiming a client certificate of its own: herdsman must drop the claim.
+const SPOOFING_REQUEST: &[u8] =
+    b"GET / HTTP/1.1\r\nHost: app.test\r\nX-Forwarded-Client-Cert: Subject=\"CN=root\"\r\n\r\n";
+
+#[test]
+fn a_required_client_certificate_is_verified_and_named_to_the_server() {
+    let server = Mock::echo();
+    let proxy = start_mtls(&server, "mtls-required", "required");
+    let alice = client_ca().client_identity("alice", "spiffe://test/alice");
+    let mut conn = TlsConn::try_connect(proxy.addr, "app.test", &alice.config).unwrap();
+    assert_eq!(conn.roundtrip(SPOOFING_REQUEST).status(), 200);
+    let heads = server.heads();
+    let forwarded = heads[0].header_all("x-forwarded-client-cert");
+    assert_eq!(forwarded.len(), 1, "{forwarded:?}");
+    let hash: String = {
+        use std::fmt::Write;
+        let digest = <sha2::Sha256 as sha2::Digest>::digest(alice.der.as_ref());
+        digest.iter().fold(String::new(), |mut s, b| {
+            let _ = write!(s, "{b:02x}");
+            s
+        })
+    };
+    assert_eq!(
+        forwarded[0],
+        format!("Hash={hash};Subject=\"CN=alice\";URI=spiffe://test/alice")
+    );
+
+    // No certificate, or one from a CA the listener does not trust: no handshake.
+    let plain = client_config();
+    assert!(TlsConn::try_connect(proxy.addr, "app.test", &plain)
+        .and_then(|mut conn| {
+            conn.send(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+            conn.read_response()
+        })
+        .is_err());
+    let mallory = stranger_ca().client_identity("mallory", "spiffe://test/mallory");
+    assert!(
+        TlsConn::try_connect(proxy.addr, "app.test", &mallory.config)
+            .and_then(|mut conn| {
+                conn.send(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+                conn.read_response()
+            })
+            .is_err()
+    );
+    assert_failures(&proxy, "client_certificate", 2);
+    assert_eq!(
+        server.heads().len(),
+        1,
+        "a refused client reached the server"
+    );
+}
+
+#[test]
+fn an_optional_client_certificate_is_named_when_presented_and_claims_are_dropped_when_not() {
+    let server = Mock::echo();
+    let proxy = start_mtls(&server, "mtls-optional", "optional");
+    let mut anonymous = TlsConn::connect(proxy.addr, "app.test");
+    assert_eq!(anonymous.roundtrip(SPOOFING_REQUEST).status(), 200);
+    let bob = client_ca().client_identity("bob", "spiffe://test/bob");
+    let mut known = TlsConn::try_connect(proxy.addr, "app.test", &bob.config).unwrap();
+    assert_eq!(known.roundtrip(SPOOFING_REQUEST).status(), 200);
+    let heads = server.heads();
+    assert_eq!(
+        heads[0].header_all("x-forwarded-client-cert"),
+        Vec::<&str>::new()
+    );
+    let named = heads[1].header("x-forwarded-client-cert").unwrap();
+    assert!(
+        named.contains(";Subject=\"CN=bob\";URI=spiffe://test/bob"),
+        "{named}"
+    );
+}

@@ -135,3 +135,44 @@ fn s_client_is_refused_an_unknown_name_and_versions_below_the_minimum() {
         "{ok}"
     );
 }
+
+#[test]
+fn curl_and_s_client_with_a_client_certificate_are_served_and_without_one_are_refused() {
+    let cert = CertFiles::issue("curl-mtls", &["app.test"]);
+    let extra = format!(
+        "client_ca = \"{}\"\nclient_auth = \"required\"",
+        client_ca().pem_file.display()
+    );
+    let (proxy, _server) = start(&[&cert], &extra);
+    let carol = client_ca().client_identity("carol", "spiffe://test/carol");
+    let with = |extra_args: &[&str]| {
+        Command::new("curl")
+            .args(["--silent", "--show-error", "--http1.1", "--max-time", "10"])
+            .arg("--cacert")
+            .arg(&test_ca().pem_file)
+            .arg("--resolve")
+            .arg(format!("app.test:{}:127.0.0.1", proxy.addr.port()))
+            .args(extra_args)
+            .arg(format!("https://app.test:{}/", proxy.addr.port()))
+            .output()
+            .unwrap()
+    };
+    let (chain, key) = (carol.chain.to_str().unwrap(), carol.key.to_str().unwrap());
+    let served = with(&["--cert", chain, "--key", key]);
+    assert!(served.status.success(), "{served:?}");
+    assert_eq!(served.stdout, b"hello");
+    let refused = with(&[]);
+    assert!(
+        !refused.status.success(),
+        "served without a certificate: {refused:?}"
+    );
+
+    let accepted = s_client(
+        proxy.addr,
+        &["-servername", "app.test", "-cert", chain, "-key", key],
+    );
+    assert!(accepted.contains("HTTP/1.1 200 OK"), "{accepted}");
+    let turned_away = s_client(proxy.addr, &["-servername", "app.test"]);
+    assert!(!turned_away.contains("HTTP/1.1 200 OK"), "{turned_away}");
+    assert!(turned_away.contains("alert"), "{turned_away}");
+}

@@ -13,10 +13,11 @@
 //!
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
-//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `tls`, `cipher`, `sni`; a
-//! missing value is `null` (the last three on a cleartext connection). A combined line of a TLS
-//! connection ends with `tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example` (`-` for
-//! no SNI); a cleartext one ends as before.
+//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `tls`, `cipher`, `sni`,
+//! `client_cert`; a missing value is `null` (the last four on a cleartext connection). A combined
+//! line of a TLS connection ends with `tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256
+//! sni=app.example client_cert="CN=alice"` (`-` for no SNI or no client certificate); a
+//! cleartext one ends as before.
 //! `buffered` says which bodies went through `[buffering]`: `none`, `request`, `response` or
 //! `both`. Strings are escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
 //! Latin-1), so every line parses.
@@ -63,6 +64,8 @@ pub struct Tls<'a> {
     pub cipher: &'a str,
     /// The name the client asked for, if it sent one.
     pub server_name: Option<&'a str>,
+    /// The subject of the certificate the client presented and the listener verified, if any.
+    pub client_certificate: Option<&'a str>,
 }
 
 /// Which of an exchange's bodies went through `[buffering]`: the request's, read whole before a
@@ -143,6 +146,15 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
         out.extend_from_slice(tls.cipher.as_bytes());
         out.extend_from_slice(b" sni=");
         write_name_or_dash(out, tls.server_name);
+        out.extend_from_slice(b" client_cert=");
+        match tls.client_certificate {
+            Some(subject) => {
+                out.push(b'"');
+                escape_combined(out, subject.as_bytes());
+                out.push(b'"');
+            }
+            None => out.push(b'-'),
+        }
     }
     out.push(b'\n');
 }
@@ -207,6 +219,10 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
         (
             b",\"sni\":",
             tls.and_then(|t| t.server_name).map(str::as_bytes),
+        ),
+        (
+            b",\"client_cert\":",
+            tls.and_then(|t| t.client_certificate).map(str::as_bytes),
         ),
     ];
     for (key, value) in tls_fields {
@@ -466,6 +482,7 @@ mod tests {
             version: "TLSv1.3",
             cipher: "TLS13_AES_128_GCM_SHA256",
             server_name: Some("app.example"),
+            client_certificate: Some("CN=alice,O=Example"),
         };
         let line = combined(&Entry {
             tls: Some(tls),
@@ -473,19 +490,20 @@ mod tests {
         });
         assert!(
             line.ends_with(
-                " buffered=none tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example\n"
+                " buffered=none tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert=\"CN=alice,O=Example\"\n"
             ),
             "{line}"
         );
         let without_sni = Tls {
             server_name: None,
+            client_certificate: None,
             ..tls
         };
         let line = combined(&Entry {
             tls: Some(without_sni),
             ..entry(&request)
         });
-        assert!(line.ends_with(" sni=-\n"), "{line}");
+        assert!(line.ends_with(" sni=- client_cert=-\n"), "{line}");
         let line = json(&Entry {
             tls: Some(tls),
             ..entry(&request)
@@ -494,6 +512,7 @@ mod tests {
         assert_eq!(value["tls"], "TLSv1.3");
         assert_eq!(value["cipher"], "TLS13_AES_128_GCM_SHA256");
         assert_eq!(value["sni"], "app.example");
+        assert_eq!(value["client_cert"], "CN=alice,O=Example");
     }
 
     #[test]
@@ -534,6 +553,7 @@ mod tests {
             "tls": null,
             "cipher": null,
             "sni": null,
+            "client_cert": null,
         });
         assert_eq!(value, expected);
         // The keys in the documented order.

@@ -84,6 +84,8 @@ pub struct RawListenerTls {
     pub unknown_name: Option<Spanned<String>>,
     pub min_version: Option<Spanned<String>>,
     pub hsts: Option<Spanned<String>>,
+    pub client_ca: Option<Spanned<String>>,
+    pub client_auth: Option<Spanned<String>>,
 }
 
 /// One of `[listener.tls] certificates`: a PEM chain and its key.

@@ -38,11 +38,31 @@ impl TlsVersion {
     }
 }
 
+/// Whether a TLS listener's clients must present a certificate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ClientAuth {
+    /// The handshake fails without one that verifies.
+    Required,
+    /// Clients without one are served; one that is presented must verify.
+    Optional,
+}
+
+/// `client_ca` and `client_auth`: the CAs a client certificate must chain to, loaded.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientCertificates {
+    /// The file they were read from (for listings and errors).
+    pub ca_file: std::path::PathBuf,
+    pub roots: Vec<rustls::pki_types::CertificateDer<'static>>,
+    pub auth: ClientAuth,
+}
+
 /// A listener's `[listener.tls]`, checked, its certificates loaded.
 #[derive(Debug, Clone)]
 pub struct ListenerTls {
     pub certificates: Arc<CertificateStore>,
     pub min_version: TlsVersion,
+    /// Client certificates (mTLS), when the listener asks for them.
+    pub clients: Option<ClientCertificates>,
     /// What each handshake on the listener starts from.
     pub server_config: Arc<ServerConfig>,
     /// `hsts`: the whole `Strict-Transport-Security` line (CRLF included) added to every
@@ -59,6 +79,7 @@ impl PartialEq for ListenerTls {
         };
         self.min_version == other.min_version
             && self.hsts_line == other.hsts_line
+            && self.clients == other.clients
             && self.certificates.unknown_name() == other.certificates.unknown_name()
             && self.certificates.certificates().len() == other.certificates.certificates().len()
             && self
@@ -77,16 +98,20 @@ impl ListenerTls {
         certificates: Arc<CertificateStore>,
         min_version: TlsVersion,
         hsts: Option<&str>,
+        clients: Option<ClientCertificates>,
     ) -> ListenerTls {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
             TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
             TlsVersion::Tls13 => &[&rustls::version::TLS13],
         };
-        let mut config = ServerConfig::builder_with_provider(provider())
+        let builder = ServerConfig::builder_with_provider(provider())
             .with_protocol_versions(versions)
-            .expect("the provider supports TLS 1.2 and 1.3")
-            .with_no_client_auth()
-            .with_cert_resolver(Arc::clone(&certificates) as _);
+            .expect("the provider supports TLS 1.2 and 1.3");
+        let builder = match clients.as_ref().and_then(client_verifier) {
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+            None => builder.with_no_client_auth(),
+        };
+        let mut config = builder.with_cert_resolver(Arc::clone(&certificates) as _);
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
         config.ticketer = ticketer();
         config.session_storage = session_cache();
@@ -100,9 +125,54 @@ impl ListenerTls {
         ListenerTls {
             certificates,
             min_version,
+            clients,
             server_config: Arc::new(config),
             hsts_line,
         }
+    }
+}
+
+/// What checks a client's certificate against `clients`' roots; `None` when the roots are
+/// unusable (the config check refuses such a file first: see [`ClientCertificates::load`]).
+fn client_verifier(
+    clients: &ClientCertificates,
+) -> Option<Arc<dyn rustls::server::danger::ClientCertVerifier>> {
+    let mut roots = rustls::RootCertStore::empty();
+    for root in &clients.roots {
+        roots.add(root.clone()).ok()?;
+    }
+    let builder =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider());
+    let builder = match clients.auth {
+        ClientAuth::Required => builder,
+        ClientAuth::Optional => builder.allow_unauthenticated(),
+    };
+    builder.build().ok()
+}
+
+impl ClientCertificates {
+    /// The CA certificates in the PEM file `ca_file`, each usable as a trust anchor; the reason
+    /// when the file cannot be read or holds none.
+    pub fn load(ca_file: &std::path::Path, auth: ClientAuth) -> Result<ClientCertificates, String> {
+        use rustls::pki_types::pem::PemObject;
+        let pem = std::fs::read(ca_file).map_err(|error| format!("cannot be read: {error}"))?;
+        let roots = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| format!("not a PEM certificate: {error}"))?;
+        if roots.is_empty() {
+            return Err("holds no certificate".to_string());
+        }
+        let mut store = rustls::RootCertStore::empty();
+        for root in &roots {
+            store
+                .add(root.clone())
+                .map_err(|error| format!("a certificate that cannot be a CA: {error}"))?;
+        }
+        Ok(ClientCertificates {
+            ca_file: ca_file.to_path_buf(),
+            roots,
+            auth,
+        })
     }
 }
 

@@ -102,7 +102,7 @@ pub fn write_request_head(
     request: &Request<'_, '_>,
     upgrades: &UpgradeProtocols,
     client: &AddressText,
-    secure: bool,
+    tls: Forwarded<'_>,
     out: &mut Vec<u8>,
 ) {
     out.extend_from_slice(request.method_text.as_bytes());
@@ -132,9 +132,11 @@ pub fn write_request_head(
             }
             continue;
         }
+        // Herdsman's to say, never the client's: a client could claim any certificate.
         if name.eq_ignore_ascii_case("host")
             || name.eq_ignore_ascii_case("x-forwarded-proto")
             || name.eq_ignore_ascii_case("x-forwarded-host")
+            || name.eq_ignore_ascii_case("x-forwarded-client-cert")
         {
             continue;
         }
@@ -170,10 +172,13 @@ pub fn write_request_head(
         out.extend_from_slice(b", ");
     }
     out.extend_from_slice(client.as_bytes());
-    out.extend_from_slice(match secure {
+    out.extend_from_slice(match tls.secure {
         true => b"\r\nX-Forwarded-Proto: https\r\n",
         false => b"\r\nX-Forwarded-Proto: http\r\n",
     });
+    if !tls.client_certificate.is_empty() {
+        write_field(out, "X-Forwarded-Client-Cert", tls.client_certificate);
+    }
     if let Some(host) = request.host {
         write_field(out, "X-Forwarded-Host", host);
     }
@@ -201,6 +206,15 @@ pub struct ClientFraming {
     /// The chunked body is decoded and sent close-delimited (an HTTP/1.0 client cannot read
     /// chunked), so Transfer-Encoding is dropped.
     pub dechunk: bool,
+}
+
+/// What a request's connection says that servers are told of: whether it is TLS
+/// (`X-Forwarded-Proto`), and the client certificate it verified (`X-Forwarded-Client-Cert`'s
+/// value, empty for none). Any `X-Forwarded-Client-Cert` a client sends is dropped.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Forwarded<'a> {
+    pub secure: bool,
+    pub client_certificate: &'a [u8],
 }
 
 /// Whole header lines (CRLF included) of herdsman's own that a response gets after the server's
@@ -287,7 +301,7 @@ mod tests {
             &request,
             &UpgradeProtocols::new(["websocket"]),
             &client,
-            false,
+            Forwarded::default(),
             &mut out,
         );
         String::from_utf8(out).unwrap()
@@ -296,17 +310,21 @@ mod tests {
     #[test]
     fn a_request_over_tls_is_forwarded_as_https() {
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; 32];
-        let text = "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: http\r\n\r\n";
+        let text = "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-Proto: http\r\nX-Forwarded-Client-Cert: Subject=\"CN=root\"\r\n\r\n";
         let request = parse_request(text.as_bytes(), &mut headers, 8192)
             .unwrap()
             .unwrap();
         let mut out = Vec::new();
         let client = AddressText::new("10.1.2.3".parse().unwrap());
         let upgrades = UpgradeProtocols::new(["websocket"]);
-        write_request_head(&request, &upgrades, &client, true, &mut out);
+        let tls = Forwarded {
+            secure: true,
+            client_certificate: b"Hash=ab;Subject=\"CN=alice\"",
+        };
+        write_request_head(&request, &upgrades, &client, tls, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Host: h\r\n\r\n"
+            "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Client-Cert: Hash=ab;Subject=\"CN=alice\"\r\nX-Forwarded-Host: h\r\n\r\n"
         );
     }
 

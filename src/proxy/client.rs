@@ -26,11 +26,18 @@ pub struct Client<D> {
     /// The `Strict-Transport-Security` line its responses get (its listener's `hsts`, over TLS
     /// only); empty on a cleartext connection.
     pub(super) hsts: Vec<u8>,
+    /// The `X-Forwarded-Client-Cert` value its requests carry: the client certificate its TLS
+    /// handshake verified, for the whole connection; empty without one.
+    pub(super) client_certificate: Box<[u8]>,
 }
 
 impl<D: Downstream> Client<D> {
     pub fn new(downstream: D) -> Client<D> {
         let forwarded_for = AddressText::new(client_ip(downstream.peer()));
+        let client_certificate = downstream
+            .tls()
+            .and_then(|tls| tls.client_certificate.as_ref())
+            .map_or_else(Box::default, |cert| Box::from(cert.forwarded.as_bytes()));
         Client {
             downstream,
             forwarded_for,
@@ -38,6 +45,7 @@ impl<D: Downstream> Client<D> {
             out: Vec::new(),
             request_log: CapturedRequest::default(),
             hsts: Vec::new(),
+            client_certificate,
         }
     }
 

@@ -236,6 +236,7 @@ impl ProxyContext {
                 version: facts.version,
                 cipher: facts.cipher,
                 server_name: facts.server_name.as_deref(),
+                client_certificate: facts.client_certificate.as_ref().map(|c| &*c.subject),
             }),
         };
         self.access_log.write(log, &entry);

@@ -18,7 +18,7 @@ use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
 use crate::http1::error_response::{write_error_response, write_https_redirect};
 use crate::http1::forward::write_request_head;
-use crate::http1::forward::{client_ip, OwnFields};
+use crate::http1::forward::{client_ip, Forwarded, OwnFields};
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
@@ -313,7 +313,10 @@ async fn read_request<D: Downstream>(
                     &request,
                     upgrades,
                     &client.forwarded_for,
-                    facts.secure,
+                    Forwarded {
+                        secure: facts.secure,
+                        client_certificate: &client.client_certificate,
+                    },
                     scratch(&mut client.out),
                 );
                 let head_len = request.head_len;

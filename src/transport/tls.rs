@@ -95,6 +95,76 @@ pub struct TlsFacts {
     pub resumed: bool,
     /// The host name the client asked for (SNI), if it named one.
     pub server_name: Option<Box<str>>,
+    /// The certificate the client presented and the listener verified (mTLS), if any.
+    pub client_certificate: Option<Box<ClientCertificate>>,
+}
+
+/// A client's verified certificate, as servers and the access log are told of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientCertificate {
+    /// Its subject, RFC 4514 style (`CN=alice,O=Example`), in visible ASCII.
+    pub subject: Box<str>,
+    /// The value of the `X-Forwarded-Client-Cert` field servers get (Envoy's format):
+    /// `Hash=<SHA-256 of the DER, hex>;Subject="…"`, then `;URI=…` and `;DNS=…` per name.
+    pub forwarded: Box<str>,
+}
+
+impl ClientCertificate {
+    /// What `der` (a certificate the handshake verified) says of its holder.
+    pub fn from_der(der: &[u8]) -> ClientCertificate {
+        use sha2::Digest;
+        use std::fmt::Write as _;
+        let hash = sha2::Sha256::digest(der);
+        let mut forwarded = String::from("Hash=");
+        for byte in hash {
+            let _ = write!(forwarded, "{byte:02x}");
+        }
+        let Ok((_, parsed)) = x509_parser::parse_x509_certificate(der) else {
+            // rustls verified it, so it parses; should it not, the hash still names it.
+            return ClientCertificate {
+                subject: Box::from(""),
+                forwarded: forwarded.into_boxed_str(),
+            };
+        };
+        let subject = visible(&parsed.subject().to_string().replace(", ", ","));
+        let _ = write!(forwarded, ";Subject=\"{}\"", subject.replace('"', "\\\""));
+        if let Ok(Some(names)) = parsed.subject_alternative_name() {
+            for name in &names.value.general_names {
+                match name {
+                    x509_parser::extensions::GeneralName::URI(uri) => {
+                        let _ = write!(forwarded, ";URI={}", visible(uri));
+                    }
+                    x509_parser::extensions::GeneralName::DNSName(dns) => {
+                        let _ = write!(forwarded, ";DNS={}", visible(dns));
+                    }
+                    _ => {}
+                }
+            }
+        }
+        ClientCertificate {
+            subject: subject.into_boxed_str(),
+            forwarded: forwarded.into_boxed_str(),
+        }
+    }
+}
+
+/// `text` with every character outside visible ASCII (and `;`, which separates XFCC's elements,
+/// and `\`) written `\xHH`, byte by byte: safe in a header field and a log line.
+fn visible(text: &str) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        match byte {
+            b';' | b'\\' => {
+                let _ = write!(out, "\\x{byte:02x}");
+            }
+            b' '..=b'~' => out.push(char::from(byte)),
+            _ => {
+                let _ = write!(out, "\\x{byte:02x}");
+            }
+        }
+    }
+    out
 }
 
 /// The socket as rustls reads and writes it: one non-blocking system call each.
@@ -223,11 +293,19 @@ impl TlsStream {
             Connection::Server(tls) => tls.server_name().map(Box::from),
             Connection::Client(_) => None,
         };
+        let client_certificate = match &*tls {
+            Connection::Server(server) => server
+                .peer_certificates()
+                .and_then(|chain| chain.first())
+                .map(|leaf| Box::new(ClientCertificate::from_der(leaf))),
+            Connection::Client(_) => None,
+        };
         Some(TlsFacts {
             version,
             cipher,
             resumed,
             server_name,
+            client_certificate,
         })
     }
 

@@ -22,25 +22,86 @@ pub struct TestCa {
     pub pem_file: PathBuf,
 }
 
-/// The tests' CA.
-pub fn test_ca() -> &'static TestCa {
-    static CA: OnceLock<TestCa> = OnceLock::new();
-    CA.get_or_init(|| {
+impl TestCa {
+    /// A new CA named `name` (its certificate's common name), its certificate in a file.
+    fn new(name: &str, tag: &str) -> TestCa {
         let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
         params
             .distinguished_name
-            .push(rcgen::DnType::CommonName, "herdsman test CA");
+            .push(rcgen::DnType::CommonName, name);
         let key = rcgen::KeyPair::generate().unwrap();
         let certificate = params.self_signed(&key).unwrap();
-        let pem_file = fresh_temp_dir("tls-ca").join("ca.pem");
+        let pem_file = fresh_temp_dir(tag).join("ca.pem");
         std::fs::write(&pem_file, certificate.pem()).unwrap();
         TestCa {
             issuer: rcgen::Issuer::new(params, key),
             der: certificate.der().clone(),
             pem_file,
         }
-    })
+    }
+
+    /// A client certificate for `common_name` (with `uri` as its subject alternative name),
+    /// issued by this CA: its files, and a client config that presents it.
+    pub fn client_identity(&self, common_name: &str, uri: &str) -> ClientIdentity {
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).unwrap();
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, common_name);
+        params.subject_alt_names.push(rcgen::SanType::URI(
+            rcgen::string::Ia5String::try_from(uri).unwrap(),
+        ));
+        let key = rcgen::KeyPair::generate().unwrap();
+        let certificate = params.signed_by(&key, &self.issuer).unwrap();
+        let dir = fresh_temp_dir(&format!("client-{common_name}"));
+        let (chain, key_file) = (dir.join("chain.pem"), dir.join("key.pem"));
+        std::fs::write(&chain, certificate.pem()).unwrap();
+        std::fs::write(&key_file, key.serialize_pem()).unwrap();
+        let mut roots = RootCertStore::empty();
+        roots.add(test_ca().der.clone()).unwrap();
+        let private_key = rustls::pki_types::PrivateKeyDer::try_from(key.serialize_der()).unwrap();
+        let mut config = ClientConfig::builder_with_provider(Arc::new(
+            rustls::crypto::aws_lc_rs::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_client_auth_cert(vec![certificate.der().clone()], private_key)
+        .unwrap();
+        config.alpn_protocols = vec![b"http/1.1".to_vec()];
+        ClientIdentity {
+            chain,
+            key: key_file,
+            der: certificate.der().clone(),
+            config: Arc::new(config),
+        }
+    }
+}
+
+/// A client's certificate: its files (for curl and openssl), and a rustls config presenting it.
+pub struct ClientIdentity {
+    pub chain: PathBuf,
+    pub key: PathBuf,
+    pub der: CertificateDer<'static>,
+    pub config: Arc<ClientConfig>,
+}
+
+/// The tests' CA, which issues the servers' certificates.
+pub fn test_ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| TestCa::new("herdsman test CA", "tls-ca"))
+}
+
+/// The CA that issues the clients' certificates (mTLS).
+pub fn client_ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| TestCa::new("herdsman test clients CA", "tls-client-ca"))
+}
+
+/// A CA no listener trusts.
+pub fn stranger_ca() -> &'static TestCa {
+    static CA: OnceLock<TestCa> = OnceLock::new();
+    CA.get_or_init(|| TestCa::new("a stranger's CA", "tls-stranger-ca"))
 }
 
 /// A server certificate issued by the test CA, in files: `chain` (the certificate) and `key`.

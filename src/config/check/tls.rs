@@ -9,11 +9,11 @@ use std::sync::Arc;
 use toml::Spanned;
 
 use super::primitives::quoted;
-use super::words::{TLS_VERSIONS, UNKNOWN_NAMES};
+use super::words::{CLIENT_AUTH, TLS_VERSIONS, UNKNOWN_NAMES};
 use super::{Checker, Table};
 use crate::config::certificates::{Certificate, CertificateError, CertificateStore};
 use crate::config::raw::{RawCertificate, RawListenerTls};
-use crate::config::tls::{provider, ListenerTls};
+use crate::config::tls::{provider, ClientCertificates, ListenerTls};
 
 impl Checker {
     /// `[listener.tls]` of the listener `table` names; `None` when any problem was found.
@@ -30,6 +30,7 @@ impl Checker {
         let unknown = self.word(&tls.key("unknown_name"), &raw.unknown_name, &UNKNOWN_NAMES);
         let min_version = self.word(&tls.key("min_version"), &raw.min_version, &TLS_VERSIONS);
         let hsts = self.hsts(&tls.key("hsts"), &raw.hsts);
+        let clients = self.client_certificates(&tls, raw);
         let key = tls.key("certificates");
         let listed = raw.certificates.as_ref().map_or(&[][..], |c| c.get_ref());
         if listed.is_empty() {
@@ -60,7 +61,52 @@ impl Checker {
             return None;
         }
         let store = CertificateStore::new(loaded, unknown);
-        Some(ListenerTls::new(Arc::new(store), min_version, hsts))
+        let clients = clients.ok()?;
+        Some(ListenerTls::new(
+            Arc::new(store),
+            min_version,
+            hsts,
+            clients,
+        ))
+    }
+
+    /// `client_ca` and `client_auth`: `Ok(None)` when neither is written; `Err` when either was
+    /// refused.
+    fn client_certificates(
+        &mut self,
+        tls: &Table,
+        raw: &RawListenerTls,
+    ) -> Result<Option<ClientCertificates>, ()> {
+        let auth = self.word(&tls.key("client_auth"), &raw.client_auth, &CLIENT_AUTH);
+        let Some(ca) = &raw.client_ca else {
+            if let Some(auth) = &raw.client_auth {
+                let why = r#"needs client_ca, the CA certificates (PEM) a client's must chain to, e.g. client_ca = "/etc/herdsman/clients-ca.pem""#;
+                self.reject(
+                    &tls.key("client_auth"),
+                    auth.span(),
+                    &quoted(auth.get_ref()),
+                    why,
+                );
+                return Err(());
+            }
+            return Ok(None);
+        };
+        let path = Path::new(ca.get_ref());
+        let refused = if !path.is_absolute() {
+            r#"not an absolute path; write e.g. "/etc/herdsman/clients-ca.pem""#.to_string()
+        } else {
+            match ClientCertificates::load(path, auth) {
+                Ok(clients) => return Ok(Some(clients)),
+                Err(why) => why,
+            }
+        };
+        self.reject(
+            &tls.key("client_ca"),
+            ca.span(),
+            &quoted(ca.get_ref()),
+            refused,
+        );
+        Err(())
     }
 
     /// `hsts`: the value of the `Strict-Transport-Security` field, as RFC 6797 has it — a
@@ -295,5 +341,48 @@ mod tests {
         assert_eq!(found.len(), 1, "{found:?}");
         assert_eq!(found[0].key, "listener[0].redirect_https");
         assert!(found[0].message.contains("cleartext listener"), "{found:?}");
+    }
+
+    #[test]
+    fn client_auth_needs_a_client_ca_that_loads() {
+        let dir = certificate_files("client-ca", &["c.test"]);
+        let certificates = format!(
+            "certificates = [{{ chain = \"{0}/chain.pem\", key = \"{0}/key.pem\" }}]",
+            dir.display()
+        );
+        // The server's own certificate serves as a CA file here: what is checked is the load.
+        let good = with_tls(&format!(
+            "{certificates}\nclient_ca = \"{}/chain.pem\"\nclient_auth = \"optional\"",
+            dir.display()
+        ));
+        let config = from_toml(&good, "t.toml").unwrap();
+        let clients = config.listeners[0]
+            .tls
+            .as_ref()
+            .unwrap()
+            .clients
+            .as_ref()
+            .unwrap();
+        assert_eq!(clients.auth, crate::config::tls::ClientAuth::Optional);
+        assert_eq!(clients.roots.len(), 1);
+        let alone = problems(&with_tls(&format!(
+            "{certificates}\nclient_auth = \"required\""
+        )));
+        assert_eq!(alone[0].key, "listener[0].tls.client_auth");
+        assert!(alone[0].message.contains("needs client_ca"), "{alone:?}");
+        let absent = problems(&with_tls(&format!(
+            "{certificates}\nclient_ca = \"{}/absent.pem\"",
+            dir.display()
+        )));
+        assert_eq!(absent[0].key, "listener[0].tls.client_ca");
+        assert!(absent[0].message.contains("cannot be read"), "{absent:?}");
+        let word = problems(&with_tls(&format!(
+            "{certificates}\nclient_ca = \"{}/chain.pem\"\nclient_auth = \"sometimes\"",
+            dir.display()
+        )));
+        assert!(
+            word[0].message.contains("accepted: required, optional"),
+            "{word:?}"
+        );
     }
 }

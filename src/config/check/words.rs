@@ -7,7 +7,7 @@ use toml::Spanned;
 use super::primitives::quoted;
 use super::Checker;
 use crate::config::certificates::UnknownName;
-use crate::config::tls::TlsVersion;
+use crate::config::tls::{ClientAuth, TlsVersion};
 use crate::config::{AccessLogFormat, Balance, IntakeMode, LogLevel, RetryCondition, ServerState};
 
 /// The words a key accepts, each with the value it stands for.
@@ -124,6 +124,16 @@ pub(in crate::config) const UNKNOWN_NAMES: Words<UnknownName> = Words {
     ],
     // As nginx and HAProxy: the first certificate, so that clients without SNI still connect.
     default: UnknownName::Default,
+};
+
+/// `[listener.tls] client_auth`: whether a client must present a certificate `client_ca` signed.
+pub(in crate::config) const CLIENT_AUTH: Words<ClientAuth> = Words {
+    accepted: &[
+        ("required", ClientAuth::Required),
+        ("optional", ClientAuth::Optional),
+    ],
+    // A CA named to check clients by is meant to keep others out.
+    default: ClientAuth::Required,
 };
 
 /// `[listener.tls] min_version`.

@@ -34,7 +34,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         workers: stats.report(),
         health_checker: stats.health_checker_cpu(),
         pools: registry.pools(),
-        tls: stats.counters.iter().map(|c| c.tls.report()).collect(),
+        tls: stats.tls_reports(),
         certificates: registry.certificates(),
         listen_queue: procfs::listen_queue_drops(),
         reloads,

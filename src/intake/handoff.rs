@@ -104,8 +104,7 @@ impl HandoffBoard {
     }
 
     fn load(&self, worker: usize) -> u32 {
-        let load = &self.stats.loads[worker];
-        load.active.load(Ordering::Relaxed) + load.pending.load(Ordering::Relaxed)
+        self.stats.loads[worker].weight()
     }
 
     fn assigned(&self, worker: usize) -> u64 {
@@ -369,6 +368,25 @@ mod tests {
             assert!(
                 kept_by(&board, &mut inboxes, 0, &rotation, &mut rng),
                 "connection {turn} went to a busier worker"
+            );
+        }
+    }
+
+    #[test]
+    fn a_worker_busy_with_tls_handshakes_is_the_heavier_for_them() {
+        let stats = Stats::new(2);
+        let (board, mut inboxes) = HandoffBoard::new(Arc::clone(&stats));
+        // As many connections each; worker 0's are all still in their handshakes.
+        for load in &stats.loads {
+            load.active.store(3, Ordering::Relaxed);
+        }
+        stats.loads[0].handshaking.store(3, Ordering::Relaxed);
+        let rotation = Cell::new(1);
+        let mut rng = fastrand::Rng::with_seed(3);
+        for turn in 0..3 {
+            assert!(
+                !kept_by(&board, &mut inboxes, 0, &rotation, &mut rng),
+                "connection {turn} stayed with the worker busy handshaking"
             );
         }
     }

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, Notify};
 use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::stats::traffic::Ending;
-use crate::stats::{BufferUse, Stats, WorkerCounters};
+use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
 use crate::transport::Stream;
 use crate::upstream::health::ServerReport;
 use crate::upstream::idle::IdleConnections;
@@ -261,5 +261,10 @@ impl ProxyContext {
 
     pub fn counters(&self) -> &WorkerCounters {
         &self.stats.counters[self.index]
+    }
+
+    /// This worker's load, as the intake weighs it.
+    pub fn load(&self) -> &WorkerLoad {
+        &self.stats.loads[self.index]
     }
 }

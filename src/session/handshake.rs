@@ -4,6 +4,7 @@
 //! does), then closed; anything else that is not TLS is closed at once.
 
 use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
 
 use tokio::time::{timeout_at, Instant};
 
@@ -32,13 +33,10 @@ pub async fn handshake(
 ) -> Option<Stream> {
     let counters = &context.counters().tls;
     let started = Instant::now();
-    counters
-        .in_progress
-        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let handshaking = &context.load().handshaking;
+    handshaking.fetch_add(1, Ordering::Relaxed);
     let done = timeout_at(deadline, stream.accept_tls(&tls.server_config)).await;
-    counters
-        .in_progress
-        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    handshaking.fetch_sub(1, Ordering::Relaxed);
     let failure = match done {
         Ok(Ok(stream)) => {
             let resumed = stream.tls_facts().is_some_and(|facts| facts.resumed);

@@ -134,6 +134,19 @@ pub struct WorkerLoad {
     /// Connections the intake has given this worker to serve since the start: those it kept
     /// and those handed to it (counted when handed, so that a burst sees them at once).
     pub assigned: AtomicU64,
+    /// Of its connections, those in a TLS handshake now: the `balanced` intake counts each
+    /// twice, since a handshake costs its worker more CPU (150 µs and more) than many requests.
+    pub handshaking: AtomicU32,
+}
+
+impl WorkerLoad {
+    /// The load the `balanced` intake compares: connections owned and queued for it, a
+    /// connection in its TLS handshake counting twice.
+    pub fn weight(&self) -> u32 {
+        self.active.load(Ordering::Relaxed)
+            + self.pending.load(Ordering::Relaxed)
+            + self.handshaking.load(Ordering::Relaxed)
+    }
 }
 
 /// Every worker's counters and loads, shared by the workers, the intake and the admin API.
@@ -174,6 +187,17 @@ impl Stats {
             .iter()
             .map(|load| u64::from(load.active.load(Ordering::Relaxed)))
             .sum()
+    }
+
+    /// Each worker's TLS handshakes, in worker order.
+    pub fn tls_reports(&self) -> Vec<tls::TlsReport> {
+        let loads = self.loads.iter();
+        let handshaking = loads.map(|load| load.handshaking.load(Ordering::Relaxed));
+        self.counters
+            .iter()
+            .zip(handshaking)
+            .map(|(counters, in_progress)| counters.tls.report(in_progress))
+            .collect()
     }
 
     /// TLS handshakes finished over all workers: resumed ones, or full ones.

@@ -1,7 +1,7 @@
 //! A worker's TLS handshakes: how many finished (full or resumed), how many failed and why, how
 //! long they took, and how many are under way now.
 
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 /// Why a handshake on a TLS listener failed.
@@ -63,8 +63,6 @@ pub struct TlsCounters {
     pub resumed: AtomicU64,
     /// Failed, by [`HandshakeFailed`] in the order of `ALL`.
     pub failed: [AtomicU64; 8],
-    /// Under way now.
-    pub in_progress: AtomicU32,
     /// Finished handshakes by time taken, cumulative as Prometheus wants them: `buckets[i]` counts
     /// those within `HANDSHAKE_BUCKETS_MS[i]`; the last counts them all.
     pub buckets: [AtomicU64; 13],
@@ -79,6 +77,7 @@ pub struct TlsReport {
     pub resumed: u64,
     /// By [`HandshakeFailed`], in the order of `ALL`.
     pub failed: [u64; 8],
+    /// Under way now (the worker's `WorkerLoad::handshaking`).
     pub in_progress: u32,
     /// Cumulative, as in [`TlsCounters::buckets`].
     pub buckets: [u64; 13],
@@ -86,14 +85,14 @@ pub struct TlsReport {
 }
 
 impl TlsCounters {
-    /// The counters now.
-    pub fn report(&self) -> TlsReport {
+    /// The counters now, with `in_progress` handshakes under way (the worker's load says).
+    pub fn report(&self, in_progress: u32) -> TlsReport {
         let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
         TlsReport {
             full: load(&self.full),
             resumed: load(&self.resumed),
             failed: std::array::from_fn(|i| load(&self.failed[i])),
-            in_progress: self.in_progress.load(Ordering::Relaxed),
+            in_progress,
             buckets: std::array::from_fn(|i| load(&self.buckets[i])),
             total_us: load(&self.total_us),
         }

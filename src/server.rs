@@ -9,6 +9,7 @@ use tokio::sync::watch;
 
 use crate::access_log::{AccessLogWriter, LogFiles};
 use crate::admin::{self, AdminConfig, AdminError, AdminHandle};
+use crate::config::ticket_keys::TicketKeys;
 use crate::config::{Config, IntakeMode};
 use crate::health_check::{self, HealthHandle};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
@@ -123,6 +124,12 @@ impl Server {
         let mut inherited = Inherited::from_env();
         let predecessors =
             upgrade::take_predecessor_pipe().map(|(pid, pipe)| Predecessors::follow(pid, pipe));
+        // Ticket keys: the predecessor's, so that its clients resume here, unless the config
+        // names a file (which every instance shares).
+        if upgrade::take_ticket_keys() {
+            tracing::info!("TLS session ticket keys handed down by the previous process");
+        }
+        TicketKeys::global().install(&config.ticket_keys);
         for (index, listener) in config.listeners.iter().enumerate() {
             let bind_error = |error| StartError::Bind {
                 listener: listener.name.clone(),

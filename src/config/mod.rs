@@ -15,6 +15,7 @@ mod raw;
 mod reload_scope;
 pub mod route_index;
 mod summary;
+pub mod ticket_keys;
 pub mod tls;
 pub mod token;
 pub mod upgrade;
@@ -63,6 +64,9 @@ pub struct Config {
     pub admin: Option<AdminSettings>,
     /// `[log]`: herdsman's own log.
     pub log: LogSettings,
+    /// `[tls] ticket_key_file`: where the TLS session ticket keys come from (generated and
+    /// rotated by herdsman, the default, or a file shared by several instances).
+    pub ticket_keys: ticket_keys::TicketKeySource,
     /// What the check found pointless though valid, each named by its key and line as a problem
     /// is: routes that can never match, since an earlier route takes every request they would.
     /// `herdsman check` prints them; `herdsman run` logs them at start and at each reload.

@@ -36,6 +36,15 @@ pub struct RawConfig {
     pub admin: Option<Spanned<RawAdmin>>,
     #[serde(default)]
     pub log: RawLog,
+    #[serde(default)]
+    pub tls: RawTls,
+}
+
+/// `[tls]`: what every TLS listener of the process shares.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawTls {
+    pub ticket_key_file: Option<Spanned<String>>,
 }
 
 /// `[log]`: herdsman's own log of errors and events (stderr).

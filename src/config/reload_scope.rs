@@ -42,6 +42,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         pools: _,
         admin,
         log,
+        // Installed by the reload itself.
+        ticket_keys: _,
         // The file's own, logged by whoever read it.
         warnings: _,
     } = running;

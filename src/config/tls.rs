@@ -7,10 +7,11 @@
 use std::sync::{Arc, OnceLock};
 
 use rustls::crypto::CryptoProvider;
-use rustls::server::{ProducesTickets, ServerSessionMemoryCache, StoresServerSessions};
+use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 use rustls::ServerConfig;
 
 use super::certificates::CertificateStore;
+use super::ticket_keys::TicketKeys;
 
 /// The protocol a TLS connection's HTTP runs on, offered by ALPN: HTTP/1.1 only until herdsman
 /// speaks HTTP/2.
@@ -113,7 +114,7 @@ impl ListenerTls {
         };
         let mut config = builder.with_cert_resolver(Arc::clone(&certificates) as _);
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
-        config.ticketer = ticketer();
+        config.ticketer = TicketKeys::global();
         config.session_storage = session_cache();
         // Renegotiation does not exist in rustls; 0-RTT data stays off (it can be replayed).
         config.max_early_data_size = 0;
@@ -186,15 +187,6 @@ pub fn provider() -> Arc<CryptoProvider> {
             cipher_suites: rustls::crypto::ring::default_provider().cipher_suites,
             ..rustls::crypto::aws_lc_rs::default_provider()
         })
-    }))
-}
-
-/// The process's TLS 1.3 ticket keys (rotated by rustls every six hours, the previous key still
-/// accepted), shared by every listener and kept across reloads.
-fn ticketer() -> Arc<dyn ProducesTickets> {
-    static TICKETER: OnceLock<Arc<dyn ProducesTickets>> = OnceLock::new();
-    Arc::clone(TICKETER.get_or_init(|| {
-        rustls::crypto::aws_lc_rs::Ticketer::new().expect("the provider makes ticket keys")
     }))
 }
 

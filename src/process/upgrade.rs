@@ -29,6 +29,10 @@ pub const INHERIT_ENV: &str = "HERDSMAN_INHERIT";
 pub const READY_ENV: &str = "HERDSMAN_READY_FD";
 /// The pipe on which the old process reports its drain to the new one (the read end's number).
 pub const PREDECESSOR_ENV: &str = "HERDSMAN_PREDECESSOR_FD";
+/// A pipe holding the old process's TLS session ticket keys (the read end's number), so that
+/// clients resume their sessions across the upgrade. A pipe, not the environment: another
+/// process of the same user could read an environment in /proc.
+pub const TICKET_KEYS_ENV: &str = "HERDSMAN_TICKET_KEYS_FD";
 /// The name the admin API's socket goes by in `HERDSMAN_INHERIT`.
 pub const ADMIN_SOCKET: &str = "admin";
 /// The name its UNIX socket goes by. Not a listener name: those are checked names, and this has a
@@ -102,6 +106,10 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<Su
     let (ready_read, ready_write) = pipe().map_err(no_pipe)?;
     let (report_read, report_write) = pipe().map_err(no_pipe)?;
     set_nonblocking(&report_write).map_err(no_pipe)?;
+    // The keys fit a pipe's buffer many times over: written whole before the successor starts.
+    let (keys_read, keys_write) = pipe().map_err(no_pipe)?;
+    let keys = crate::config::ticket_keys::TicketKeys::global().export();
+    io::Write::write_all(&mut std::fs::File::from(keys_write), &keys).map_err(no_pipe)?;
     let inherit = sockets
         .iter()
         .map(|(name, fd)| format!("{name}={fd}"))
@@ -110,12 +118,14 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<Su
     let mut keep: Vec<RawFd> = sockets.iter().map(|(_, fd)| *fd).collect();
     keep.push(ready_write.as_raw_fd());
     keep.push(report_read.as_raw_fd());
+    keep.push(keys_read.as_raw_fd());
     let mut command = Command::new(&relaunch.exe);
     command
         .args(&relaunch.args)
         .env(INHERIT_ENV, inherit)
         .env(READY_ENV, ready_write.as_raw_fd().to_string())
         .env(PREDECESSOR_ENV, report_read.as_raw_fd().to_string())
+        .env(TICKET_KEYS_ENV, keys_read.as_raw_fd().to_string())
         .stdin(Stdio::null());
     // SAFETY: between fork and exec only async-signal-safe calls (fcntl) are made.
     unsafe {
@@ -136,6 +146,7 @@ fn start_and_wait(relaunch: &Relaunch, sockets: &[(String, RawFd)]) -> Result<Su
     // leave writes going into a pipe nobody reads rather than failing.
     drop(ready_write);
     drop(report_read);
+    drop(keys_read);
     let pid = child.id();
     let (sender, receiver) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -203,6 +214,25 @@ pub fn take_predecessor_pipe() -> Option<(u32, std::fs::File)> {
         std::os::unix::process::parent_id(),
         std::fs::File::from(owned),
     ))
+}
+
+/// Takes the TLS session ticket keys the process this one replaces handed down (and clears the
+/// variable naming their pipe): true when it did, so that tickets it sealed open here.
+pub fn take_ticket_keys() -> bool {
+    let Some(fd) = std::env::var_os(TICKET_KEYS_ENV) else {
+        return false;
+    };
+    // Called at start, before the threads that might read the environment.
+    std::env::remove_var(TICKET_KEYS_ENV);
+    let Ok(fd) = fd.to_string_lossy().parse::<RawFd>() else {
+        return false;
+    };
+    // SAFETY: the old process left this descriptor open for this process to own.
+    let mut pipe = std::fs::File::from(unsafe { OwnedFd::from_raw_fd(fd) });
+    let mut keys = Vec::new();
+    // The writer closed its end before this process started: the read ends at once.
+    pipe.read_to_end(&mut keys).is_ok()
+        && crate::config::ticket_keys::TicketKeys::global().import(&keys)
 }
 
 /// The sockets handed down by the process this one replaces, by listener name.

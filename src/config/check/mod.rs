@@ -132,6 +132,7 @@ impl Checker {
         self.unique_sticky_cookies(&raw.pool, &pools);
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
         let log = self.log(&raw.log);
+        let ticket_keys = self.ticket_keys(&raw.tls);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
             routes::shadowed_routes(&routes, &route_tables)
@@ -152,6 +153,7 @@ impl Checker {
             pools,
             admin,
             log,
+            ticket_keys,
             warnings,
         }
     }
@@ -352,6 +354,7 @@ mod tests {
             log: LogSettings {
                 level: LogLevel::Info,
             },
+            ticket_keys: Default::default(),
             warnings: Vec::new(),
         };
         assert_eq!(config, expected);

@@ -12,7 +12,8 @@ use super::primitives::quoted;
 use super::words::{CLIENT_AUTH, TLS_VERSIONS, UNKNOWN_NAMES};
 use super::{Checker, Table};
 use crate::config::certificates::{Certificate, CertificateError, CertificateStore};
-use crate::config::raw::{RawCertificate, RawListenerTls};
+use crate::config::raw::{RawCertificate, RawListenerTls, RawTls};
+use crate::config::ticket_keys::{read_key_file, TicketKeySource};
 use crate::config::tls::{provider, ClientCertificates, ListenerTls};
 
 impl Checker {
@@ -158,6 +159,34 @@ impl Checker {
         }
     }
 
+    /// `[tls] ticket_key_file`: one or more 48-byte keys in a file, read now.
+    pub(super) fn ticket_keys(&mut self, raw: &RawTls) -> TicketKeySource {
+        let Some(raw) = &raw.ticket_key_file else {
+            return TicketKeySource::Generated;
+        };
+        let path = Path::new(raw.get_ref());
+        let why = if path.is_absolute() {
+            match read_key_file(path) {
+                Ok(keys) => {
+                    return TicketKeySource::File {
+                        path: path.to_path_buf(),
+                        keys,
+                    }
+                }
+                Err(why) => why,
+            }
+        } else {
+            r#"not an absolute path; write e.g. "/etc/herdsman/ticket.key""#.to_string()
+        };
+        self.reject(
+            "tls.ticket_key_file",
+            raw.span(),
+            &quoted(raw.get_ref()),
+            why,
+        );
+        TicketKeySource::Generated
+    }
+
     /// A certificate's `chain` or `key`: an absolute path (a relative one would depend on the
     /// directory herdsman was started in, and a reload could read another file).
     fn pem_path<'a>(
@@ -189,6 +218,7 @@ impl Checker {
 mod tests {
     use crate::config::fixtures::MINIMAL;
     use crate::config::load::from_toml;
+    use crate::config::ticket_keys::TicketKeySource;
     use crate::config::tls::TlsVersion;
     use crate::config::ConfigProblem;
     use std::path::PathBuf;
@@ -384,5 +414,27 @@ mod tests {
             word[0].message.contains("accepted: required, optional"),
             "{word:?}"
         );
+    }
+
+    #[test]
+    fn a_ticket_key_file_must_hold_whole_48_byte_keys() {
+        let dir =
+            std::env::temp_dir().join(format!("herdsman-ticket-check-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (good, bad) = (dir.join("good.key"), dir.join("bad.key"));
+        std::fs::write(&good, [7u8; 96]).unwrap();
+        std::fs::write(&bad, [7u8; 50]).unwrap();
+        let with =
+            |path: &std::path::Path| format!("{MINIMAL}\n[tls]\nticket_key_file = {:?}\n", path);
+        let config = from_toml(&with(&good), "t.toml").unwrap();
+        match &config.ticket_keys {
+            TicketKeySource::File { keys, .. } => assert_eq!(keys.len(), 2),
+            other => panic!("{other:?}"),
+        }
+        let found = problems(&with(&bad));
+        assert_eq!(found[0].key, "tls.ticket_key_file");
+        assert!(found[0].message.contains("openssl rand 48"), "{found:?}");
+        let relative = problems(&with(std::path::Path::new("ticket.key")));
+        assert!(relative[0].message.contains("absolute"), "{relative:?}");
     }
 }

@@ -7,6 +7,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use crate::config::ticket_keys::TicketKeys;
 use crate::config::{hold_back_restart_only, Config, ListenerConfig};
 use crate::intake::{self, ListenerChange, ListenerLoad};
 use crate::transport::{prepare_temp_dir, ListenSocket};
@@ -87,6 +88,7 @@ impl Registry {
         }
         states.retain(|server_key, _| still_there.contains(server_key));
         weights.retain(|server_key, _| still_there.contains(server_key));
+        TicketKeys::global().install(&fresh.ticket_keys);
         state.config = fresh;
         // Slots first, so that the snapshot maps each new listener to its pool before any
         // worker accepts on it.

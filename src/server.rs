@@ -14,8 +14,8 @@ use crate::config::{Config, IntakeMode};
 use crate::health_check::{self, HealthHandle};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::process::drain::Predecessors;
-use crate::process::kernel_watch;
 use crate::process::upgrade::{self, Inherited};
+use crate::process::{certificate_watch, kernel_watch};
 use crate::stats::Stats;
 use crate::transport::{prepare_temp_dir, ListenSocket};
 use crate::upstream::registry::{ListenerControl, Registry};
@@ -180,6 +180,8 @@ impl Server {
         let registry = Arc::new(
             Registry::new(config.clone(), path, Some(control), bound).map_err(StartError::Keys)?,
         );
+        // Certificate files changed on disk are read again without a reload.
+        certificate_watch::start(&registry).map_err(StartError::Thread)?;
         let (stop, stop_receiver) = watch::channel(false);
         let (stopping, stopping_receiver) = watch::channel(None);
         let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();

@@ -538,3 +538,92 @@ fn an_optional_client_certificate_is_named_when_presented_and_claims_are_dropped
         "{named}"
     );
 }
+
+#[test]
+fn certificate_files_changed_on_disk_are_served_without_a_reload_unless_they_do_not_load() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("tls-watch");
+    let old = CertFiles::issue_into(&dir, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let proxy = start_tls(
+        Setup::new().server("a", server.addr),
+        &tls_table(&[&old], ""),
+    );
+    let mut kept = TlsConn::connect(proxy.addr, "app.test");
+    // Replaced on disk as certbot does (a new file renamed over the old), no reload asked.
+    let staged = fresh_temp_dir("tls-watch-staged");
+    let new = CertFiles::issue_into(&staged, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    std::fs::rename(&new.key, &old.key).unwrap();
+    std::fs::rename(&new.chain, &old.chain).unwrap();
+    let presented = || TlsConn::connect(proxy.addr, "app.test").server_certificate();
+    assert!(
+        eventually(Duration::from_secs(10), || presented() == new.der),
+        "the new certificate was not picked up"
+    );
+    // A connection made before goes on.
+    let response = kept.roundtrip(b"GET / HTTP/1.1\r\nHost: app.test\r\n\r\n");
+    assert_eq!(response.status(), 200);
+    // A key that does not match: the certificate serving goes on.
+    let other = CertFiles::issue("watch-other", &["app.test"]);
+    std::fs::copy(&other.key, &old.key).unwrap();
+    std::thread::sleep(Duration::from_secs(5));
+    assert_eq!(presented(), new.der);
+}
+
+#[test]
+fn certificates_swapped_under_load_fail_no_handshake() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("tls-swap-load");
+    let first = CertFiles::issue_into(&dir, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+    let setup = Setup::new().server("a", server.addr);
+    let text = with_tls(&setup, &tls_table(&[&first], ""));
+    let proxy = Proxy::start_from_file(&text);
+    let addr = proxy.addr;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let clients: Vec<_> = (0..2)
+        .map(|_| {
+            let stop = std::sync::Arc::clone(&stop);
+            std::thread::spawn(move || {
+                let config = client_config();
+                let (mut served, mut failed) = (0, Vec::new());
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let tried =
+                        TlsConn::try_connect(addr, "app.test", &config).and_then(|mut c| {
+                            c.send(
+                                b"GET / HTTP/1.1\r\nHost: app.test\r\nConnection: close\r\n\r\n",
+                            );
+                            c.read_response()
+                        });
+                    match tried {
+                        Ok(response) if response.status() == 200 => served += 1,
+                        other => failed.push(format!("{other:?}")),
+                    }
+                }
+                (served, failed)
+            })
+        })
+        .collect();
+    let mut served_by = std::collections::HashSet::new();
+    for _ in 0..4 {
+        std::thread::sleep(Duration::from_millis(150));
+        let new = CertFiles::issue_into(&dir, &["app.test"], &rcgen::PKCS_ECDSA_P256_SHA256);
+        proxy.reload_with(&text).expect("the new pair loads");
+        served_by.insert(TlsConn::connect(addr, "app.test").server_certificate());
+        assert_eq!(
+            TlsConn::connect(addr, "app.test").server_certificate(),
+            new.der
+        );
+    }
+    std::thread::sleep(Duration::from_millis(150));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    for client in clients {
+        let (served, failed) = client.join().unwrap();
+        assert!(
+            failed.is_empty(),
+            "{} failed: {:?}",
+            failed.len(),
+            &failed[..1]
+        );
+        assert!(served > 10, "only {served} served");
+    }
+    assert_eq!(served_by.len(), 4, "every swap served its own certificate");
+}

@@ -10,7 +10,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 use rustls::ServerConfig;
 
-use super::certificates::CertificateStore;
+use super::certificates::{Certificate, CertificateStore};
 use super::ticket_keys::TicketKeys;
 
 /// The protocol a TLS connection's HTTP runs on, offered by ALPN: HTTP/1.1 only until herdsman
@@ -93,12 +93,63 @@ impl PartialEq for ListenerTls {
 }
 
 impl ListenerTls {
+    /// The same settings over the files read again (their certificates changed on disk): every
+    /// certificate, and the client CAs; the file and the reason when one does not load.
+    pub fn read_again(&self) -> Result<ListenerTls, String> {
+        let provider = provider();
+        let certificates = self
+            .certificates
+            .certificates()
+            .iter()
+            .map(|old| Certificate::load(&old.chain_file, &old.key_file, &provider))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| error.to_string())?;
+        let store = CertificateStore::new(certificates, self.certificates.unknown_name());
+        let clients = match &self.clients {
+            Some(old) => Some(
+                ClientCertificates::load(&old.ca_file, old.auth)
+                    .map_err(|why| format!("{}: {why}", old.ca_file.display()))?,
+            ),
+            None => None,
+        };
+        let hsts = self.hsts_line.clone();
+        Ok(ListenerTls::build(
+            Arc::new(store),
+            self.min_version,
+            hsts,
+            clients,
+        ))
+    }
+
+    /// The files it was read from: each certificate's chain and key, and the client CAs.
+    pub fn files(&self) -> Vec<std::path::PathBuf> {
+        let certificates = self.certificates.certificates().iter();
+        let pairs = certificates.flat_map(|c| [c.chain_file.clone(), c.key_file.clone()]);
+        pairs
+            .chain(self.clients.iter().map(|c| c.ca_file.clone()))
+            .collect()
+    }
+
     /// The settings over `certificates`, with the server config they make; `hsts` the value of
     /// the `Strict-Transport-Security` field to add to responses, if any.
     pub fn new(
         certificates: Arc<CertificateStore>,
         min_version: TlsVersion,
         hsts: Option<&str>,
+        clients: Option<ClientCertificates>,
+    ) -> ListenerTls {
+        let hsts_line = hsts.map_or_else(Box::default, |value| {
+            format!("Strict-Transport-Security: {value}\r\n")
+                .into_bytes()
+                .into_boxed_slice()
+        });
+        ListenerTls::build(certificates, min_version, hsts_line, clients)
+    }
+
+    fn build(
+        certificates: Arc<CertificateStore>,
+        min_version: TlsVersion,
+        hsts_line: Box<[u8]>,
         clients: Option<ClientCertificates>,
     ) -> ListenerTls {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
@@ -118,11 +169,6 @@ impl ListenerTls {
         config.session_storage = session_cache();
         // Renegotiation does not exist in rustls; 0-RTT data stays off (it can be replayed).
         config.max_early_data_size = 0;
-        let hsts_line = hsts.map_or_else(Box::default, |value| {
-            format!("Strict-Transport-Security: {value}\r\n")
-                .into_bytes()
-                .into_boxed_slice()
-        });
         ListenerTls {
             certificates,
             min_version,

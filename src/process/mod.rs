@@ -1,11 +1,13 @@
 //! The process's life, seen from outside: the signals it serves (`signals`), what systemd is told
 //! (`notify`), the binary upgrade that hands the listening sockets to a new process (`upgrade`),
-//! the drain of a process that stops or handed over (`drain`), and the kernel's listen-queue
-//! losses said out loud (`kernel_watch`).
+//! the drain of a process that stops or handed over (`drain`), the kernel's listen-queue
+//! losses said out loud (`kernel_watch`), and certificate files watched for changes
+//! (`certificate_watch`).
 //!
 //! Nothing here knows the admin API: it reaches these through `notify` (a reload announced),
 //! `drain::Predecessors` (the old processes it reports) and `kernel_watch` (run on its thread).
 
+pub mod certificate_watch;
 pub mod drain;
 pub mod kernel_watch;
 pub mod notify;

@@ -273,6 +273,39 @@ impl Registry {
             .collect()
     }
 
+    /// Every file the TLS listeners' certificates were read from (chains, keys, client CAs).
+    pub fn certificate_files(&self) -> Vec<std::path::PathBuf> {
+        let state = self.lock();
+        let listeners = state.config.listeners.iter();
+        listeners
+            .filter_map(|listener| listener.tls.as_ref())
+            .flat_map(|tls| tls.files())
+            .collect()
+    }
+
+    /// Reads every TLS listener's certificates again from their files (which changed on disk)
+    /// and serves them from the next handshake on: the number of listeners re-read. If any file
+    /// does not load, nothing changes and the error names the listener, the file and the reason.
+    pub fn reread_certificates(&self) -> Result<usize, String> {
+        let mut state = self.lock();
+        let mut fresh = Vec::new();
+        for (index, listener) in state.config.listeners.iter().enumerate() {
+            if let Some(tls) = &listener.tls {
+                let again = tls
+                    .read_again()
+                    .map_err(|why| format!("listener {}: {why}", listener.name))?;
+                fresh.push((index, again));
+            }
+        }
+        let count = fresh.len();
+        for (index, tls) in fresh {
+            state.config.listeners[index].tls = Some(tls);
+        }
+        self.publish(&mut state)
+            .map_err(|error| error.to_string())?;
+        Ok(count)
+    }
+
     /// The running config, run-time changes included.
     pub fn config(&self) -> Config {
         self.lock().config.clone()

@@ -2,11 +2,12 @@
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
 # packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
 # check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
-# headless) for the stats page, strace for the churn benchmark's system calls, and curl and openssl
-# as TLS clients. Installs only what is missing (nothing, when all are there); uses sudo when not
-# run as root. CI runs it before `cargo test --workspace`, whose short comparison
-# (bench/tests/compare_short.rs), short churn run, tests/metrics.rs, tests/stats_page.rs and
-# tests/tls_clients.rs need them all.
+# headless) for the stats page, strace for the churn benchmark's system calls, curl and openssl
+# as TLS clients, and h2load (Debian's nghttp2-client) for the tls benchmark's handshakes.
+# Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
+# runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
+# short churn and tls runs, tests/metrics.rs, tests/stats_page.rs and tests/tls_clients.rs need
+# them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -25,10 +26,13 @@ have strace || missing+=(strace)
 # Real TLS clients for tests/tls_clients.rs: curl, and openssl's s_client.
 have curl || missing+=(curl)
 have openssl || missing+=(openssl)
+# h2load drives full TLS handshakes for the tls benchmark (bench/tests/tls_short.rs), which also
+# uses openssl's s_time.
+have h2load || missing+=(nghttp2-client)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load and the plot font are installed"
   exit 0
 fi
 

@@ -8,17 +8,20 @@
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
-//! - `proxies`     — the proxies' equivalent configurations and command lines
+//! - `proxies`     — the proxies' equivalent configurations (cleartext or TLS) and command lines
 //! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `procstat`    — CPU time and RSS of a process tree, CPU time of a process or of one of its
 //!   threads by name, connections on a port and those in TIME_WAIT, from /proc
 //! - `cpu`         — where the machine's CPU went during a run, process by process
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
+//! - `tls_client`  — the benchmarks' own TLS client (rustls), pinned to the benchmark's own
+//!   certificates: one handshake and one request, and probing a TLS listener
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
 //! - `slow_holders` — holder processes of slow connections, both ends, and what each kind saw
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
-//! - `tools`       — finding/installing haproxy, nginx, wrk; building herdsman; versions
+//! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
+//!   versions
 //! - `wrk`         — running wrk and parsing its report
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
@@ -54,6 +57,7 @@ pub mod slow_holders;
 pub mod slow_steps;
 pub mod stack;
 pub mod stats;
+pub mod tls_client;
 pub mod tools;
 pub mod workers_api;
 pub mod wrk;

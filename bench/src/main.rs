@@ -20,6 +20,9 @@
 //!   how the checks spread over the interval (issue 24)
 //! - `scale`       — herdsman, HAProxy and nginx with 1 to 100,000 host routes; least-conn and
 //!   round-robin over 10,000 servers; reloads and server changes at that size (issue 24)
+//! - `tls`         — herdsman, HAProxy and nginx terminating TLS: full and resumed handshakes per
+//!   CPU-second (ECDSA and RSA), keep-alive requests and 1 MiB answers over TLS, memory per idle
+//!   TLS connection with 10,000 held (issue 16)
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
@@ -35,6 +38,7 @@ mod slow_clients;
 mod slowloris;
 mod soak;
 mod stall;
+mod tls;
 
 use std::net::SocketAddr;
 
@@ -102,6 +106,13 @@ enum Command {
     /// and round-robin over 10,000 servers, servers added and removed; writes
     /// bench/results/scale.md.
     Scale(scale::ScaleArgs),
+    /// herdsman, HAProxy and nginx terminating TLS with the same ECDSA and RSA certificates: full
+    /// and resumed handshakes per CPU-second, keep-alive requests and 1 MiB answers over TLS, and
+    /// memory per idle TLS connection; writes bench/results/tls.md.
+    Tls(tls::TlsArgs),
+    /// One process of idle TLS connections for `tls` (started by it).
+    #[command(hide = true)]
+    TlsHolder(tls::holder::TlsHolderArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -126,6 +137,8 @@ fn main() -> anyhow::Result<()> {
         Command::Soak(args) => soak::run(args),
         Command::HealthChecks(args) => health_checks::run(args),
         Command::Scale(args) => scale::run(args),
+        Command::Tls(args) => tls::run(args),
+        Command::TlsHolder(args) => tls::holder::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

@@ -167,6 +167,17 @@ impl Supervised {
 
     /// Waits until the process answers `GET /` on `port` with a 2xx, or fails with the reason.
     pub fn wait_until_serving(&mut self, port: u16, timeout: Duration) -> anyhow::Result<()> {
+        self.wait_until_answering(port, timeout, probe)
+    }
+
+    /// Waits until `probe(port)` succeeds (a `GET /` answered 2xx, over whatever the probe
+    /// speaks: cleartext, TLS), or fails with the reason: the process exited, or `timeout` passed.
+    pub fn wait_until_answering(
+        &mut self,
+        port: u16,
+        timeout: Duration,
+        probe: impl Fn(u16) -> anyhow::Result<()>,
+    ) -> anyhow::Result<()> {
         let deadline = Instant::now() + timeout;
         let mut last_error = String::from("no attempt");
         while Instant::now() < deadline {

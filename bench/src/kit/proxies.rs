@@ -2,9 +2,12 @@
 //! to the one backend, no access logs, X-Forwarded-For/-Proto/-Host added (herdsman always adds
 //! them, so its peers do the same work), idle client connections kept for `CLIENT_IDLE_SECONDS`,
 //! room for every client connection the run opens, and the command line that starts each in the
-//! foreground; and starting herdsman alone, for the benchmarks that measure only herdsman.
+//! foreground; and starting herdsman alone, for the benchmarks that measure only herdsman. Each
+//! configuration also comes with TLS on its listeners (`Target::tls_config`): the same certificate
+//! files for all three, TLS 1.2 and 1.3, ALPN http/1.1, session tickets and a TLS 1.2 session cache.
 
 use std::fmt;
+use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
@@ -135,6 +138,24 @@ impl Plan {
     }
 }
 
+/// A certificate and its private key as PEM files, absolute paths: herdsman and nginx read the two
+/// apart, HAProxy one file holding both.
+#[derive(Debug, Clone)]
+pub struct TlsCertificate {
+    pub chain: PathBuf,
+    pub key: PathBuf,
+    /// The chain followed by the key, for HAProxy's `crt`.
+    pub combined: PathBuf,
+}
+
+/// One TLS listener: where, and the certificate it serves.
+#[derive(Debug, Clone)]
+pub struct TlsListener {
+    /// On 127.0.0.1.
+    pub port: u16,
+    pub certificate: TlsCertificate,
+}
+
 impl Target {
     /// The configuration file's name and text. `dir` is this target's private scratch directory.
     pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
@@ -142,6 +163,26 @@ impl Target {
             ProxyKind::Herdsman => ("herdsman.toml", herdsman_config(plan, self.intake)),
             ProxyKind::Haproxy => ("haproxy.cfg", haproxy_config(plan)),
             ProxyKind::Nginx => ("nginx.conf", nginx_config(plan, dir)),
+        }
+    }
+
+    /// The configuration file's name and text with TLS on every one of `listeners` (`plan.port`
+    /// is not listened on), and herdsman's admin API on `admin_port` when one is given (the other
+    /// two have none). `dir` is this target's private scratch directory.
+    pub fn tls_config(
+        &self,
+        plan: Plan,
+        listeners: &[TlsListener],
+        admin_port: Option<u16>,
+        dir: &Path,
+    ) -> (&'static str, String) {
+        match self.kind {
+            ProxyKind::Herdsman => (
+                "herdsman.toml",
+                herdsman_tls_config(plan, listeners, admin_port),
+            ),
+            ProxyKind::Haproxy => ("haproxy.cfg", haproxy_tls_config(plan, listeners)),
+            ProxyKind::Nginx => ("nginx.conf", nginx_tls_config(plan, listeners, dir)),
         }
     }
 
@@ -154,11 +195,24 @@ impl Target {
         port: u16,
         dir: &Path,
     ) -> anyhow::Result<Supervised> {
+        self.start_checked(file, text, port, dir, crate::kit::process::probe)
+    }
+
+    /// `start`, waiting until `probe(port)` succeeds rather than a cleartext `GET /`: for a proxy
+    /// whose port speaks TLS.
+    pub fn start_checked(
+        &self,
+        file: &str,
+        text: &str,
+        port: u16,
+        dir: &Path,
+        probe: impl Fn(u16) -> anyhow::Result<()>,
+    ) -> anyhow::Result<Supervised> {
         let config = dir.join(file);
         std::fs::write(&config, text).with_context(|| format!("writing {}", config.display()))?;
         let command = self.command(&config, dir);
         let mut process = Supervised::spawn(&self.label, command, &dir.join("output.log"))?;
-        process.wait_until_serving(port, Duration::from_secs(15))?;
+        process.wait_until_answering(port, Duration::from_secs(15), probe)?;
         Ok(process)
     }
 
@@ -214,16 +268,7 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
         backend_idle,
         ..
     } = plan;
-    // herdsman has no connection limit to raise: it holds as many as its descriptors allow.
-    // Its own default idle set is 64 per server; only a larger need is written out.
-    let limits = if backend_idle > 64 {
-        format!(
-            "\n[limits]\nmax_idle_per_server = {}\n",
-            backend_idle.min(4096)
-        )
-    } else {
-        String::new()
-    };
+    let limits = herdsman_limits(backend_idle);
     let intake = intake.map_or(String::new(), |mode| format!("intake = \"{mode}\"\n"));
     format!(
         r#"workers = {workers}
@@ -243,11 +288,123 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
     )
 }
 
-pub fn haproxy_config(plan: Plan) -> String {
+/// herdsman's `[limits]` table for `backend_idle` idle backend connections per server, or nothing.
+fn herdsman_limits(backend_idle: u32) -> String {
+    // herdsman has no connection limit to raise: it holds as many as its descriptors allow.
+    // Its own default idle set is 64 per server; only a larger need is written out.
+    if backend_idle > 64 {
+        format!(
+            "\n[limits]\nmax_idle_per_server = {}\n",
+            backend_idle.min(4096)
+        )
+    } else {
+        String::new()
+    }
+}
+
+/// herdsman's configuration with TLS on every one of `listeners` (named "tls-PORT"), in front of
+/// the one backend, and its admin API on `admin_port` when given. Its TLS defaults are the
+/// equivalent settings: TLS 1.2 and 1.3, ALPN http/1.1, tickets and a TLS 1.2 session cache.
+pub fn herdsman_tls_config(
+    plan: Plan,
+    listeners: &[TlsListener],
+    admin_port: Option<u16>,
+) -> String {
     let Plan {
         workers,
-        port,
         backend_port,
+        backend_idle,
+        ..
+    } = plan;
+    let limits = herdsman_limits(backend_idle);
+    let mut text = format!(
+        "workers = {workers}\n\n[timeouts]\nclient_idle = \"{CLIENT_IDLE_SECONDS}s\"\n{limits}"
+    );
+    for listener in listeners {
+        let TlsCertificate { chain, key, .. } = &listener.certificate;
+        let _ = write!(
+            text,
+            r#"
+[[listener]]
+name = "tls-{port}"
+bind = "127.0.0.1:{port}"
+pool = "backend"
+[listener.tls]
+certificates = [{{ chain = "{chain}", key = "{key}" }}]
+min_version = "1.2"
+"#,
+            port = listener.port,
+            chain = chain.display(),
+            key = key.display()
+        );
+    }
+    if let Some(admin_port) = admin_port {
+        let _ = write!(text, "\n[admin]\nbind = \"127.0.0.1:{admin_port}\"\n");
+    }
+    let _ = write!(
+        text,
+        r#"
+[[pool]]
+name = "backend"
+servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
+"#
+    );
+    text
+}
+
+pub fn haproxy_config(plan: Plan) -> String {
+    let Plan {
+        port, backend_port, ..
+    } = plan;
+    format!(
+        r#"{head}
+frontend bench
+    bind 127.0.0.1:{port}
+    option forwardfor
+    http-request set-header X-Forwarded-Proto http
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    default_backend backend
+
+backend backend
+    server b1 127.0.0.1:{backend_port}
+"#,
+        head = haproxy_head(plan)
+    )
+}
+
+/// HAProxy's configuration with TLS on every one of `listeners` (`bind … ssl crt` with the
+/// certificate and key in one file, TLS 1.2 at least, ALPN http/1.1), in front of the one
+/// backend. HAProxy's defaults give the rest: tickets, and a TLS 1.2 session cache of 20,000.
+pub fn haproxy_tls_config(plan: Plan, listeners: &[TlsListener]) -> String {
+    let mut binds = String::new();
+    for listener in listeners {
+        let _ = writeln!(
+            binds,
+            "    bind 127.0.0.1:{} ssl crt {} ssl-min-ver TLSv1.2 alpn http/1.1",
+            listener.port,
+            listener.certificate.combined.display()
+        );
+    }
+    format!(
+        r#"{head}
+frontend bench
+{binds}    option forwardfor
+    http-request set-header X-Forwarded-Proto https
+    http-request set-header X-Forwarded-Host %[req.hdr(host)]
+    default_backend backend
+
+backend backend
+    server b1 127.0.0.1:{backend_port}
+"#,
+        head = haproxy_head(plan),
+        backend_port = plan.backend_port
+    )
+}
+
+/// HAProxy's `global` and `defaults` sections, as every benchmark's HAProxy has them.
+fn haproxy_head(plan: Plan) -> String {
+    let Plan {
+        workers,
         client_connections,
         descriptor_limit,
         ..
@@ -282,16 +439,6 @@ defaults
     timeout server 30s
     timeout http-request 10s
     timeout http-keep-alive {CLIENT_IDLE_SECONDS}s
-
-frontend bench
-    bind 127.0.0.1:{port}
-    option forwardfor
-    http-request set-header X-Forwarded-Proto http
-    http-request set-header X-Forwarded-Host %[req.hdr(host)]
-    default_backend backend
-
-backend backend
-    server b1 127.0.0.1:{backend_port}
 "#
     )
 }
@@ -323,6 +470,56 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
         }}
     }}
 }}
+"#,
+        head = nginx_head(plan, dir)
+    )
+}
+
+/// nginx's configuration with TLS on every one of `listeners` (a `server` each, `listen … ssl`), in
+/// front of the one backend: TLS 1.2 and 1.3, a shared session cache of 10 MB, tickets on. nginx
+/// offers ALPN http/1.1 on an ssl listener without HTTP/2.
+pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> String {
+    let Plan {
+        backend_port,
+        backend_idle,
+        ..
+    } = plan;
+    let mut servers = String::new();
+    for listener in listeners {
+        let TlsCertificate { chain, key, .. } = &listener.certificate;
+        let _ = write!(
+            servers,
+            r#"
+    server {{
+        listen 127.0.0.1:{port} ssl;
+        ssl_certificate {chain};
+        ssl_certificate_key {key};
+        location / {{
+            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+        }}
+    }}
+"#,
+            port = listener.port,
+            chain = chain.display(),
+            key = key.display()
+        );
+    }
+    format!(
+        r#"{head}    ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache shared:SSL:10m;
+    ssl_session_tickets on;
+
+    upstream backend {{
+        server 127.0.0.1:{backend_port};
+        keepalive {backend_idle};
+        keepalive_requests 1000000;
+    }}
+{servers}}}
 "#,
         head = nginx_head(plan, dir)
     )
@@ -375,6 +572,7 @@ http {{
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::markdown::assert_contains_all;
 
     const PLAN: Plan = Plan {
         workers: 2,
@@ -464,6 +662,84 @@ mod tests {
             assert!(nginx.contains(line), "{line} in {nginx}");
         }
         assert_eq!(PLAN.descriptors_needed(), 15_214);
+    }
+
+    fn tls_listeners() -> Vec<TlsListener> {
+        [(4101, "ecdsa"), (4102, "rsa")]
+            .into_iter()
+            .map(|(port, name)| TlsListener {
+                port,
+                certificate: TlsCertificate {
+                    chain: PathBuf::from(format!("/tmp/x/{name}.pem")),
+                    key: PathBuf::from(format!("/tmp/x/{name}.key")),
+                    combined: PathBuf::from(format!("/tmp/x/{name}.combined.pem")),
+                },
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_cleartext_configs_are_unchanged_by_the_tls_ones() {
+        let haproxy = haproxy_config(PLAN);
+        assert!(haproxy.contains(
+            "    timeout http-keep-alive 300s\n\nfrontend bench\n    bind 127.0.0.1:4100\n"
+        ));
+        assert!(haproxy.ends_with("backend backend\n    server b1 127.0.0.1:4200\n"));
+        assert!(haproxy.contains("X-Forwarded-Proto http\n"));
+    }
+
+    #[test]
+    fn every_tls_config_serves_each_certificate_on_its_port() {
+        let listeners = tls_listeners();
+        let dir = Path::new("/tmp/x");
+        let herdsman = herdsman_tls_config(PLAN, &listeners, Some(4300));
+        let haproxy = haproxy_tls_config(PLAN, &listeners);
+        let nginx = nginx_tls_config(PLAN, &listeners, dir);
+        for text in [&herdsman, &haproxy, &nginx] {
+            assert!(text.contains("127.0.0.1:4200"), "{text}");
+            assert!(!text.contains("127.0.0.1:4100"), "{text}");
+        }
+        assert!(herdsman.starts_with("workers = 2\n"));
+        assert_contains_all(
+            &herdsman,
+            &[
+                "bind = \"127.0.0.1:4101\"\npool = \"backend\"\n[listener.tls]\n\
+                 certificates = [{ chain = \"/tmp/x/ecdsa.pem\", key = \"/tmp/x/ecdsa.key\" }]\n\
+                 min_version = \"1.2\"\n",
+                "bind = \"127.0.0.1:4102\"",
+                "/tmp/x/rsa.key",
+                "[admin]\nbind = \"127.0.0.1:4300\"\n",
+                "client_idle = \"300s\"",
+            ],
+        );
+        // The admin table ends before the pool, which is not part of it.
+        assert!(herdsman.find("[admin]").unwrap() < herdsman.find("[[pool]]").unwrap());
+        assert!(!herdsman_tls_config(PLAN, &listeners, None).contains("[admin]"));
+        assert_contains_all(
+            &haproxy,
+            &[
+                "nbthread 2\n",
+                "    bind 127.0.0.1:4101 ssl crt /tmp/x/ecdsa.combined.pem ssl-min-ver TLSv1.2 \
+                 alpn http/1.1\n",
+                "    bind 127.0.0.1:4102 ssl crt /tmp/x/rsa.combined.pem",
+                "X-Forwarded-Proto https\n",
+                "maxconn 15150\n",
+            ],
+        );
+        assert_contains_all(
+            &nginx,
+            &[
+                "worker_processes 2;",
+                "listen 127.0.0.1:4101 ssl;\n        ssl_certificate /tmp/x/ecdsa.pem;\n        \
+                 ssl_certificate_key /tmp/x/ecdsa.key;\n",
+                "listen 127.0.0.1:4102 ssl;",
+                "ssl_protocols TLSv1.2 TLSv1.3;",
+                "ssl_session_cache shared:SSL:10m;",
+                "ssl_session_tickets on;",
+            ],
+        );
+        // Braces balance: every block nginx opens is closed.
+        assert_eq!(nginx.matches('{').count(), nginx.matches('}').count());
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! The outside programs a comparison needs: finding haproxy, nginx and wrk (installing the Debian
-//! packages when one is missing), building herdsman in this workspace, and asking each its version.
+//! The outside programs a comparison needs: finding haproxy, nginx, wrk, h2load and openssl
+//! (installing the Debian packages when one is missing), building herdsman in this workspace (into
+//! its target/ or the one CARGO_TARGET_DIR names), and asking each its version.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -27,6 +28,16 @@ pub const HAPROXY: Tool = Tool {
 pub const NGINX: Tool = Tool {
     name: "nginx",
     package: "nginx-light",
+};
+/// HTTP/1.1 and HTTP/2 load over TLS, from nghttp2's tools.
+pub const H2LOAD: Tool = Tool {
+    name: "h2load",
+    package: "nghttp2-client",
+};
+/// The command line of OpenSSL: certificates, and `s_time` for handshakes.
+pub const OPENSSL: Tool = Tool {
+    name: "openssl",
+    package: "openssl",
 };
 
 /// Bounds on the slow outside steps, so a stuck mirror or build cannot hang the benchmark forever.
@@ -171,6 +182,34 @@ pub fn herdsman_binary(workspace: &Path, no_build: bool) -> anyhow::Result<PathB
         return build_herdsman(workspace);
     }
     let binary = default_herdsman(workspace);
+    if !binary.exists() {
+        bail!(
+            "{} does not exist (--no-build): build it first",
+            binary.display()
+        );
+    }
+    Ok(binary)
+}
+
+/// The target directory a build of this workspace uses: CARGO_TARGET_DIR when it is set (relative
+/// to the current directory, as cargo takes it), else the workspace's target/.
+pub fn target_dir(workspace: &Path) -> PathBuf {
+    match std::env::var_os("CARGO_TARGET_DIR").filter(|dir| !dir.is_empty()) {
+        Some(dir) => std::env::current_dir()
+            .map(|here| here.join(&dir))
+            .unwrap_or_else(|_| PathBuf::from(dir)),
+        None => workspace.join("target"),
+    }
+}
+
+/// The release herdsman in `target_dir(workspace)`, built there first unless `no_build`: for a
+/// benchmark run beside someone else's builds, which CARGO_TARGET_DIR keeps out of their way.
+pub fn herdsman_binary_in_target_dir(workspace: &Path, no_build: bool) -> anyhow::Result<PathBuf> {
+    let target = target_dir(workspace);
+    if !no_build {
+        return build_herdsman_into(workspace, &target, &[]);
+    }
+    let binary = target.join("release/herdsman");
     if !binary.exists() {
         bail!(
             "{} does not exist (--no-build): build it first",

@@ -1,5 +1,6 @@
 //! Driving wrk and reading its report: requests completed, requests/s, the latency distribution
-//! (`--latency`) and every kind of error it counts.
+//! (`--latency`) and every kind of error it counts; against 127.0.0.1:PORT in cleartext, or any URL
+//! (`https://`, a path such as `/big`).
 
 use std::path::Path;
 use std::process::Command;
@@ -42,12 +43,17 @@ impl Load {
 
     /// The arguments after `wrk`, as they are run and as they are printed in the results.
     pub fn args(&self, port: u16) -> Vec<String> {
+        self.args_for(&format!("http://127.0.0.1:{port}/"))
+    }
+
+    /// The arguments after `wrk` for `url` (`https://127.0.0.1:PORT/big`, say).
+    pub fn args_for(&self, url: &str) -> Vec<String> {
         vec![
             "-t1".to_string(),
             format!("-c{}", self.connections),
             format!("-d{}s", self.seconds),
             "--latency".to_string(),
-            format!("http://127.0.0.1:{port}/"),
+            url.to_string(),
         ]
     }
 }
@@ -65,13 +71,28 @@ pub fn run_with_headers(
     load: Load,
     headers: &[&str],
 ) -> anyhow::Result<WrkReport> {
+    run_args(wrk, load.args(port), load.seconds, headers)
+}
+
+/// Runs wrk against `url` with each of `headers` on every request, and parses its report.
+pub fn run_url(wrk: &Path, url: &str, load: Load, headers: &[&str]) -> anyhow::Result<WrkReport> {
+    run_args(wrk, load.args_for(url), load.seconds, headers)
+}
+
+/// Runs wrk with `headers` and then `args` (which ask for `seconds`), and parses its report.
+fn run_args(
+    wrk: &Path,
+    args: Vec<String>,
+    seconds: u32,
+    headers: &[&str],
+) -> anyhow::Result<WrkReport> {
     let mut command = Command::new(wrk);
     for header in headers {
         command.arg("-H").arg(header);
     }
-    command.args(load.args(port));
+    command.args(args);
     // wrk stops itself after -d; the margin covers start-up and a slow final drain.
-    let limit = Duration::from_secs(u64::from(load.seconds) + 30);
+    let limit = Duration::from_secs(u64::from(seconds) + 30);
     let output = run_with_timeout(command, limit)?;
     let stdout = String::from_utf8_lossy(&output.stdout);
     if !output.status.success() {
@@ -96,6 +117,19 @@ pub fn run_costing(
 ) -> anyhow::Result<(CpuTime, WrkReport)> {
     let before = procstat::tree_cpu(pid)?;
     let report = run_with_headers(wrk, port, load, headers)?;
+    let after = procstat::tree_cpu(pid)?;
+    Ok((after.since(before), report))
+}
+
+/// `run_url`, and the CPU the process tree of `pid` used meanwhile, as `run_costing` reads it.
+pub fn run_url_costing(
+    wrk: &Path,
+    url: &str,
+    load: Load,
+    pid: u32,
+) -> anyhow::Result<(CpuTime, WrkReport)> {
+    let before = procstat::tree_cpu(pid)?;
+    let report = run_url(wrk, url, load, &[])?;
     let after = procstat::tree_cpu(pid)?;
     Ok((after.since(before), report))
 }
@@ -294,6 +328,10 @@ Transfer/sec:      4.55MB
         assert_eq!(
             load.args(8080).join(" "),
             "-t1 -c50 -d10s --latency http://127.0.0.1:8080/"
+        );
+        assert_eq!(
+            load.args_for("https://127.0.0.1:8443/big").join(" "),
+            "-t1 -c50 -d10s --latency https://127.0.0.1:8443/big"
         );
     }
 }

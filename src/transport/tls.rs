@@ -385,19 +385,7 @@ impl TlsStream {
     /// the TCP connection's end: HTTP's own framing tells a cut message, as every browser and
     /// server that skips close_notify relies on).
     fn read_opened(&self, buf: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
-        let mut tls = self.tls.borrow_mut();
-        let mut reader = tls.reader();
-        match reader.fill_buf() {
-            Ok(chunk) => {
-                let n = chunk.len().min(buf.remaining());
-                buf.put_slice(&chunk[..n]);
-                reader.consume(n);
-                Some(Ok(()))
-            }
-            Err(error) if is_would_block(&error) => None,
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Some(Ok(())),
-            Err(error) => Some(Err(error)),
-        }
+        take_opened(self.tls.borrow_mut().reader(), buf)
     }
 
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
@@ -550,6 +538,22 @@ enum Received {
     Tls(rustls::Error),
 }
 
+/// Moves plaintext `reader` has opened into `buf` (see `TlsStream::read_opened`, whose contract
+/// this is): `None` when there is none yet, `Some(Ok(()))` with bytes or at the end of the stream.
+fn take_opened(mut reader: rustls::Reader<'_>, buf: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
+    match reader.fill_buf() {
+        Ok(chunk) => {
+            let n = chunk.len().min(buf.remaining());
+            buf.put_slice(&chunk[..n]);
+            reader.consume(n);
+            Some(Ok(()))
+        }
+        Err(error) if is_would_block(&error) => None,
+        Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Some(Ok(())),
+        Err(error) => Some(Err(error)),
+    }
+}
+
 /// A parked client connection's TLS state, read through without a runtime: what
 /// `Detached::read_now` uses. Reads records once and opens them into `room`; 0 at the end of the
 /// stream; `WouldBlock` when no plaintext can be had now.
@@ -559,18 +563,10 @@ pub fn read_now(
     room: &mut [std::mem::MaybeUninit<u8>],
 ) -> io::Result<usize> {
     let copy = |tls: &mut ServerConnection, room: &mut [std::mem::MaybeUninit<u8>]| {
-        let mut reader = tls.reader();
-        match reader.fill_buf() {
-            Ok(chunk) => {
-                let n = chunk.len().min(room.len());
-                for (to, from) in room[..n].iter_mut().zip(&chunk[..n]) {
-                    to.write(*from);
-                }
-                reader.consume(n);
-                Ok(n)
-            }
-            Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Ok(0),
-            Err(error) => Err(error),
+        let mut buf = ReadBuf::uninit(room);
+        match take_opened(tls.reader(), &mut buf) {
+            None => Err(io::ErrorKind::WouldBlock.into()),
+            Some(taken) => taken.map(|()| buf.filled().len()),
         }
     };
     match copy(tls, room) {

@@ -6,6 +6,7 @@
 # as TLS clients, and h2load (Debian's nghttp2-client) for the tls benchmark's handshakes.
 # Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
 # runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
+# tests/tls_servers.rs (nginx as a TLS server behind herdsman),
 # short churn and tls runs, tests/metrics.rs, tests/stats_page.rs and tests/tls_clients.rs need
 # them all.
 set -euo pipefail

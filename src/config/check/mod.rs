@@ -14,6 +14,7 @@ mod listeners;
 mod pools;
 mod primitives;
 mod routes;
+mod server_tls;
 mod tls;
 mod words;
 
@@ -37,6 +38,7 @@ pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigPro
     let mut checker = Checker {
         lines: Lines::new(text),
         problems: Vec::new(),
+        warnings: Vec::new(),
     };
     let config = checker.config(raw);
     if checker.problems.is_empty() {
@@ -69,6 +71,8 @@ impl Table {
 struct Checker {
     lines: Lines,
     problems: Vec<ConfigProblem>,
+    /// What is allowed but an operator must hear of (e.g. `verify = false`).
+    warnings: Vec<ConfigProblem>,
 }
 
 impl Checker {
@@ -135,7 +139,9 @@ impl Checker {
         let ticket_keys = self.ticket_keys(&raw.tls);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
-            routes::shadowed_routes(&routes, &route_tables)
+            let mut warnings = std::mem::take(&mut self.warnings);
+            warnings.extend(routes::shadowed_routes(&routes, &route_tables));
+            warnings
         } else {
             Vec::new()
         };
@@ -228,6 +234,7 @@ mod tests {
             retry_budget_percent: 20,
             retry_budget_floor: 10,
             queue_timeout: Duration::from_secs(2),
+            tls: None,
             servers,
         }
     }
@@ -240,6 +247,7 @@ mod tests {
             weight,
             state,
             max_connections: 0,
+            sni: None,
         }
     }
 

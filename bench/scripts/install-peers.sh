@@ -31,9 +31,12 @@ have openssl || missing+=(openssl)
 # uses openssl's s_time.
 have h2load || missing+=(nghttp2-client)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+# The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
+# (tests/tls_servers.rs checks that they do not trust the test CA).
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, the system CAs and the plot font are installed"
   exit 0
 fi
 

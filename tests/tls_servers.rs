@@ -2,8 +2,8 @@
 //! as it would in production: the server's certificate verified against the pool's CA and the
 //! name asked (SNI, else the server's address), a certificate that does not verify refused with
 //! a 502 that says why, `verify = false` taking any certificate, herdsman's own certificate
-//! presented to a server that asks for one (mTLS), idle TLS connections reused, and health checks
-//! made over TLS. nginx must be installed (`scripts/test` installs it).
+//! presented to a server that asks for one (mTLS), idle TLS connections reused, a new connection
+//! resuming an earlier one's session, and health checks made over TLS. nginx must be installed (`scripts/test` installs it).
 
 mod admin_support;
 mod common;
@@ -303,4 +303,34 @@ fn health_checks_are_made_over_tls_and_fail_a_server_whose_certificate_does_not_
     // cleartext on its TLS port with a 400).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(health("good")["health"], "up", "{}", health("good"));
+}
+
+#[test]
+fn a_new_connection_to_a_server_resumes_the_session_of_an_earlier_one() {
+    let cert = CertFiles::issue("resume", &["app.internal"]);
+    // nginx closes every connection after its response: each request needs a new one.
+    let nginx = Nginx::start(
+        "resume",
+        &cert,
+        "keepalive_timeout 0;\nssl_session_cache shared:herdsman:1m;",
+    );
+    let proxy = herdsman(
+        &[("a", nginx.addr)],
+        &format!("{}sni = \"app.internal\"\n", ca_line(test_ca())),
+    );
+    let reused: Vec<String> = (0..3)
+        .map(|_| {
+            let response = proxy.get("/");
+            assert_eq!(response.status(), 200, "{}", response.body_text());
+            let text = response.body_text();
+            let conn = text.split_whitespace().find(|w| w.starts_with("reused="));
+            conn.unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(
+        reused,
+        ["reused=.", "reused=r", "reused=r"],
+        "{}",
+        nginx.log()
+    );
 }

@@ -14,8 +14,18 @@ backend_port=$(free_port)
 backend_host=127.0.0.1; [ -n "${SERVERS:-}" ] && backend_host=0.0.0.0
 target/release/herdsman-bench backend --listen "$backend_host:$backend_port" >/dev/null 2>&1 &
 
+# With TLS=1 the listener speaks HTTPS (an ECDSA P-256 certificate made here with openssl), and
+# `$scheme` is what clients use.
+scheme=http
+if [ -n "${TLS:-}" ]; then
+  scheme=https
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 \
+    -subj /CN=bench.test -addext subjectAltName=DNS:bench.test,IP:127.0.0.1 \
+    -keyout "$work/key.pem" -out "$work/chain.pem" >/dev/null 2>&1
+fi
+
 # write_config FILE PORT: one listener on PORT in front of the backend. WORKERS (default 1) and
-# INTAKE (default: herdsman's own) set those keys; ACCESS_LOG (combined or json) gives the
+# INTAKE (default: herdsman's own) set those keys; TLS=1 adds its [listener.tls] (above); ACCESS_LOG (combined or json) gives the
 # listener an access log in that format, written beside FILE. SERVERS=N makes the pool N servers,
 # each at a loopback address of its own (127.0.1.1, 127.0.1.2, … as herdsman-bench scale does),
 # kept idle for 300 s between requests, balanced by BALANCE (default round-robin).
@@ -40,6 +50,7 @@ name = "bench"
 bind = "127.0.0.1:$2"
 pool = "backend"
 $log_lines
+$( [ -n "${TLS:-}" ] && printf '[listener.tls]\ncertificates = [{ chain = "%s", key = "%s" }]\n' "$work/chain.pem" "$work/key.pem" )
 [[pool]]
 name = "backend"
 balance = "${BALANCE:-round-robin}"

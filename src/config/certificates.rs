@@ -266,9 +266,23 @@ impl CertificateStore {
 
 impl ResolvesServerCert for CertificateStore {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        self.select(client_hello.server_name())
+        let name = client_hello.server_name();
+        SERVER_NAME.with(|asked| asked.replace(name.map(Box::from)));
+        self.select(name)
             .map(|certificate| Arc::clone(&certificate.key))
     }
+}
+
+thread_local! {
+    /// The host name of the last ClientHello resolved on this thread, until taken.
+    static SERVER_NAME: std::cell::RefCell<Option<Box<str>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// The host name (SNI) of the ClientHello this thread's last handshake step resolved a
+/// certificate for, if it named one: how a handshake learns it, as rustls's unbuffered server
+/// connection does not say (`transport::tls_state`). Taken once.
+pub fn take_server_name() -> Option<Box<str>> {
+    SERVER_NAME.with(|asked| asked.take())
 }
 
 #[cfg(test)]

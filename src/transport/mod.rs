@@ -13,6 +13,7 @@ mod stream;
 mod sys;
 mod temp_file;
 mod tls;
+mod tls_state;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};

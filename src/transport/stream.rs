@@ -96,7 +96,7 @@ pub struct Detached {
     nagle_off: bool,
     /// The TLS state of a TLS connection that parked; `None` for cleartext and for a
     /// connection whose handshake has not begun.
-    tls: Option<Box<rustls::server::ServerConnection>>,
+    tls: Option<Box<super::tls_state::TlsState>>,
 }
 
 /// The reading half of a [`Stream`] split for a relay both ways.
@@ -143,7 +143,7 @@ impl Detached {
     #[inline]
     pub fn into_stream(self) -> io::Result<Stream> {
         if let Some(tls) = self.tls {
-            return Ok(Stream::Tls(Box::new(TlsStream::resume(self.socket, *tls)?)));
+            return Ok(Stream::Tls(Box::new(TlsStream::resume(self.socket, tls)?)));
         }
         let nagle = match self.nagle_off {
             true => Nagle::Off,
@@ -487,7 +487,7 @@ impl Stream {
             }
             Stream::Tls(stream) => {
                 let (socket, tls) = stream.detach()?;
-                (socket, true, Some(Box::new(tls)))
+                (socket, true, Some(tls))
             }
         };
         Ok(Detached {

@@ -10,22 +10,26 @@
 //!
 //! Writes are write-through: `poll_write` reports bytes written only once the records sealing
 //! them are on the socket, so no caller has to flush (none of the plain stream's do) and a
-//! response never waits in rustls's buffer while the session waits for the client. A write
-//! that took bytes into records but could not send them all reports them to the next call,
-//! which is given the same bytes again (as every `AsyncWrite` caller does after `Pending`).
+//! response never waits in a buffer while the session waits for the client. A write that
+//! sealed bytes into records but could not send them all reports them to the next call, which
+//! is given the same bytes again (as every `AsyncWrite` caller does after `Pending`).
+//!
+//! rustls runs unbuffered (`state.rs`): herdsman keeps the records read and to send, and the
+//! plaintext opened, in buffers of its own, so that a quiet connection gives them all back — a
+//! parked TLS connection holds rustls's state and nothing else (rustls's buffered connection
+//! keeps a 4 KiB read buffer for life: half of what an idle TLS connection cost).
 
 use std::cell::{Cell, RefCell};
-use std::io::{self, BufRead, Read, Write};
+use std::io;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
-use rustls::client::ClientConnection;
-use rustls::server::ServerConnection;
-use rustls::{Connection, HandshakeKind, ServerConfig};
+use rustls::{HandshakeKind, ServerConfig};
 use tokio::io::{Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use super::tls_state::TlsState;
 use crate::config::server_tls::ServerTls;
 use crate::stats::tls::HandshakeFailed;
 
@@ -35,7 +39,7 @@ const HANDSHAKE_RECORD: u8 = 0x16;
 /// A TLS connection on a socket registered with the worker's runtime.
 pub struct TlsStream {
     socket: TcpStream,
-    tls: RefCell<Connection>,
+    tls: RefCell<TlsState>,
     /// Plaintext the last write sealed into records not all sent yet: reported to the next
     /// write once they are (see the module's comment).
     unreported: Cell<usize>,
@@ -181,29 +185,6 @@ fn visible(text: &str) -> String {
     out
 }
 
-/// The socket as rustls reads and writes it: one non-blocking system call each.
-struct Io<'a>(BorrowedFd<'a>);
-
-impl Read for Io<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        (&*socket2::SockRef::from(&self.0)).read(buf)
-    }
-}
-
-impl Write for Io<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        (&*socket2::SockRef::from(&self.0)).write(buf)
-    }
-
-    fn write_vectored(&mut self, bufs: &[io::IoSlice<'_>]) -> io::Result<usize> {
-        (&*socket2::SockRef::from(&self.0)).write_vectored(bufs)
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
 /// The peer reset the connection (or it broke): a close, not a fault of the socket.
 fn is_reset(error: &io::Error) -> bool {
     matches!(
@@ -250,9 +231,8 @@ pub async fn accept(
         }
         Ok(_) => return Err(HandshakeFailure::NotTls),
     }
-    let connection =
-        ServerConnection::new(Arc::clone(config)).map_err(HandshakeFailure::Refused)?;
-    let stream = TlsStream::new(socket, Connection::Server(connection));
+    let state = TlsState::server(Arc::clone(config)).map_err(HandshakeFailure::Refused)?;
+    let stream = TlsStream::new(socket, state);
     std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
     Ok(stream)
 }
@@ -261,9 +241,9 @@ pub async fn accept(
 /// the name `tls` gives is sent in SNI and the server's certificate verified against it (unless
 /// the pool said `verify = false`). The caller bounds the time it takes.
 pub async fn connect(socket: TcpStream, tls: &ServerTls) -> Result<TlsStream, HandshakeFailure> {
-    let connection = ClientConnection::new(Arc::clone(&tls.client_config), tls.name.clone())
+    let state = TlsState::client(Arc::clone(&tls.client_config), tls.name.clone())
         .map_err(HandshakeFailure::Refused)?;
-    let stream = TlsStream::new(socket, Connection::Client(connection));
+    let stream = TlsStream::new(socket, state);
     std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
     Ok(stream)
 }
@@ -276,33 +256,36 @@ fn unsafe_uninit(bytes: &mut [u8]) -> &mut [std::mem::MaybeUninit<u8>] {
 }
 
 impl TlsStream {
-    fn new(socket: TcpStream, tls: Connection) -> TlsStream {
+    fn new(socket: TcpStream, state: TlsState) -> TlsStream {
         TlsStream {
             socket,
-            tls: RefCell::new(tls),
+            tls: RefCell::new(state),
             unreported: Cell::new(0),
         }
     }
 
     /// A parked connection back in a runtime: registered again, its TLS state as it was.
-    pub fn resume(socket: std::net::TcpStream, tls: ServerConnection) -> io::Result<TlsStream> {
+    pub fn resume(socket: std::net::TcpStream, tls: Box<TlsState>) -> io::Result<TlsStream> {
         let socket = TcpStream::from_std(socket)?;
-        Ok(TlsStream::new(socket, Connection::Server(tls)))
+        Ok(TlsStream::new(socket, *tls))
     }
 
-    /// Out of the runtime, to park: the socket and its TLS state. Only a client's connection
-    /// parks; a server connection has none to give.
-    pub fn detach(self) -> io::Result<(std::net::TcpStream, ServerConnection)> {
-        let socket = self.socket.into_std()?;
-        match self.tls.into_inner() {
-            Connection::Server(tls) => Ok((socket, tls)),
-            Connection::Client(_) => Err(io::Error::other("a server connection cannot park")),
+    /// Out of the runtime, to park: the socket and its TLS state, which gives back the memory
+    /// of its empty buffers. Only a client's connection parks; a server connection has none to
+    /// give.
+    pub fn detach(self) -> io::Result<(std::net::TcpStream, Box<TlsState>)> {
+        let mut tls = self.tls.into_inner();
+        if !tls.is_server() {
+            return Err(io::Error::other("a server connection cannot park"));
         }
+        tls.shed_buffers();
+        Ok((self.socket.into_std()?, Box::new(tls)))
     }
 
     /// What the handshake agreed; `None` before it ended.
     pub fn facts(&self) -> Option<TlsFacts> {
-        let tls = self.tls.borrow();
+        let state = self.tls.borrow();
+        let tls = state.common();
         let version = match tls.protocol_version()? {
             rustls::ProtocolVersion::TLSv1_3 => "TLSv1.3",
             rustls::ProtocolVersion::TLSv1_2 => "TLSv1.2",
@@ -314,16 +297,13 @@ impl TlsStream {
             .as_str()
             .unwrap_or("?");
         let resumed = tls.handshake_kind() == Some(HandshakeKind::Resumed);
-        let server_name = match &*tls {
-            Connection::Server(tls) => tls.server_name().map(Box::from),
-            Connection::Client(_) => None,
-        };
-        let client_certificate = match &*tls {
-            Connection::Server(server) => server
+        let server_name = state.server_name().map(Box::from);
+        let client_certificate = match state.is_server() {
+            true => tls
                 .peer_certificates()
                 .and_then(|chain| chain.first())
                 .map(|leaf| Box::new(ClientCertificate::from_der(leaf))),
-            Connection::Client(_) => None,
+            false => None,
         };
         Some(TlsFacts {
             version,
@@ -337,6 +317,12 @@ impl TlsStream {
     /// Drives the handshake to its end: every flight written, every one awaited read.
     fn poll_handshake(&self, cx: &mut Context<'_>) -> Poll<Result<(), HandshakeFailure>> {
         loop {
+            let processed = self.tls.borrow_mut().process();
+            if let Err(error) = processed {
+                // The alert, if the socket takes it now.
+                let _ = self.send_now(&mut self.tls.borrow_mut());
+                return Poll::Ready(Err(HandshakeFailure::Refused(error)));
+            }
             ready!(self.poll_send(cx)).map_err(HandshakeFailure::Io)?;
             if !self.tls.borrow().is_handshaking() {
                 return Poll::Ready(Ok(()));
@@ -352,15 +338,12 @@ impl TlsStream {
         }
     }
 
-    /// Sends every record rustls holds, waiting for the socket as needed.
+    /// Sends every record waiting, waiting for the socket as needed.
     fn poll_send(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let mut tls = self.tls.borrow_mut();
         while tls.wants_write() {
             let fd = self.socket.as_fd();
-            match self
-                .socket
-                .try_io(Interest::WRITABLE, || tls.write_tls(&mut Io(fd)))
-            {
+            match self.socket.try_io(Interest::WRITABLE, || tls.write_to(fd)) {
                 Ok(_) => {}
                 Err(error) if is_would_block(&error) => {
                     ready!(self.socket.poll_write_ready(cx))?;
@@ -372,29 +355,28 @@ impl TlsStream {
     }
 
     /// Sends what the socket takes now; `WouldBlock` when records are left.
-    fn send_now(&self, tls: &mut Connection) -> io::Result<()> {
+    fn send_now(&self, tls: &mut TlsState) -> io::Result<()> {
         while tls.wants_write() {
             let fd = self.socket.as_fd();
             self.socket
-                .try_io(Interest::WRITABLE, || tls.write_tls(&mut Io(fd)))?;
+                .try_io(Interest::WRITABLE, || tls.write_to(fd))?;
         }
         Ok(())
     }
 
-    /// Reads records from the socket once and opens them: true when bytes came, false at the end
-    /// of the stream. Whatever rustls must answer (an alert, a key update) is sent as it can be.
+    /// Reads records from the socket once and processes them: true when bytes came, false at
+    /// the end of the stream. Whatever rustls must answer (an alert, a key update) is sent as
+    /// it can be.
     fn poll_receive(&self, cx: &mut Context<'_>) -> Poll<Result<bool, Received>> {
         loop {
             ready!(self.socket.poll_read_ready(cx)).map_err(Received::Io)?;
             let mut tls = self.tls.borrow_mut();
             let fd = self.socket.as_fd();
-            let read = self
-                .socket
-                .try_io(Interest::READABLE, || tls.read_tls(&mut Io(fd)));
+            let read = self.socket.try_io(Interest::READABLE, || tls.read_from(fd));
             match read {
                 Ok(0) => return Poll::Ready(Ok(false)),
                 Ok(_) => {
-                    let processed = tls.process_new_packets();
+                    let processed = tls.process();
                     // An alert for a failure, or what a record asks in return.
                     let _ = self.send_now(&mut tls);
                     return Poll::Ready(processed.map(|_| true).map_err(Received::Tls));
@@ -410,7 +392,7 @@ impl TlsStream {
     /// the TCP connection's end: HTTP's own framing tells a cut message, as every browser and
     /// server that skips close_notify relies on).
     fn read_opened(&self, buf: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
-        take_opened(self.tls.borrow_mut().reader(), buf)
+        take_opened(&mut self.tls.borrow_mut(), buf)
     }
 
     pub fn poll_read(&self, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
@@ -419,7 +401,9 @@ impl TlsStream {
                 return Poll::Ready(read);
             }
             match ready!(self.poll_receive(cx)) {
-                Ok(_) => {}
+                Ok(true) => {}
+                // The TCP connection ended: so does the plaintext.
+                Ok(false) => return Poll::Ready(Ok(())),
                 Err(Received::Io(error)) => return Poll::Ready(Err(error)),
                 Err(Received::Tls(error)) => {
                     return Poll::Ready(Err(io::Error::new(io::ErrorKind::InvalidData, error)))
@@ -428,11 +412,11 @@ impl TlsStream {
         }
     }
 
-    /// Seals `bytes` (as much as rustls's buffer takes) and sends them; see the module's comment.
+    /// Seals `bytes` (as much as one write takes) and sends them; see the module's comment.
     pub fn poll_write(&self, cx: &mut Context<'_>, bytes: &[u8]) -> Poll<io::Result<usize>> {
         if self.unreported.get() == 0 {
             ready!(self.poll_send(cx))?;
-            let taken = self.tls.borrow_mut().writer().write(bytes)?;
+            let taken = self.tls.borrow_mut().seal(bytes)?;
             self.unreported.set(taken);
         }
         ready!(self.poll_send(cx))?;
@@ -448,7 +432,7 @@ impl TlsStream {
         }
         let mut tls = self.tls.borrow_mut();
         self.send_now(&mut tls)?;
-        let taken = tls.writer().write(bytes)?;
+        let taken = tls.seal(bytes)?;
         match self.send_now(&mut tls) {
             Ok(()) => Ok(taken),
             Err(error) => {
@@ -472,10 +456,11 @@ impl TlsStream {
         self.has_opened() || self.socket.poll_read_ready(&mut cx).is_ready()
     }
 
-    /// Whether plaintext is opened and waiting to be read.
+    /// Whether plaintext is opened and waiting to be read (or the peer's close_notify, which a
+    /// read returns at once).
     fn has_opened(&self) -> bool {
-        let mut tls = self.tls.borrow_mut();
-        matches!(tls.reader().fill_buf(), Ok(chunk) if !chunk.is_empty())
+        let tls = self.tls.borrow();
+        tls.has_opened() || tls.at_end()
     }
 
     /// Completes when the peer closed or reset the connection; bytes it sends meanwhile (a
@@ -484,9 +469,15 @@ impl TlsStream {
         if *data_came {
             return Poll::Pending;
         }
-        if self.has_opened() {
-            *data_came = true;
-            return Poll::Pending;
+        {
+            let tls = self.tls.borrow();
+            if tls.at_end() {
+                return Poll::Ready(());
+            }
+            if tls.has_opened() {
+                *data_came = true;
+                return Poll::Pending;
+            }
         }
         loop {
             if ready!(self.socket.poll_read_ready(cx)).is_err() {
@@ -508,19 +499,16 @@ impl TlsStream {
     }
 
     /// Whether an idle connection is still usable: records that came meanwhile (a server's
-    /// session tickets) are read and opened, and then no plaintext may be waiting, no close
+    /// session tickets) are read and processed, and then no plaintext may be waiting, no close
     /// have come, and the socket must be open.
     pub fn still_open(&self) -> bool {
         let mut tls = self.tls.borrow_mut();
         loop {
             let fd = self.socket.as_fd();
-            match self
-                .socket
-                .try_io(Interest::READABLE, || tls.read_tls(&mut Io(fd)))
-            {
+            match self.socket.try_io(Interest::READABLE, || tls.read_from(fd)) {
                 Ok(0) => return false,
                 Ok(_) => {
-                    if tls.process_new_packets().is_err() {
+                    if tls.process().is_err() {
                         return false;
                     }
                 }
@@ -528,15 +516,13 @@ impl TlsStream {
                 Err(_) => return false,
             }
         }
-        matches!(
-            tls.process_new_packets(),
-            Ok(state) if state.plaintext_bytes_to_read() == 0 && !state.peer_has_closed()
-        )
+        !tls.has_opened() && !tls.at_end()
     }
 
     /// Sends close_notify, then FIN.
     pub fn poll_shutdown(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.tls.borrow_mut().send_close_notify();
+        // Once: rustls makes a second close_notify nothing. It follows any records waiting.
+        self.tls.borrow_mut().close_notify();
         ready!(self.poll_send(cx))?;
         Poll::Ready(socket2::SockRef::from(&self.socket).shutdown(std::net::Shutdown::Write))
     }
@@ -544,7 +530,7 @@ impl TlsStream {
     /// Sends close_notify if the socket takes it now (a close that does not wait).
     pub fn close_notify_now(&self) {
         let mut tls = self.tls.borrow_mut();
-        tls.send_close_notify();
+        tls.close_notify();
         let _ = self.send_now(&mut tls);
     }
 
@@ -563,20 +549,18 @@ enum Received {
     Tls(rustls::Error),
 }
 
-/// Moves plaintext `reader` has opened into `buf` (see `TlsStream::read_opened`, whose contract
+/// Moves plaintext `tls` has opened into `buf` (see `TlsStream::read_opened`, whose contract
 /// this is): `None` when there is none yet, `Some(Ok(()))` with bytes or at the end of the stream.
-fn take_opened(mut reader: rustls::Reader<'_>, buf: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
-    match reader.fill_buf() {
-        Ok(chunk) => {
-            let n = chunk.len().min(buf.remaining());
-            buf.put_slice(&chunk[..n]);
-            reader.consume(n);
-            Some(Ok(()))
-        }
-        Err(error) if is_would_block(&error) => None,
-        Err(error) if error.kind() == io::ErrorKind::UnexpectedEof => Some(Ok(())),
-        Err(error) => Some(Err(error)),
+fn take_opened(tls: &mut TlsState, buf: &mut ReadBuf<'_>) -> Option<io::Result<()>> {
+    if tls.has_opened() {
+        // SAFETY: `take_opened` initialises the bytes it reports, which are then marked so.
+        let n = tls.take_opened(unsafe { buf.unfilled_mut() });
+        // SAFETY: as just said.
+        unsafe { buf.assume_init(n) };
+        buf.advance(n);
+        return Some(Ok(()));
     }
+    tls.at_end().then_some(Ok(()))
 }
 
 /// A parked client connection's TLS state, read through without a runtime: what
@@ -584,12 +568,12 @@ fn take_opened(mut reader: rustls::Reader<'_>, buf: &mut ReadBuf<'_>) -> Option<
 /// stream; `WouldBlock` when no plaintext can be had now.
 pub fn read_now(
     socket: &std::net::TcpStream,
-    tls: &mut ServerConnection,
+    tls: &mut TlsState,
     room: &mut [std::mem::MaybeUninit<u8>],
 ) -> io::Result<usize> {
-    let copy = |tls: &mut ServerConnection, room: &mut [std::mem::MaybeUninit<u8>]| {
+    let copy = |tls: &mut TlsState, room: &mut [std::mem::MaybeUninit<u8>]| {
         let mut buf = ReadBuf::uninit(room);
-        match take_opened(tls.reader(), &mut buf) {
+        match take_opened(tls, &mut buf) {
             None => Err(io::ErrorKind::WouldBlock.into()),
             Some(taken) => taken.map(|()| buf.filled().len()),
         }
@@ -599,27 +583,18 @@ pub fn read_now(
         copied => return copied,
     }
     loop {
-        match tls.read_tls(&mut Io(socket.as_fd())) {
-            Ok(0) => return copy(tls, room),
+        match tls.read_from(socket.as_fd()) {
+            Ok(0) => return Ok(0),
             Ok(_) => {
-                let processed = tls.process_new_packets();
-                let _ = send_blocking_free(socket, tls);
+                let processed = tls.process();
+                let _ = tls.send_now(socket.as_fd());
                 processed.map_err(|error| io::Error::new(io::ErrorKind::InvalidData, error))?;
                 match copy(tls, room) {
                     Err(error) if is_would_block(&error) => continue,
                     copied => return copied,
                 }
             }
-            Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
             Err(error) => return Err(error),
         }
     }
-}
-
-/// Sends what a parked connection's TLS state must answer, as far as the socket takes it now.
-fn send_blocking_free(socket: &std::net::TcpStream, tls: &mut ServerConnection) -> io::Result<()> {
-    while tls.wants_write() {
-        tls.write_tls(&mut Io(socket.as_fd()))?;
-    }
-    Ok(())
 }

@@ -23,6 +23,11 @@ impl HandshakeCounts {
             resumed: self.resumed.saturating_sub(earlier.resumed),
         }
     }
+
+    /// Full and resumed together.
+    pub fn total(self) -> u64 {
+        self.full + self.resumed
+    }
 }
 
 /// One worker's TLS figures at one moment.
@@ -35,6 +40,16 @@ pub struct WorkerTls {
     pub failed: Vec<(String, u64)>,
     /// Handshakes under way now (a gauge).
     pub in_progress: u64,
+}
+
+impl WorkerTls {
+    fn failed_for(&self, reason: &str) -> u64 {
+        self.failed
+            .iter()
+            .filter(|(why, _)| why == reason)
+            .map(|&(_, count)| count)
+            .sum()
+    }
 }
 
 /// herdsman's TLS figures at one moment, by worker in the order /metrics lists them.
@@ -52,6 +67,31 @@ impl TlsMetrics {
                 full: sum.full + w.handshakes.full,
                 resumed: sum.resumed + w.handshakes.resumed,
             })
+    }
+
+    /// Handshakes failed for `reason` (`timeout`, say), summed over workers.
+    pub fn failed(&self, reason: &str) -> u64 {
+        self.workers.iter().map(|w| w.failed_for(reason)).sum()
+    }
+
+    /// Handshakes under way now, summed over workers.
+    pub fn in_progress(&self) -> u64 {
+        self.workers.iter().map(|w| w.in_progress).sum()
+    }
+
+    /// Each worker's handshakes completed (full and resumed) since `earlier`, in worker order.
+    pub fn handshakes_per_worker_since(&self, earlier: &TlsMetrics) -> Vec<u64> {
+        self.workers
+            .iter()
+            .map(|now| {
+                let before = earlier
+                    .workers
+                    .iter()
+                    .find(|w| w.worker == now.worker)
+                    .map_or_else(HandshakeCounts::default, |w| w.handshakes);
+                now.handshakes.since(before).total()
+            })
+            .collect()
     }
 
     /// The worker with label `worker`, created when first seen.
@@ -157,8 +197,10 @@ herdsman_worker_tls_handshake_duration_seconds_bucket{worker=\"0\",le=\"0.001\"}
                 resumed: 2000
             }
         );
-        assert_eq!(read.workers[0].failed[1], ("timeout".to_string(), 500));
-        assert_eq!(read.workers[1].in_progress, 490);
+        assert_eq!(read.failed("timeout"), 998);
+        assert_eq!(read.failed("closed"), 3);
+        assert_eq!(read.failed("io"), 0);
+        assert_eq!(read.in_progress(), 1000);
         assert_eq!(
             read.handshakes().since(HandshakeCounts {
                 full: 5,
@@ -169,6 +211,9 @@ herdsman_worker_tls_handshake_duration_seconds_bucket{worker=\"0\",le=\"0.001\"}
                 resumed: 1000
             }
         );
+        let mut earlier = read.clone();
+        earlier.workers[1].handshakes.full = 0;
+        assert_eq!(read.handshakes_per_worker_since(&earlier), vec![0, 4]);
         assert_eq!(parse("herdsman_up 1\n"), None);
     }
 }

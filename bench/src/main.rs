@@ -124,7 +124,7 @@ enum Command {
     TlsLoad(tls_load::TlsLoadArgs),
     /// One process of silent TLS connections for `tls-load` (started by it).
     #[command(hide = true)]
-    TlsLoadHolder(tls_load::silent::TlsLoadHolderArgs),
+    TlsLoadHolder(tls_load::holder::TlsLoadHolderArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -152,7 +152,7 @@ fn main() -> anyhow::Result<()> {
         Command::Tls(args) => tls::run(args),
         Command::TlsHolder(args) => tls::holder::run(args),
         Command::TlsLoad(args) => tls_load::run(args),
-        Command::TlsLoadHolder(args) => tls_load::silent::run(args),
+        Command::TlsLoadHolder(args) => tls_load::holder::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

@@ -9,27 +9,28 @@
 //!    program that opens each again as soon as herdsman closes it at `[timeouts] tls_handshake`;
 //!    requests/s with ÷ without against the issue's 90%, the timeouts counted by herdsman and
 //!    seen by the holder, and herdsman's resident bytes per silent connection.
-//! 2. **Handshake storm**: wrk's established keep-alive TLS connections without and with h2load
-//!    batches of new full handshakes one after another on the same listener; per worker, the
-//!    handshakes herdsman made and its thread's CPU time, their coefficient of variation across
-//!    workers against the issue's 5%, and the established connections' p99 and requests/s.
+//! 2. **Handshake storm**: wrk's established keep-alive TLS connections without and with a storm
+//!    of new full handshakes on the same listener (a holder process of this program: rustls
+//!    clients that each handshake, close and start again); per worker, the handshakes herdsman
+//!    made and its thread's CPU time, their coefficient of variation across workers against the
+//!    issue's 5%, and the established connections' p99 and requests/s.
 //!
 //! Every process it starts is stopped when it returns, on success or error.
 //!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults
-//! - `silent`   — the hidden `tls-load-holder` holder of silent connections, and its handle
-//! - `storm`    — the h2load storm, and the workers' handshakes and CPU over a window
+//! - `holder`   — the hidden `tls-load-holder`: silent connections, or the storm's handshakes
+//! - `storm`    — the workers' handshakes and CPU over a window, and their spread
 //! - `report`   — what each run measured, the targets, the results file and its plot
 
+pub mod holder;
 mod report;
 mod settings;
-pub mod silent;
 mod storm;
 
 pub use settings::TlsLoadArgs;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -37,6 +38,7 @@ use anyhow::{bail, Context};
 use rustls::ClientConfig;
 
 use crate::kit::certificates::{self, Certificates};
+use crate::kit::cpu::{CpuClock, Measured};
 use crate::kit::paired::without_and_with;
 use crate::kit::process::{raise_descriptor_limit, Supervised};
 use crate::kit::progress::Progress;
@@ -47,10 +49,10 @@ use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::tls_client::{self, KEEP_ALIVE_GET};
 use crate::kit::wrk::{self, Load};
 use crate::kit::{backend, environment, h2load, procstat, tls_metrics, tools};
+use holder::{SilentClients, Storm};
 use report::{with_word, Session, SilentRun, SilentSide, StormRun};
 use settings::Settings;
-use silent::SilentClients;
-use storm::{read_workers, PerWorker, Storm};
+use storm::{read_workers, PerWorker};
 
 /// From "every silent connection has connected once" to the wrk run: herdsman has accepted them
 /// all and started their handshakes.
@@ -59,8 +61,11 @@ const SETTLE_WITH: Duration = Duration::from_secs(1);
 /// After the silent connections are gone, before the next run: herdsman sees them close.
 const SETTLE_AFTER: Duration = Duration::from_secs(1);
 
-/// From the storm's start to the window: its first batch is under way.
+/// From the storm's start (every client has connected once) to the window: it is under way.
 const STORM_LEAD: Duration = Duration::from_millis(500);
+
+/// h2load's clients in the one batch of the warm-up, each a full handshake and a request.
+const WARM_UP_BATCH: u32 = 100;
 
 /// How long a holder may go on beyond its run before it stops by itself.
 const HOLD_MARGIN: Duration = Duration::from_secs(60);
@@ -93,13 +98,13 @@ pub fn run(args: TlsLoadArgs) -> anyhow::Result<()> {
     let started = Instant::now();
     eprintln!(
         "tls-load: {} round(s) of {} s runs, herdsman with {} workers: without and with {} silent \
-         connections (tls_handshake {} s), then without and with a storm of h2load batches of {}",
+         connections (tls_handshake {} s), then without and with a storm of {} handshaking clients",
         settings.rounds,
         settings.seconds,
         settings.workers,
         settings.silent,
         settings.handshake_timeout(),
-        settings.batch
+        settings.storm_clients
     );
     let outcome = (|| {
         let certificates = certificates::make(&clients.openssl, scratch.path())?;
@@ -129,6 +134,8 @@ struct Bench<'a> {
     port: u16,
     admin_port: u16,
     config: String,
+    /// The certificate herdsman presents (PEM), which the storm's clients pin.
+    certificate: PathBuf,
     /// Declared before the backend so that herdsman stops first.
     herdsman: Supervised,
     backend: Supervised,
@@ -169,9 +176,7 @@ impl<'a> Bench<'a> {
         let backend = backend::start(backend_port, scratch)?;
         let (port, admin_port) = listener_and_admin_ports()?;
         let plan = Plan {
-            backend_idle: settings
-                .connections
-                .max(settings.storm_connections + settings.batch),
+            backend_idle: settings.connections.max(settings.storm_connections),
             ..Plan::herdsman_alone(settings.workers, port, backend_port)
         };
         let listener = TlsListener {
@@ -209,6 +214,7 @@ impl<'a> Bench<'a> {
             port,
             admin_port,
             config,
+            certificate: certificates.ecdsa.chain.clone(),
             herdsman,
             backend,
         })
@@ -219,10 +225,10 @@ impl<'a> Bench<'a> {
         self.backend.check_running()
     }
 
-    /// One batch of handshakes and, in a full run, keep-alive load: so that the first round does
-    /// not pay for herdsman's start.
+    /// One batch of handshakes by an outside client (h2load, on OpenSSL) and, in a full run,
+    /// keep-alive load: so that the first round does not pay for herdsman's start.
     fn warm_up(&mut self) -> anyhow::Result<()> {
-        h2load::batches(self.h2load, self.port, self.settings.batch, || false)
+        h2load::batches(self.h2load, self.port, WARM_UP_BATCH, || false)
             .context("warming up with handshakes")?;
         if self.settings.warm_up > 0 {
             let load = Load {
@@ -271,6 +277,15 @@ impl<'a> Bench<'a> {
         Ok(())
     }
 
+    /// herdsman, the backend and `holders`, for where the CPU went.
+    fn processes<'p>(&self, holders: &'p [u32]) -> Measured<'p> {
+        Measured {
+            herdsman: self.herdsman.pid(),
+            backend: self.backend.pid(),
+            slow_clients: holders,
+        }
+    }
+
     /// wrk's keep-alive TLS load with `connections`: its report and herdsman's CPU meanwhile.
     fn wrk_run(&mut self, connections: u32) -> anyhow::Result<(procstat::CpuTime, wrk::WrkReport)> {
         let load = self.settings.load(connections);
@@ -286,11 +301,14 @@ impl<'a> Bench<'a> {
     fn silent_run(&mut self, round: u32, with: bool) -> anyhow::Result<SilentRun> {
         let s = self.settings;
         if !with {
+            let processes = self.processes(&[]);
+            let clock = CpuClock::start(&processes);
             let (cpu, wrk) = self.wrk_run(s.connections)?;
             return Ok(SilentRun {
                 round,
                 cpu,
                 wrk,
+                machine: clock.stop(&processes),
                 side: None,
             });
         }
@@ -307,7 +325,11 @@ impl<'a> Bench<'a> {
         let rss_kib = procstat::tree_rss_kib(self.herdsman.pid())?;
         let established = procstat::established_on_port(self.port)?;
         let at_start = tls_metrics::read(self.admin_port)?;
+        let holders = clients.pids();
+        let processes = self.processes(&holders);
+        let clock = CpuClock::start(&processes);
         let (cpu, wrk) = self.wrk_run(s.connections)?;
+        let machine = clock.stop(&processes);
         let at_end = tls_metrics::read(self.admin_port)?;
         let held_seconds = opened.elapsed().as_secs_f64();
         let tally = clients.close()?;
@@ -322,6 +344,7 @@ impl<'a> Bench<'a> {
             round,
             cpu,
             wrk,
+            machine,
             side: Some(SilentSide {
                 timeouts: timeouts_since(&before),
                 timeouts_during_wrk: timeouts_since(&at_start),
@@ -340,17 +363,29 @@ impl<'a> Bench<'a> {
     fn storm_run(&mut self, round: u32, with: bool) -> anyhow::Result<StormRun> {
         let s = self.settings;
         let (pid, admin_port) = (self.herdsman.pid(), self.admin_port);
-        let storm = with.then(|| Storm::start(self.h2load, self.port, s.batch));
-        if storm.is_some() {
-            std::thread::sleep(STORM_LEAD);
-        }
+        let storm = match with {
+            true => {
+                let dir = self.scratch.join(format!("storm-{round}"));
+                std::fs::create_dir_all(&dir)?;
+                let hold = STORM_LEAD + Duration::from_secs(u64::from(s.seconds)) + HOLD_MARGIN;
+                let storm =
+                    Storm::start(self.port, s.storm_clients, &self.certificate, hold, &dir)?;
+                std::thread::sleep(STORM_LEAD);
+                Some(storm)
+            }
+            false => None,
+        };
+        let holders = storm.as_ref().map(Storm::pids).unwrap_or_default();
+        let processes = self.processes(&holders);
+        let clock = CpuClock::start(&processes);
         let measured = (|| {
             let before = read_workers(pid, admin_port, s.workers)?;
             let (cpu, wrk) = self.wrk_run(s.storm_connections)?;
             let after = read_workers(pid, admin_port, s.workers)?;
             anyhow::Ok((cpu, wrk, PerWorker::between(&before, &after)))
         })();
-        // Stopped whatever the window came to, so that no batch outlives the run.
+        let machine = clock.stop(&processes);
+        // Stopped whatever the window came to, so that the storm does not outlive the run.
         let storm = storm.map(Storm::stop).transpose()?;
         let (cpu, wrk, workers) = measured?;
         self.check_alive()?;
@@ -358,6 +393,7 @@ impl<'a> Bench<'a> {
             round,
             cpu,
             wrk,
+            machine,
             workers,
             storm,
         })
@@ -385,9 +421,9 @@ fn planned_silent(s: &Settings, with: bool) -> f64 {
     f64::from(s.seconds) + extra
 }
 
-/// A storm run's planned seconds: wrk's, and with it the lead and the last batch.
+/// A storm run's planned seconds: wrk's, and with it the storm's start, lead and end.
 fn planned_storm(s: &Settings, with: bool) -> f64 {
-    f64::from(s.seconds) + if with { 1.5 } else { 0.5 }
+    f64::from(s.seconds) + if with { 2.0 } else { 0.5 }
 }
 
 #[cfg(test)]
@@ -437,6 +473,6 @@ mod tests {
         let plan = planned_runs(&s);
         assert_eq!(plan.len(), 24);
         assert_eq!((plan[0], plan[1]), (20.5, 33.5));
-        assert_eq!((plan[12], plan[13]), (20.5, 21.5));
+        assert_eq!((plan[12], plan[13]), (20.5, 22.0));
     }
 }

@@ -2,12 +2,12 @@
 //! builds herdsman's release binary and runs it with two workers and one TLS listener: wrk over
 //! https without and with 1,000 connections that never send a ClientHello (`tls_handshake`
 //! lowered to 2 s, so that herdsman times them out, and the holder opens them again, within the
-//! run), then wrk's established connections without and with a storm of h2load batches of new
-//! handshakes. It checks what a user would see: every figure was produced and is a positive,
-//! finite number; the silent connections were held (herdsman had them all under way), timed out
-//! by herdsman and opened again by the holder; each worker made handshakes under the storm; no
-//! request of wrk or h2load failed. Whether a target was met is for the results file, not a pass
-//! or fail here: timing on a shared machine is no test.
+//! run), then wrk's established connections without and with a storm of new handshakes from
+//! this program's own rustls clients. It checks what a user would see: every figure was produced
+//! and is a positive, finite number; the silent connections were held (herdsman had them all
+//! under way), timed out by herdsman and opened again by the holder; each worker made handshakes
+//! under the storm; no request of wrk failed and no handshake of the storm. Whether a target was
+//! met is for the results file, not a pass or fail here: timing on a shared machine is no test.
 //!
 //! It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every benchmark
 //! on a shared machine (or runs under it when started by `flock` on it).
@@ -103,8 +103,8 @@ fn the_short_tls_load_run_produces_every_figure() {
     }
     let storm_runs = table_starting(md, "| round | storm |");
     let storm = storm_runs.iter().find(|r| r[1] == "with").unwrap();
-    assert_sane("storm answered", value(&storm[8]));
-    assert_eq!(value(&storm[9]), 0.0, "storm requests failed: {storm:?}");
+    assert_sane("the storm's handshakes", value(&storm[8]));
+    assert_eq!(value(&storm[9]), 0.0, "storm handshakes failed: {storm:?}");
 
     // Nothing failed, and every target was judged, whatever the verdict.
     assert!(

@@ -9,7 +9,7 @@ use std::path::Path;
 
 use super::settings::Settings;
 use super::storm::PerWorker;
-use crate::kit::h2load::{h2load_args, Batches};
+use crate::kit::cpu::{self, CpuSplit};
 use crate::kit::markdown::{spread_cell, thousands, write_details_table};
 use crate::kit::paired::{judged, PairedRatio};
 use crate::kit::plot::{write_panels_png, LineChart, Series};
@@ -31,6 +31,8 @@ pub struct SilentRun {
     /// herdsman's CPU over the wrk run.
     pub cpu: CpuTime,
     pub wrk: WrkReport,
+    /// Where the machine's CPU went over the wrk run (`slow_clients`: the holder).
+    pub machine: CpuSplit,
     /// With the silent connections: what they saw and cost; None without.
     pub side: Option<SilentSide>,
 }
@@ -63,10 +65,12 @@ pub struct StormRun {
     pub round: u32,
     pub cpu: CpuTime,
     pub wrk: WrkReport,
+    /// Where the machine's CPU went over the wrk run (`slow_clients`: the storm's holder).
+    pub machine: CpuSplit,
     /// What each worker did over the wrk run.
     pub workers: PerWorker,
-    /// With the storm: what its batches reported over the whole storm, and its seconds.
-    pub storm: Option<(Batches, f64)>,
+    /// With the storm: what its clients saw over the whole storm, and its seconds.
+    pub storm: Option<(Tally, f64)>,
 }
 
 impl SilentRun {
@@ -399,16 +403,21 @@ impl Session {
             md,
             "## Handshake storm\n\nThe established connections: `wrk {}`, keep-alive over TLS \
              (their {} handshakes at wrk's start are all they make). With: beside them, on the \
-             same listener, h2load batches of {} new connections that each make a full TLS 1.3 \
-             handshake, one request and close (`h2load {}`), one batch after another from {} s \
-             before wrk starts until it ends. Per worker over each wrk run: the handshakes it \
-             completed (herdsman's own count, `herdsman_worker_tls_handshakes_total`) and its \
-             thread's CPU time (`herdsman-wN` in /proc/PID/task), both with and without the \
-             storm. Median (range) over rounds.\n",
+             same listener, {} clients in one holder process (`herdsman-bench tls-load-holder`, \
+             rustls on one thread) that each connect, make a full TLS handshake (no session \
+             offered), shut their side, wait for herdsman to close, and connect again at once, \
+             from {} s before wrk starts until it ends. The clients pin herdsman's certificate \
+             but do not check its handshake signature: checking an ECDSA signature costs more \
+             than making it, and the storm is to load herdsman rather than itself (h2load \
+             batches, whose clients check it and make a request, took about 780 µs of client \
+             CPU per handshake in a first short run here, about twice what herdsman spends). \
+             Per worker over each wrk run: the handshakes it completed (herdsman's own \
+             count, `herdsman_worker_tls_handshakes_total`) and its thread's CPU time \
+             (`herdsman-wN` in /proc/PID/task), with and without the storm. Median (range) over \
+             rounds.\n",
             load.args_for("https://127.0.0.1:PORT/").join(" "),
             s.storm_connections,
-            s.batch,
-            h2load_args("PORT", s.batch).join(" "),
+            s.storm_clients,
             super::STORM_LEAD.as_secs_f64()
         );
         let _ = writeln!(
@@ -447,16 +456,16 @@ impl Session {
         let hs_cv = self.storm_cv(PerWorker::handshakes_cv);
         let cpu_cv = self.storm_cv(PerWorker::cpu_cv);
         let without_cpu_cv = self.storm_side(false, |r| r.workers.cpu_cv());
-        let storms: Vec<&(Batches, f64)> =
+        let storms: Vec<&(Tally, f64)> =
             self.storm.iter().filter_map(|r| r.storm.as_ref()).collect();
-        let answered: u64 = storms.iter().map(|(b, _)| b.answered).sum();
-        let failed: u64 = storms.iter().map(|(b, _)| b.failed).sum();
+        let sum = |value: fn(&Tally) -> u32| storms.iter().map(|(t, _)| value(t)).sum::<u32>();
         let _ = writeln!(
             md,
             "\nCoefficient of variation across workers (population standard deviation ÷ mean) \
              with the storm: handshakes **{}**, CPU time **{}**; CPU time without it {}. The \
-             storm's clients (h2load, whole storm): {} handshakes per second, median (range) \
-             over rounds, {} requests answered 2xx in all, {} failed; TLS version {}.\n",
+             storm's clients, over the whole storm: {} handshakes per second, median (range) \
+             over rounds, for {} µs of the holder's CPU each; {} handshakes completed in all, {} ended otherwise, {} connects \
+             failed. The first that ended: {}.\n",
             cell(&hs_cv, percent),
             cell(&cpu_cv, percent),
             cell(&without_cpu_cv, percent),
@@ -464,17 +473,25 @@ impl Session {
                 spread(
                     &storms
                         .iter()
-                        .map(|(b, seconds)| b.answered as f64 / seconds.max(1e-9))
+                        .map(|(t, seconds)| f64::from(t.completed) / seconds.max(1e-9))
                         .collect::<Vec<_>>()
                 ),
                 whole
             ),
-            thousands(answered as f64),
-            thousands(failed as f64),
+            cell(
+                &self.storm_side(true, |r| {
+                    let (tally, seconds) = r.storm.as_ref().map_or((0, 1.0), |(t, s)| (t.completed, *s));
+                    r.machine.slow_clients * 1e6 / (f64::from(tally) / seconds.max(1e-9)).max(1e-9)
+                }),
+                whole
+            ),
+            thousands(f64::from(sum(|t| t.completed))),
+            thousands(f64::from(sum(|t| t.ended))),
+            thousands(f64::from(sum(|t| t.failed))),
             storms
                 .iter()
-                .find_map(|(b, _)| b.version.clone())
-                .unwrap_or_else(|| "not reported".into())
+                .find_map(|(t, _)| t.first_end.clone())
+                .unwrap_or_else(|| "none".into())
         );
         let _ = writeln!(md, "### The established connections beside it\n");
         self.write_wrk_table(md, "with the storm", |with, value| {
@@ -521,20 +538,53 @@ impl Session {
                 ),
                 r.storm
                     .as_ref()
-                    .map_or("–".into(), |(b, _)| b.answered.to_string()),
+                    .map_or("–".into(), |(t, _)| t.completed.to_string()),
                 r.storm
                     .as_ref()
-                    .map_or("–".into(), |(b, _)| b.failed.to_string()),
+                    .map_or("–".into(), |(t, _)| (t.ended + t.failed).to_string()),
             )
         });
         write_details_table(
             md,
             "Every storm run",
             "| round | storm | req/s | p50 µs | p99 µs | errors | handshakes per worker | CPU-s \
-             per worker | storm answered | storm failed |",
+             per worker | storm's handshakes | storm's failures |",
             "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
             rows.collect::<Vec<_>>().into_iter(),
         );
+    }
+
+    /// "silent round 2 with (0.45 CPU)", for every run that other processes disturbed.
+    fn disturbed(&self) -> Vec<String> {
+        let mut named = cpu::disturbed(
+            &self.silent,
+            |r| r.machine.other,
+            |r| format!("silent round {} {}", r.round, with_word(r.with())),
+        );
+        named.extend(cpu::disturbed(
+            &self.storm,
+            |r| r.machine.other,
+            |r| format!("storm round {} {}", r.round, with_word(r.with())),
+        ));
+        named
+    }
+
+    /// Medians, without and with, of where the CPU went in each measurement.
+    fn write_cpu(&self, md: &mut String) {
+        let silent: Vec<(bool, CpuSplit)> =
+            self.silent.iter().map(|r| (r.with(), r.machine)).collect();
+        let storm: Vec<(bool, CpuSplit)> =
+            self.storm.iter().map(|r| (r.with(), r.machine)).collect();
+        for (what, holder, runs) in [
+            ("the silent measurement's wrk runs", "silent holder", silent),
+            ("the storm measurement's wrk runs", "storm holder", storm),
+        ] {
+            let rows = [(false, "without"), (true, "with")].map(|(with, label)| {
+                let splits = runs.iter().filter(|(w, _)| *w == with);
+                (label, splits.map(|&(_, split)| split).collect())
+            });
+            cpu::write_split_table(md, what, ["wrk", holder], &rows);
+        }
     }
 
     /// wrk errors over every run of both measurements.
@@ -677,8 +727,12 @@ impl Results for Session {
             .text()
         );
         let _ = writeln!(text, "wrk errors over all runs: {}", self.wrk_errors());
-        Trouble::new(&[], self.silent.len() + self.storm.len(), &self.failure)
-            .write_summary(&mut text);
+        Trouble::new(
+            &self.disturbed(),
+            self.silent.len() + self.storm.len(),
+            &self.failure,
+        )
+        .write_summary(&mut text);
         text
     }
 
@@ -686,11 +740,16 @@ impl Results for Session {
         let mut md = String::new();
         self.write_intro(&mut md);
         self.facts.write_markdown(&mut md);
-        Trouble::new(&[], self.silent.len() + self.storm.len(), &self.failure)
-            .write_markdown(&mut md);
+        Trouble::new(
+            &self.disturbed(),
+            self.silent.len() + self.storm.len(),
+            &self.failure,
+        )
+        .write_markdown(&mut md);
         self.write_targets(&mut md);
         self.write_silent(&mut md);
         self.write_storm(&mut md);
+        self.write_cpu(&mut md);
         let _ = writeln!(
             md,
             "wrk errors over all runs (socket errors + status ≥ 400): {}.\n",
@@ -790,6 +849,7 @@ mod tests {
             round,
             cpu: cpu(100),
             wrk: sample_report(requests_per_sec),
+            machine: CpuSplit::default(),
             side: with.then(|| SilentSide {
                 tally: Tally {
                     opened: 3_000,
@@ -814,17 +874,20 @@ mod tests {
             round,
             cpu: cpu(100),
             wrk: sample_report(if with { 8_000.0 } else { 10_000.0 }),
+            machine: CpuSplit {
+                herdsman: 1.2,
+                ..CpuSplit::default()
+            },
             workers: PerWorker {
                 handshakes: handshakes.to_vec(),
                 cpu: vec![cpu(450), cpu(550)],
             },
             storm: with.then(|| {
                 (
-                    Batches {
-                        batches: 100,
-                        answered: 10_000,
-                        failed: 0,
-                        version: Some("TLSv1.3".into()),
+                    Tally {
+                        opened: 10_000,
+                        completed: 10_000,
+                        ..Tally::default()
                     },
                     20.0,
                 )
@@ -856,9 +919,10 @@ mod tests {
                 // (22,000 − 20,000) KiB ÷ 1,000.
                 "**2,048 (2,048–2,048)** bytes per silent connection",
                 "| 0 | 4,900 (4,900–4,900) | 490 (490–490) | 0.90 (0.90–0.90) | 0.45 / 0.45 | 0.90 (0.90–0.90) |",
-                "20,000 requests answered 2xx in all, 0 failed; TLS version TLSv1.3",
+                "20,000 handshakes completed in all, 0 ended otherwise, 0 connects failed. The first that ended: none.",
                 "| 1 | with | 9,500 | 800 | 1500 | 0 | 1000 / 998 | 2000 / 1000 | 2000 | 3000 | 1000 | 22000 |",
                 "| 2 | with | 8,000 | 800 | 1500 | 0 | 4900 / 5100 | 0.90 / 1.10 | 10000 | 0 |",
+                "| with | 1.20 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 |",
             ],
         );
         assert!(!md.contains("Short run"), "{md}");

@@ -34,10 +34,10 @@ pub struct TlsLoadArgs {
     /// wrk's established keep-alive TLS connections beside the handshake storm.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=5000))]
     pub storm_connections: u32,
-    /// h2load's clients per batch of the storm: each connects, makes one request and closes, all
-    /// at once; batches follow one another for the whole run.
-    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=2000))]
-    pub batch: u32,
+    /// The storm's clients (one holder process): each makes a full TLS handshake on a new
+    /// connection, closes it and makes the next, for the whole run.
+    #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=2000))]
+    pub storm_clients: u32,
     /// herdsman's `[timeouts] tls_handshake`, in seconds. Default: herdsman's own (10 s, not
     /// written in its configuration); with --short, 2.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=600))]
@@ -98,7 +98,7 @@ pub struct Settings {
     pub silent: u32,
     pub connections: u32,
     pub storm_connections: u32,
-    pub batch: u32,
+    pub storm_clients: u32,
     /// The `tls_handshake` written into herdsman's configuration; None leaves herdsman's default.
     pub tls_handshake: Option<u32>,
     pub warm_up: u32,
@@ -116,7 +116,7 @@ impl Settings {
             silent: args.silent,
             connections: args.connections,
             storm_connections: args.storm_connections,
-            batch: args.batch,
+            storm_clients: args.storm_clients,
             tls_handshake: args.tls_handshake.or(defaults.tls_handshake),
             warm_up: defaults.warm_up,
             short: args.short,
@@ -138,10 +138,10 @@ impl Settings {
     }
 
     /// Descriptors herdsman needs at the peak: the silent connections and wrk's beside them, or
-    /// the storm's batch and wrk's; a backend connection per active client; and spares.
+    /// the storm's and wrk's; a backend connection per wrk connection; and spares.
     pub fn herdsman_descriptors(&self) -> u64 {
         let silent = u64::from(self.silent) + 2 * u64::from(self.connections);
-        let storm = 2 * u64::from(self.batch + self.storm_connections);
+        let storm = u64::from(self.storm_clients) + 2 * u64::from(self.storm_connections);
         silent.max(storm) + 100
     }
 }
@@ -162,7 +162,7 @@ mod tests {
     fn the_defaults_are_the_issue_setup() {
         let s = resolve(&[]);
         assert_eq!((s.workers, s.silent, s.connections), (2, 1000, 50));
-        assert_eq!((s.storm_connections, s.batch), (20, 100));
+        assert_eq!((s.storm_connections, s.storm_clients), (20, 50));
         assert_eq!((s.seconds, s.rounds, s.tls_handshake), (20, 6, None));
         assert_eq!(s.handshake_timeout(), 10);
         assert_eq!(s.out, Path::new("/w/bench/results/tls-load.md"));

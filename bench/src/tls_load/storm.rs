@@ -1,55 +1,12 @@
-//! The handshake storm and what herdsman's workers did under it: h2load batches (`kit::h2load`)
-//! one after another on a thread of their own until told to stop, and, over a window, each
-//! worker's handshakes (herdsman's own count, /metrics) and its thread's CPU time (/proc, the
-//! thread named `herdsman-wN`), with their coefficient of variation across workers.
-
-use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Instant;
+//! What herdsman's workers did under the handshake storm: over a window, each worker's handshakes
+//! (herdsman's own count, /metrics) and its thread's CPU time (/proc, the thread named
+//! `herdsman-wN`), with their coefficient of variation across workers.
 
 use anyhow::Context;
 
-use crate::kit::h2load::{self, Batches};
 use crate::kit::procstat::{self, CpuTime};
 use crate::kit::stats::balance;
 use crate::kit::tls_metrics::{self, TlsMetrics};
-
-/// h2load batches running against a port until stopped.
-pub struct Storm {
-    stop: Arc<AtomicBool>,
-    started: Instant,
-    thread: JoinHandle<anyhow::Result<Batches>>,
-}
-
-impl Storm {
-    /// Starts batches of `batch` new TLS connections against 127.0.0.1:`port`, one after another.
-    pub fn start(h2load: &Path, port: u16, batch: u32) -> Storm {
-        let stop = Arc::new(AtomicBool::new(false));
-        let (told, h2load) = (Arc::clone(&stop), PathBuf::from(h2load));
-        let thread = std::thread::spawn(move || {
-            h2load::batches(&h2load, port, batch, || !told.load(Ordering::Relaxed))
-        });
-        Storm {
-            stop,
-            started: Instant::now(),
-            thread,
-        }
-    }
-
-    /// Stops after the batch under way and returns what every batch reported, and the seconds
-    /// from the start to the end of the last.
-    pub fn stop(self) -> anyhow::Result<(Batches, f64)> {
-        self.stop.store(true, Ordering::Relaxed);
-        let batches = self
-            .thread
-            .join()
-            .map_err(|_| anyhow::anyhow!("the storm's thread panicked"))?
-            .context("the handshake storm")?;
-        Ok((batches, self.started.elapsed().as_secs_f64()))
-    }
-}
 
 /// herdsman's workers at one moment: its handshake counts, and each worker thread's CPU time.
 #[derive(Debug, Clone)]

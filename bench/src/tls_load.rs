@@ -48,7 +48,7 @@ use crate::kit::scratch::ScratchDir;
 use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::tls_client::{self, KEEP_ALIVE_GET};
 use crate::kit::wrk::{self, Load};
-use crate::kit::{backend, environment, h2load, procstat, tls_metrics, tools};
+use crate::kit::{backend, environment, h2load, procstat, tls_metrics, tools, workers_api};
 use holder::{SilentClients, Storm};
 use report::{with_word, Session, SilentRun, SilentSide, StormRun};
 use settings::Settings;
@@ -380,9 +380,21 @@ impl<'a> Bench<'a> {
         let clock = CpuClock::start(&processes);
         let measured = (|| {
             let before = read_workers(pid, admin_port, s.workers)?;
+            // Each worker's open connections halfway through: how the established ones (and
+            // the storm's of the moment) were spread.
+            let halfway = Duration::from_secs(u64::from(s.seconds)) / 2;
+            let midway = std::thread::spawn(move || {
+                std::thread::sleep(halfway);
+                workers_api::read_workers(admin_port)
+            });
             let (cpu, wrk) = self.wrk_run(s.storm_connections)?;
             let after = read_workers(pid, admin_port, s.workers)?;
-            anyhow::Ok((cpu, wrk, PerWorker::between(&before, &after)))
+            let midway = midway
+                .join()
+                .map_err(|_| anyhow::anyhow!("the midway reading panicked"))??;
+            let mut workers = PerWorker::between(&before, &after);
+            workers.open_midway = midway.per_worker(|w| w.active);
+            anyhow::Ok((cpu, wrk, workers))
         })();
         let machine = clock.stop(&processes);
         // Stopped whatever the window came to, so that the storm does not outlive the run.

@@ -413,7 +413,9 @@ impl Session {
              CPU per handshake in a first short run here, about twice what herdsman spends). \
              Per worker over each wrk run: the handshakes it completed (herdsman's own \
              count, `herdsman_worker_tls_handshakes_total`) and its thread's CPU time \
-             (`herdsman-wN` in /proc/PID/task), with and without the storm. Median (range) over \
+             (`herdsman-wN` in /proc/PID/task), with and without the storm; every run's table \
+             below adds each worker's open client connections halfway through (`active` in \
+             `/api/workers`), how the established ones were spread. Median (range) over \
              rounds.\n",
             load.args_for("https://127.0.0.1:PORT/").join(" "),
             s.storm_connections,
@@ -526,7 +528,7 @@ impl Session {
         let rows = self.storm.iter().map(|r| {
             let list = |values: Vec<String>| values.join(" / ");
             format!(
-                "{} {} | {} | {} | {} |",
+                "{} {} | {} | {} | {} | {} |",
                 wrk_cells(r.round, r.with(), &r.wrk),
                 list(r.workers.handshakes.iter().map(u64::to_string).collect()),
                 list(
@@ -536,6 +538,7 @@ impl Session {
                         .map(|c| format!("{:.2}", c.total().as_secs_f64()))
                         .collect()
                 ),
+                list(r.workers.open_midway.iter().map(u64::to_string).collect()),
                 r.storm
                     .as_ref()
                     .map_or("–".into(), |(t, _)| t.completed.to_string()),
@@ -548,8 +551,9 @@ impl Session {
             md,
             "Every storm run",
             "| round | storm | req/s | p50 µs | p99 µs | errors | handshakes per worker | CPU-s \
-             per worker | storm's handshakes | storm's failures |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
+             per worker | open connections per worker halfway | storm's handshakes | storm's \
+             failures |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             rows.collect::<Vec<_>>().into_iter(),
         );
     }
@@ -881,6 +885,7 @@ mod tests {
             workers: PerWorker {
                 handshakes: handshakes.to_vec(),
                 cpu: vec![cpu(450), cpu(550)],
+                open_midway: vec![30, 40],
             },
             storm: with.then(|| {
                 (
@@ -921,7 +926,7 @@ mod tests {
                 "| 0 | 4,900 (4,900–4,900) | 490 (490–490) | 0.90 (0.90–0.90) | 0.45 / 0.45 | 0.90 (0.90–0.90) |",
                 "20,000 handshakes completed in all, 0 ended otherwise, 0 connects failed. The first that ended: none.",
                 "| 1 | with | 9,500 | 800 | 1500 | 0 | 1000 / 998 | 2000 / 1000 | 2000 | 3000 | 1000 | 22000 |",
-                "| 2 | with | 8,000 | 800 | 1500 | 0 | 4900 / 5100 | 0.90 / 1.10 | 10000 | 0 |",
+                "| 2 | with | 8,000 | 800 | 1500 | 0 | 4900 / 5100 | 0.90 / 1.10 | 30 / 40 | 10000 | 0 |",
                 "| with | 1.20 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 |",
             ],
         );

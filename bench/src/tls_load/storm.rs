@@ -41,6 +41,9 @@ pub struct PerWorker {
     pub handshakes: Vec<u64>,
     /// Each worker thread's CPU time.
     pub cpu: Vec<CpuTime>,
+    /// Each worker's open client connections halfway through the window (`/api/workers`), when
+    /// read; empty otherwise.
+    pub open_midway: Vec<u64>,
 }
 
 impl PerWorker {
@@ -54,6 +57,7 @@ impl PerWorker {
                 .zip(&earlier.cpu)
                 .map(|(later, earlier)| later.since(*earlier))
                 .collect(),
+            open_midway: Vec::new(),
         }
     }
 

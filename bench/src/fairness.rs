@@ -6,7 +6,7 @@
 //!
 //! Layout:
 //! - `client` — the hidden `fairness-client` subcommand: one client process
-//! - `stats`  — coefficient of variation, max ÷ mean
+//! - `stats`  — a share of a count that may be nothing
 //! - `report` — the table, the results file and the plot
 
 pub mod client;

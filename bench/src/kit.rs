@@ -17,6 +17,10 @@
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
 //! - `tls_client`  — the benchmarks' own TLS client (rustls), pinned to the benchmark's own
 //!   certificates: one handshake and one request, and probing a TLS listener
+//! - `certificates` — the TLS benchmarks' ECDSA and RSA certificates, made with openssl
+//! - `h2load`      — batches of full TLS handshakes by h2load, one after another, counted
+//! - `tls_metrics` — herdsman's own TLS figures per worker from /metrics: handshakes completed,
+//!   failed by reason (timeouts), under way
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
 //! - `slow_holders` — holder processes of slow connections, both ends, and what each kind saw
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
@@ -35,9 +39,11 @@
 
 pub mod admin_api;
 pub mod backend;
+pub mod certificates;
 pub mod cpu;
 pub mod environment;
 pub mod exchange;
+pub mod h2load;
 pub mod holders;
 pub mod json;
 pub mod logfile;
@@ -58,6 +64,7 @@ pub mod slow_steps;
 pub mod stack;
 pub mod stats;
 pub mod tls_client;
+pub mod tls_metrics;
 pub mod tools;
 pub mod workers_api;
 pub mod wrk;

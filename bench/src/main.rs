@@ -23,6 +23,10 @@
 //! - `tls`         — herdsman, HAProxy and nginx terminating TLS: full and resumed handshakes per
 //!   CPU-second (ECDSA and RSA), keep-alive requests and 1 MiB answers over TLS, memory per idle
 //!   TLS connection with 10,000 held (issue 16)
+//! - `tls-load`    — herdsman under bad TLS load: the others' requests/s without and with 1,000
+//!   connections that never send a ClientHello (timed out and opened again), and a storm of new
+//!   handshakes beside established connections: per-worker handshakes and CPU, their spread, and
+//!   the established connections' p99 (issue 16)
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
@@ -39,6 +43,7 @@ mod slowloris;
 mod soak;
 mod stall;
 mod tls;
+mod tls_load;
 
 use std::net::SocketAddr;
 
@@ -113,6 +118,13 @@ enum Command {
     /// One process of idle TLS connections for `tls` (started by it).
     #[command(hide = true)]
     TlsHolder(tls::holder::TlsHolderArgs),
+    /// herdsman under bad TLS load: the others' requests/s without and with 1,000 silent TLS
+    /// connections, and per-worker handshakes and CPU under a handshake storm beside established
+    /// connections; writes bench/results/tls-load.md.
+    TlsLoad(tls_load::TlsLoadArgs),
+    /// One process of silent TLS connections for `tls-load` (started by it).
+    #[command(hide = true)]
+    TlsLoadHolder(tls_load::holder::TlsLoadHolderArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -139,6 +151,8 @@ fn main() -> anyhow::Result<()> {
         Command::Scale(args) => scale::run(args),
         Command::Tls(args) => tls::run(args),
         Command::TlsHolder(args) => tls::holder::run(args),
+        Command::TlsLoad(args) => tls_load::run(args),
+        Command::TlsLoadHolder(args) => tls_load::holder::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

@@ -9,19 +9,15 @@
 //!
 //! Layout:
 //! - `settings`      — the options, the full and the short defaults
-//! - `certificates`  — the two certificates, made with the openssl command line
 //! - `handshakes`    — h2load batches (full) and s_time processes (resumed), counted and costed
-//! - `server_counts` — herdsman's own count of full and resumed handshakes, from /metrics
 //! - `holder`        — the `tls-holder` process of idle TLS connections, both ends
 //! - `runs`          — what each run measured and the figure it gives
 //! - `report`        — the targets, the tables, the results file and its plot
 
-mod certificates;
 mod handshakes;
 pub mod holder;
 mod report;
 mod runs;
-mod server_counts;
 mod settings;
 
 pub use settings::TlsArgs;
@@ -34,6 +30,7 @@ use anyhow::{bail, Context};
 use rustls::ClientConfig;
 
 use crate::kit::backend;
+use crate::kit::certificates::{self, Certificates, KeyType};
 use crate::kit::environment;
 use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
@@ -43,9 +40,9 @@ use crate::kit::proxies::{Plan, ProxyKind, Target, TlsListener};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::tls_client::{self, KEEP_ALIVE_GET};
+use crate::kit::tls_metrics;
 use crate::kit::tools;
 use crate::kit::wrk::{self, Load};
-use certificates::{Certificates, KeyType};
 use handshakes::S_TIME_REQUEST;
 use report::Session;
 use runs::{HandshakeFigure, HandshakeRun, IdleRun, Transfer, TransferRun};
@@ -76,9 +73,8 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
             intake: None,
         });
     }
-    let clients = tools::ensure_installed(&[&tools::WRK, &tools::H2LOAD, &tools::OPENSSL])?;
-    let [wrk, h2load, openssl] = <[PathBuf; 3]>::try_from(clients)
-        .map_err(|_| anyhow::anyhow!("three client programs expected"))?;
+    let clients = tools::TlsClients::ensure_installed()?;
+    let (wrk, h2load, openssl) = (&clients.wrk, &clients.h2load, &clients.openssl);
     let descriptor_limit = raise_descriptor_limit()?;
     let plan = Plan {
         workers: 1,
@@ -107,21 +103,13 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
             ));
         }
     }
-    setup.push(("wrk".into(), tools::version_line(&wrk, &["-v"])));
-    setup.push((
-        "h2load".into(),
-        tools::version_line(&h2load, &["--version"]),
-    ));
-    setup.push((
-        "openssl".into(),
-        tools::version_line(&openssl, &["version"]),
-    ));
+    setup.extend(clients.version_lines());
     setup.push(environment::descriptor_limit_line(descriptor_limit));
     let mut session = Session::new(RunFacts::new(setup), settings.clone());
     let scratch = ScratchDir::create()?;
     let started = Instant::now();
     let outcome = (|| {
-        let certificates = certificates::make(&openssl, scratch.path())?;
+        let certificates = certificates::make(openssl, scratch.path())?;
         session.certificate_commands = certificates.commands.clone();
         let pinned =
             tls_client::read_certificates(&[&certificates.ecdsa.chain, &certificates.rsa.chain])?;
@@ -130,9 +118,9 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
         let _backend = backend::start(backend_port, scratch.path())?;
         let bench = Bench {
             settings: &settings,
-            wrk: &wrk,
-            h2load: &h2load,
-            openssl: &openssl,
+            wrk,
+            h2load,
+            openssl,
             scratch: scratch.path(),
             certificates: &certificates,
             client: &client,
@@ -375,7 +363,7 @@ impl Bench<'_> {
         let settings = self.settings;
         let port = one.port(figure.key());
         let pid = one.process.pid();
-        let before = one.admin_port.map(server_counts::read).transpose()?;
+        let before = one.admin_port.map(handshakes_counted).transpose()?;
         let counted = match figure {
             HandshakeFigure::Full(_) => {
                 handshakes::full(self.h2load, port, settings.batch, settings.seconds, pid)?
@@ -390,9 +378,7 @@ impl Bench<'_> {
             )?,
         };
         let server = match (one.admin_port, before) {
-            (Some(admin_port), Some(before)) => {
-                Some(server_counts::read(admin_port)?.since(before))
-            }
+            (Some(admin_port), Some(before)) => Some(handshakes_counted(admin_port)?.since(before)),
             _ => None,
         };
         Ok(HandshakeRun {
@@ -514,6 +500,11 @@ fn distinct_port(listeners: &[TlsListener]) -> anyhow::Result<u16> {
             return Ok(port);
         }
     }
+}
+
+/// herdsman's own count of the handshakes it completed so far, summed over its workers.
+fn handshakes_counted(admin_port: u16) -> anyhow::Result<tls_metrics::HandshakeCounts> {
+    Ok(tls_metrics::read(admin_port)?.handshakes())
 }
 
 fn https_url(port: u16, path: &str) -> String {

@@ -4,11 +4,12 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::stats::{balance, per};
+use super::stats::per;
 use super::{FairnessArgs, Run};
 use crate::kit::environment;
 use crate::kit::plot::{LineChart, Series};
 use crate::kit::results::RunFacts;
+use crate::kit::stats::balance;
 
 /// Everything the results file says.
 pub struct Session {

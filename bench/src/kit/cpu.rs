@@ -1,11 +1,14 @@
 //! Where the machine's CPU time went during one wrk run: herdsman, the backend, wrk, the slow
 //! clients, the kernel's interrupt work (on loopback, mostly this benchmark's own packets), other
 //! processes, and idle. On a shared 2-core machine other processes (a build, another benchmark) can
-//! move a run's requests/s more than the slow connections do, so every run states them.
+//! move a run's requests/s more than the slow connections do, so every run states them, and the
+//! results file's table of it.
 
+use std::fmt::Write as _;
 use std::time::{Duration, Instant};
 
 use crate::kit::procstat;
+use crate::kit::stats::spread;
 
 /// A run during which processes outside this benchmark used more than this many CPUs is named as
 /// disturbed: its requests/s says as much about them as about herdsman.
@@ -166,6 +169,56 @@ impl MachineTicks {
     }
 }
 
+/// The results file's section on where the CPU went during `what` ("the wrk runs"): a row per
+/// (label, splits of its runs), each cell the median over those runs in CPUs; `columns` names
+/// the `wrk` and the `slow_clients` columns (the clients under measurement, the disturbance's).
+pub fn write_split_table(
+    md: &mut String,
+    what: &str,
+    columns: [&str; 2],
+    rows: &[(&str, Vec<CpuSplit>)],
+) {
+    let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let _ = writeln!(
+        md,
+        "## Where the CPU went during {what} (CPUs of {cpus}, median over rounds)\n"
+    );
+    let _ = writeln!(
+        md,
+        "Each process tree's utime + stime ({}'s from this program's reaped children), the \
+         kernel's irq + softirq time from /proc/stat (charged to no process; on loopback mostly \
+         this benchmark's packets), and the machine's busy time left over: **other \
+         processes**, outside this benchmark.\n",
+        columns[0]
+    );
+    let _ = writeln!(
+        md,
+        "| | herdsman | backend | {} | {} | kernel irq + softirq | other processes | idle |\n\
+         |---|---:|---:|---:|---:|---:|---:|---:|",
+        columns[0], columns[1]
+    );
+    let fields: [fn(&CpuSplit) -> f64; 7] = [
+        |c| c.herdsman,
+        |c| c.backend,
+        |c| c.wrk,
+        |c| c.slow_clients,
+        |c| c.interrupts,
+        |c| c.other,
+        |c| c.idle,
+    ];
+    for (label, splits) in rows {
+        let cells: Vec<String> = fields
+            .iter()
+            .map(|value| {
+                let values: Vec<f64> = splits.iter().map(value).collect();
+                spread(&values).map_or("–".to_string(), |s| format!("{:.2}", s.median))
+            })
+            .collect();
+        let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
+    }
+    let _ = writeln!(md);
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -183,6 +236,30 @@ mod tests {
             }
         );
         assert_eq!(MachineTicks::parse("intr 1 2 3\n"), None);
+    }
+
+    #[test]
+    fn the_table_gives_each_row_s_medians() {
+        let split = |herdsman| CpuSplit {
+            herdsman,
+            idle: 0.5,
+            ..CpuSplit::default()
+        };
+        let mut md = String::new();
+        write_split_table(
+            &mut md,
+            "the runs",
+            ["wrk", "holders"],
+            &[("with", vec![split(0.9), split(0.7), split(0.8)])],
+        );
+        assert!(
+            md.contains("| | herdsman | backend | wrk | holders |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| with | 0.80 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 | 0.50 |"),
+            "{md}"
+        );
     }
 
     #[test]

@@ -2,7 +2,8 @@
 //! another on a noisy machine: every side runs once per round, back to back, in an order that
 //! turns from round to round (so that a drift over the whole run falls on every side alike); a
 //! ratio between two sides is taken per round (its two runs back to back, so that a disturbance
-//! from outside falls on one pair rather than on one side), and judged by its median over rounds.
+//! from outside falls on one pair rather than on one side), and judged by its median over rounds
+//! with that median's 95% interval (as is any figure measured once per round).
 
 use std::fmt::Write as _;
 
@@ -78,41 +79,9 @@ impl PairedRatio {
         }
     }
 
-    /// A 95% interval for the median of the rounds' ratios, from their order statistics (the
-    /// count of rounds below the true median is binomial, n and ½): with 40 rounds the 14th to
-    /// the 27th smallest, with 100 the 41st to the 60th; the whole range below 6 rounds.
-    pub fn median_interval(&self) -> Option<(f64, f64)> {
-        let mut sorted = self.rounds.clone();
-        sorted.sort_by(f64::total_cmp);
-        let n = sorted.len();
-        let below = ((n as f64 - 1.96 * (n as f64).sqrt()) / 2.0)
-            .floor()
-            .max(0.0) as usize;
-        Some((*sorted.get(below)?, sorted[n - 1 - below]))
-    }
-
-    /// A target judged with the noise in view: "met" when the median meets `bound` (at most it
-    /// when `at_most`, else at least), "not told apart" when it does not but the median's 95%
-    /// interval reaches the bound (the machine's noise is larger than the difference asked
-    /// about), "**NOT MET**" when the whole interval misses it.
+    /// The median of the rounds' ratios judged against `bound` (`judged`).
     pub fn judged(&self, bound: f64, at_most: bool) -> String {
-        let (Some(median), Some((low, high))) = (self.median(), self.median_interval()) else {
-            return "not measured".into();
-        };
-        let meets = |value: f64| {
-            if at_most {
-                value <= bound
-            } else {
-                value >= bound
-            }
-        };
-        if meets(median) {
-            "met".into()
-        } else if meets(low) || meets(high) {
-            format!("not told apart: the median's 95% interval {low:.3}–{high:.3} holds {bound}")
-        } else {
-            format!("**NOT MET** (the median's 95% interval {low:.3}–{high:.3})")
-        }
+        judged(&self.rounds, bound, at_most)
     }
 
     /// The median over rounds, and with several rounds their range and the ratio of the medians,
@@ -136,6 +105,46 @@ impl PairedRatio {
             text.push(')');
         }
         text
+    }
+}
+
+/// A 95% interval for the median of `values` (one per round), from their order statistics (the
+/// count of rounds below the true median is binomial, n and ½): with 40 rounds the 14th to the
+/// 27th smallest, with 100 the 41st to the 60th; the whole range below 6 rounds.
+pub fn median_interval(values: &[f64]) -> Option<(f64, f64)> {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let n = sorted.len();
+    let below = ((n as f64 - 1.96 * (n as f64).sqrt()) / 2.0)
+        .floor()
+        .max(0.0) as usize;
+    Some((*sorted.get(below)?, sorted[n - 1 - below]))
+}
+
+/// A target judged with the noise in view, on a figure measured once per round (`values`), such
+/// as a ratio or a coefficient of variation: "met" when their median meets `bound` (at most it
+/// when `at_most`, else at least), "not told apart" when it does not but the median's 95%
+/// interval reaches the bound (the machine's noise is larger than the difference asked about),
+/// "**NOT MET**" when the whole interval misses it; "not measured" without values.
+pub fn judged(values: &[f64], bound: f64, at_most: bool) -> String {
+    let (Some(median), Some((low, high))) =
+        (spread(values).map(|s| s.median), median_interval(values))
+    else {
+        return "not measured".into();
+    };
+    let meets = |value: f64| {
+        if at_most {
+            value <= bound
+        } else {
+            value >= bound
+        }
+    };
+    if meets(median) {
+        "met".into()
+    } else if meets(low) || meets(high) {
+        format!("not told apart: the median's 95% interval {low:.3}–{high:.3} holds {bound}")
+    } else {
+        format!("**NOT MET** (the median's 95% interval {low:.3}–{high:.3})")
     }
 }
 
@@ -200,7 +209,7 @@ mod tests {
         // 40 rounds 0.80, 0.81, … 1.19: median 0.995, interval from the 14th to the 27th.
         let spread: Vec<f64> = (0..40).map(|i| 0.8 + f64::from(i) * 0.01).collect();
         let ratio = PairedRatio::of(&side(&spread), &ones);
-        let (low, high) = ratio.median_interval().unwrap();
+        let (low, high) = median_interval(&ratio.rounds).unwrap();
         assert!(
             (low - 0.93).abs() < 1e-9 && (high - 1.06).abs() < 1e-9,
             "{low} {high}"
@@ -213,5 +222,9 @@ mod tests {
             PairedRatio::of(&[], &ones).judged(1.0, true),
             "not measured"
         );
+        // A figure measured once per round, judged alike.
+        assert_eq!(judged(&[0.02, 0.04, 0.03], 0.05, true), "met");
+        assert!(judged(&[0.02, 0.06, 0.07], 0.05, true).starts_with("not told apart"));
+        assert_eq!(judged(&[], 0.05, true), "not measured");
     }
 }

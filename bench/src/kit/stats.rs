@@ -1,5 +1,6 @@
-//! Summing up a set of measurements: the median and range of a figure over rounds, and
-//! percentiles of a distribution.
+//! Summing up a set of measurements: the median and range of a figure over rounds, percentiles
+//! of a distribution, and how evenly a quantity is spread across workers (coefficient of
+//! variation, max ÷ mean).
 //!
 //! One convention each, used by every benchmark:
 //! - a **percentile** is the nearest rank: the smallest value with at least p% of the values at or
@@ -54,6 +55,36 @@ pub fn percentile_of(values: &[f64], p: f64) -> Option<f64> {
     percentile(&sorted, p)
 }
 
+/// How evenly a quantity is spread across workers.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Balance {
+    pub mean: f64,
+    /// Population standard deviation ÷ mean (0 when every worker has the same; NaN when all are 0).
+    pub cv: f64,
+    /// The largest worker's share over the mean (1 is perfect; 8 with 8 workers is "one took all").
+    pub max_over_mean: f64,
+}
+
+/// The balance of per-worker values; None for no workers.
+pub fn balance(values: &[u64]) -> Option<Balance> {
+    if values.is_empty() {
+        return None;
+    }
+    let n = values.len() as f64;
+    let mean = values.iter().sum::<u64>() as f64 / n;
+    let variance = values
+        .iter()
+        .map(|&v| (v as f64 - mean).powi(2))
+        .sum::<f64>()
+        / n;
+    let max = values.iter().copied().max().unwrap_or(0) as f64;
+    Some(Balance {
+        mean,
+        cv: variance.sqrt() / mean,
+        max_over_mean: max / mean,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,5 +115,24 @@ mod tests {
         assert_eq!(percentile_of(&values, 90.0), Some(5.0));
         assert_eq!(percentile_of(&values, 0.0), Some(1.0));
         assert_eq!(percentile_of(&[], 50.0), None);
+    }
+
+    #[test]
+    fn an_even_spread_has_no_variation() {
+        let b = balance(&[5, 5, 5, 5]).unwrap();
+        assert_eq!((b.mean, b.cv, b.max_over_mean), (5.0, 0.0, 1.0));
+    }
+
+    #[test]
+    fn one_worker_taking_all_shows_in_both_figures() {
+        let b = balance(&[8, 0, 0, 0, 0, 0, 0, 0]).unwrap();
+        assert_eq!(b.mean, 1.0);
+        assert!((b.cv - 7f64.sqrt()).abs() < 1e-12);
+        assert_eq!(b.max_over_mean, 8.0);
+        let b = balance(&[90, 110]).unwrap();
+        assert!((b.cv - 0.1).abs() < 1e-12);
+        assert!((b.max_over_mean - 1.1).abs() < 1e-12);
+        assert!(balance(&[]).is_none());
+        assert!(balance(&[0, 0]).unwrap().cv.is_nan());
     }
 }

@@ -269,6 +269,37 @@ pub fn build_herdsman_into(
     Ok(binary)
 }
 
+/// The TLS benchmarks' clients (`tls`, `tls-load`): wrk for keep-alive load over https, h2load
+/// for batches of full handshakes, openssl for the certificates (and `tls`'s resumed handshakes).
+pub struct TlsClients {
+    pub wrk: PathBuf,
+    pub h2load: PathBuf,
+    pub openssl: PathBuf,
+}
+
+impl TlsClients {
+    /// The three, installed first where missing (`ensure_installed`).
+    pub fn ensure_installed() -> anyhow::Result<TlsClients> {
+        let found = ensure_installed(&[&WRK, &H2LOAD, &OPENSSL])?;
+        let [wrk, h2load, openssl] = <[PathBuf; 3]>::try_from(found)
+            .map_err(|_| anyhow::anyhow!("three client programs expected"))?;
+        Ok(TlsClients {
+            wrk,
+            h2load,
+            openssl,
+        })
+    }
+
+    /// Their versions, as a results file's setup lines.
+    pub fn version_lines(&self) -> Vec<(String, String)> {
+        vec![
+            ("wrk".into(), version_line(&self.wrk, &["-v"])),
+            ("h2load".into(), version_line(&self.h2load, &["--version"])),
+            ("openssl".into(), version_line(&self.openssl, &["version"])),
+        ]
+    }
+}
+
 /// The first line a program prints for `args` (stdout or, like `nginx -v`, stderr).
 pub fn version_line(program: &Path, args: &[&str]) -> String {
     let mut command = Command::new(program);

@@ -403,42 +403,11 @@ impl Session {
 
     /// Medians, without and with, of where the CPU went.
     fn write_cpu(&self, md: &mut String) {
-        let cpus = std::thread::available_parallelism().map_or(0, |n| n.get());
-        let _ = writeln!(
-            md,
-            "## Where the CPU went during the wrk runs (CPUs of {cpus}, median over rounds)\n"
-        );
-        let _ = writeln!(
-            md,
-            "Each process tree's utime + stime (wrk's from this program's reaped children), the \
-             kernel's irq + softirq time from /proc/stat (charged to no process; on loopback mostly \
-             this benchmark's packets), and the machine's busy time left over: **other \
-             processes**, outside this benchmark.\n"
-        );
-        let _ = writeln!(
-            md,
-            "| | herdsman | backend | wrk | slow clients | kernel irq + softirq | other processes | idle |\n|---|---:|---:|---:|---:|---:|---:|---:|"
-        );
-        let fields: [Extract; 7] = [
-            |r| r.cpu.herdsman,
-            |r| r.cpu.backend,
-            |r| r.cpu.wrk,
-            |r| r.cpu.slow_clients,
-            |r| r.cpu.interrupts,
-            |r| r.cpu.other,
-            |r| r.cpu.idle,
-        ];
-        for (with, label) in [(false, "without"), (true, "with")] {
-            let cells: Vec<String> = fields
-                .iter()
-                .map(|&value| {
-                    self.spread(with, value)
-                        .map_or("–".to_string(), |sp| format!("{:.2}", sp.median))
-                })
-                .collect();
-            let _ = writeln!(md, "| {label} | {} |", cells.join(" | "));
-        }
-        let _ = writeln!(md);
+        let rows = [(false, "without"), (true, "with")].map(|(with, label)| {
+            let splits = self.runs.iter().filter(|r| r.with() == with);
+            (label, splits.map(|r| r.cpu).collect())
+        });
+        cpu::write_split_table(md, "the wrk runs", ["wrk", "slow clients"], &rows);
     }
 
     fn write_slow_side(&self, md: &mut String) {

@@ -6,10 +6,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::certificates::KeyType;
-use super::handshakes::{h2load_args, s_time_args};
+use super::handshakes::s_time_args;
 use super::runs::{HandshakeFigure, HandshakeRun, IdleRun, Run, Transfer, TransferRun};
 use super::settings::Settings;
+use crate::kit::certificates::KeyType;
+use crate::kit::h2load::h2load_args;
 use crate::kit::markdown::{spread_cell, thousands, worker_count, write_details_table};
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
@@ -626,7 +627,7 @@ trait SumCounts {
     fn sum_counts(self) -> Option<(u64, u64)>;
 }
 
-impl<I: Iterator<Item = Option<super::server_counts::HandshakeCounts>>> SumCounts for I {
+impl<I: Iterator<Item = Option<crate::kit::tls_metrics::HandshakeCounts>>> SumCounts for I {
     fn sum_counts(self) -> Option<(u64, u64)> {
         let mut total = (0, 0);
         let mut any = false;
@@ -791,10 +792,10 @@ mod tests {
     use super::*;
     use crate::kit::markdown::assert_contains_all;
     use crate::kit::procstat::CpuTime;
+    use crate::kit::tls_metrics::HandshakeCounts;
     use crate::kit::wrk::sample_report;
     use crate::tls::handshakes::Counted;
     use crate::tls::holder::HeldReport;
-    use crate::tls::server_counts::HandshakeCounts;
     use std::time::Duration;
 
     fn settings() -> Settings {

@@ -4,13 +4,13 @@
 
 use std::time::Duration;
 
-use super::certificates::KeyType;
 use super::handshakes::Counted;
 use super::holder::HeldReport;
-use super::server_counts::HandshakeCounts;
 use crate::kit::backend::BIG_BODY_LEN;
+use crate::kit::certificates::KeyType;
 use crate::kit::procstat::CpuTime;
 use crate::kit::proxies::ProxyKind;
+use crate::kit::tls_metrics::HandshakeCounts;
 use crate::kit::wrk::WrkReport;
 
 /// Which proxy a run measured, with how many workers, in which round.

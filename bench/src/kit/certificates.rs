@@ -1,6 +1,7 @@
-//! The two certificates every proxy serves, made with the `openssl` command line at the start of a
-//! run into the scratch directory: self-signed leaves for `bench.test`, one on an ECDSA P-256 key
-//! and one on an RSA-2048 key, each also written with its key in one file for HAProxy's `crt`.
+//! The two certificates the TLS benchmarks (`tls`, `tls-load`) serve, made with the `openssl`
+//! command line at the start of a run into the scratch directory: self-signed leaves for
+//! `bench.test`, one on an ECDSA P-256 key and one on an RSA-2048 key, each also written with its
+//! key in one file for HAProxy's `crt`.
 
 use std::path::Path;
 use std::process::Command;

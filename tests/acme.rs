@@ -1,0 +1,246 @@
+//! Certificates herdsman obtains itself, end to end against Pebble (Let's Encrypt's test CA),
+//! started here: issued over HTTP-01 and over TLS-ALPN-01, served (chaining to Pebble's issuing
+//! root, fetched from its management port), renewed before expiry with a connection open across
+//! the swap, and served again by a second herdsman on the same state directory without a new
+//! order. herdsman runs as the binary, as an operator runs it.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use rustls::pki_types::CertificateDer;
+use rustls::ClientConfig;
+
+/// The name the certificates are for; Pebble's DNS resolves every name to 127.0.0.1.
+const NAME: &str = "acme.herdsman.test";
+
+/// A herdsman config: a cleartext listener on `http_port`, a TLS one on `tls_port` whose only
+/// certificate comes from `pebble` by `challenge`, state kept in `state_dir`, an admin API.
+fn config(
+    pebble: &Pebble,
+    challenge: &str,
+    http_port: u16,
+    tls_port: u16,
+    admin: SocketAddr,
+    state_dir: &Path,
+    backend: SocketAddr,
+) -> std::path::PathBuf {
+    write_temp(
+        "acme.toml",
+        &format!(
+            r#"workers = 1
+
+[[listener]]
+name = "web"
+bind = "127.0.0.1:{http_port}"
+pool = "app"
+
+[[listener]]
+name = "secure"
+bind = "127.0.0.1:{tls_port}"
+pool = "app"
+[listener.tls]
+acme = {{ directory = "{}", contact = ["mailto:ops@herdsman.test"], names = ["{NAME}"], challenge = "{challenge}", directory_ca = "{}" }}
+
+[tls]
+acme_state_dir = "{}"
+
+[admin]
+bind = "{admin}"
+
+[[pool]]
+name = "app"
+servers = [{{ name = "a", addr = "{backend}" }}]
+"#,
+            pebble.directory,
+            pebble.directory_ca().display(),
+            state_dir.display()
+        ),
+    )
+}
+
+/// The certificate a fresh handshake for [`NAME`] is served, verified against Pebble's root,
+/// once one is (within `timeout`).
+fn served(
+    addr: SocketAddr,
+    client: &Arc<ClientConfig>,
+    timeout: Duration,
+) -> Option<CertificateDer<'static>> {
+    let mut found = None;
+    eventually(timeout, || {
+        found = TlsConn::try_connect(addr, NAME, client)
+            .ok()
+            .map(|connection| connection.server_certificate());
+        found.is_some()
+    });
+    found
+}
+
+/// The first certificate herdsman serves for [`NAME`], within 60 s; else the failure with both
+/// logs.
+fn first_certificate(
+    addr: SocketAddr,
+    client: &Arc<ClientConfig>,
+    herdsman_log: &Path,
+    pebble: &Pebble,
+) -> CertificateDer<'static> {
+    served(addr, client, Duration::from_secs(60)).unwrap_or_else(|| {
+        panic!(
+            "no certificate from Pebble within 60 s; herdsman's log:\n{}\npebble's log:\n{}",
+            std::fs::read_to_string(herdsman_log).unwrap_or_default(),
+            pebble.log()
+        )
+    })
+}
+
+fn request() -> Vec<u8> {
+    get_request_to(NAME, "/", "")
+}
+
+/// Pebble, a backend, and a herdsman config for both (not started).
+struct Site {
+    pebble: Pebble,
+    _backend: Mock,
+    state_dir: std::path::PathBuf,
+    admin: SocketAddr,
+    path: std::path::PathBuf,
+    tls_addr: SocketAddr,
+    client: Arc<ClientConfig>,
+}
+
+impl Site {
+    /// Certificates by `challenge` from a Pebble issuing them for `validity`.
+    fn new(tag: &str, challenge: &str, validity: Duration) -> Site {
+        let (http_port, tls_port) = (free_port(), free_port());
+        let pebble = Pebble::start(tag, http_port, tls_port, validity);
+        let backend = Mock::named("app");
+        let state_dir = fresh_temp_dir(&format!("acme-{tag}-state"));
+        let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+        let path = config(
+            &pebble,
+            challenge,
+            http_port,
+            tls_port,
+            admin,
+            &state_dir,
+            backend.addr,
+        );
+        let client = pebble.client_config();
+        Site {
+            pebble,
+            _backend: backend,
+            state_dir,
+            admin,
+            path,
+            tls_addr: format!("127.0.0.1:{tls_port}").parse().unwrap(),
+            client,
+        }
+    }
+}
+
+#[test]
+fn http01_issues_a_certificate_served_at_once_and_kept_across_a_restart() {
+    let site = Site::new("http01", "http-01", Duration::from_secs(3600));
+    let Site {
+        pebble,
+        state_dir,
+        admin,
+        path,
+        tls_addr,
+        client,
+        ..
+    } = &site;
+    let (admin, tls_addr) = (*admin, *tls_addr);
+
+    let first_log = state_dir.with_extension("first.log");
+    let first = run_binary_logged(path, &[], &first_log);
+    let issued = first_certificate(tls_addr, client, &first_log, pebble);
+    assert_eq!(pebble.orders(), 1, "one order");
+    // Served over HTTPS to a client trusting only Pebble's root, and proxied.
+    let mut connection = TlsConn::try_connect(tls_addr, NAME, client).unwrap();
+    let response = connection.roundtrip(&request());
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body, b"app");
+    // Kept in the state directory, the key private.
+    let stored = std::fs::read_dir(state_dir.join("certificates"))
+        .unwrap()
+        .count();
+    assert_eq!(stored, 1);
+    // The admin API says ACME manages it, and when it renews (planned just after it is
+    // installed).
+    let mut text = String::new();
+    eventually(Duration::from_secs(10), || {
+        let listing = Conn::connect(admin).roundtrip(&admin_get_request("/api/certificates"));
+        text = String::from_utf8_lossy(&listing.body).to_string();
+        text.contains("\"renews_at\":\"20")
+    });
+    assert!(
+        text.contains("\"acme\":true") && text.contains(NAME),
+        "{text}"
+    );
+    assert!(text.contains("\"renews_at\":\"20"), "{text}");
+    // A reload that changes the acme settings (the contact) keeps the certificate serving and
+    // orders nothing: the names and the CA are the same.
+    let before = std::fs::read_to_string(path).unwrap();
+    std::fs::write(path, before.replace("mailto:ops@", "mailto:admin@")).unwrap();
+    let reload = b"POST /api/reload HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    assert_eq!(Conn::connect(admin).roundtrip(reload).status(), 200);
+    assert_eq!(
+        connection.roundtrip(&request()).status(),
+        200,
+        "kept across the reload"
+    );
+    let after_reload = served(tls_addr, client, Duration::from_secs(5));
+    assert_eq!(after_reload.as_ref(), Some(&issued));
+    std::thread::sleep(Duration::from_secs(1));
+    assert_eq!(pebble.orders(), 1, "no new order after a reload");
+    drop(connection);
+    drop(first);
+
+    // A restart on the same state directory serves the stored certificate; Pebble takes no order.
+    let second = run_binary_logged(path, &[], &state_dir.with_extension("second.log"));
+    let again = served(tls_addr, client, Duration::from_secs(20)).expect("served after a restart");
+    assert_eq!(again, issued, "the stored certificate, not a new one");
+    std::thread::sleep(Duration::from_secs(2));
+    assert_eq!(pebble.orders(), 1, "no new order after the restart");
+    drop(second);
+}
+
+#[test]
+fn tls_alpn01_issues_and_renews_with_no_connection_dropped() {
+    // Valid for 30 s: renewed two thirds in, after some 20 s.
+    let site = Site::new("tls-alpn01", "tls-alpn-01", Duration::from_secs(30));
+    let Site {
+        pebble,
+        state_dir,
+        path,
+        tls_addr,
+        client,
+        ..
+    } = &site;
+    let tls_addr = *tls_addr;
+    let log = state_dir.with_extension("log");
+    let _herdsman = run_binary_logged(path, &[], &log);
+
+    let issued = first_certificate(tls_addr, client, &log, pebble);
+    let mut kept = TlsConn::try_connect(tls_addr, NAME, client).unwrap();
+    assert_eq!(kept.roundtrip(&request()).status(), 200);
+    // Renewed: a new handshake is served another certificate, within the first one's life.
+    let mut renewed = None;
+    eventually(Duration::from_secs(45), || {
+        renewed = served(tls_addr, client, Duration::from_secs(1)).filter(|c| *c != issued);
+        renewed.is_some()
+    });
+    assert!(
+        renewed.is_some(),
+        "not renewed within 45 s; herdsman's log:\n{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    assert!(pebble.orders() >= 2);
+    // The connection opened before the swap goes on.
+    assert_eq!(kept.roundtrip(&request()).status(), 200);
+}

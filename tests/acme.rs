@@ -183,6 +183,35 @@ fn http01_issues_a_certificate_served_at_once_and_kept_across_a_restart() {
         "{text}"
     );
     assert!(text.contains("\"renews_at\":\"20"), "{text}");
+    // The metrics: when it renews (in the future), no failure.
+    let metrics = Conn::connect(admin).roundtrip(&admin_get_request("/metrics"));
+    let metrics = String::from_utf8_lossy(&metrics.body).to_string();
+    let sample = |family: &str| {
+        let line = metrics
+            .lines()
+            .find(|line| line.starts_with(family) && line.contains("listener=\"secure\""));
+        line.and_then(|line| line.rsplit(' ').next()?.parse::<i64>().ok())
+    };
+    assert!(
+        sample("herdsman_acme_renewal_seconds{").is_some_and(|s| s > 0),
+        "{metrics}"
+    );
+    assert_eq!(
+        sample("herdsman_acme_renewal_failures_total{"),
+        Some(0),
+        "{metrics}"
+    );
+    // So does `herdsman ctl certs`.
+    let (code, listed) = run_binary(&["ctl", "--admin", &admin.to_string(), "certs"]);
+    assert_eq!(code, Some(0), "{listed}");
+    let row = listed
+        .lines()
+        .find(|line| line.contains(NAME))
+        .unwrap_or("");
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(cells.first(), Some(&"secure"), "{listed}");
+    assert_eq!(cells[cells.len() - 2], "yes", "{listed}");
+    assert!(cells[cells.len() - 1].starts_with("20"), "{listed}");
     // A reload that changes the acme settings (the contact) keeps the certificate serving and
     // orders nothing: the names and the CA are the same.
     let before = std::fs::read_to_string(path).unwrap();
@@ -243,4 +272,28 @@ fn tls_alpn01_issues_and_renews_with_no_connection_dropped() {
     assert!(pebble.orders() >= 2);
     // The connection opened before the swap goes on.
     assert_eq!(kept.roundtrip(&request()).status(), 200);
+}
+
+#[test]
+fn a_process_waits_while_another_holds_the_state_directorys_order_lock() {
+    use std::os::fd::AsRawFd;
+    let site = Site::new("lock", "tls-alpn-01", Duration::from_secs(3600));
+    // Another process ordering: it holds the lock (a flock, as herdsman's is).
+    let lock = std::fs::File::create(site.state_dir.join("lock")).unwrap();
+    // SAFETY: flock on a descriptor this test owns.
+    let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    assert_eq!(locked, 0);
+    let log = site.state_dir.with_extension("log");
+    let _herdsman = run_binary_logged(&site.path, &[], &log);
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(site.pebble.orders(), 0, "no order while the lock is held");
+    let herdsman_log = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        herdsman_log.contains("another process is ordering"),
+        "{herdsman_log}"
+    );
+    // Released: herdsman orders, and serves what it obtained.
+    drop(lock);
+    first_certificate(site.tls_addr, &site.client, &log, &site.pebble);
+    assert_eq!(site.pebble.orders(), 1);
 }

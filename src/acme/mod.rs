@@ -28,6 +28,7 @@ use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
 use rustls::pki_types::CertificateDer;
+use tokio::sync::watch;
 
 use crate::config::acme::AcmeSettings;
 use crate::config::certificates::Certificate;
@@ -43,9 +44,11 @@ const LOCK_HELD_RETRY: Duration = Duration::from_secs(3);
 const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
 
 /// Installs the certificates `registry`'s config has in its state directory (so the first
-/// handshakes are served them), then starts the ACME thread; it ends when the registry goes.
-/// Does nothing when no listener has `acme`.
-pub fn start(registry: &Arc<Registry>) -> std::io::Result<()> {
+/// handshakes are served them), then starts the ACME thread; it ends when the registry goes or
+/// `stop` turns true: a process that stops, or handed its listeners to a successor at a binary
+/// upgrade, orders nothing more (the validator's connections now reach the successor, which
+/// alone could answer its challenges).
+pub fn start(registry: &Arc<Registry>, stop: watch::Receiver<bool>) -> std::io::Result<()> {
     let config = registry.config();
     if wanted(&config).is_empty() {
         // A reload that adds `acme` later needs the thread: it starts anyway, and sleeps.
@@ -67,7 +70,7 @@ pub fn start(registry: &Arc<Registry>) -> std::io::Result<()> {
                 .enable_all()
                 .build()
                 .expect("a current-thread runtime");
-            runtime.block_on(run(registry));
+            runtime.block_on(run(registry, stop));
         })?;
     Ok(())
 }
@@ -98,9 +101,12 @@ struct Job {
     planned: Option<(CertificateDer<'static>, SystemTime)>,
 }
 
-async fn run(registry: Weak<Registry>) {
+async fn run(registry: Weak<Registry>, mut stop: watch::Receiver<bool>) {
     let mut jobs: HashMap<String, Job> = HashMap::new();
     loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
         let Some(strong) = registry.upgrade() else {
             return;
         };
@@ -139,6 +145,11 @@ async fn run(registry: Weak<Registry>) {
         tokio::select! {
             () = tokio::time::sleep(sleep) => {}
             changed = published.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            changed = stop.changed() => {
                 if changed.is_err() {
                     return;
                 }

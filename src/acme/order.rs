@@ -185,10 +185,7 @@ pub async fn renewal_window(
 ) -> Option<(SystemTime, SystemTime)> {
     let id = CertificateIdentifier::try_from(leaf).ok()?;
     match account.renewal_info(&id).await {
-        Ok((info, _retry_after)) => {
-            let window = &info.suggested_window;
-            Some((system_time(window.start), system_time(window.end)))
-        }
+        Ok((info, _retry_after)) => Some(window_of(&info)),
         Err(instant_acme::Error::Unsupported(_)) => None,
         Err(error) => {
             tracing::info!(%error, "the CA's renewal information did not come; renewing two thirds into the lifetime");
@@ -197,11 +194,46 @@ pub async fn renewal_window(
     }
 }
 
+/// The suggested window of a renewal information answer, as start and end.
+fn window_of(info: &instant_acme::RenewalInfo) -> (SystemTime, SystemTime) {
+    let window = &info.suggested_window;
+    (system_time(window.start), system_time(window.end))
+}
+
 fn system_time(moment: time::OffsetDateTime) -> SystemTime {
     let seconds = moment.unix_timestamp();
     if seconds >= 0 {
         SystemTime::UNIX_EPOCH + Duration::from_secs(seconds as u64)
     } else {
         SystemTime::UNIX_EPOCH
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::acme::schedule::renewal_time;
+
+    /// Pebble 2.4 (Debian's) offers no renewal information, so the CA's answer is taken here
+    /// from RFC 9773's own example (§4.2) and followed through to the renewal time.
+    #[test]
+    fn a_renewal_information_answer_gives_the_window_the_renewal_falls_in() {
+        let answer = r#"{
+            "suggestedWindow": {
+                "start": "2025-01-02T04:00:00Z",
+                "end": "2025-01-03T04:00:00Z"
+            },
+            "explanationURL": "https://acme.example.com/docs/ari"
+        }"#;
+        let info: instant_acme::RenewalInfo = serde_json::from_str(answer).unwrap();
+        let (start, end) = window_of(&info);
+        let at = |seconds: u64| SystemTime::UNIX_EPOCH + Duration::from_secs(seconds);
+        assert_eq!(start, at(1_735_790_400));
+        assert_eq!(end, at(1_735_876_800));
+        // Whatever two thirds of the lifetime says, the window decides.
+        let (not_before, not_after) = (at(1_730_000_000), at(1_740_000_000));
+        let chosen = renewal_time(not_before, not_after, Some((start, end)), 0.5);
+        assert_eq!(chosen, at(1_735_833_600));
+        assert_ne!(chosen, renewal_time(not_before, not_after, None, 0.5));
     }
 }

@@ -50,15 +50,14 @@ const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
 /// alone could answer its challenges).
 pub fn start(registry: &Arc<Registry>, stop: watch::Receiver<bool>) -> std::io::Result<()> {
     let config = registry.config();
-    if wanted(&config).is_empty() {
-        // A reload that adds `acme` later needs the thread: it starts anyway, and sleeps.
-        tracing::debug!("no listener has acme");
-    }
     for settings in wanted(&config) {
         if let Ok(state) = StateDir::open(&config.acme_state_dir) {
             install_stored(&state, &settings);
         }
     }
+    // The thread starts even when no listener has `acme` (it then sleeps until a reload): a
+    // reload may add one.
+
     // instant-acme's HTTPS client takes rustls's process-wide provider; herdsman builds two
     // (aws-lc-rs and ring), so one must be named. Ours, as every connection's.
     let _ = rustls::crypto::CryptoProvider::clone(&provider()).install_default();

@@ -275,10 +275,27 @@ fn tls_alpn01_issues_and_renews_with_no_connection_dropped() {
 }
 
 #[test]
-fn a_process_waits_while_another_holds_the_state_directorys_order_lock() {
+fn a_process_waits_while_another_orders_and_serves_what_that_one_stored() {
     use std::os::fd::AsRawFd;
     let site = Site::new("lock", "tls-alpn-01", Duration::from_secs(3600));
-    // Another process ordering: it holds the lock (a flock, as herdsman's is).
+    // The other process: a herdsman with a state directory of its own obtains a certificate.
+    let other_state = fresh_temp_dir("acme-lock-other-state");
+    let text = std::fs::read_to_string(&site.path).unwrap();
+    let other_path = write_temp(
+        "acme-other.toml",
+        &text.replace(
+            &site.state_dir.display().to_string(),
+            &other_state.display().to_string(),
+        ),
+    );
+    let other_log = other_state.with_extension("log");
+    let other = run_binary_logged(&other_path, &[], &other_log);
+    let obtained = first_certificate(site.tls_addr, &site.client, &other_log, &site.pebble);
+    drop(other);
+    assert_eq!(site.pebble.orders(), 1);
+
+    // This process finds the shared state directory's lock held (a flock, as herdsman's is):
+    // it orders nothing.
     let lock = std::fs::File::create(site.state_dir.join("lock")).unwrap();
     // SAFETY: flock on a descriptor this test owns.
     let locked = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
@@ -286,14 +303,38 @@ fn a_process_waits_while_another_holds_the_state_directorys_order_lock() {
     let log = site.state_dir.with_extension("log");
     let _herdsman = run_binary_logged(&site.path, &[], &log);
     std::thread::sleep(Duration::from_secs(4));
-    assert_eq!(site.pebble.orders(), 0, "no order while the lock is held");
+    assert_eq!(site.pebble.orders(), 1, "no order while the lock is held");
     let herdsman_log = std::fs::read_to_string(&log).unwrap_or_default();
     assert!(
         herdsman_log.contains("another process is ordering"),
         "{herdsman_log}"
     );
-    // Released: herdsman orders, and serves what it obtained.
+    // The holder stores its certificate and lets go: this process serves it, ordering none.
+    let stored = other_state.join("certificates");
+    let shared = site.state_dir.join("certificates");
+    for folder in std::fs::read_dir(&stored).unwrap() {
+        let folder = folder.unwrap();
+        std::fs::create_dir_all(shared.join(folder.file_name())).unwrap();
+        for file in ["key.pem", "chain.pem"] {
+            std::fs::copy(
+                folder.path().join(file),
+                shared.join(folder.file_name()).join(file),
+            )
+            .unwrap();
+        }
+    }
     drop(lock);
-    first_certificate(site.tls_addr, &site.client, &log, &site.pebble);
-    assert_eq!(site.pebble.orders(), 1);
+    let mut picked_up = None;
+    eventually(Duration::from_secs(10), || {
+        picked_up = served(site.tls_addr, &site.client, Duration::from_millis(200));
+        picked_up.is_some()
+    });
+    assert_eq!(
+        picked_up.as_ref(),
+        Some(&obtained),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    std::thread::sleep(Duration::from_secs(4));
+    assert_eq!(site.pebble.orders(), 1, "still the one order");
 }

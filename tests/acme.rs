@@ -1,8 +1,10 @@
 //! Certificates herdsman obtains itself, end to end against Pebble (Let's Encrypt's test CA),
 //! started here: issued over HTTP-01 and over TLS-ALPN-01, served (chaining to Pebble's issuing
 //! root, fetched from its management port), renewed before expiry with a connection open across
-//! the swap, and served again by a second herdsman on the same state directory without a new
-//! order. herdsman runs as the binary, as an operator runs it.
+//! the swap, kept across a reload and served again by a second herdsman on the same state
+//! directory without a new order, ordered anew when a reload adds a name, and left to the one
+//! process that holds the state directory's lock. herdsman runs as the binary, as an operator
+//! runs it.
 
 mod common;
 
@@ -97,6 +99,18 @@ fn first_certificate(
     })
 }
 
+/// `POST /api/reload`, which must succeed.
+fn reload(admin: SocketAddr) {
+    let request = b"POST /api/reload HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+    let response = Conn::connect(admin).roundtrip(request);
+    assert_eq!(
+        response.status(),
+        200,
+        "{:?}",
+        String::from_utf8_lossy(&response.body)
+    );
+}
+
 fn request() -> Vec<u8> {
     get_request_to(NAME, "/", "")
 }
@@ -143,7 +157,7 @@ impl Site {
 }
 
 #[test]
-fn http01_issues_a_certificate_served_at_once_and_kept_across_a_restart() {
+fn http01_issues_a_certificate_kept_across_a_reload_and_a_restart_and_reorders_for_new_names() {
     let site = Site::new("http01", "http-01", Duration::from_secs(3600));
     let Site {
         pebble,
@@ -216,8 +230,7 @@ fn http01_issues_a_certificate_served_at_once_and_kept_across_a_restart() {
     // orders nothing: the names and the CA are the same.
     let before = std::fs::read_to_string(path).unwrap();
     std::fs::write(path, before.replace("mailto:ops@", "mailto:admin@")).unwrap();
-    let reload = b"POST /api/reload HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
-    assert_eq!(Conn::connect(admin).roundtrip(reload).status(), 200);
+    reload(admin);
     assert_eq!(
         connection.roundtrip(&request()).status(),
         200,
@@ -236,6 +249,25 @@ fn http01_issues_a_certificate_served_at_once_and_kept_across_a_restart() {
     assert_eq!(again, issued, "the stored certificate, not a new one");
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(pebble.orders(), 1, "no new order after the restart");
+    // A reload that adds a name: a certificate for both is ordered and served, no restart.
+    let text = std::fs::read_to_string(path).unwrap();
+    let www = format!("www.{NAME}");
+    let names = format!("names = [\"{NAME}\", \"{www}\"]");
+    std::fs::write(path, text.replace(&format!("names = [\"{NAME}\"]"), &names)).unwrap();
+    reload(admin);
+    let both = eventually(Duration::from_secs(30), || {
+        TlsConn::try_connect(tls_addr, &www, client).is_ok()
+    });
+    assert!(
+        both,
+        "no certificate for {www} after the reload; herdsman's log:\n{}",
+        std::fs::read_to_string(state_dir.with_extension("second.log")).unwrap_or_default()
+    );
+    assert_ne!(
+        served(tls_addr, client, Duration::from_secs(5)),
+        Some(issued)
+    );
+    assert_eq!(pebble.orders(), 2);
     drop(second);
 }
 

@@ -42,6 +42,13 @@ use state_dir::{StateDir, Stored};
 const LOCK_HELD_RETRY: Duration = Duration::from_secs(3);
 /// The longest the thread sleeps without looking at the config and the state directory.
 const LONGEST_SLEEP: Duration = Duration::from_secs(3600);
+/// The longest a whole order may take (the account, the challenges, the validation, the
+/// certificate): instant-acme's HTTPS client has no deadline of its own, and a CA that accepts
+/// a connection and never answers must not stop every other certificate's renewal.
+const ORDER_TIMEOUT: Duration = Duration::from_secs(300);
+/// The longest asking for the CA's renewal window may take before two thirds of the lifetime
+/// is used instead.
+const RENEWAL_INFO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// Installs the certificates `registry`'s config has in its state directory (so the first
 /// handshakes are served them), then starts the ACME thread; it ends when the registry goes or
@@ -185,9 +192,13 @@ async fn tend(job: &mut Job, state_dir: &Path) -> SystemTime {
         return at;
     }
     tracing::info!(names = %settings.names.join(","), directory = %settings.directory, challenge = settings.challenge.name(), "ordering a certificate");
-    let obtained = match order::account(&settings, &state).await {
-        Ok(account) => order::obtain(&account, &settings).await,
-        Err(why) => Err(why),
+    let ordering = async {
+        let account = order::account(&settings, &state).await?;
+        order::obtain(&account, &settings).await
+    };
+    let obtained = match tokio::time::timeout(ORDER_TIMEOUT, ordering).await {
+        Ok(obtained) => obtained,
+        Err(_) => Err(format!("no certificate within {ORDER_TIMEOUT:?}")),
     };
     let stored = obtained.and_then(|(chain, key)| {
         state
@@ -222,13 +233,18 @@ async fn plan(job: &mut Job, state: &StateDir) -> Option<SystemTime> {
     let (not_before, not_after) = validity(&leaf)?;
     // The CA's window needs the account's HTTPS client; without an account yet (a certificate
     // from elsewhere), or a CA that does not answer, two thirds of the lifetime.
-    let window = match state.account(&job.settings.directory) {
-        Ok(Some(_)) => match order::account(&job.settings, state).await {
-            Ok(account) => order::renewal_window(&account, &leaf).await,
-            Err(_) => None,
-        },
-        _ => None,
+    let asking = async {
+        match state.account(&job.settings.directory) {
+            Ok(Some(_)) => match order::account(&job.settings, state).await {
+                Ok(account) => order::renewal_window(&account, &leaf).await,
+                Err(_) => None,
+            },
+            _ => None,
+        }
     };
+    let window = tokio::time::timeout(RENEWAL_INFO_TIMEOUT, asking)
+        .await
+        .unwrap_or(None);
     let at = schedule::renewal_time(not_before, not_after, window, fastrand::f64());
     let unix = at
         .duration_since(SystemTime::UNIX_EPOCH)

@@ -26,8 +26,10 @@ use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::AbortHandle;
 
+use crate::config::server_tls::ServerTls;
 use crate::config::{HealthCheck, HealthKind};
 use crate::stats::{procfs, Stats};
+use crate::transport::Stream;
 use crate::upstream::health::{HealthView, ServerReport, REFUSED};
 use crate::upstream::registry::Registry;
 use crate::upstream::Snapshot;
@@ -63,7 +65,10 @@ pub fn start(
             stats
                 .health_checker_tid
                 .store(procfs::current_thread_id(), Ordering::Relaxed);
-            runtime.block_on(run(registry, failing, stop));
+            // Checks run as local tasks: a check's stream (`transport::Stream`, TLS state in
+            // a cell) stays on this thread.
+            let local = tokio::task::LocalSet::new();
+            runtime.block_on(local.run_until(run(registry, failing, stop)));
             // Dropping the runtime cancels the checks still running.
         })?;
     Ok(HealthHandle { thread })
@@ -191,9 +196,10 @@ impl Checks {
                 }
                 let check = shared.get_or_insert_with(|| Arc::new(check.clone()));
                 let held_out = Arc::new(AtomicBool::new(!server.available));
-                let task = tokio::spawn(check_server(
+                let task = tokio::task::spawn_local(check_server(
                     Reporter::new(registry, &self.found, server.id),
                     server.addr,
+                    server.tls.clone(),
                     Arc::clone(check),
                     Arc::clone(&held_out),
                 ));
@@ -288,6 +294,7 @@ impl Reporter {
 async fn check_server(
     reporter: Reporter,
     addr: SocketAddr,
+    tls: Option<ServerTls>,
     check: Arc<HealthCheck>,
     held_out: Arc<AtomicBool>,
 ) {
@@ -298,7 +305,7 @@ async fn check_server(
     tokio::time::sleep(check.interval.mul_f64(rng.f64())).await;
     loop {
         let started = tokio::time::Instant::now();
-        let probe = probe(addr, &check.kind, request.as_deref());
+        let probe = probe(addr, tls.as_ref(), &check.kind, request.as_deref());
         let outcome = match tokio::time::timeout(check.timeout, probe).await {
             Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {:?}", check.timeout)),
@@ -385,11 +392,25 @@ fn http_request(kind: &HealthKind, addr: SocketAddr) -> Option<Box<[u8]>> {
 /// closes with a reset, whoever closes first: a check every 100 µs closed the usual way would keep
 /// some 600,000 sockets in TIME_WAIT here for their minute (Linux drops them past
 /// `tcp_max_tw_buckets`, complaining in the kernel log), where a reset leaves none.
-async fn probe(addr: SocketAddr, kind: &HealthKind, request: Option<&[u8]>) -> Result<(), String> {
-    let mut stream = TcpStream::connect(addr)
+/// On a server of a pool with `[pool.tls]` (`tls`), the check is made over TLS, with the pool's
+/// settings: a server whose handshake fails (its certificate does not verify, say) fails it.
+async fn probe(
+    addr: SocketAddr,
+    tls: Option<&ServerTls>,
+    kind: &HealthKind,
+    request: Option<&[u8]>,
+) -> Result<(), String> {
+    let socket = TcpStream::connect(addr)
         .await
         .map_err(|error| format!("connect: {error}"))?;
-    let _ = stream.set_zero_linger();
+    let _ = socket.set_zero_linger();
+    let mut stream = Stream::Tcp(socket);
+    if let Some(tls) = tls {
+        stream = stream
+            .start_tls(tls)
+            .await
+            .map_err(|failure| format!("TLS handshake: {failure}"))?;
+    }
     let (
         HealthKind::Http {
             method,
@@ -418,7 +439,7 @@ async fn probe(addr: SocketAddr, kind: &HealthKind, request: Option<&[u8]>) -> R
 }
 
 /// The status code of the response's first line.
-async fn read_status(stream: &mut TcpStream) -> Result<u16, String> {
+async fn read_status(stream: &mut Stream) -> Result<u16, String> {
     // On the stack: nothing is allocated for a check that passes.
     let mut line = [0u8; 1024];
     let mut read = 0;
@@ -464,7 +485,7 @@ mod tests {
 
     /// One check of `addr`, as a check task makes it.
     async fn check(addr: SocketAddr, kind: &HealthKind) -> Result<(), String> {
-        probe(addr, kind, http_request(kind, addr).as_deref()).await
+        probe(addr, None, kind, http_request(kind, addr).as_deref()).await
     }
 
     fn http(expect: (u16, u16)) -> HealthKind {

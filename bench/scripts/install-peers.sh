@@ -7,6 +7,7 @@
 # (Let's Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs.
 # Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
 # runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
+# tests/tls_servers.rs (nginx as a TLS server behind herdsman),
 # short churn and tls runs, tests/metrics.rs, tests/stats_page.rs, tests/tls_clients.rs and
 # tests/acme.rs need them all.
 set -euo pipefail
@@ -33,9 +34,12 @@ have h2load || missing+=(nghttp2-client)
 # An ACME CA to obtain certificates from, started by tests/acme.rs, which fails without it.
 have pebble && have pebble-challtestsrv || missing+=(pebble)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
+# The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
+# (tests/tls_servers.rs checks that they do not trust the test CA).
+[ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble, the system CAs and the plot font are installed"
   exit 0
 fi
 

@@ -114,3 +114,14 @@ pub(super) fn valid_with(from: &str, to: &str) -> String {
 pub(super) fn addr(text: &str) -> std::net::SocketAddr {
     text.parse().unwrap()
 }
+
+/// A directory of its own with a self-signed certificate for `names` (chain.pem, key.pem).
+pub(super) fn certificate_files(tag: &str, names: &[&str]) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("herdsman-tls-{}-{tag}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
+    let made = rcgen::generate_simple_self_signed(names).unwrap();
+    std::fs::write(dir.join("chain.pem"), made.cert.pem()).unwrap();
+    std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem()).unwrap();
+    dir
+}

@@ -15,6 +15,7 @@ mod problem;
 mod raw;
 mod reload_scope;
 pub mod route_index;
+pub mod server_tls;
 mod summary;
 pub mod ticket_keys;
 pub mod tls;
@@ -484,6 +485,8 @@ pub struct PoolConfig {
     /// How long a request waits for a server below its `max_connections` before it gets 503.
     /// Default 2s.
     pub queue_timeout: Duration,
+    /// `[pool.tls]`: TLS to the pool's servers. `None` (the default): cleartext.
+    pub tls: Option<server_tls::PoolTls>,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
 }
@@ -694,6 +697,9 @@ pub struct ServerConfig {
     /// Requests it is sent at once, over all workers; 0 (the default): no limit. When every
     /// server that may take a request is at its limit, the request waits in the pool's queue.
     pub max_connections: u32,
+    /// The name asked for in TLS (SNI) and verified, over the pool's `[pool.tls] sni`; only in
+    /// a pool with `[pool.tls]`.
+    pub sni: Option<String>,
 }
 
 /// What a server may be sent.

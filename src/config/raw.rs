@@ -203,6 +203,17 @@ pub struct RawPool {
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
     pub passive: Option<Spanned<RawPassive>>,
+    pub tls: Option<Spanned<RawPoolTls>>,
+}
+
+/// A pool's `[pool.tls]`: TLS to its servers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoolTls {
+    pub ca: Option<Spanned<String>>,
+    pub sni: Option<Spanned<String>>,
+    pub verify: Option<Spanned<bool>>,
+    pub certificate: Option<Spanned<RawCertificate>>,
 }
 
 /// A pool's `[pool.health]`: active checks.
@@ -249,6 +260,7 @@ pub struct RawServer {
     pub weight: Option<Spanned<i64>>,
     pub state: Option<Spanned<String>>,
     pub max_connections: Option<Spanned<i64>>,
+    pub sni: Option<Spanned<String>>,
 }
 
 /// A table whose `name` must differ from those of the other tables in its array: a listener, a

@@ -69,8 +69,28 @@ pub(super) fn summary(config: &Config) -> String {
                 }
             },
         };
+        let tls = pool.tls.as_ref().map_or(String::new(), |tls| {
+            let roots = match &tls.roots {
+                super::server_tls::Roots::File(path) => format!("CA {}", path.display()),
+                super::server_tls::Roots::System => "system CAs".to_string(),
+            };
+            let checked = if tls.verify {
+                roots
+            } else {
+                "NOT VERIFIED".to_string()
+            };
+            let name = tls
+                .sni
+                .as_ref()
+                .map_or(String::new(), |sni| format!(" as {sni}"));
+            let presents = tls
+                .client_certificate
+                .as_ref()
+                .map_or(String::new(), |_| ", client certificate".to_string());
+            format!("  TLS{name} ({checked}{presents})")
+        });
         lines.push(format!(
-            "pool {}  {balance}  {count} server{plural}{sticky}{health}",
+            "pool {}  {balance}  {count} server{plural}{sticky}{health}{tls}",
             pool.name
         ));
         for server in &pool.servers {
@@ -78,8 +98,12 @@ pub(super) fn summary(config: &Config) -> String {
                 ServerState::Ready => String::new(),
                 other => format!("  {}", other.word()),
             };
+            let sni = server
+                .sni
+                .as_ref()
+                .map_or(String::new(), |sni| format!("  TLS as {sni}"));
             lines.push(format!(
-                "  server {}  {}  weight {}{state}",
+                "  server {}  {}  weight {}{state}{sni}",
                 server.name, server.addr, server.weight
             ));
         }

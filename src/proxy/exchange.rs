@@ -710,9 +710,22 @@ async fn server_connection(
     context.counters().count_backend_connection(false);
     let (deadline, expired) =
         sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
-    match timeout_at(deadline, Stream::connect(server.addr)).await {
+    // The deadline covers a TLS handshake too.
+    let connect = async {
+        let stream = Stream::connect(server.addr)
+            .await
+            .map_err(|e| Failure::ConnectFailed(e.kind()))?;
+        match &server.tls {
+            None => Ok(stream),
+            Some(tls) => stream
+                .start_tls(tls)
+                .await
+                .map_err(|failure| Failure::server_tls(&failure)),
+        }
+    };
+    match timeout_at(deadline, connect).await {
         Err(_) => Err(expired),
-        Ok(Err(e)) => Err(Failure::ConnectFailed(e.kind())),
+        Ok(Err(failure)) => Err(failure),
         Ok(Ok(stream)) => Ok((ServerStream::new(stream), false, Instant::now())),
     }
 }

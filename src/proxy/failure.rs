@@ -7,6 +7,7 @@ use std::io;
 
 use crate::config::RetryCondition;
 use crate::http1::HeadError;
+use crate::transport::HandshakeFailure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Failure {
@@ -39,6 +40,9 @@ pub enum Failure {
     /// Connecting to the server failed (refused, unreachable).
     ConnectFailed(io::ErrorKind),
     ConnectTimeout,
+    /// The TLS handshake with the server (`[pool.tls]`) failed, for the reason given; nothing
+    /// of the request was sent.
+    ServerTls(&'static str),
     /// The server closed the connection before any response byte.
     ServerClosed,
     /// Reading from or writing to the server failed.
@@ -65,6 +69,7 @@ impl Failure {
             Failure::VersionNotSupported => 505,
             Failure::NoServer | Failure::QueueTimeout => 503,
             Failure::ConnectFailed(_)
+            | Failure::ServerTls(_)
             | Failure::ServerClosed
             | Failure::ServerIo(_)
             | Failure::BadResponse(_)
@@ -78,9 +83,10 @@ impl Failure {
     /// A short description, safe to show the client.
     pub fn detail(self) -> &'static str {
         match self {
-            Failure::BadRequest(why) | Failure::NotImplemented(why) | Failure::BadResponse(why) => {
-                why
-            }
+            Failure::BadRequest(why)
+            | Failure::NotImplemented(why)
+            | Failure::BadResponse(why)
+            | Failure::ServerTls(why) => why,
             Failure::HeadTooLarge => "request header section too large",
             Failure::VersionNotSupported => "only HTTP/1.0 and HTTP/1.1 are spoken here",
             Failure::BodyTooLarge => "request body too large",
@@ -109,6 +115,7 @@ impl Failure {
             self,
             Failure::ConnectFailed(_)
                 | Failure::ConnectTimeout
+                | Failure::ServerTls(_)
                 | Failure::ServerClosed
                 | Failure::ServerIo(_)
                 | Failure::ResponseTimeout
@@ -119,7 +126,9 @@ impl Failure {
     /// byte come here: the exchange stops at any failure after one.
     pub fn retry_condition(self) -> Option<RetryCondition> {
         Some(match self {
-            Failure::ConnectFailed(_) | Failure::ConnectTimeout => RetryCondition::ConnectFailure,
+            Failure::ConnectFailed(_) | Failure::ConnectTimeout | Failure::ServerTls(_) => {
+                RetryCondition::ConnectFailure
+            }
             Failure::ServerClosed => RetryCondition::EmptyResponse,
             Failure::ServerIo(_) => RetryCondition::ResetBeforeResponse,
             Failure::ResponseTimeout => RetryCondition::ResponseTimeout,
@@ -136,7 +145,10 @@ impl Failure {
     /// Nothing of the request reached a server (connecting failed), so any request, whatever
     /// its method, may go to another one; after the rest, only an idempotent request may.
     pub fn reached_no_server(self) -> bool {
-        matches!(self, Failure::ConnectFailed(_) | Failure::ConnectTimeout)
+        matches!(
+            self,
+            Failure::ConnectFailed(_) | Failure::ConnectTimeout | Failure::ServerTls(_)
+        )
     }
 
     /// True when the client caused it (logged at a lower level: it is not the operator's fault).
@@ -176,6 +188,37 @@ impl Failure {
                 Failure::BadResponse("invalid HTTP version")
             }
         }
+    }
+
+    /// The TLS handshake with a server failed: why, in words an operator can act on.
+    pub fn server_tls(failure: &HandshakeFailure) -> Failure {
+        use rustls::{CertificateError, Error};
+        Failure::ServerTls(match failure {
+            HandshakeFailure::Refused(Error::InvalidCertificate(why)) => match why {
+                CertificateError::UnknownIssuer | CertificateError::BadSignature => {
+                    "the server's certificate is not signed by a CA the pool trusts ([pool.tls] ca)"
+                }
+                CertificateError::NotValidForName
+                | CertificateError::NotValidForNameContext { .. } => {
+                    "the server's certificate is not for the name asked ([pool.tls] sni)"
+                }
+                CertificateError::Expired | CertificateError::ExpiredContext { .. } => {
+                    "the server's certificate has expired"
+                }
+                _ => "the server's certificate did not verify",
+            },
+            HandshakeFailure::Refused(Error::AlertReceived(_)) => {
+                "the server refused the TLS handshake (does it want a client certificate?)"
+            }
+            HandshakeFailure::Refused(_)
+            | HandshakeFailure::NotTls
+            | HandshakeFailure::PlainHttp(_) => {
+                "the TLS handshake with the server failed (does it speak TLS?)"
+            }
+            HandshakeFailure::Closed | HandshakeFailure::Io(_) => {
+                "the server closed the connection during the TLS handshake"
+            }
+        })
     }
 
     /// The server side failed while reading or writing.

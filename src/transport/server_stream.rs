@@ -32,7 +32,12 @@ impl ServerStream {
     /// request that met such a close may go again whatever its method. Bytes the server's
     /// kernel took but its process never read may still count as acknowledged: then the answer
     /// is no, the safe side. Linux only (TCP_INFO's byte counts, 4.19 and later); elsewhere no.
+    /// Over TLS, no: the request went out as records larger than its bytes, and an
+    /// acknowledged record may have carried the head.
     pub fn took_none_of(&self, written: usize) -> bool {
+        if matches!(**self, Stream::Tls(_)) {
+            return false;
+        }
         self.tcp_bytes().is_some_and(|(sent, acknowledged)| {
             // The SYN counts one acknowledged byte and no sent one.
             acknowledged + written as u64 <= sent + 1

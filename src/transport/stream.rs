@@ -27,6 +27,7 @@ use tokio::net::{tcp, TcpStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
 use super::tls::{self, HandshakeFailure, TlsFacts, TlsStream};
+use crate::config::server_tls::ServerTls;
 
 /// A connection: to a server, registered with the worker's runtime from its connect; or from a
 /// client, registered when it first has to wait.
@@ -460,6 +461,19 @@ impl Stream {
         let stream = TcpStream::connect(addr).await?;
         let _ = stream.set_nodelay(true);
         Ok(Stream::Tcp(stream))
+    }
+
+    /// A server connection just made (`connect`), over TLS from here: the handshake with the
+    /// server, as `tls` says (see `tls::connect`).
+    pub async fn start_tls(self, tls: &ServerTls) -> Result<Stream, HandshakeFailure> {
+        let socket = match self {
+            Stream::Tcp(socket) => socket,
+            _ => {
+                let error = io::Error::other("TLS starts only on a connection to a server");
+                return Err(HandshakeFailure::Io(error));
+            }
+        };
+        Ok(Stream::Tls(Box::new(tls::connect(socket, tls).await?)))
     }
 
     /// Takes the connection out of the runtime, e.g. to park it.

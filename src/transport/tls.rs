@@ -20,11 +20,13 @@ use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
 use std::sync::Arc;
 use std::task::{ready, Context, Poll};
 
+use rustls::client::ClientConnection;
 use rustls::server::ServerConnection;
 use rustls::{Connection, HandshakeKind, ServerConfig};
 use tokio::io::{Interest, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::config::server_tls::ServerTls;
 use crate::stats::tls::HandshakeFailed;
 
 /// The first byte of a TLS record carrying a handshake message (a ClientHello's).
@@ -80,6 +82,18 @@ impl HandshakeFailure {
             HandshakeFailure::Refused(_) => HandshakeFailed::Protocol,
             HandshakeFailure::Io(error) if is_reset(error) => HandshakeFailed::Closed,
             HandshakeFailure::Io(_) => HandshakeFailed::Io,
+        }
+    }
+}
+
+impl std::fmt::Display for HandshakeFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HandshakeFailure::PlainHttp(_) => f.write_str("cleartext HTTP instead of TLS"),
+            HandshakeFailure::NotTls => f.write_str("not TLS"),
+            HandshakeFailure::Closed => f.write_str("closed during the handshake"),
+            HandshakeFailure::Refused(error) => error.fmt(f),
+            HandshakeFailure::Io(error) => error.fmt(f),
         }
     }
 }
@@ -239,6 +253,17 @@ pub async fn accept(
     let connection =
         ServerConnection::new(Arc::clone(config)).map_err(HandshakeFailure::Refused)?;
     let stream = TlsStream::new(socket, Connection::Server(connection));
+    std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
+    Ok(stream)
+}
+
+/// Runs the client side of a TLS handshake with a server on `socket` (connected, registered):
+/// the name `tls` gives is sent in SNI and the server's certificate verified against it (unless
+/// the pool said `verify = false`). The caller bounds the time it takes.
+pub async fn connect(socket: TcpStream, tls: &ServerTls) -> Result<TlsStream, HandshakeFailure> {
+    let connection = ClientConnection::new(Arc::clone(&tls.client_config), tls.name.clone())
+        .map_err(HandshakeFailure::Refused)?;
+    let stream = TlsStream::new(socket, Connection::Client(connection));
     std::future::poll_fn(|cx| stream.poll_handshake(cx)).await?;
     Ok(stream)
 }

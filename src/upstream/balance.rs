@@ -313,6 +313,7 @@ mod tests {
                 counters: Default::default(),
                 traffic: std::sync::Arc::new(crate::stats::traffic::Traffic::new(1)),
                 set_cookie: None,
+                tls: None,
                 added_at_run_time: false,
             })
             .collect()

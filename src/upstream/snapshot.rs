@@ -20,6 +20,7 @@ use super::health::{Health, HealthView};
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
+use crate::config::server_tls::ServerTls;
 use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
@@ -186,6 +187,8 @@ pub struct Server {
     /// cleartext request and then for one over TLS (`Secure`), made once per snapshot so that
     /// assigning costs no signing on the request path.
     pub set_cookie: Option<Box<[Box<[u8]>; 2]>>,
+    /// How its connections start TLS, in a pool with `[pool.tls]`.
+    pub tls: Option<ServerTls>,
     /// Added through the admin API rather than the config file.
     pub added_at_run_time: bool,
 }
@@ -349,13 +352,17 @@ impl Pool {
 pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 
 /// What one snapshot hands on to the next: each server's id, counters and health (keyed by
-/// pool, name and address, so a re-addressed server is a new server whose pooled connections are
-/// not reused), each pool's signing key, and the generation.
+/// pool, name, address and TLS settings, so a re-addressed server, or one spoken to another
+/// way, is a new server whose pooled connections are not reused), each pool's signing key, and
+/// the generation.
+/// Pool, name, address, and (for TLS) the pool's TLS fingerprint and the server's own SNI.
+type ServerIdentity = (String, String, SocketAddr, Option<(u64, Option<String>)>);
+
 #[derive(Default)]
 pub struct Lineage {
     generation: u64,
     next_id: u64,
-    servers: HashMap<(String, String, SocketAddr), ServerRecord>,
+    servers: HashMap<ServerIdentity, ServerRecord>,
     keys: HashMap<String, Arc<StickyKey>>,
     /// What is kept of each pool, by pool name.
     pools: HashMap<String, PoolRecord>,
@@ -428,7 +435,20 @@ impl Lineage {
                 .servers
                 .iter()
                 .map(|server| {
-                    let identity = (pool.name.clone(), server.name.clone(), server.addr);
+                    // A server whose TLS settings changed is a new one: its idle connections
+                    // were made with the old ones.
+                    let tls = pool
+                        .tls
+                        .as_ref()
+                        .map(|tls| tls.for_server(server.sni.as_deref(), server.addr));
+                    let identity = (
+                        pool.name.clone(),
+                        server.name.clone(),
+                        server.addr,
+                        pool.tls
+                            .as_ref()
+                            .map(|tls| (tls.fingerprint, server.sni.clone())),
+                    );
                     let record = self.servers.remove(&identity).unwrap_or_else(|| {
                         self.next_id += 1;
                         ServerRecord {
@@ -476,6 +496,7 @@ impl Lineage {
                         counters,
                         traffic,
                         set_cookie,
+                        tls,
                         added_at_run_time: added_at_run_time
                             .contains(&(pool.name.clone(), server.name.clone())),
                     }
@@ -577,7 +598,7 @@ impl Lineage {
     pub fn healths(&self) -> impl Iterator<Item = (&str, u64, &Health)> {
         self.servers
             .iter()
-            .map(|((pool, _, _), record)| (pool.as_str(), record.id, &record.health))
+            .map(|((pool, _, _, _), record)| (pool.as_str(), record.id, &record.health))
     }
 
     /// The pool's signing key: from the secret in its `key_env` variable, or else the one

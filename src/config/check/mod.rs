@@ -15,6 +15,7 @@ mod listeners;
 mod pools;
 mod primitives;
 mod routes;
+mod server_tls;
 mod tls;
 mod words;
 
@@ -39,6 +40,7 @@ pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigPro
         lines: Lines::new(text),
         problems: Vec::new(),
         has_cleartext_listener: raw.listener.iter().any(|l| l.get_ref().tls.is_none()),
+        warnings: Vec::new(),
     };
     let config = checker.config(raw);
     if checker.problems.is_empty() {
@@ -73,6 +75,8 @@ struct Checker {
     problems: Vec<ConfigProblem>,
     /// Whether the config has a listener without TLS (where HTTP-01 challenges are answered).
     has_cleartext_listener: bool,
+    /// What is allowed but an operator must hear of (e.g. `verify = false`).
+    warnings: Vec<ConfigProblem>,
 }
 
 impl Checker {
@@ -140,7 +144,9 @@ impl Checker {
         let acme_state_dir = self.acme_state_dir(&raw.tls);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
-            routes::shadowed_routes(&routes, &route_tables)
+            let mut warnings = std::mem::take(&mut self.warnings);
+            warnings.extend(routes::shadowed_routes(&routes, &route_tables));
+            warnings
         } else {
             Vec::new()
         };
@@ -234,6 +240,7 @@ mod tests {
             retry_budget_percent: 20,
             retry_budget_floor: 10,
             queue_timeout: Duration::from_secs(2),
+            tls: None,
             servers,
         }
     }
@@ -246,6 +253,7 @@ mod tests {
             weight,
             state,
             max_connections: 0,
+            sni: None,
         }
     }
 

@@ -31,7 +31,7 @@ impl Checker {
             path: table.key(field),
             line: checker.lines.line_of(start),
         };
-        PoolConfig {
+        let checked = PoolConfig {
             name,
             balance,
             hash_key: self.hash_key(table, &pool.hash_key, balance),
@@ -84,8 +84,14 @@ impl Checker {
                 Duration::from_secs(2),
                 Zero::Allowed,
             ),
+            tls: pool.tls.as_ref().and_then(|tls| {
+                let tls_table = sub_table(self, "tls", tls.span().start);
+                self.pool_tls(&tls_table, tls.get_ref())
+            }),
             servers: self.servers(table, &pool.servers),
-        }
+        };
+        self.server_names(table, pool, &checked);
+        checked
     }
 
     /// No two sticky pools may share a cookie name: a browser keeps one cookie per name and path,
@@ -263,6 +269,7 @@ impl Checker {
                 "0 (no limit, the default) to 1000000",
                 0,
             ),
+            sni: server.sni.as_ref().map(|sni| sni.get_ref().clone()),
         }
     }
 }

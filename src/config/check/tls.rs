@@ -99,22 +99,15 @@ impl Checker {
             }
             return Ok(None);
         };
-        let path = Path::new(ca.get_ref());
-        let refused = if !path.is_absolute() {
-            r#"not an absolute path; write e.g. "/etc/herdsman/clients-ca.pem""#.to_string()
-        } else {
-            match ClientCertificates::load(path, auth) {
-                Ok(clients) => return Ok(Some(clients)),
-                Err(why) => why,
+        let key = tls.key("client_ca");
+        let path = self.absolute_path(&key, ca, "clients-ca.pem").ok_or(())?;
+        match ClientCertificates::load(path, auth) {
+            Ok(clients) => Ok(Some(clients)),
+            Err(why) => {
+                self.reject(&key, ca.span(), &quoted(ca.get_ref()), why);
+                Err(())
             }
-        };
-        self.reject(
-            &tls.key("client_ca"),
-            ca.span(),
-            &quoted(ca.get_ref()),
-            refused,
-        );
-        Err(())
+        }
     }
 
     /// `hsts`: the value of the `Strict-Transport-Security` field, as RFC 6797 has it — a
@@ -138,7 +131,11 @@ impl Checker {
     }
 
     /// One certificate's `chain` and `key`, loaded and checked to match.
-    fn certificate(&mut self, entry: &Table, raw: &RawCertificate) -> Option<Certificate> {
+    pub(super) fn certificate(
+        &mut self,
+        entry: &Table,
+        raw: &RawCertificate,
+    ) -> Option<Certificate> {
         let chain = self.pem_path(entry, "chain", &raw.chain, "example.com.pem");
         let key = self.pem_path(entry, "key", &raw.key, "example.com.key");
         let (chain, key) = (chain?, key?);
@@ -171,31 +168,23 @@ impl Checker {
         let Some(raw) = &raw.ticket_key_file else {
             return TicketKeySource::Generated;
         };
-        let path = Path::new(raw.get_ref());
-        let why = if path.is_absolute() {
-            match read_key_file(path) {
-                Ok(keys) => {
-                    return TicketKeySource::File {
-                        path: path.to_path_buf(),
-                        keys,
-                    }
-                }
-                Err(why) => why,
-            }
-        } else {
-            r#"not an absolute path; write e.g. "/etc/herdsman/ticket.key""#.to_string()
+        let key = "tls.ticket_key_file";
+        let Some(path) = self.absolute_path(key, raw, "ticket.key") else {
+            return TicketKeySource::Generated;
         };
-        self.reject(
-            "tls.ticket_key_file",
-            raw.span(),
-            &quoted(raw.get_ref()),
-            why,
-        );
-        TicketKeySource::Generated
+        match read_key_file(path) {
+            Ok(keys) => TicketKeySource::File {
+                path: path.to_path_buf(),
+                keys,
+            },
+            Err(why) => {
+                self.reject(key, raw.span(), &quoted(raw.get_ref()), why);
+                TicketKeySource::Generated
+            }
+        }
     }
 
-    /// A certificate's `chain` or `key`: an absolute path (a relative one would depend on the
-    /// directory herdsman was started in, and a reload could read another file).
+    /// A certificate's `chain` or `key`: present, and an absolute path.
     fn pem_path<'a>(
         &mut self,
         entry: &Table,
@@ -212,34 +201,37 @@ impl Checker {
             );
             return None;
         };
-        if Path::new(raw.get_ref()).is_absolute() {
-            return Some(raw);
+        self.absolute_path(&key, raw, example)?;
+        Some(raw)
+    }
+
+    /// A file named in the config: an absolute path (a relative one would depend on the
+    /// directory herdsman was started in, and a reload could read another file); refused with
+    /// an example (`/etc/herdsman/{example}`) when not.
+    pub(super) fn absolute_path<'a>(
+        &mut self,
+        key: &str,
+        raw: &'a Spanned<String>,
+        example: &str,
+    ) -> Option<&'a Path> {
+        let path = Path::new(raw.get_ref());
+        if path.is_absolute() {
+            return Some(path);
         }
         let why = format!(r#"not an absolute path; write e.g. "/etc/herdsman/{example}""#);
-        self.reject(&key, raw.span(), &quoted(raw.get_ref()), why);
+        self.reject(key, raw.span(), &quoted(raw.get_ref()), why);
         None
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use crate::config::fixtures::certificate_files;
     use crate::config::fixtures::MINIMAL;
     use crate::config::load::from_toml;
     use crate::config::ticket_keys::TicketKeySource;
     use crate::config::tls::TlsVersion;
     use crate::config::ConfigProblem;
-    use std::path::PathBuf;
-
-    /// A directory of its own with a self-signed certificate for `names` (chain.pem, key.pem).
-    fn certificate_files(tag: &str, names: &[&str]) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("herdsman-tls-{}-{tag}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let names: Vec<String> = names.iter().map(|n| n.to_string()).collect();
-        let made = rcgen::generate_simple_self_signed(names).unwrap();
-        std::fs::write(dir.join("chain.pem"), made.cert.pem()).unwrap();
-        std::fs::write(dir.join("key.pem"), made.signing_key.serialize_pem()).unwrap();
-        dir
-    }
 
     /// `MINIMAL` with a `[listener.tls]` table holding `keys` after its listener.
     fn with_tls(keys: &str) -> String {

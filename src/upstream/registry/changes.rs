@@ -35,6 +35,8 @@ impl Registry {
             weight: server.weight,
             state: server.state,
             max_connections: server.max_connections,
+            // A server added at run time is asked for its pool's name, or its address.
+            sni: None,
         };
         servers.push(added.clone());
         state.added.insert(key(pool, &server.name), added);

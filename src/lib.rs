@@ -13,6 +13,8 @@
 //! - [`process`]: the process's life seen from outside: signals, systemd notifications, the
 //!   binary upgrade, the drain of a process that stops or handed over, the kernel's listen-queue
 //!   losses.
+//! - [`acme`]: certificates herdsman obtains and renews itself (RFC 8555), a thread of its own
+//!   beside the workers that orders, stores and installs them.
 //! - [`health_check`]: the active health checks, a thread beside the workers that probes servers
 //!   and reports to the registry.
 //! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections from
@@ -40,6 +42,7 @@
 //! Shared facts are either immutable snapshots or single atomics (see `upstream::balance`).
 
 pub mod access_log;
+pub mod acme;
 pub mod admin;
 pub mod config;
 pub mod demo;

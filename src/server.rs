@@ -183,6 +183,9 @@ impl Server {
         // Certificate files changed on disk are read again without a reload.
         certificate_watch::start(&registry).map_err(StartError::Thread)?;
         let (stop, stop_receiver) = watch::channel(false);
+        // Certificates obtained by ACME: those stored installed now, the rest ordered, until the
+        // process stops or hands over (its successor orders from then on).
+        crate::acme::start(&registry, stop_receiver.clone()).map_err(StartError::Thread)?;
         let (stopping, stopping_receiver) = watch::channel(None);
         let (failing, failing_receiver) = tokio::sync::mpsc::unbounded_channel();
         let health = health_check::start(

@@ -8,6 +8,9 @@ use std::path::{Path, PathBuf};
 /// Each room of the data path and the rooms it may import (`crate::<room>`), space-separated. A
 /// room not listed here (the process, the admin API, the command-line clients) sits above them all.
 const MAY_IMPORT: &[(&str, &str)] = &[
+    // The ACME thread: control plane, it follows the registry's config and writes what the
+    // handshakes read into `config::acme`.
+    ("acme", "upstream config stats"),
     (
         "worker",
         "session intake proxy upstream http1 transport access_log config stats",

@@ -507,7 +507,8 @@ fn the_page_lists_the_tls_listeners_certificates() {
                 "CN=herdsman test CA",
                 "4096-01-01 00:00:00",
                 rows[0][4],
-                "no"
+                "no",
+                "-"
             ],
             [
                 "web",
@@ -515,7 +516,8 @@ fn the_page_lists_the_tls_listeners_certificates() {
                 "CN=herdsman test CA",
                 "4096-01-01 00:00:00",
                 rows[1][4],
-                "no"
+                "no",
+                "-"
             ],
         ])
     );

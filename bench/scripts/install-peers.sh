@@ -3,12 +3,13 @@
 # packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
 # check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
 # headless) for the stats page, strace for the churn benchmark's system calls, curl and openssl
-# as TLS clients, and h2load (Debian's nghttp2-client) for the tls benchmark's handshakes.
+# as TLS clients, h2load (Debian's nghttp2-client) for the tls benchmark's handshakes, and pebble
+# (Let's Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs.
 # Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
 # runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
 # tests/tls_servers.rs (nginx as a TLS server behind herdsman),
-# short churn and tls runs, tests/metrics.rs, tests/stats_page.rs and tests/tls_clients.rs need
-# them all.
+# short churn and tls runs, tests/metrics.rs, tests/stats_page.rs, tests/tls_clients.rs and
+# tests/acme.rs need them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -30,13 +31,15 @@ have openssl || missing+=(openssl)
 # h2load drives full TLS handshakes for the tls benchmark (bench/tests/tls_short.rs), which also
 # uses openssl's s_time.
 have h2load || missing+=(nghttp2-client)
+# An ACME CA to obtain certificates from, started by tests/acme.rs, which fails without it.
+have pebble && have pebble-challtestsrv || missing+=(pebble)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
 # (tests/tls_servers.rs checks that they do not trust the test CA).
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble, the system CAs and the plot font are installed"
   exit 0
 fi
 

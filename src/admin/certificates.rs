@@ -1,6 +1,6 @@
 //! `GET /api/certificates`: every TLS listener's certificates as they serve now — the names each
 //! covers, its issuer, its expiry (as a date and as seconds left), its files, and whether ACME
-//! manages it — for `herdsman ctl certs` and the stats page.
+//! manages it (and then when it renews) — for `herdsman ctl certs` and the stats page.
 
 use std::time::{SystemTime, UNIX_EPOCH};
 
@@ -29,6 +29,10 @@ pub(super) struct CertificateView {
     pub(super) key: String,
     /// Obtained and renewed by herdsman (ACME) rather than read from files the operator keeps.
     pub(super) acme: bool,
+    /// For an ACME certificate, when herdsman plans to renew it (RFC 3339, UTC); `None` for
+    /// the others, and until the ACME thread has planned it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(super) renews_at: Option<String>,
 }
 
 /// The certificates of every TLS listener, in listener order and then as listed.
@@ -47,8 +51,30 @@ pub(super) fn certificates(registry: &Registry) -> CertificatesBody {
                 chain: certificate.chain_file.display().to_string(),
                 key: certificate.key_file.display().to_string(),
                 acme: false,
+                renews_at: None,
             });
         }
+    }
+    for (listener, managed) in registry.acme_certificates() {
+        // One not obtained yet has nothing to show but its names.
+        let Some(certificate) = managed.current() else {
+            continue;
+        };
+        let renews_at = managed.renews_at().map(|at| {
+            let at = UNIX_EPOCH + std::time::Duration::from_secs(u64::try_from(at).unwrap_or(0));
+            rfc3339(at)
+        });
+        certificates.push(CertificateView {
+            listener,
+            names: certificate.names.clone(),
+            issuer: certificate.issuer.clone(),
+            not_after: rfc3339(certificate.not_after),
+            expires_in_seconds: certificate.seconds_left(now),
+            chain: certificate.chain_file.display().to_string(),
+            key: certificate.key_file.display().to_string(),
+            acme: true,
+            renews_at,
+        });
     }
     CertificatesBody { certificates }
 }

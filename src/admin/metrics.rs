@@ -9,6 +9,7 @@ use std::sync::atomic::Ordering;
 
 use std::sync::Arc;
 
+use crate::config::acme::ManagedCertificate;
 use crate::config::certificates::{Certificate, CertificateStore};
 use crate::config::ServerState;
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
@@ -36,6 +37,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         pools: registry.pools(),
         tls: stats.tls_reports(),
         certificates: registry.certificates(),
+        acme: registry.acme_certificates(),
         listen_queue: procfs::listen_queue_drops(),
         reloads,
         failed_reloads,
@@ -50,6 +52,8 @@ struct Figures {
     tls: Vec<TlsReport>,
     /// Each TLS listener's certificates.
     certificates: Vec<(String, Arc<CertificateStore>)>,
+    /// Each TLS listener's certificate that ACME keeps.
+    acme: Vec<(String, Arc<ManagedCertificate>)>,
     /// The health checker thread's CPU; `None` where /proc cannot be read.
     health_checker: Option<ThreadCpu>,
     pools: PoolsView,
@@ -308,6 +312,11 @@ impl Figures {
             };
             out.buckets(name, &[("worker", worker)], &buckets);
         }
+        let acme_current: Vec<(&str, Arc<Certificate>)> = self
+            .acme
+            .iter()
+            .filter_map(|(listener, managed)| Some((listener.as_str(), managed.current()?)))
+            .collect();
         let certificates: Vec<(&str, String, &Certificate)> = self
             .certificates
             .iter()
@@ -317,6 +326,10 @@ impl Figures {
                     (listener.as_str(), file, certificate)
                 })
             })
+            .chain(acme_current.iter().map(|(listener, certificate)| {
+                let file = certificate.chain_file.display().to_string();
+                (*listener, file, &**certificate)
+            }))
             .collect();
         let name = "herdsman_certificate_expiry_seconds";
         out.family(name, "gauge", "Seconds until a TLS listener's certificate (by its chain file) expires; negative once it has.");
@@ -340,6 +353,39 @@ impl Figures {
                 ];
                 out.sample(name, &labels, 1);
             }
+        }
+        self.write_acme(out, now);
+    }
+
+    /// ACME's certificates: when each is to be renewed, and how many orders for it failed.
+    fn write_acme(&self, out: &mut Exposition, now: std::time::SystemTime) {
+        let now = now
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs() as i64);
+        let name = "herdsman_acme_renewal_seconds";
+        out.family(name, "gauge", "Seconds until herdsman plans to renew a certificate ACME keeps (by its state directory folder); negative while the renewal is overdue (failing).");
+        for (listener, managed) in &self.acme {
+            if let Some(at) = managed.renews_at() {
+                let labels = [
+                    ("listener", listener.as_str()),
+                    ("certificate", &managed.id),
+                ];
+                out.sample(name, &labels, at - now);
+            }
+        }
+        let name = "herdsman_acme_renewal_failures_total";
+        out.family(
+            name,
+            "counter",
+            "Orders for a certificate ACME keeps that failed since the process started.",
+        );
+        for (listener, managed) in &self.acme {
+            let failures = managed.failures.load(Ordering::Relaxed);
+            let labels = [
+                ("listener", listener.as_str()),
+                ("certificate", &managed.id),
+            ];
+            out.sample(name, &labels, failures);
         }
     }
 

@@ -4,6 +4,7 @@
 //! parsed, every duration positive, every name unique and every reference resolved. Which keys a
 //! reload applies and which wait for a restart is decided in `reload_scope.rs`.
 
+pub mod acme;
 pub mod certificates;
 mod check;
 mod duration;
@@ -68,6 +69,10 @@ pub struct Config {
     /// `[tls] ticket_key_file`: where the TLS session ticket keys come from (generated and
     /// rotated by herdsman, the default, or a file shared by several instances).
     pub ticket_keys: ticket_keys::TicketKeySource,
+    /// `[tls] acme_state_dir`: where ACME keeps its accounts, the certificates it obtained and
+    /// their keys, so that a restart serves them rather than ordering again. Default
+    /// `/var/lib/herdsman/acme`; made (mode 0700) when first needed.
+    pub acme_state_dir: std::path::PathBuf,
     /// What the check found pointless though valid, each named by its key and line as a problem
     /// is: routes that can never match, since an earlier route takes every request they would.
     /// `herdsman check` prints them; `herdsman run` logs them at start and at each reload.

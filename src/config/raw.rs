@@ -45,6 +45,7 @@ pub struct RawConfig {
 #[serde(deny_unknown_fields)]
 pub struct RawTls {
     pub ticket_key_file: Option<Spanned<String>>,
+    pub acme_state_dir: Option<Spanned<String>>,
 }
 
 /// `[log]`: herdsman's own log of errors and events (stderr).
@@ -95,6 +96,18 @@ pub struct RawListenerTls {
     pub hsts: Option<Spanned<String>>,
     pub client_ca: Option<Spanned<String>>,
     pub client_auth: Option<Spanned<String>>,
+    pub acme: Option<Spanned<RawAcme>>,
+}
+
+/// A listener's `[listener.tls] acme`: a certificate herdsman obtains itself.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAcme {
+    pub directory: Option<Spanned<String>>,
+    pub contact: Option<Spanned<Vec<Spanned<String>>>>,
+    pub names: Option<Spanned<Vec<Spanned<String>>>>,
+    pub challenge: Option<Spanned<String>>,
+    pub directory_ca: Option<Spanned<String>>,
 }
 
 /// One of `[listener.tls] certificates`: a PEM chain and its key.

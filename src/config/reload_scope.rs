@@ -10,6 +10,8 @@
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
 //!   `access_log`, `access_log_format` and `upgrade` (the snapshot's, per listener) and
 //!   `max_connections` (its shared load's limit): see `upstream::registry`.
+//! - a TLS listener's certificates and `acme`, and `[tls] acme_state_dir`: new handshakes take
+//!   the new certificates; the ACME thread (`acme::`) follows the config each reload publishes.
 //!
 //! A running process cannot change the rest; a restart, or a binary upgrade (which reads the
 //! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `socket` and its mode and
@@ -44,6 +46,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         log,
         // Installed by the reload itself.
         ticket_keys: _,
+        // Read by the ACME thread at each pass, as the listeners' `acme` settings are.
+        acme_state_dir: _,
         // The file's own, logged by whoever read it.
         warnings: _,
     } = running;
@@ -89,7 +93,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             pool: _,
             access_log: _,
             upgrade: _,
-            // Certificates swap in on reload: new handshakes take the new ones.
+            // Certificates swap in on reload: new handshakes take the new ones. Its `acme`
+            // settings too: the ACME thread follows the config the reload publishes.
             tls: _,
             redirect_https: _,
             // The listener's shared load, which a reload sets.

@@ -10,6 +10,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
 use rustls::ServerConfig;
 
+use super::acme::{AcmeResolver, AcmeSettings, ALPN_ACME_TLS};
 use super::certificates::{Certificate, CertificateStore};
 use super::ticket_keys::TicketKeys;
 
@@ -69,6 +70,8 @@ pub struct ListenerTls {
     /// `hsts`: the whole `Strict-Transport-Security` line (CRLF included) added to every
     /// response on the listener; empty when not set.
     pub hsts_line: Box<[u8]>,
+    /// `acme`: a certificate herdsman obtains and renews itself, served beside `certificates`.
+    pub acme: Option<AcmeSettings>,
 }
 
 impl PartialEq for ListenerTls {
@@ -81,6 +84,7 @@ impl PartialEq for ListenerTls {
         self.min_version == other.min_version
             && self.hsts_line == other.hsts_line
             && self.clients == other.clients
+            && self.acme == other.acme
             && self.certificates.unknown_name() == other.certificates.unknown_name()
             && self.certificates.certificates().len() == other.certificates.certificates().len()
             && self
@@ -118,6 +122,7 @@ impl ListenerTls {
             self.min_version,
             hsts,
             clients,
+            self.acme.clone(),
         ))
     }
 
@@ -137,13 +142,14 @@ impl ListenerTls {
         min_version: TlsVersion,
         hsts: Option<&str>,
         clients: Option<ClientCertificates>,
+        acme: Option<AcmeSettings>,
     ) -> ListenerTls {
         let hsts_line = hsts.map_or_else(Box::default, |value| {
             format!("Strict-Transport-Security: {value}\r\n")
                 .into_bytes()
                 .into_boxed_slice()
         });
-        ListenerTls::build(certificates, min_version, hsts_line, clients)
+        ListenerTls::build(certificates, min_version, hsts_line, clients, acme)
     }
 
     fn build(
@@ -151,6 +157,7 @@ impl ListenerTls {
         min_version: TlsVersion,
         hsts_line: Box<[u8]>,
         clients: Option<ClientCertificates>,
+        acme: Option<AcmeSettings>,
     ) -> ListenerTls {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
             TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
@@ -163,8 +170,20 @@ impl ListenerTls {
             Some(verifier) => builder.with_client_cert_verifier(verifier),
             None => builder.with_no_client_auth(),
         };
-        let mut config = builder.with_cert_resolver(Arc::clone(&certificates) as _);
+        let mut config = match &acme {
+            // A listener without ACME resolves straight from its store, as before ACME existed.
+            None => builder.with_cert_resolver(Arc::clone(&certificates) as _),
+            Some(acme) => builder.with_cert_resolver(Arc::new(AcmeResolver {
+                store: Arc::clone(&certificates),
+                managed: Arc::clone(&acme.managed),
+            })),
+        };
         config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        if acme.is_some() {
+            // Agreed only with a TLS-ALPN-01 validator, which offers nothing else; the session
+            // closes such a connection after its handshake.
+            config.alpn_protocols.push(ALPN_ACME_TLS.to_vec());
+        }
         config.ticketer = TicketKeys::global();
         config.session_storage = session_cache();
         // Renegotiation does not exist in rustls; 0-RTT data stays off (it can be replayed).
@@ -175,6 +194,7 @@ impl ListenerTls {
             clients,
             server_config: Arc::new(config),
             hsts_line,
+            acme,
         }
     }
 }

@@ -66,11 +66,27 @@ pub fn write_https_redirect(
         _ => out.push(b'/'),
     }
     let body: &[u8] = b"308 Permanent Redirect: this site is served over HTTPS\n";
-    let _ = write!(
-        out,
-        "\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\n",
-        body.len()
-    );
+    out.extend_from_slice(b"\r\nContent-Type: text/plain; charset=utf-8\r\n");
+    end_with_body(body, head_only, close, out);
+}
+
+/// Appends a `200 OK` with `key_authorization` as its body: the answer to an ACME HTTP-01
+/// validator's request for an open token (RFC 8555 §8.3). The connection stays open unless
+/// `close`.
+pub fn write_acme_http01_answer(
+    key_authorization: &str,
+    head_only: bool,
+    close: bool,
+    out: &mut Vec<u8>,
+) {
+    out.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Type: application/octet-stream\r\n");
+    end_with_body(key_authorization.as_bytes(), head_only, close, out);
+}
+
+/// Ends an answer's head with its `Content-Length` (and `Connection: close` when `close`), then
+/// appends `body` unless the request was a HEAD.
+fn end_with_body(body: &[u8], head_only: bool, close: bool, out: &mut Vec<u8>) {
+    let _ = write!(out, "Content-Length: {}\r\n", body.len());
     if close {
         out.extend_from_slice(b"Connection: close\r\n");
     }

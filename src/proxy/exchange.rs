@@ -16,7 +16,10 @@ use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{Client, Next};
-use crate::http1::error_response::{write_error_response, write_https_redirect};
+use crate::config::acme::AcmeBoard;
+use crate::http1::error_response::{
+    write_acme_http01_answer, write_error_response, write_https_redirect,
+};
 use crate::http1::forward::write_request_head;
 use crate::http1::forward::{client_ip, Forwarded, OwnFields};
 use crate::http1::head::read_as_http11;
@@ -274,6 +277,15 @@ async fn read_request<D: Downstream>(
                 }
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));
+                }
+                // Before the redirect: the CA asks over cleartext HTTP, and follows no redirect
+                // to a port it did not choose.
+                if let Some(answer) = AcmeBoard::global().http01_answer(request.target) {
+                    let out = &mut client.out;
+                    let facts = answer_acme_http01(out, snapshot, listener, &request, &answer);
+                    let head_len = request.head_len;
+                    client.downstream.received().consume(head_len);
+                    return Ok(Some(facts));
                 }
                 if let Some(port) = snapshot.redirect_https(listener) {
                     let out = &mut client.out;
@@ -735,8 +747,34 @@ fn redirect_to_https(
     let head_only = request.method == Method::Head;
     let out = scratch(out);
     write_https_redirect(host, request.forwarded_target, port, head_only, close, out);
+    Ok(answered_here(snapshot, listener, request, close, 308))
+}
+
+/// A request for an open ACME HTTP-01 token: its key authorization, written into `out`; no pool
+/// or server is involved. The connection stays as after a redirect.
+fn answer_acme_http01(
+    out: &mut Vec<u8>,
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+    key_authorization: &str,
+) -> RequestFacts {
+    let close = !request.keep_alive || request.body != Body::None;
+    let head_only = request.method == Method::Head;
+    write_acme_http01_answer(key_authorization, head_only, close, scratch(out));
+    answered_here(snapshot, listener, request, close, 200)
+}
+
+/// What is kept of a request herdsman answered itself with `status` (the answer is in `out`).
+fn answered_here(
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+    close: bool,
+    status: u16,
+) -> RequestFacts {
     let pool = snapshot.listener_pools.get(listener).copied().unwrap_or(0);
-    Ok(RequestFacts {
+    RequestFacts {
         method: request.method,
         minor_version: request.minor_version,
         body: request.body,
@@ -754,8 +792,8 @@ fn redirect_to_https(
         timeouts: snapshot.timeouts.exchange(),
         buffering: snapshot.route_buffering(None),
         secure: false,
-        answered_here: Some(308),
-    })
+        answered_here: Some(status),
+    }
 }
 
 /// What decides the client's head for `server`'s response to the request `facts` describe.

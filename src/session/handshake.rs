@@ -1,7 +1,8 @@
 //! A TLS listener's connection before its first request: the handshake, bounded by
 //! `[timeouts] tls_handshake` from the connection's arrival and counted by how it ended.
 //! Cleartext HTTP sent to the TLS port is answered with a plain 400 that says so (as nginx
-//! does), then closed; anything else that is not TLS is closed at once.
+//! does), then closed; anything else that is not TLS is closed at once. A TLS-ALPN-01
+//! validator's connection (ALPN `acme-tls/1`) is closed once its handshake ends.
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
@@ -9,6 +10,7 @@ use std::sync::atomic::Ordering;
 use tokio::time::{timeout_at, Instant};
 
 use super::connection::Connection;
+use crate::config::acme::ALPN_ACME_TLS;
 use crate::config::tls::ListenerTls;
 use crate::proxy::{Downstream, ProxyContext};
 use crate::stats::tls::HandshakeFailed;
@@ -41,6 +43,13 @@ pub async fn handshake(
         Ok(Ok(stream)) => {
             let resumed = stream.tls_facts().is_some_and(|facts| facts.resumed);
             counters.finished(resumed, started.elapsed());
+            if stream.agreed_alpn(ALPN_ACME_TLS) {
+                // A TLS-ALPN-01 validator: the handshake was its answer, and no HTTP follows
+                // (RFC 8737 §3).
+                tracing::debug!(client = %peer, "TLS-ALPN-01 validation answered; closing");
+                stream.close_notify_now();
+                return None;
+            }
             return Some(stream);
         }
         Ok(Err(failure)) => failure,

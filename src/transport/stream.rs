@@ -505,6 +505,15 @@ impl Stream {
         }
     }
 
+    /// Whether a TLS connection's handshake agreed on the ALPN protocol `protocol`; false for
+    /// cleartext.
+    pub fn agreed_alpn(&self, protocol: &[u8]) -> bool {
+        match self {
+            Stream::Tls(stream) => stream.agreed_alpn(protocol),
+            _ => false,
+        }
+    }
+
     /// Before a close that does not wait: a TLS connection says close_notify if the socket
     /// takes it now. Nothing for cleartext.
     pub fn close_notify_now(&self) {

@@ -314,6 +314,11 @@ impl TlsStream {
         })
     }
 
+    /// Whether the handshake agreed on the ALPN protocol `protocol`.
+    pub fn agreed_alpn(&self, protocol: &[u8]) -> bool {
+        self.tls.borrow().alpn_protocol() == Some(protocol)
+    }
+
     /// Drives the handshake to its end: every flight written, every one awaited read.
     fn poll_handshake(&self, cx: &mut Context<'_>) -> Poll<Result<(), HandshakeFailure>> {
         loop {

@@ -4,7 +4,7 @@
 //!
 //! One module a job: `heads` (reading heads and responses), `raw` (the connection), `sync`
 //! (latches and polling), `mock` (backends), `one_at_a_time` (a server like gunicorn's sync workers), `body` (deterministic content), `start` (herdsman in
-//! this process), `binary` (the herdsman binary), `pools` (what the tests of pools share) and `tls` (a test CA, certificates and a TLS client); all
+//! this process), `binary` (the herdsman binary), `pools` (what the tests of pools share), `tls` (a test CA, certificates and a TLS client) and `pebble` (Let's Encrypt's test CA, started by a test); all
 //! re-exported here, so a test writes `use common::*;`.
 #![allow(dead_code)]
 
@@ -13,6 +13,7 @@ mod body;
 mod heads;
 mod mock;
 mod one_at_a_time;
+mod pebble;
 mod pools;
 mod raw;
 mod start;
@@ -25,8 +26,8 @@ use std::time::Duration;
 // not use would be reported as an unused import.
 #[allow(unused_imports)]
 pub use self::{
-    binary::*, body::*, heads::*, mock::*, one_at_a_time::*, pools::*, raw::*, start::*, sync::*,
-    tls::*,
+    binary::*, body::*, heads::*, mock::*, one_at_a_time::*, pebble::*, pools::*, raw::*, start::*,
+    sync::*, tls::*,
 };
 
 /// Every read and write a test makes gives up after this long.

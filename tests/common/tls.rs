@@ -171,8 +171,13 @@ pub fn tls_table(certs: &[&CertFiles], extra: &str) -> String {
 /// A client config that trusts the test CA, speaks TLS 1.3 and 1.2, offers `http/1.1`, and
 /// keeps sessions for resumption.
 pub fn client_config() -> Arc<ClientConfig> {
+    client_config_trusting(test_ca().der.clone())
+}
+
+/// As [`client_config`], trusting `root` alone (another CA's, such as Pebble's).
+pub fn client_config_trusting(root: CertificateDer<'static>) -> Arc<ClientConfig> {
     let mut roots = RootCertStore::empty();
-    roots.add(test_ca().der.clone()).unwrap();
+    roots.add(root).unwrap();
     let mut config = ClientConfig::builder_with_provider(Arc::new(
         rustls::crypto::aws_lc_rs::default_provider(),
     ))

@@ -82,7 +82,8 @@ pub enum CtlCommand {
         )]
         wait: u64,
     },
-    /// List the TLS listeners' certificates: names, issuer, expiry, and whether ACME manages them.
+    /// List the TLS listeners' certificates: names, issuer, expiry, whether ACME manages them and
+    /// when it renews them.
     Certs,
     /// Print the token that reaches a server in the `test` state, and the header to send it in.
     TestToken {

@@ -92,15 +92,21 @@ pub struct CertificateReply {
     pub expires_in_seconds: i64,
     #[serde(default)]
     pub acme: bool,
+    /// For an ACME certificate, when herdsman plans to renew it.
+    #[serde(default)]
+    pub renews_at: Option<String>,
 }
 
-/// `ctl certs`: a row per certificate, its expiry as a date and in days (`EXPIRED` once past).
+/// `ctl certs`: a row per certificate, its expiry as a date and in days (`EXPIRED` once past),
+/// and for those ACME manages, when herdsman plans to renew them (`-` for the others).
 pub fn certificates_table(reply: &CertificatesReply) -> String {
     if reply.certificates.is_empty() {
         return "no TLS listener\n".to_string();
     }
-    const HEADINGS: [&str; 6] = ["LISTENER", "NAMES", "ISSUER", "EXPIRES", "LEFT", "ACME"];
-    const NUMERIC: [bool; 6] = [false, false, false, false, true, false];
+    const HEADINGS: [&str; 7] = [
+        "LISTENER", "NAMES", "ISSUER", "EXPIRES", "LEFT", "ACME", "RENEWS",
+    ];
+    const NUMERIC: [bool; 7] = [false, false, false, false, true, false, false];
     let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
     for certificate in &reply.certificates {
         let seconds = certificate.expires_in_seconds;
@@ -115,6 +121,10 @@ pub fn certificates_table(reply: &CertificatesReply) -> String {
             certificate.not_after.clone(),
             left,
             if certificate.acme { "yes" } else { "no" }.to_string(),
+            certificate
+                .renews_at
+                .clone()
+                .unwrap_or_else(|| "-".to_string()),
         ]);
     }
     aligned_columns(&rows, &NUMERIC)

@@ -7,6 +7,7 @@
 //! `pools.rs`, `health.rs`), on the small checkers of `primitives.rs` and the word tables of
 //! `words.rs`.
 
+mod acme;
 mod admin;
 mod globals;
 mod health;
@@ -38,6 +39,7 @@ pub(super) fn check(text: &str, raw: &RawConfig) -> Result<Config, Vec<ConfigPro
     let mut checker = Checker {
         lines: Lines::new(text),
         problems: Vec::new(),
+        has_cleartext_listener: raw.listener.iter().any(|l| l.get_ref().tls.is_none()),
         warnings: Vec::new(),
     };
     let config = checker.config(raw);
@@ -71,6 +73,8 @@ impl Table {
 struct Checker {
     lines: Lines,
     problems: Vec<ConfigProblem>,
+    /// Whether the config has a listener without TLS (where HTTP-01 challenges are answered).
+    has_cleartext_listener: bool,
     /// What is allowed but an operator must hear of (e.g. `verify = false`).
     warnings: Vec<ConfigProblem>,
 }
@@ -137,6 +141,7 @@ impl Checker {
         let admin = raw.admin.as_ref().map(|admin| self.admin(admin));
         let log = self.log(&raw.log);
         let ticket_keys = self.ticket_keys(&raw.tls);
+        let acme_state_dir = self.acme_state_dir(&raw.tls);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
             let mut warnings = std::mem::take(&mut self.warnings);
@@ -160,6 +165,7 @@ impl Checker {
             admin,
             log,
             ticket_keys,
+            acme_state_dir,
             warnings,
         }
     }
@@ -363,6 +369,7 @@ mod tests {
                 level: LogLevel::Info,
             },
             ticket_keys: Default::default(),
+            acme_state_dir: "/var/lib/herdsman/acme".into(),
             warnings: Vec::new(),
         };
         assert_eq!(config, expected);

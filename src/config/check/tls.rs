@@ -32,9 +32,11 @@ impl Checker {
         let min_version = self.word(&tls.key("min_version"), &raw.min_version, &TLS_VERSIONS);
         let hsts = self.hsts(&tls.key("hsts"), &raw.hsts);
         let clients = self.client_certificates(&tls, raw);
+        let acme = raw.acme.as_ref().map(|acme| self.acme(&tls, acme));
         let key = tls.key("certificates");
         let listed = raw.certificates.as_ref().map_or(&[][..], |c| c.get_ref());
-        if listed.is_empty() {
+        // A listener with ACME may have no certificate of its own: ACME's is its default.
+        if listed.is_empty() && acme.is_none() {
             let line = raw
                 .certificates
                 .as_ref()
@@ -43,7 +45,7 @@ impl Checker {
                 &key,
                 Some(line),
                 &format!(
-                    r#"{key}: none; a TLS listener needs at least one, e.g. certificates = [{{ chain = "/etc/herdsman/example.com.pem", key = "/etc/herdsman/example.com.key" }}]"#
+                    r#"{key}: none; a TLS listener needs at least one (or acme), e.g. certificates = [{{ chain = "/etc/herdsman/example.com.pem", key = "/etc/herdsman/example.com.key" }}]"#
                 ),
             );
             return None;
@@ -63,11 +65,16 @@ impl Checker {
         }
         let store = CertificateStore::new(loaded, unknown);
         let clients = clients.ok()?;
+        let acme = match acme {
+            Some(checked) => Some(checked.ok()?),
+            None => None,
+        };
         Some(ListenerTls::new(
             Arc::new(store),
             min_version,
             hsts,
             clients,
+            acme,
         ))
     }
 

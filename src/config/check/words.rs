@@ -6,6 +6,7 @@ use toml::Spanned;
 
 use super::primitives::quoted;
 use super::Checker;
+use crate::config::acme::ChallengeKind;
 use crate::config::certificates::UnknownName;
 use crate::config::tls::{ClientAuth, TlsVersion};
 use crate::config::{AccessLogFormat, Balance, IntakeMode, LogLevel, RetryCondition, ServerState};
@@ -117,6 +118,16 @@ pub(in crate::config) const LOG_LEVELS: Words<LogLevel> = Words {
 
 /// `[listener.tls] unknown_name`: what a client naming no host the listener has a certificate
 /// for gets.
+pub(in crate::config) const ACME_CHALLENGES: Words<ChallengeKind> = Words {
+    accepted: &[
+        ("tls-alpn-01", ChallengeKind::TlsAlpn01),
+        ("http-01", ChallengeKind::Http01),
+    ],
+    // Answered on the TLS listener itself: it needs no other listener, and port 443 is the one
+    // a site on the internet has open anyway.
+    default: ChallengeKind::TlsAlpn01,
+};
+
 pub(in crate::config) const UNKNOWN_NAMES: Words<UnknownName> = Words {
     accepted: &[
         ("default", UnknownName::Default),

@@ -273,6 +273,19 @@ impl Registry {
             .collect()
     }
 
+    /// Each TLS listener with `acme`: its name and the certificate ACME keeps for it (for the
+    /// metrics, the stats page and `herdsman ctl certs`).
+    pub fn acme_certificates(&self) -> Vec<(String, Arc<crate::config::acme::ManagedCertificate>)> {
+        let state = self.lock();
+        let listeners = state.config.listeners.iter();
+        listeners
+            .filter_map(|listener| {
+                let acme = listener.tls.as_ref()?.acme.as_ref()?;
+                Some((listener.name.clone(), Arc::clone(&acme.managed)))
+            })
+            .collect()
+    }
+
     /// Every file the TLS listeners' certificates were read from (chains, keys, client CAs).
     pub fn certificate_files(&self) -> Vec<std::path::PathBuf> {
         let state = self.lock();

@@ -267,7 +267,7 @@ impl CertificateStore {
 impl ResolvesServerCert for CertificateStore {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let name = client_hello.server_name();
-        SERVER_NAME.with(|asked| asked.replace(name.map(Box::from)));
+        note_server_name(name);
         self.select(name)
             .map(|certificate| Arc::clone(&certificate.key))
     }
@@ -276,6 +276,12 @@ impl ResolvesServerCert for CertificateStore {
 thread_local! {
     /// The host name of the last ClientHello resolved on this thread, until taken.
     static SERVER_NAME: std::cell::RefCell<Option<Box<str>>> = const { std::cell::RefCell::new(None) };
+}
+
+/// Notes the host name a ClientHello asked for, for `take_server_name`: what every certificate
+/// resolver does first.
+pub fn note_server_name(name: Option<&str>) {
+    SERVER_NAME.with(|asked| asked.replace(name.map(Box::from)));
 }
 
 /// The host name (SNI) of the ClientHello this thread's last handshake step resolved a

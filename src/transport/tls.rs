@@ -316,7 +316,7 @@ impl TlsStream {
 
     /// Whether the handshake agreed on the ALPN protocol `protocol`.
     pub fn agreed_alpn(&self, protocol: &[u8]) -> bool {
-        self.tls.borrow().alpn_protocol() == Some(protocol)
+        self.tls.borrow().common().alpn_protocol() == Some(protocol)
     }
 
     /// Drives the handshake to its end: every flight written, every one awaited read.

@@ -6,7 +6,7 @@
 
 use std::hash::{Hash, Hasher};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
@@ -65,13 +65,13 @@ pub struct ServerTls {
 
 impl PoolTls {
     /// The settings, with the client config they make. `roots` are the anchors `ca` (or the
-    /// system) gave; `file_bytes` the contents of every file read, for the fingerprint.
+    /// system) gave; `ca_pem` the CA file's bytes (empty for the system's), for the fingerprint.
     pub fn new(
         roots: (Roots, RootCertStore),
         sni: Option<String>,
         verify: bool,
         client_certificate: Option<Certificate>,
-        file_bytes: &[&[u8]],
+        ca_pem: &[u8],
     ) -> PoolTls {
         let (roots, anchors) = roots;
         let provider = provider();
@@ -98,9 +98,13 @@ impl PoolTls {
         let mut digest = std::hash::DefaultHasher::new();
         (&roots, &sni, verify).hash(&mut digest);
         if let Some(certificate) = &client_certificate {
+            // The chain as loaded: a new key comes with a new certificate.
             (&certificate.chain_file, &certificate.key_file).hash(&mut digest);
+            for der in &certificate.key.cert {
+                der.as_ref().hash(&mut digest);
+            }
         }
-        file_bytes.hash(&mut digest);
+        ca_pem.hash(&mut digest);
         PoolTls {
             roots,
             sni,
@@ -127,26 +131,6 @@ impl PoolTls {
 /// Whether `name` can be sent in SNI and verified: a DNS name or an IP address.
 pub fn is_server_name(name: &str) -> bool {
     ServerName::try_from(name).is_ok()
-}
-
-/// The anchors in the PEM file `ca_file` (with its bytes); the reason when it cannot be read or
-/// holds none usable.
-pub fn load_ca_file(ca_file: &Path) -> Result<(RootCertStore, Vec<u8>), String> {
-    use rustls::pki_types::pem::PemObject;
-    let pem = std::fs::read(ca_file).map_err(|error| format!("cannot be read: {error}"))?;
-    let certificates = CertificateDer::pem_slice_iter(&pem)
-        .collect::<Result<Vec<_>, _>>()
-        .map_err(|error| format!("not a PEM certificate: {error}"))?;
-    if certificates.is_empty() {
-        return Err("holds no certificate".to_string());
-    }
-    let mut roots = RootCertStore::empty();
-    for certificate in certificates {
-        roots
-            .add(certificate)
-            .map_err(|error| format!("a certificate that cannot be a CA: {error}"))?;
-    }
-    Ok((roots, pem))
 }
 
 /// The system's trusted roots; the reason when none can be found.

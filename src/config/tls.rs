@@ -218,27 +218,49 @@ fn client_verifier(
 }
 
 impl ClientCertificates {
-    /// The CA certificates in the PEM file `ca_file`, each usable as a trust anchor; the reason
-    /// when the file cannot be read or holds none.
+    /// The CA certificates in the PEM file `ca_file` (see [`CaFile::read`]); the reason when
+    /// the file cannot be read or holds none usable.
     pub fn load(ca_file: &std::path::Path, auth: ClientAuth) -> Result<ClientCertificates, String> {
-        use rustls::pki_types::pem::PemObject;
-        let pem = std::fs::read(ca_file).map_err(|error| format!("cannot be read: {error}"))?;
-        let roots = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|error| format!("not a PEM certificate: {error}"))?;
-        if roots.is_empty() {
-            return Err("holds no certificate".to_string());
-        }
-        let mut store = rustls::RootCertStore::empty();
-        for root in &roots {
-            store
-                .add(root.clone())
-                .map_err(|error| format!("a certificate that cannot be a CA: {error}"))?;
-        }
         Ok(ClientCertificates {
             ca_file: ca_file.to_path_buf(),
-            roots,
+            roots: CaFile::read(ca_file)?.certificates,
             auth,
+        })
+    }
+}
+
+/// A PEM file of CA certificates, read and checked: what `client_ca`, `[pool.tls] ca` and
+/// `acme.directory_ca` name.
+pub struct CaFile {
+    pub certificates: Vec<rustls::pki_types::CertificateDer<'static>>,
+    /// The same, as trust anchors.
+    pub roots: rustls::RootCertStore,
+    /// The file's bytes.
+    pub pem: Vec<u8>,
+}
+
+impl CaFile {
+    /// The certificates in `path`, each usable as a trust anchor; the reason when the file
+    /// cannot be read or holds none.
+    pub fn read(path: &std::path::Path) -> Result<CaFile, String> {
+        use rustls::pki_types::pem::PemObject;
+        let pem = std::fs::read(path).map_err(|error| format!("cannot be read: {error}"))?;
+        let certificates = rustls::pki_types::CertificateDer::pem_slice_iter(&pem)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|error| format!("not a PEM certificate: {error}"))?;
+        if certificates.is_empty() {
+            return Err("holds no certificate".to_string());
+        }
+        let mut roots = rustls::RootCertStore::empty();
+        for certificate in &certificates {
+            roots
+                .add(certificate.clone())
+                .map_err(|error| format!("a certificate that cannot be a CA: {error}"))?;
+        }
+        Ok(CaFile {
+            certificates,
+            roots,
+            pem,
         })
     }
 }

@@ -73,6 +73,35 @@ impl Outgoing {
     fn is_empty(&self) -> bool {
         self.sent == self.filled
     }
+
+    /// Lets `write` put records into room after those waiting, `need` bytes of it at first and
+    /// as much as it then says it needs (`Err(Some(_))`); whether it wrote (`Err(None)`: it
+    /// could not, for another reason).
+    fn write(
+        &mut self,
+        mut need: usize,
+        mut write: impl FnMut(&mut [u8]) -> Result<usize, Option<InsufficientSizeError>>,
+    ) -> bool {
+        loop {
+            match write(self.room(need)) {
+                Ok(n) => {
+                    self.filled += n;
+                    return true;
+                }
+                Err(Some(InsufficientSizeError { required_size })) => need = required_size,
+                Err(None) => return false,
+            }
+        }
+    }
+}
+
+/// An encryption's outcome as `Outgoing::write` takes it.
+fn encrypted(outcome: Result<usize, EncryptError>) -> Result<usize, Option<InsufficientSizeError>> {
+    match outcome {
+        Ok(n) => Ok(n),
+        Err(EncryptError::InsufficientSize(short)) => Err(Some(short)),
+        Err(_) => Err(None),
+    }
 }
 
 /// What a call to rustls's state machine came to.
@@ -343,19 +372,13 @@ fn step<Data>(
             None
         }
         ConnectionState::EncodeTlsData(mut encode) => {
-            let mut need = 1024;
-            loop {
-                match encode.encode(buffers.outgoing.room(need)) {
-                    Ok(n) => {
-                        buffers.outgoing.filled += n;
-                        break;
-                    }
-                    Err(EncodeError::InsufficientSize(InsufficientSizeError { required_size })) => {
-                        need = required_size;
-                    }
-                    Err(_) => break,
-                }
-            }
+            buffers
+                .outgoing
+                .write(1024, |room| match encode.encode(room) {
+                    Ok(n) => Ok(n),
+                    Err(EncodeError::InsufficientSize(short)) => Err(Some(short)),
+                    Err(_) => Err(None),
+                });
             None
         }
         // The records wait in `outgoing`, ahead of anything sealed later: they are sent in
@@ -375,39 +398,24 @@ fn step<Data>(
         }
         ConnectionState::WriteTraffic(mut traffic) => {
             let mut sealed = 0;
-            let mut need = 1024;
             match std::mem::replace(want, Want::Nothing) {
                 Want::Nothing => {}
                 Want::Seal(plaintext) => {
                     // Records add 22 bytes each (header, content type, tag) to TLS 1.3's
                     // plaintext, TLS 1.2's 29.
-                    need = plaintext.len() + plaintext.len() / 16_384 * 32 + 64;
-                    loop {
-                        match traffic.encrypt(plaintext, buffers.outgoing.room(need)) {
-                            Ok(n) => {
-                                buffers.outgoing.filled += n;
-                                sealed = plaintext.len();
-                                break;
-                            }
-                            Err(EncryptError::InsufficientSize(InsufficientSizeError {
-                                required_size,
-                            })) => need = required_size,
-                            Err(_) => break,
-                        }
+                    let need = plaintext.len() + plaintext.len() / 16_384 * 32 + 64;
+                    let written = buffers
+                        .outgoing
+                        .write(need, |room| encrypted(traffic.encrypt(plaintext, room)));
+                    if written {
+                        sealed = plaintext.len();
                     }
                 }
-                Want::CloseNotify => loop {
-                    match traffic.queue_close_notify(buffers.outgoing.room(need)) {
-                        Ok(n) => {
-                            buffers.outgoing.filled += n;
-                            break;
-                        }
-                        Err(EncryptError::InsufficientSize(InsufficientSizeError {
-                            required_size,
-                        })) => need = required_size,
-                        Err(_) => break,
-                    }
-                },
+                Want::CloseNotify => {
+                    buffers
+                        .outgoing
+                        .write(1024, |room| encrypted(traffic.queue_close_notify(room)));
+                }
             }
             Some(Step::Traffic { sealed })
         }

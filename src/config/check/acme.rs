@@ -13,7 +13,7 @@ use super::words::ACME_CHALLENGES;
 use super::{Checker, Table};
 use crate::config::acme::{AcmeBoard, AcmeSettings, ChallengeKind};
 use crate::config::raw::{RawAcme, RawTls};
-use crate::config::tls::{ClientAuth, ClientCertificates};
+use crate::config::tls::CaFile;
 
 /// `[tls] acme_state_dir` when not written.
 pub(in crate::config) const DEFAULT_ACME_STATE_DIR: &str = "/var/lib/herdsman/acme";
@@ -145,23 +145,15 @@ impl Checker {
         raw: &Option<Spanned<String>>,
     ) -> Option<PathBuf> {
         let raw = raw.as_ref()?;
-        let path = Path::new(raw.get_ref());
-        let why = if !path.is_absolute() {
-            r#"not an absolute path; write e.g. "/etc/herdsman/acme-ca.pem""#.to_string()
-        } else {
-            // The same reading as a client CA file: PEM certificates, each usable as a root.
-            match ClientCertificates::load(path, ClientAuth::Required) {
-                Ok(_) => return Some(path.to_path_buf()),
-                Err(why) => why,
+        let key = acme.key("directory_ca");
+        let path = self.absolute_path(&key, raw, "acme-ca.pem")?;
+        match CaFile::read(path) {
+            Ok(_) => Some(path.to_path_buf()),
+            Err(why) => {
+                self.reject(&key, raw.span(), &quoted(raw.get_ref()), why);
+                None
             }
-        };
-        self.reject(
-            &acme.key("directory_ca"),
-            raw.span(),
-            &quoted(raw.get_ref()),
-            why,
-        );
-        None
+        }
     }
 
     /// `[tls] acme_state_dir`: an absolute path ([`DEFAULT_ACME_STATE_DIR`] when not written).

@@ -8,7 +8,8 @@ use super::primitives::quoted;
 use super::{Checker, Table};
 use crate::config::problem::ConfigProblem;
 use crate::config::raw::{RawPool, RawPoolTls};
-use crate::config::server_tls::{is_server_name, load_ca_file, load_system_roots, PoolTls, Roots};
+use crate::config::server_tls::{is_server_name, load_system_roots, PoolTls, Roots};
+use crate::config::tls::CaFile;
 use crate::config::PoolConfig;
 
 impl Checker {
@@ -19,15 +20,15 @@ impl Checker {
             self.server_name(&table.key("sni"), sni)
                 .then(|| sni.get_ref().clone())
         });
-        let mut file_bytes = Vec::new();
+        let mut ca_pem = Vec::new();
         let roots = match &raw.ca {
             Some(ca) => {
                 let key = table.key("ca");
                 let path = self.absolute_path(&key, ca, "servers-ca.pem")?;
-                match load_ca_file(path) {
-                    Ok((roots, bytes)) => {
-                        file_bytes.push(bytes);
-                        Some((Roots::File(path.to_path_buf()), roots))
+                match CaFile::read(path) {
+                    Ok(ca) => {
+                        ca_pem = ca.pem;
+                        Some((Roots::File(path.to_path_buf()), ca.roots))
                     }
                     Err(why) => {
                         self.reject(&key, ca.span(), &quoted(ca.get_ref()), why);
@@ -56,11 +57,7 @@ impl Checker {
                     path: table.key("certificate"),
                     line: self.lines.line_of(certificate.span().start),
                 };
-                let loaded = self.certificate(&entry, certificate.get_ref())?;
-                for file in [&loaded.chain_file, &loaded.key_file] {
-                    file_bytes.push(std::fs::read(file).unwrap_or_default());
-                }
-                Some(loaded)
+                Some(self.certificate(&entry, certificate.get_ref())?)
             }
             None => None,
         };
@@ -81,13 +78,12 @@ impl Checker {
         if sni.is_none() && raw.sni.is_some() {
             return None;
         }
-        let bytes: Vec<&[u8]> = file_bytes.iter().map(Vec::as_slice).collect();
         Some(PoolTls::new(
             roots?,
             sni,
             verify,
             client_certificate,
-            &bytes,
+            &ca_pem,
         ))
     }
 

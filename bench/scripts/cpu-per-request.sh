@@ -6,14 +6,17 @@
 #   bench/scripts/cpu-per-request.sh LABEL=PATH [LABEL=PATH ...]
 # ROUNDS (default 5), SECONDS_PER_RUN (default 8) and CONNECTIONS (default 50) set the load:
 # wrk -t1 against one herdsman at a time; HEADER adds a header to every request (HEADER="Connection:
-# close" for a new connection each time). WORKERS (default 1) sets the config key. Prints one
-# line per run and then each build's median. Needs wrk and curl; starts its own backend.
+# close" for a new connection each time). WORKERS (default 1) sets the config key. REQUEST_PATH
+# (default /) is what is asked for: /big is the backend's 1 MiB answer, so that µs per request are
+# µs per MiB. TLS=1 puts the listener on HTTPS (proxy-setup.sh). Prints one line per run and then
+# each build's median. Needs wrk and curl; starts its own backend.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bench/scripts/proxy-setup.sh
 rounds=${ROUNDS:-5}
 seconds=${SECONDS_PER_RUN:-8}
 connections=${CONNECTIONS:-50}
+request_path=${REQUEST_PATH:-/}
 headers=()
 [ -n "${HEADER:-}" ] && headers=(-H "$HEADER")
 ticks=$(getconf CLK_TCK)
@@ -29,10 +32,10 @@ for round in $(seq "$rounds"); do
     write_config "$work/$label.toml" "$port"
     "$bin" run -c "$work/$label.toml" 2>"$work/$label.log" &
     pid=$!
-    for _ in $(seq 100); do curl -s -o /dev/null "http://127.0.0.1:$port/" && break; sleep 0.1; done
-    wrk -t1 -c10 -d1s "${headers[@]}" "http://127.0.0.1:$port/" >/dev/null   # warm-up, not counted
+    for _ in $(seq 100); do curl -sk -o /dev/null "$scheme://127.0.0.1:$port/" && break; sleep 0.1; done
+    wrk -t1 -c10 -d1s "${headers[@]}" "$scheme://127.0.0.1:$port$request_path" >/dev/null   # warm-up, not counted
     read -r user0 system0 < <(cpu_ticks "$pid")
-    out=$(wrk -t1 -c"$connections" -d"${seconds}s" "${headers[@]}" "http://127.0.0.1:$port/")
+    out=$(wrk -t1 -c"$connections" -d"${seconds}s" "${headers[@]}" "$scheme://127.0.0.1:$port$request_path")
     read -r user1 system1 < <(cpu_ticks "$pid")
     kill -INT "$pid"; wait "$pid" || true
     requests=$(echo "$out" | awk '/requests in/ {print $1}')

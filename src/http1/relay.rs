@@ -309,7 +309,7 @@ impl BodyRelay {
             if buffer.is_empty() || line_held {
                 let read = timeout(
                     read_wait,
-                    buffer.read_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
+                    buffer.read_stream_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
                 );
                 let read = tokio::select! {
                     biased;

@@ -124,8 +124,11 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
         let read = async {
             match server.as_mut() {
                 Some(upstream) if reading => {
-                    let read =
-                        server_buffer.read_from(&mut **upstream, BUFFER_INITIAL, BODY_READ_LIMIT);
+                    let read = server_buffer.read_stream_from(
+                        &mut **upstream,
+                        BUFFER_INITIAL,
+                        BODY_READ_LIMIT,
+                    );
                     timeout(pace.backend_read, read).await
                 }
                 _ => pending().await,

@@ -30,6 +30,9 @@ const SMALLEST_WAITING: usize = 1024;
 pub struct Buffer {
     bytes: Vec<u8>,
     start: usize,
+    /// The last read filled all the room it had: its source likely holds more at once
+    /// (`read_stream_from`).
+    read_filled_room: bool,
 }
 
 impl Default for Buffer {
@@ -44,6 +47,7 @@ impl Buffer {
         Buffer {
             bytes: Vec::new(),
             start: 0,
+            read_filled_room: false,
         }
     }
 
@@ -97,6 +101,7 @@ impl Buffer {
                 }
                 Poll::Ready(result) => {
                     let n = read_buf.filled().len();
+                    self.read_filled_room = n > 0 && read_buf.remaining() == 0;
                     // SAFETY: poll_read initialised the first `n` bytes of the spare capacity
                     // (ReadBuf tracks exactly what was written), so they may become part of the
                     // vector.
@@ -106,6 +111,26 @@ impl Buffer {
             }
         })
         .await
+    }
+
+    /// [`Buffer::read_from`] for a long run of bytes (a body): after a read that filled all the
+    /// room it had, the source likely holds more at once, so the next read into an empty buffer
+    /// takes a block of `limit` bytes, not `initial`: one system call for up to `limit` bytes,
+    /// and over TLS one send of several records. A 1 MiB answer costs 20 reads and 20 sends
+    /// instead of 68 of each, and 38% less CPU in cleartext, 15% less over TLS
+    /// (bench/results/read-size.md). A read that comes back short goes back to `initial` for
+    /// the next empty buffer; a read that waits still gives the block back.
+    pub async fn read_stream_from<R: AsyncRead + Unpin>(
+        &mut self,
+        source: &mut R,
+        initial: usize,
+        limit: usize,
+    ) -> io::Result<usize> {
+        let initial = match self.read_filled_room {
+            true => limit.max(initial),
+            false => initial,
+        };
+        self.read_from(source, initial, limit).await
     }
 
     /// Reads once what `read` finds without waiting, appending, into the room `read_from` would
@@ -122,6 +147,7 @@ impl Buffer {
         match read(room) {
             Ok(n) => {
                 let n = n.min(room_len);
+                self.read_filled_room = n > 0 && n == room_len;
                 // SAFETY: `read` initialised the first `n` bytes of the room it was handed.
                 unsafe { self.bytes.set_len(self.bytes.len() + n) };
                 Ok(n)
@@ -271,6 +297,45 @@ mod tests {
         buffer.release_if_empty();
         assert_eq!(buffer.read_from(&mut source, 4, 8).await.unwrap(), 2);
         assert_eq!(buffer.read_from(&mut source, 4, 8).await.unwrap(), 0);
+    }
+
+    /// A body that keeps coming is read in blocks of the limit once a read has filled its room
+    /// (a quarter of the system calls of reads of the initial size); a read that comes back
+    /// short, or waits, makes the next block the initial size again.
+    #[tokio::test]
+    async fn a_long_stream_is_read_in_blocks_of_the_limit() {
+        let (mut peer, mut source) = tokio::io::duplex(4 * LIMIT);
+        peer.write_all(&[b'b'; 3 * LIMIT]).await.unwrap();
+        let mut buffer = Buffer::new();
+        let mut reads = Vec::new();
+        for _ in 0..3 {
+            reads.push(
+                buffer
+                    .read_stream_from(&mut source, FULL, LIMIT)
+                    .await
+                    .unwrap(),
+            );
+            buffer.consume(buffer.len());
+        }
+        assert_eq!(reads, [FULL, LIMIT, LIMIT]);
+
+        // The rest is short of a full block; then the source has nothing for a while.
+        let rest = buffer
+            .read_stream_from(&mut source, FULL, LIMIT)
+            .await
+            .unwrap();
+        assert_eq!(rest, 3 * LIMIT - FULL - 2 * LIMIT);
+        buffer.consume(buffer.len());
+        let wait = Duration::from_millis(20);
+        let waited = timeout(wait, buffer.read_stream_from(&mut source, FULL, LIMIT)).await;
+        assert!(waited.is_err(), "nothing was sent");
+        assert_eq!(buffer.bytes.capacity(), 0);
+        peer.write_all(&[b'b'; 2 * LIMIT]).await.unwrap();
+        let n = buffer
+            .read_stream_from(&mut source, FULL, LIMIT)
+            .await
+            .unwrap();
+        assert_eq!((n, buffer.bytes.capacity()), (FULL, FULL));
     }
 
     /// What a slow peer costs: while a read waits, an empty buffer holds no block and a few bytes

@@ -1,6 +1,7 @@
 //! herdsman's own TLS figures per worker, from `/metrics` on its admin API: the handshakes each
 //! worker completed (full, resumed), those that failed by reason (`timeout` among them: `[timeouts]
-//! tls_handshake` passed), and those under way now. The server's side of what the clients counted;
+//! tls_handshake` passed), and those under way now; beside them each worker's requests, which tell
+//! how the established connections were spread. The server's side of what the clients counted;
 //! HAProxy and nginx keep no such count without more configuration (a stats socket, an access log
 //! with `$ssl_session_reused`), so for them the client's count stands alone.
 
@@ -40,6 +41,8 @@ pub struct WorkerTls {
     pub failed: Vec<(String, u64)>,
     /// Handshakes under way now (a gauge).
     pub in_progress: u64,
+    /// Requests the worker finished (`herdsman_worker_requests_total`).
+    pub requests: u64,
 }
 
 impl WorkerTls {
@@ -81,6 +84,17 @@ impl TlsMetrics {
 
     /// Each worker's handshakes completed (full and resumed) since `earlier`, in worker order.
     pub fn handshakes_per_worker_since(&self, earlier: &TlsMetrics) -> Vec<u64> {
+        self.per_worker_since(earlier, |w| w.handshakes.total())
+    }
+
+    /// Each worker's requests finished since `earlier`, in worker order.
+    pub fn requests_per_worker_since(&self, earlier: &TlsMetrics) -> Vec<u64> {
+        self.per_worker_since(earlier, |w| w.requests)
+    }
+
+    /// Each worker's growth of the counter `count` since `earlier` (from 0 for a worker not
+    /// seen then), in worker order.
+    fn per_worker_since(&self, earlier: &TlsMetrics, count: fn(&WorkerTls) -> u64) -> Vec<u64> {
         self.workers
             .iter()
             .map(|now| {
@@ -88,8 +102,8 @@ impl TlsMetrics {
                     .workers
                     .iter()
                     .find(|w| w.worker == now.worker)
-                    .map_or_else(HandshakeCounts::default, |w| w.handshakes);
-                now.handshakes.since(before).total()
+                    .map_or(0, count);
+                count(now).saturating_sub(before)
             })
             .collect()
     }
@@ -118,7 +132,8 @@ pub fn read(admin_port: u16) -> anyhow::Result<TlsMetrics> {
 
 /// Reads `herdsman_worker_tls_handshakes_total{worker="…",kind="full|resumed"} N`,
 /// `herdsman_worker_tls_handshake_failures_total{worker="…",reason="…"} N` and
-/// `herdsman_worker_tls_handshakes_in_progress{worker="…"} N`; None without a handshake count.
+/// `herdsman_worker_tls_handshakes_in_progress{worker="…"} N` and
+/// `herdsman_worker_requests_total{worker="…"} N`; None without a handshake count.
 fn parse(metrics: &str) -> Option<TlsMetrics> {
     let mut read = TlsMetrics::default();
     let mut seen = false;
@@ -130,6 +145,7 @@ fn parse(metrics: &str) -> Option<TlsMetrics> {
             "herdsman_worker_tls_handshakes_total" => Family::Completed,
             "herdsman_worker_tls_handshake_failures_total" => Family::Failed,
             "herdsman_worker_tls_handshakes_in_progress" => Family::InProgress,
+            "herdsman_worker_requests_total" => Family::Requests,
             _ => continue,
         };
         let (labels, value) = rest.split_once('}')?;
@@ -148,6 +164,7 @@ fn parse(metrics: &str) -> Option<TlsMetrics> {
                 .failed
                 .push((label(labels, "reason")?.to_string(), value)),
             Family::InProgress => worker.in_progress += value,
+            Family::Requests => worker.requests += value,
         }
     }
     seen.then_some(read)
@@ -158,6 +175,7 @@ enum Family {
     Completed,
     Failed,
     InProgress,
+    Requests,
 }
 
 /// The value of `name="value"` in a metric's labels.
@@ -184,6 +202,8 @@ herdsman_worker_tls_handshake_failures_total{worker=\"1\",reason=\"timeout\"} 49
 herdsman_worker_tls_handshakes_in_progress{worker=\"0\"} 510
 herdsman_worker_tls_handshakes_in_progress{worker=\"1\"} 490
 herdsman_worker_tls_handshake_duration_seconds_bucket{worker=\"0\",le=\"0.001\"} 7
+herdsman_worker_requests_total{worker=\"0\"} 900
+herdsman_worker_requests_total{worker=\"1\"} 1100
 ";
 
     #[test]
@@ -214,6 +234,8 @@ herdsman_worker_tls_handshake_duration_seconds_bucket{worker=\"0\",le=\"0.001\"}
         let mut earlier = read.clone();
         earlier.workers[1].handshakes.full = 0;
         assert_eq!(read.handshakes_per_worker_since(&earlier), vec![0, 4]);
+        earlier.workers[0].requests = 400;
+        assert_eq!(read.requests_per_worker_since(&earlier), vec![500, 0]);
         assert_eq!(parse("herdsman_up 1\n"), None);
     }
 }

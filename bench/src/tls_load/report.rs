@@ -465,12 +465,21 @@ impl Session {
             md,
             "\nCoefficient of variation across workers (population standard deviation ÷ mean) \
              with the storm: handshakes **{}**, CPU time **{}**; CPU time without it {}. The \
+             established connections' requests (the storm's clients make none) with the storm: \
+             {}, without it {}; `balanced` counts connections, not their requests, so a worker \
+             that was given more of wrk's connections as they opened beside the storm's takes \
+             fewer of the storm's handshakes for as long as they last. The \
              storm's clients, over the whole storm: {} handshakes per second, median (range) \
              over rounds, for {} µs of the holder's CPU each; {} handshakes completed in all, {} ended otherwise, {} connects \
              failed. The first that ended: {}.\n",
             cell(&hs_cv, percent),
             cell(&cpu_cv, percent),
             cell(&without_cpu_cv, percent),
+            cell(&self.storm_cv(PerWorker::requests_cv), percent),
+            cell(
+                &self.storm_side(false, |r| r.workers.requests_cv()),
+                percent
+            ),
             spread_cell(
                 spread(
                     &storms
@@ -528,9 +537,10 @@ impl Session {
         let rows = self.storm.iter().map(|r| {
             let list = |values: Vec<String>| values.join(" / ");
             format!(
-                "{} {} | {} | {} | {} | {} |",
+                "{} {} | {} | {} | {} | {} | {} |",
                 wrk_cells(r.round, r.with(), &r.wrk),
                 list(r.workers.handshakes.iter().map(u64::to_string).collect()),
+                list(r.workers.requests.iter().map(u64::to_string).collect()),
                 list(
                     r.workers
                         .cpu
@@ -550,10 +560,10 @@ impl Session {
         write_details_table(
             md,
             "Every storm run",
-            "| round | storm | req/s | p50 µs | p99 µs | errors | handshakes per worker | CPU-s \
-             per worker | open connections per worker halfway | storm's handshakes | storm's \
-             failures |",
-            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+            "| round | storm | req/s | p50 µs | p99 µs | errors | handshakes per worker | requests \
+             per worker | CPU-s per worker | open connections per worker halfway | storm's \
+             handshakes | storm's failures |",
+            "|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
             rows.collect::<Vec<_>>().into_iter(),
         );
     }
@@ -644,13 +654,15 @@ pub fn silent_progress(run: &SilentRun) -> String {
 /// The progress line after a storm run.
 pub fn storm_progress(run: &StormRun) -> String {
     format!(
-        "{:<8} {:.0} req/s, p99 {:.0} µs; handshakes per worker {:?}, CV {:.1}% (CPU {:.1}%)",
+        "{:<8} {:.0} req/s, p99 {:.0} µs; handshakes per worker {:?}, CV {:.1}% (CPU {:.1}%, \
+         requests {:?})",
         with_word(run.with()),
         run.wrk.requests_per_sec,
         run.wrk.p99_us,
         run.workers.handshakes,
         run.workers.handshakes_cv() * 100.0,
-        run.workers.cpu_cv() * 100.0
+        run.workers.cpu_cv() * 100.0,
+        run.workers.requests
     )
 }
 
@@ -884,6 +896,7 @@ mod tests {
             },
             workers: PerWorker {
                 handshakes: handshakes.to_vec(),
+                requests: vec![90_000, 110_000],
                 cpu: vec![cpu(450), cpu(550)],
                 open_midway: vec![30, 40],
             },
@@ -925,8 +938,10 @@ mod tests {
                 "**2,048 (2,048–2,048)** bytes per silent connection",
                 "| 0 | 4,900 (4,900–4,900) | 490 (490–490) | 0.90 (0.90–0.90) | 0.45 / 0.45 | 0.90 (0.90–0.90) |",
                 "20,000 handshakes completed in all, 0 ended otherwise, 0 connects failed. The first that ended: none.",
+                // 90,000 and 110,000 requests: 0.1.
+                "The established connections' requests (the storm's clients make none) with the storm: 10.0% (10.0%–10.0%), without it 10.0% (10.0%–10.0%)",
                 "| 1 | with | 9,500 | 800 | 1500 | 0 | 1000 / 998 | 2000 / 1000 | 2000 | 3000 | 1000 | 22000 |",
-                "| 2 | with | 8,000 | 800 | 1500 | 0 | 4900 / 5100 | 0.90 / 1.10 | 30 / 40 | 10000 | 0 |",
+                "| 2 | with | 8,000 | 800 | 1500 | 0 | 4900 / 5100 | 90000 / 110000 | 0.90 / 1.10 | 30 / 40 | 10000 | 0 |",
                 "| with | 1.20 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 | 0.00 |",
             ],
         );

@@ -39,6 +39,9 @@ pub fn read_workers(pid: u32, admin_port: u16, workers: u32) -> anyhow::Result<W
 pub struct PerWorker {
     /// Handshakes completed (full and resumed), by herdsman's own count.
     pub handshakes: Vec<u64>,
+    /// Requests finished: the storm's clients make none, so these are the established
+    /// connections' (wrk's), and their spread is how those connections were spread.
+    pub requests: Vec<u64>,
     /// Each worker thread's CPU time.
     pub cpu: Vec<CpuTime>,
     /// Each worker's open client connections halfway through the window (`/api/workers`), when
@@ -51,6 +54,7 @@ impl PerWorker {
     pub fn between(earlier: &WorkersReading, later: &WorkersReading) -> PerWorker {
         PerWorker {
             handshakes: later.metrics.handshakes_per_worker_since(&earlier.metrics),
+            requests: later.metrics.requests_per_worker_since(&earlier.metrics),
             cpu: later
                 .cpu
                 .iter()
@@ -64,6 +68,11 @@ impl PerWorker {
     /// The coefficient of variation of the handshakes across workers; NaN when none were made.
     pub fn handshakes_cv(&self) -> f64 {
         balance(&self.handshakes).map_or(f64::NAN, |b| b.cv)
+    }
+
+    /// The coefficient of variation of the requests across workers; NaN when none were made.
+    pub fn requests_cv(&self) -> f64 {
+        balance(&self.requests).map_or(f64::NAN, |b| b.cv)
     }
 
     /// The coefficient of variation of the CPU time across workers (at µs resolution).

@@ -103,10 +103,17 @@ fn the_short_tls_load_run_produces_every_figure() {
     }
     let storm_runs = table_starting(md, "| round | storm |");
     let storm = storm_runs.iter().find(|r| r[1] == "with").unwrap();
-    assert_sane("the storm's handshakes", value(&storm[9]));
-    assert_eq!(value(&storm[10]), 0.0, "storm handshakes failed: {storm:?}");
+    assert_sane("the storm's handshakes", value(&storm[10]));
+    assert_eq!(value(&storm[11]), 0.0, "storm handshakes failed: {storm:?}");
+    // Each worker's requests (wrk's, the established connections'), from /metrics.
+    let requests: Vec<f64> = storm[7].split(" / ").map(value).collect();
+    assert_eq!(requests.len(), 2, "{storm:?}");
+    assert_sane(
+        "the established connections' requests",
+        requests.iter().sum(),
+    );
     // Each worker's open connections halfway, as /api/workers told them.
-    assert_eq!(storm[8].split(" / ").count(), 2, "{storm:?}");
+    assert_eq!(storm[9].split(" / ").count(), 2, "{storm:?}");
 
     // Nothing failed, and every target was judged, whatever the verdict.
     assert!(

@@ -104,6 +104,43 @@ fn servers_prints_an_aligned_table() {
 }
 
 #[test]
+fn servers_names_what_each_server_of_a_tls_pool_is_verified_against() {
+    let (a, b) = (Mock::named("a"), Mock::named("b"));
+    let herdsman = Running::start(two_servers(&a, &b));
+    // Without a TLS pool, no TLS column.
+    assert!(!ctl_ok(&herdsman, &["servers"]).contains("TLS"));
+    // The servers are asked for by their addresses (no sni), and not verified.
+    herdsman.reconfigure(|text| format!("{text}[pool.tls]\nverify = false\n"));
+    let table = ctl_ok(&herdsman, &["servers"]);
+    let lines: Vec<&str> = table.lines().collect();
+    let words = |line: &str| {
+        line.split_whitespace()
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        words(lines[0])[..5],
+        ["POOL", "SERVER", "ADDR", "TLS", "STATE"]
+    );
+    for (line, mock) in lines[1..].iter().zip([&a, &b]) {
+        let ip = mock.addr.ip().to_string();
+        assert_eq!(
+            words(line)[3..6],
+            [ip.as_str(), "unverified", "ready"],
+            "{table}"
+        );
+    }
+    // The API says the same.
+    let (_, json) = herdsman.api("GET", "/api/pools", None);
+    assert_eq!(json["pools"][0]["tls"]["verify"], false, "{json}");
+    assert_eq!(json["pools"][0]["tls"]["ca"], "system", "{json}");
+    assert_eq!(
+        json["pools"][0]["servers"][0]["tls_name"], "127.0.0.1",
+        "{json}"
+    );
+}
+
+#[test]
 fn state_and_weight_commands_confirm_and_take_effect() {
     let (a, b) = (Mock::named("a"), Mock::named("b"));
     let herdsman = Running::start(two_servers(&a, &b));

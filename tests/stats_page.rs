@@ -50,12 +50,12 @@ struct Herdsman {
 impl Herdsman {
     /// Starts it; with `token`, the admin API wants `Authorization: Bearer <token>`.
     fn start(token: Option<&str>) -> Herdsman {
-        Herdsman::start_with(token, None)
+        Herdsman::start_with(token, None, "")
     }
 
     /// As [`Herdsman::start`], its listener a TLS one when `tls` (a `[listener.tls]` table) is
-    /// given.
-    fn start_with(token: Option<&str>, tls: Option<&str>) -> Herdsman {
+    /// given, `pool_tables` (e.g. `[pool.tls]`) after the pool.
+    fn start_with(token: Option<&str>, tls: Option<&str>, pool_tables: &str) -> Herdsman {
         let servers = vec![Mock::named("a"), Mock::named("b"), slow_and_failing("c")];
         let web: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
         let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
@@ -63,7 +63,7 @@ impl Herdsman {
         for (name, server) in ["a", "b", "c"].into_iter().zip(&servers) {
             setup = setup.server(name, server.addr);
         }
-        let mut text = setup.toml(&web.to_string());
+        let mut text = format!("{}{pool_tables}", setup.toml(&web.to_string()));
         if let Some(tls) = tls {
             text = text.replacen(
                 "pool = \"app\"\n\n",
@@ -484,7 +484,12 @@ fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
 fn the_page_lists_the_tls_listeners_certificates() {
     let first = CertFiles::issue("page-first", &["app.test", "*.app.test"]);
     let second = CertFiles::issue("page-second", &["other.test"]);
-    let herdsman = Herdsman::start_with(None, Some(&tls_table(&[&first, &second], "")));
+    // The pool speaks TLS to its servers too, unverified (no request is sent here).
+    let herdsman = Herdsman::start_with(
+        None,
+        Some(&tls_table(&[&first, &second], "")),
+        "[pool.tls]\nverify = false\n",
+    );
     let browser = Chromium::launch();
     let tab = browser.open(&herdsman.page_url());
     wait_for(
@@ -523,6 +528,21 @@ fn the_page_lists_the_tls_listeners_certificates() {
     );
     let days = rows[0][4].as_str().unwrap().parse::<u64>().unwrap();
     assert!(days > 700_000, "{rows}");
+    // The pool's row says it speaks TLS to its servers, unverified; a server's title, the name
+    // it is asked for.
+    let pool_row = eval(
+        &tab,
+        "document.querySelector('tr[data-pool-total=\"app\"] td.server').textContent",
+    );
+    assert_eq!(pool_row, "pool, round-robin, TLS unverified");
+    let title = eval(
+        &tab,
+        "document.querySelector('tr[data-pool=\"app\"][data-server=\"a\"] td.server').title",
+    );
+    assert!(
+        title.as_str().unwrap().ends_with(", TLS to 127.0.0.1"),
+        "{title}"
+    );
     assert_no_page_errors(&tab);
     screenshot(&tab, "stats-page-certificates.png");
 }

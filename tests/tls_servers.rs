@@ -303,6 +303,20 @@ fn health_checks_are_made_over_tls_and_fail_a_server_whose_certificate_does_not_
     // cleartext on its TLS port with a 400).
     std::thread::sleep(Duration::from_millis(300));
     assert_eq!(health("good")["health"], "up", "{}", health("good"));
+    // The admin API shows the pool's TLS and the name each server is asked for and verified
+    // against.
+    let (_, json) = herdsman.api("GET", "/api/pools", None);
+    assert_eq!(
+        json["pools"][0]["tls"],
+        serde_json::json!({
+            "ca": test_ca().pem_file.display().to_string(),
+            "sni": "app.internal",
+            "verify": true,
+            "client_certificate": null,
+        })
+    );
+    assert_eq!(health("good")["tls_name"], "app.internal");
+    assert_eq!(health("bad")["tls_name"], "app.internal");
 }
 
 #[test]

@@ -20,7 +20,7 @@ use super::health::{Health, HealthView};
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
-use crate::config::server_tls::ServerTls;
+use crate::config::server_tls::{PoolTls, ServerTls};
 use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
@@ -105,6 +105,8 @@ pub struct Pool {
     /// Every request routed to the pool, by ending and duration; kept across snapshots.
     pub traffic: Arc<Traffic>,
     pub queue_timeout: std::time::Duration,
+    /// `[pool.tls]`, for the admin API to show (each server keeps what it connects with).
+    pub tls: Option<PoolTls>,
 }
 
 /// A pool's queue: requests wait here, on any worker, when every server that may take them is
@@ -544,6 +546,7 @@ impl Lineage {
                 queue: Arc::clone(&record.queue),
                 traffic: Arc::clone(&record.traffic),
                 queue_timeout: pool.queue_timeout,
+                tls: pool.tls.clone(),
                 servers,
             });
         }

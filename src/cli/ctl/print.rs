@@ -22,7 +22,17 @@ pub struct PoolsReply {
 #[derive(Debug, Deserialize)]
 pub struct PoolReply {
     pub name: String,
+    /// `[pool.tls]` (absent from herdsman before TLS to servers, and null for a cleartext pool:
+    /// none).
+    #[serde(default)]
+    pub tls: Option<PoolTlsReply>,
     pub servers: Vec<ServerReply>,
+}
+
+/// What `ctl` reads of a pool's `tls`.
+#[derive(Debug, Deserialize)]
+pub struct PoolTlsReply {
+    pub verify: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,6 +44,9 @@ pub struct ServerReply {
     #[serde(default = "up")]
     pub health: String,
     pub weight: u32,
+    /// In a TLS pool, the name it is asked for and verified against.
+    #[serde(default)]
+    pub tls_name: Option<String>,
     #[serde(default)]
     pub active: u64,
     #[serde(default)]
@@ -49,32 +62,44 @@ fn up() -> String {
 }
 
 /// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right.
-/// A pool without servers gets a row saying so.
+/// A pool without servers gets a row saying so. When some pool speaks TLS to its servers, a TLS
+/// column after ADDR names what each server is asked for and verified against (`unverified`
+/// after it in a pool with `verify = false`; `-` for a cleartext server).
 pub fn servers_table(reply: &PoolsReply) -> String {
-    const HEADINGS: [&str; 8] = [
-        "POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS",
-    ];
-    /// The columns whose cells are numbers.
-    const NUMERIC: [bool; 8] = [false, false, false, false, false, true, true, true];
-    let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
+    let with_tls = reply.pools.iter().any(|pool| pool.tls.is_some());
+    let mut headings = vec!["POOL", "SERVER", "ADDR"];
+    let mut numeric = vec![false; 3];
+    if with_tls {
+        headings.push("TLS");
+        numeric.push(false);
+    }
+    headings.extend(["STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS"]);
+    numeric.extend([false, false, true, true, true]);
+    let mut rows: Vec<Vec<String>> = vec![headings.into_iter().map(str::to_string).collect()];
     for pool in &reply.pools {
         if pool.servers.is_empty() {
             rows.push(vec![pool.name.clone(), "(no servers)".to_string()]);
         }
         for server in &pool.servers {
-            rows.push(vec![
-                pool.name.clone(),
-                server.name.clone(),
-                server.addr.clone(),
+            let mut row = vec![pool.name.clone(), server.name.clone(), server.addr.clone()];
+            if with_tls {
+                row.push(match (&pool.tls, &server.tls_name) {
+                    (Some(tls), Some(name)) if !tls.verify => format!("{name} unverified"),
+                    (Some(_), Some(name)) => name.clone(),
+                    _ => "-".to_string(),
+                });
+            }
+            row.extend([
                 server.state.clone(),
                 server.health.clone(),
                 server.weight.to_string(),
                 server.active.to_string(),
                 server.requests.to_string(),
             ]);
+            rows.push(row);
         }
     }
-    aligned_columns(&rows, &NUMERIC)
+    aligned_columns(&rows, &numeric)
 }
 
 /// `GET /api/certificates`, as `ctl certs` reads it.
@@ -193,6 +218,35 @@ POOL   SERVER        ADDR            STATE  HEALTH   WEIGHT  ACTIVE  REQUESTS
 app    a             127.0.0.1:9001  ready  up            1      12   1234567
 app    backend-2     [::1]:9002      drain  ejected     256       0         3
 empty  (no servers)
+";
+        assert_eq!(servers_table(&reply), expected);
+    }
+
+    #[test]
+    fn with_a_tls_pool_the_servers_table_names_what_each_server_is_verified_against() {
+        let reply: PoolsReply = serde_json::from_value(json!({
+            "pools": [
+                { "name": "app", "tls": null, "servers": [
+                    { "name": "a", "addr": "127.0.0.1:9001", "state": "ready", "weight": 1 },
+                ]},
+                { "name": "secure", "tls": { "ca": "system", "sni": null, "verify": true,
+                                             "client_certificate": null }, "servers": [
+                    { "name": "s", "addr": "10.0.0.5:443", "tls_name": "api.example.com",
+                      "state": "ready", "weight": 1 },
+                ]},
+                { "name": "lab", "tls": { "ca": "system", "sni": null, "verify": false,
+                                          "client_certificate": null }, "servers": [
+                    { "name": "l", "addr": "10.0.0.6:443", "tls_name": "10.0.0.6",
+                      "state": "ready", "weight": 1 },
+                ]},
+            ],
+        }))
+        .unwrap();
+        let expected = "\
+POOL    SERVER  ADDR            TLS                  STATE  HEALTH  WEIGHT  ACTIVE  REQUESTS
+app     a       127.0.0.1:9001  -                    ready  up           1       0         0
+secure  s       10.0.0.5:443    api.example.com      ready  up           1       0         0
+lab     l       10.0.0.6:443    10.0.0.6 unverified  ready  up           1       0         0
 ";
         assert_eq!(servers_table(&reply), expected);
     }

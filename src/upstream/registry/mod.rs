@@ -27,6 +27,7 @@ use serde::Serialize;
 use tokio::sync::{mpsc, watch};
 
 use crate::config::certificates::CertificateStore;
+use crate::config::server_tls::{PoolTls, Roots};
 use crate::config::{Config, ConfigError, IntakeMode, ServerConfig, ServerState};
 use crate::intake::{ListenerChange, ListenerLoad};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
@@ -113,7 +114,39 @@ pub struct PoolView {
     pub queue_timeouts: u64,
     /// Every request routed to the pool since start, by ending and duration.
     pub traffic: TrafficTotals,
+    /// `[pool.tls]`: `null` for a pool its servers are spoken to in cleartext.
+    pub tls: Option<PoolTlsView>,
     pub servers: Vec<ServerView>,
+}
+
+/// A pool's `[pool.tls]` as the API shows it.
+#[derive(Debug, Serialize)]
+pub struct PoolTlsView {
+    /// The CA file the servers' certificates must chain to, or `"system"` (the system's roots).
+    pub ca: String,
+    /// The pool's `sni`, if set (the name each server is asked for is its `tls_name`).
+    pub sni: Option<String>,
+    /// `false`: the servers' certificates are not checked.
+    pub verify: bool,
+    /// The chain file of the certificate herdsman presents to servers that ask for one (mTLS).
+    pub client_certificate: Option<String>,
+}
+
+impl PoolTlsView {
+    fn of(tls: &PoolTls) -> PoolTlsView {
+        PoolTlsView {
+            ca: match &tls.roots {
+                Roots::File(path) => path.display().to_string(),
+                Roots::System => "system".to_string(),
+            },
+            sni: tls.sni.clone(),
+            verify: tls.verify,
+            client_certificate: tls
+                .client_certificate
+                .as_ref()
+                .map(|certificate| certificate.chain_file.display().to_string()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -132,6 +165,10 @@ pub struct ServerView {
     pub active: u32,
     pub requests: u64,
     pub added_at_run_time: bool,
+    /// In a pool with `[pool.tls]`: the name it is asked for in SNI and its certificate verified
+    /// against (an address when neither it nor the pool has an `sni`). Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tls_name: Option<String>,
     /// The requests it answered (or failed) since it joined, by ending and duration.
     pub traffic: TrafficTotals,
 }
@@ -370,6 +407,7 @@ impl Registry {
                     queued: pool.queue.waiting(),
                     queue_timeouts: pool.queue.timed_out(),
                     traffic: pool.traffic.totals(),
+                    tls: pool.tls.as_ref().map(PoolTlsView::of),
                     servers: pool.servers.iter().map(server_view).collect(),
                 })
                 .collect(),
@@ -427,6 +465,10 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         active: server.counters.active(),
         requests: server.counters.requests(),
         added_at_run_time: server.added_at_run_time,
+        tls_name: server
+            .tls
+            .as_ref()
+            .map(|tls| tls.name.to_str().into_owned()),
         traffic: server.traffic.totals(),
     }
 }

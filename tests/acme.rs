@@ -1,10 +1,10 @@
 //! Certificates herdsman obtains itself, end to end against Pebble (Let's Encrypt's test CA),
 //! started here: issued over HTTP-01 and over TLS-ALPN-01, served (chaining to Pebble's issuing
 //! root, fetched from its management port), renewed before expiry with a connection open across
-//! the swap, kept across a reload and served again by a second herdsman on the same state
-//! directory without a new order, ordered anew when a reload adds a name, and left to the one
-//! process that holds the state directory's lock. herdsman runs as the binary, as an operator
-//! runs it.
+//! the swap, kept across a reload that moves the state directory and served again by a second
+//! herdsman on the new one without a new order, ordered anew when a reload adds a name, and
+//! left to the one process that holds the state directory's lock. herdsman runs as the binary,
+//! as an operator runs it.
 
 mod common;
 
@@ -227,10 +227,29 @@ fn http01_issues_a_certificate_kept_across_a_reload_and_a_restart_and_reorders_f
     assert_eq!(cells[cells.len() - 2], "yes", "{listed}");
     assert!(cells[cells.len() - 1].starts_with("20"), "{listed}");
     // A reload that changes the acme settings (the contact) keeps the certificate serving and
-    // orders nothing: the names and the CA are the same.
+    // orders nothing: the names and the CA are the same. It moves the state directory too: the
+    // account and the certificate are copied into the new one, so that the restart below, on
+    // the new one, orders nothing either.
+    let moved_dir = state_dir.with_extension("moved");
+    let _ = std::fs::remove_dir_all(&moved_dir);
     let before = std::fs::read_to_string(path).unwrap();
-    std::fs::write(path, before.replace("mailto:ops@", "mailto:admin@")).unwrap();
+    let after = before.replace("mailto:ops@", "mailto:admin@").replace(
+        &format!("acme_state_dir = \"{}\"", state_dir.display()),
+        &format!("acme_state_dir = \"{}\"", moved_dir.display()),
+    );
+    assert_ne!(after.matches(&*moved_dir.to_string_lossy()).count(), 0);
+    std::fs::write(path, after).unwrap();
     reload(admin);
+    let copied = |folder: &str| {
+        std::fs::read_dir(moved_dir.join(folder)).map_or(0, |entries| entries.count())
+    };
+    assert!(
+        eventually(Duration::from_secs(5), || copied("certificates") == 1
+            && copied("accounts") == 1),
+        "the moved state directory has {} certificate(s) and {} account(s)",
+        copied("certificates"),
+        copied("accounts")
+    );
     assert_eq!(
         connection.roundtrip(&request()).status(),
         200,
@@ -243,7 +262,7 @@ fn http01_issues_a_certificate_kept_across_a_reload_and_a_restart_and_reorders_f
     drop(connection);
     drop(first);
 
-    // A restart on the same state directory serves the stored certificate; Pebble takes no order.
+    // A restart on the moved state directory serves the stored certificate; Pebble takes no order.
     let second = run_binary_logged(path, &[], &state_dir.with_extension("second.log"));
     let again = served(tls_addr, client, Duration::from_secs(20)).expect("served after a restart");
     assert_eq!(again, issued, "the stored certificate, not a new one");

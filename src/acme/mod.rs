@@ -16,6 +16,10 @@
 //! 4. a failure is tried again after a back-off, logged as a warning, and as an error once the
 //!    certificate is in the last sixth of its lifetime (or there is none).
 //!
+//! A reload that moves `[tls] acme_state_dir` has the accounts and certificates in use copied
+//! into the new directory at once (what it has of its own stays), so a restart on it orders
+//! nothing anew.
+//!
 //! `order.rs`: talking to the CA; `schedule.rs`: when; `state_dir.rs`: what is kept on disk.
 
 mod order;
@@ -23,7 +27,7 @@ mod schedule;
 mod state_dir;
 
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Weak};
 use std::time::{Duration, SystemTime};
 
@@ -109,6 +113,8 @@ struct Job {
 
 async fn run(registry: Weak<Registry>, mut stop: watch::Receiver<bool>) {
     let mut jobs: HashMap<String, Job> = HashMap::new();
+    // The state directory of the config last looked at: a reload may move it.
+    let mut state_dir: Option<PathBuf> = None;
     loop {
         if *stop.borrow_and_update() {
             return;
@@ -136,6 +142,15 @@ async fn run(registry: Weak<Registry>, mut stop: watch::Receiver<bool>) {
             }
             job.settings = settings;
         }
+        if let Some(earlier) = state_dir.replace(config.acme_state_dir.clone()) {
+            if earlier != config.acme_state_dir {
+                carry_state(&earlier, &config.acme_state_dir, &jobs);
+                // Each is looked at in the new directory now.
+                for job in jobs.values_mut() {
+                    job.next = SystemTime::now();
+                }
+            }
+        }
         for job in jobs.values_mut() {
             if job.next <= SystemTime::now() {
                 job.next = tend(job, &config.acme_state_dir).await;
@@ -160,6 +175,31 @@ async fn run(registry: Weak<Registry>, mut stop: watch::Receiver<bool>) {
                     return;
                 }
             }
+        }
+    }
+}
+
+/// After a reload moved `[tls] acme_state_dir` from `earlier` to `now`: copies the accounts and
+/// certificates the config's jobs use into it, unless it has its own, so that a restart on
+/// the new directory orders nothing anew. A failure is logged; the jobs then order when due.
+fn carry_state(earlier: &Path, now: &Path, jobs: &HashMap<String, Job>) {
+    let ids: Vec<&str> = jobs.keys().map(String::as_str).collect();
+    let mut directories: Vec<&str> = jobs
+        .values()
+        .map(|job| job.settings.directory.as_str())
+        .collect();
+    directories.sort_unstable();
+    directories.dedup();
+    let carried = StateDir::open(now).and_then(|moved| {
+        let earlier = StateDir::open(earlier)?;
+        moved.carry_from(&earlier, &ids, &directories)
+    });
+    match carried {
+        Ok(carried) => {
+            tracing::info!(from = %earlier.display(), to = %now.display(), carried = %carried.join(","), "the ACME state directory moved; what it lacked was copied")
+        }
+        Err(error) => {
+            tracing::error!(from = %earlier.display(), to = %now.display(), %error, "the ACME state directory moved and cannot be filled; certificates are ordered anew when due")
         }
     }
 }

@@ -110,6 +110,39 @@ impl StateDir {
         (folder.join("chain.pem"), folder.join("key.pem"))
     }
 
+    /// Copies into this directory what `earlier` holds of the certificates `ids` and the
+    /// accounts at `directories` and this one lacks, so that a reload that moves
+    /// `acme_state_dir` costs no new order and no new account (a restart then reads them here).
+    /// What this directory holds already stays: another process may keep it. The names of what
+    /// was copied, as `certificates/<id>` and `accounts/<directory>`.
+    pub fn carry_from(
+        &self,
+        earlier: &StateDir,
+        ids: &[&str],
+        directories: &[&str],
+    ) -> io::Result<Vec<String>> {
+        let mut carried = Vec::new();
+        for &id in ids {
+            if self.certificate(id)?.is_some() {
+                continue;
+            }
+            if let Some(stored) = earlier.certificate(id)? {
+                self.store_certificate(id, &stored.chain_pem, &stored.key_pem)?;
+                carried.push(format!("certificates/{id}"));
+            }
+        }
+        for &directory in directories {
+            if self.account(directory)?.is_some() {
+                continue;
+            }
+            if let Some(credentials) = earlier.account(directory)? {
+                self.store_account(directory, &credentials)?;
+                carried.push(format!("accounts/{directory}"));
+            }
+        }
+        Ok(carried)
+    }
+
     /// The order lock, if no other process holds it now.
     pub fn try_lock(&self) -> io::Result<Option<OrderLock>> {
         let file = OpenOptions::new()
@@ -213,6 +246,60 @@ mod tests {
         assert_eq!(fs::read(&replaced.chain_file).unwrap(), b"CHAIN2");
         assert_eq!(mode(&replaced.key_file), 0o600);
         let _ = fs::remove_dir_all(root.parent().unwrap());
+    }
+
+    #[test]
+    fn a_moved_state_directory_gets_what_it_lacks_and_keeps_what_it_has() {
+        let root = fresh("carry");
+        let earlier = StateDir::open(&root.join("old")).unwrap();
+        earlier
+            .store_certificate("a-01", b"CHAIN-A", b"KEY-A")
+            .unwrap();
+        earlier
+            .store_certificate("b-02", b"CHAIN-B", b"KEY-B")
+            .unwrap();
+        earlier
+            .store_certificate("gone-03", b"CHAIN-G", b"KEY-G")
+            .unwrap();
+        earlier
+            .store_account("https://ca/dir", b"{\"old\":1}")
+            .unwrap();
+        let moved = StateDir::open(&root.join("new")).unwrap();
+        // Another process's certificate for b is there already.
+        moved
+            .store_certificate("b-02", b"CHAIN-B2", b"KEY-B2")
+            .unwrap();
+        let carried = moved
+            .carry_from(
+                &earlier,
+                &["a-01", "b-02", "c-04"],
+                &["https://ca/dir", "https://x/dir"],
+            )
+            .unwrap();
+        assert_eq!(carried, ["certificates/a-01", "accounts/https://ca/dir"]);
+        let a = moved.certificate("a-01").unwrap().unwrap();
+        assert_eq!(
+            (&a.chain_pem[..], &a.key_pem[..]),
+            (&b"CHAIN-A"[..], &b"KEY-A"[..])
+        );
+        assert!(a.chain_file.starts_with(root.join("new")));
+        assert_eq!(fs::metadata(&a.key_file).unwrap().mode() & 0o777, 0o600);
+        assert_eq!(
+            moved.certificate("b-02").unwrap().unwrap().chain_pem,
+            b"CHAIN-B2"
+        );
+        // Only what the config still wants.
+        assert_eq!(moved.certificate("gone-03").unwrap(), None);
+        assert_eq!(
+            moved.account("https://ca/dir").unwrap().as_deref(),
+            Some(&b"{\"old\":1}"[..])
+        );
+        // Nothing more the second time.
+        assert!(moved
+            .carry_from(&earlier, &["a-01"], &["https://ca/dir"])
+            .unwrap()
+            .is_empty());
+        let _ = fs::remove_dir_all(&root);
     }
 
     #[test]

@@ -11,7 +11,8 @@
 //!   `access_log`, `access_log_format` and `upgrade` (the snapshot's, per listener) and
 //!   `max_connections` (its shared load's limit): see `upstream::registry`.
 //! - a TLS listener's certificates and `acme`, and `[tls] acme_state_dir`: new handshakes take
-//!   the new certificates; the ACME thread (`acme::`) follows the config each reload publishes.
+//!   the new certificates; the ACME thread (`acme::`) follows the config each reload publishes
+//!   (a moved state directory gets the accounts and certificates in use copied into it).
 //!
 //! A running process cannot change the rest; a restart, or a binary upgrade (which reads the
 //! file anew), takes them up: `workers`, `intake`, `[admin]` (`bind`, `socket` and its mode and

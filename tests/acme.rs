@@ -250,6 +250,15 @@ fn http01_issues_a_certificate_kept_across_a_reload_and_a_restart_and_reorders_f
         copied("certificates"),
         copied("accounts")
     );
+    // The admin API names the files in the new directory.
+    let chain_moved = eventually(Duration::from_secs(5), || {
+        let listing = Conn::connect(admin).roundtrip(&admin_get_request("/api/certificates"));
+        let json: serde_json::Value = serde_json::from_slice(&listing.body).unwrap();
+        json["certificates"][0]["chain"]
+            .as_str()
+            .is_some_and(|chain| chain.starts_with(&*moved_dir.to_string_lossy()))
+    });
+    assert!(chain_moved, "/api/certificates still names the old files");
     assert_eq!(
         connection.roundtrip(&request()).status(),
         200,

@@ -356,11 +356,14 @@ fn install_stored(state: &StateDir, settings: &AcmeSettings) {
     if names != expected {
         return;
     }
-    let newer = settings
-        .managed
-        .current()
-        .is_none_or(|serving| certificate.not_after > serving.not_after);
-    if newer {
+    // Newer; or the same one in another place (a reload moved the state directory and copied
+    // it there), so that `/api/certificates` names the files that are kept now.
+    let take = settings.managed.current().is_none_or(|serving| {
+        certificate.not_after > serving.not_after
+            || (certificate.key.cert == serving.key.cert
+                && certificate.chain_file != serving.chain_file)
+    });
+    if take {
         tracing::info!(names = %settings.names.join(","), file = %stored.chain_file.display(), "certificate read from the ACME state directory");
         settings.managed.install(certificate);
     }

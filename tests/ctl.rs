@@ -60,6 +60,11 @@ fn two_servers(a: &Mock, b: &Mock) -> Setup {
     Setup::new().admin().server("a", a.addr).server("b", b.addr)
 }
 
+/// The cells of a line of `ctl servers`, as words.
+fn words(line: &str) -> Vec<String> {
+    line.split_whitespace().map(str::to_string).collect()
+}
+
 #[test]
 fn servers_prints_an_aligned_table() {
     let (a, b) = (Mock::named("a"), Mock::named("b"));
@@ -72,11 +77,6 @@ fn servers_prints_an_aligned_table() {
     let table = ctl_ok(&herdsman, &["servers"]);
     let lines: Vec<&str> = table.lines().collect();
     assert_eq!(lines.len(), 3, "{table}");
-    let words = |line: &str| {
-        line.split_whitespace()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
         words(lines[0]),
         ["POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS"]
@@ -113,11 +113,6 @@ fn servers_names_what_each_server_of_a_tls_pool_is_verified_against() {
     herdsman.reconfigure(|text| format!("{text}[pool.tls]\nverify = false\n"));
     let table = ctl_ok(&herdsman, &["servers"]);
     let lines: Vec<&str> = table.lines().collect();
-    let words = |line: &str| {
-        line.split_whitespace()
-            .map(str::to_string)
-            .collect::<Vec<_>>()
-    };
     assert_eq!(
         words(lines[0])[..5],
         ["POOL", "SERVER", "ADDR", "TLS", "STATE"]

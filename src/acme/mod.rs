@@ -147,7 +147,7 @@ async fn run(registry: Weak<Registry>, mut stop: watch::Receiver<bool>) {
                 carry_state(&earlier, &config.acme_state_dir, &jobs);
                 // Each is looked at in the new directory now.
                 for job in jobs.values_mut() {
-                    job.next = SystemTime::now();
+                    job.next = now;
                 }
             }
         }

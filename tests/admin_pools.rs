@@ -138,7 +138,7 @@ fn an_added_server_takes_requests_and_a_removed_one_none() {
             "added_at_run_time": true,
             "traffic": {
                 "requests": 0, "responses": [0, 0, 0, 0, 0], "unanswered": 0, "retries": 0,
-                "duration_sum_us": 0, "buckets": vec![0; 19],
+                "connections_opened": 0, "duration_sum_us": 0, "buckets": vec![0; 19],
             },
         })
     );

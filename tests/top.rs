@@ -174,13 +174,13 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
 
     assert_eq!(
         words(lines[1]),
-        ["WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S"],
+        ["WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ"],
         "{text}"
     );
     let mut worker_requests = 0.0;
     for (worker, line) in lines[2..4].iter().enumerate() {
         let cells = words(line);
-        assert_eq!(cells.len(), 7, "{text}");
+        assert_eq!(cells.len(), 8, "{text}");
         assert_eq!(cells[0], worker.to_string(), "{text}");
         for cell in &cells[1..3] {
             assert!(figure(cell, line) <= 100.0, "{text}");
@@ -191,12 +191,18 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
         cells[4].parse::<u32>().expect("CONNS is a count");
         figure(cells[5], line);
         worker_requests += figure(cells[6], line);
+        // Server connections opened per request: none without requests, and at this steady
+        // pace the worker reuses the few it opened.
+        if cells[7] != "-" {
+            let opened: f64 = cells[7].parse().expect("connections opened per request");
+            assert!(opened < 0.05, "{text}");
+        }
     }
     assert!(worker_requests > 0.0, "{text}");
 
     assert_eq!(
         words(lines[4]),
-        ["POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS"],
+        ["POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ"],
         "{text}"
     );
     let servers: Vec<Vec<&str>> = lines[5..].iter().map(|line| words(line)).collect();
@@ -218,10 +224,16 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
         server_requests[0] > 0.0 && server_requests[1] > 0.0,
         "{text}"
     );
-    assert_eq!((server_requests[2], servers[2][6]), (0.0, "-"), "{text}");
+    assert_eq!(
+        (server_requests[2], servers[2][6], servers[2][7]),
+        (0.0, "-", "-"),
+        "{text}"
+    );
     for cells in &servers[..2] {
         let p99: f64 = cells[6].parse().expect("a p99 in ms");
         assert!(p99 > 0.0 && p99 < 1_000.0, "{text}");
+        let opened: f64 = cells[7].parse().expect("connections opened per request");
+        assert!(opened < 0.05, "{text}");
     }
 
     // `top` measured one second within its run; the client sent at an even pace all along.

@@ -17,7 +17,7 @@ use crate::stats::tls::{HandshakeFailed, TlsReport, HANDSHAKE_BUCKETS_MS};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::health::HealthView;
-use crate::upstream::registry::{PoolsView, Registry};
+use crate::upstream::registry::{PoolsView, Registry, ServerView};
 
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -414,6 +414,16 @@ impl Figures {
         for pool in pools {
             out.sample(name, &[("pool", &pool.name)], pool.traffic.retries);
         }
+        let name = "herdsman_pool_backend_connections_opened_total";
+        out.family(
+            name,
+            "counter",
+            "Connections opened to the pool's servers (idle ones reused are not counted); divided by herdsman_requests_total, near 0 at a steady load.",
+        );
+        for pool in pools {
+            let opened = pool.traffic.connections_opened;
+            out.sample(name, &[("pool", &pool.name)], opened);
+        }
         let name = "herdsman_queue_depth";
         out.family(
             name,
@@ -464,15 +474,28 @@ impl Figures {
                 &server.traffic,
             );
         }
-        let name = "herdsman_server_active_requests";
-        out.family(name, "gauge", "Requests in flight on the server.");
-        for (pool, server) in &servers {
-            out.sample(
-                name,
-                &[("pool", pool), ("server", &server.name)],
-                server.active,
-            );
-        }
+        let per_server =
+            |out: &mut Exposition, name, kind, help, value: &dyn Fn(&ServerView) -> u64| {
+                out.family(name, kind, help);
+                for (pool, server) in &servers {
+                    let labels = [("pool", *pool), ("server", server.name.as_str())];
+                    out.sample(name, &labels, value(server));
+                }
+            };
+        per_server(
+            out,
+            "herdsman_server_backend_connections_opened_total",
+            "counter",
+            "Connections opened to the server (idle ones reused are not counted).",
+            &|server| server.traffic.connections_opened,
+        );
+        per_server(
+            out,
+            "herdsman_server_active_requests",
+            "gauge",
+            "Requests in flight on the server.",
+            &|server| u64::from(server.active),
+        );
         let name = "herdsman_server_weight";
         out.family(name, "gauge", "The server's configured weight, and the weight it takes new sessions with now (below it during slow start).");
         for (pool, server) in &servers {

@@ -287,8 +287,9 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Largest request body accepted; larger: 413. 0 means no limit (the default).
     pub max_body_bytes: u64,
-    /// Idle connections kept per server per worker. Default 64.
-    pub max_idle_per_server: usize,
+    /// Idle connections kept per server per worker at most. Default `None`: as many as recent
+    /// use calls for (`upstream::idle`).
+    pub max_idle_per_server: Option<usize>,
 }
 
 /// `[buffering]`: a slow client holds herdsman's memory and disk rather than a server's worker
@@ -751,7 +752,7 @@ impl Default for Limits {
         Limits {
             max_header_bytes: 65536,
             max_body_bytes: 0,
-            max_idle_per_server: 64,
+            max_idle_per_server: None,
         }
     }
 }

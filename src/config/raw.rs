@@ -166,7 +166,8 @@ pub struct RawTimeouts {
 pub struct RawLimits {
     pub max_header_bytes: Option<Spanned<i64>>,
     pub max_body_bytes: Option<Spanned<i64>>,
-    pub max_idle_per_server: Option<Spanned<i64>>,
+    /// "auto" or a number.
+    pub max_idle_per_server: Option<Spanned<toml::Value>>,
 }
 
 /// `[buffering]`: what herdsman reads from a client before a server is involved.

@@ -15,9 +15,9 @@ use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::stats::traffic::Ending;
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
-use crate::transport::Stream;
+use crate::transport::{InUse, Stream};
 use crate::upstream::health::ServerReport;
-use crate::upstream::idle::IdleConnections;
+use crate::upstream::idle::{IdleCaps, IdleConnections};
 use crate::upstream::{Snapshot, SnapshotHandle};
 
 /// The request-path half of a worker's state.
@@ -138,13 +138,14 @@ impl ProxyContext {
         self.publish_idle_count(&idle);
     }
 
-    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests;
-    /// for no longer than `limit` when its server said how long it keeps idle connections.
+    /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests,
+    /// when its server's recent use calls for it within `caps`; for no longer than `limit` when
+    /// its server said how long it keeps idle connections.
     pub fn keep_idle(
         &self,
         server: u64,
         stream: Stream,
-        max_per_server: usize,
+        caps: IdleCaps,
         since: tokio::time::Instant,
         limit: Option<Duration>,
     ) {
@@ -153,21 +154,24 @@ impl ProxyContext {
         }
         let mut idle = self.idle.borrow_mut();
         let was_empty = idle.is_empty();
-        idle.put(server, stream, max_per_server, since.into_std(), limit);
+        idle.put(server, stream, caps, since.into_std(), limit);
         self.publish_idle_count(&idle);
         if was_empty {
             self.idle_added.notify_one();
         }
     }
 
-    /// An idle connection to `server` kept by this worker, if one is fresher than `max_idle` at
-    /// `now` (the caller's clock reading, which it uses for more than this).
+    /// A connection to `server` handed out for one exchange: an idle one kept by this worker, if
+    /// one is fresher than `max_idle` at `now` (the caller's clock reading, which it uses for more
+    /// than this; `None`: a fresh one is wanted), and in any case its share of the server's
+    /// connections in use, which the connection the exchange uses (this one, or one it opens)
+    /// carries until it is done.
     pub fn take_idle(
         &self,
         server: u64,
-        max_idle: Duration,
+        max_idle: Option<Duration>,
         now: tokio::time::Instant,
-    ) -> Option<Stream> {
+    ) -> (Option<Stream>, InUse) {
         let mut idle = self.idle.borrow_mut();
         let taken = idle.take(server, max_idle, now.into_std());
         self.publish_idle_count(&idle);
@@ -181,10 +185,14 @@ impl ProxyContext {
         }
     }
 
-    /// Closes the idle server connections that outlived `max_idle`.
-    pub fn close_expired_idle(&self, max_idle: Duration) {
+    /// Closes the idle server connections that outlived `max_idle`, and, when `purge` is set,
+    /// those beyond each server's renewed estimate of need (see `upstream::idle`).
+    pub fn close_expired_idle(&self, max_idle: Duration, purge: bool) {
         let mut idle = self.idle.borrow_mut();
         idle.close_expired(max_idle);
+        if purge {
+            idle.purge();
+        }
         self.publish_idle_count(&idle);
     }
 

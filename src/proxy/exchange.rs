@@ -700,14 +700,16 @@ async fn server_connection(
     sending: &Sending,
 ) -> Result<(ServerStream, bool, Instant), Failure> {
     let now = sending.began;
-    if !fresh_only {
-        let idle = context.take_idle(server.id, snapshot.timeouts.backend_idle, now);
-        if let Some(stream) = idle {
-            context.counters().count_backend_connection(true);
-            return Ok((ServerStream::new(stream), true, now));
-        }
+    let max_idle = (!fresh_only).then_some(snapshot.timeouts.backend_idle);
+    let (idle, in_use) = context.take_idle(server.id, max_idle, now);
+    if let Some(stream) = idle {
+        context.counters().count_backend_connection(true);
+        return Ok((ServerStream::new(stream, in_use), true, now));
     }
     context.counters().count_backend_connection(false);
+    let pool = &snapshot.pools[sending.facts.choice.pool];
+    pool.traffic.record_connection_opened(context.index);
+    server.traffic.record_connection_opened(context.index);
     let (deadline, expired) =
         sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
     // The deadline covers a TLS handshake too.
@@ -726,7 +728,7 @@ async fn server_connection(
     match timeout_at(deadline, connect).await {
         Err(_) => Err(expired),
         Ok(Err(failure)) => Err(failure),
-        Ok(Ok(stream)) => Ok((ServerStream::new(stream), false, Instant::now())),
+        Ok(Ok(stream)) => Ok((ServerStream::new(stream, in_use), false, Instant::now())),
     }
 }
 

@@ -275,7 +275,6 @@ pub async fn respond<D: Downstream>(
     let keep = Keep {
         context,
         server,
-        snapshot,
         start: &start,
         upload_finished,
     };
@@ -379,7 +378,6 @@ async fn relay_through_spool<D: Downstream>(
 struct Keep<'a> {
     context: &'a ProxyContext,
     server: &'a Server,
-    snapshot: &'a Snapshot,
     start: &'a ResponseStart,
     upload_finished: bool,
 }
@@ -396,10 +394,9 @@ impl Keep<'_> {
         }
         let upstream = upstream.into_finished();
         if self.start.server_keeps_alive {
-            let most = self.snapshot.limits.max_idle_per_server;
-            let limit = self.start.server_idle_limit;
+            let (caps, limit) = (self.server.idle_caps, self.start.server_idle_limit);
             self.context
-                .keep_idle(self.server.id, upstream, most, since, limit);
+                .keep_idle(self.server.id, upstream, caps, since, limit);
         }
     }
 }

@@ -38,6 +38,8 @@ struct WorkerTraffic {
     classes: [AtomicU64; 5],
     unanswered: AtomicU64,
     retries: AtomicU64,
+    /// Connections opened to servers (an idle one reused is not counted).
+    connections_opened: AtomicU64,
     duration_sum_us: AtomicU64,
     /// Requests by duration bucket (not cumulative).
     buckets: [AtomicU64; BUCKETS],
@@ -89,6 +91,11 @@ impl Traffic {
         add(&self.line(worker).retries, 1);
     }
 
+    /// Counts a connection opened to a server on `worker` (none idle could be reused).
+    pub fn record_connection_opened(&self, worker: usize) {
+        add(&self.line(worker).connections_opened, 1);
+    }
+
     /// Every worker's figures, summed.
     pub fn totals(&self) -> TrafficTotals {
         let mut totals = TrafficTotals {
@@ -103,6 +110,7 @@ impl Traffic {
             }
             totals.unanswered += read(&line.unanswered);
             totals.retries += read(&line.retries);
+            totals.connections_opened += read(&line.connections_opened);
             totals.duration_sum_us += read(&line.duration_sum_us);
             for (total, bucket) in totals.buckets.iter_mut().zip(&line.buckets) {
                 *total += read(bucket);
@@ -122,12 +130,23 @@ pub struct TrafficTotals {
     pub responses: [u64; 5],
     pub unanswered: u64,
     pub retries: u64,
+    /// Connections opened to servers; at a steady load, far fewer than the requests.
+    #[serde(default)]
+    pub connections_opened: u64,
     pub duration_sum_us: u64,
     /// Requests by duration bucket (see [`BUCKET_BOUNDS_US`]; the last is +Inf), not cumulative.
     pub buckets: Vec<u64>,
 }
 
 impl TrafficTotals {
+    /// Connections opened per request ended (0 without requests).
+    pub fn connections_per_request(&self) -> f64 {
+        if self.requests == 0 {
+            return 0.0;
+        }
+        self.connections_opened as f64 / self.requests as f64
+    }
+
     /// Errors, as a monitor counts them: 5xx responses and requests left unanswered.
     pub fn errors(&self) -> u64 {
         self.responses[4] + self.unanswered
@@ -144,6 +163,7 @@ impl TrafficTotals {
             responses: std::array::from_fn(|i| minus(self.responses[i], earlier.responses[i])),
             unanswered: minus(self.unanswered, earlier.unanswered),
             retries: minus(self.retries, earlier.retries),
+            connections_opened: minus(self.connections_opened, earlier.connections_opened),
             duration_sum_us: minus(self.duration_sum_us, earlier.duration_sum_us),
             buckets: buckets
                 .map(|(i, &now)| minus(now, earlier.buckets.get(i).copied().unwrap_or(0)))
@@ -194,7 +214,11 @@ mod tests {
         traffic.record(0, Ending::Unanswered, Duration::from_secs(100));
         traffic.record(1, Ending::Status(101), Duration::ZERO);
         traffic.record_retry(1);
+        traffic.record_connection_opened(0);
+        traffic.record_connection_opened(1);
         let totals = traffic.totals();
+        assert_eq!(totals.connections_opened, 2);
+        assert!((totals.connections_per_request() - 0.4).abs() < 1e-9);
         assert_eq!(totals.requests, 5);
         assert_eq!(totals.responses, [1, 2, 0, 0, 1]);
         assert_eq!(

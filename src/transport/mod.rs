@@ -18,7 +18,7 @@ mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
 pub use listen::{ListenOptions, ListenSocket};
-pub use server_stream::ServerStream;
+pub use server_stream::{ConnectionsInUse, InUse, ServerStream};
 pub use spool::{Spool, SpoolLimits};
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
 pub use sys::{epoll_exclusive_supported, make_epoll_exclusive};

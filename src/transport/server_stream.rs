@@ -1,8 +1,43 @@
 //! A connection to a server while one exchange uses it: closed normally once the exchange ended
-//! at a message boundary, reset if it is dropped anywhere else.
+//! at a message boundary, reset if it is dropped anywhere else; counted in its server's
+//! connections in use on the worker for as long as it is one.
 
 use super::Stream;
+use std::cell::Cell;
 use std::ops::{Deref, DerefMut};
+use std::rc::Rc;
+
+/// How many connections to one server a worker has handed to exchanges and not had back: the
+/// figure its idle connections are sized by (`upstream::idle`). Worker-local (an `Rc`, no
+/// atomics): counted up when a connection is handed out ([`ConnectionsInUse::hand_out`]) and down
+/// when the exchange is done with it, however it ends.
+#[derive(Debug, Default, Clone)]
+pub struct ConnectionsInUse(Rc<Cell<u32>>);
+
+impl ConnectionsInUse {
+    /// Connections in use now.
+    pub fn get(&self) -> u32 {
+        self.0.get()
+    }
+
+    /// Counts one more connection in use until the returned share is dropped; the count after.
+    pub fn hand_out(&self) -> (InUse, u32) {
+        let now = self.0.get() + 1;
+        self.0.set(now);
+        (InUse(Rc::clone(&self.0)), now)
+    }
+}
+
+/// One connection's part of its server's [`ConnectionsInUse`], given back when dropped.
+#[derive(Debug)]
+pub struct InUse(Rc<Cell<u32>>);
+
+impl Drop for InUse {
+    fn drop(&mut self) {
+        // Counted up when this share was made: never below 1 here.
+        self.0.set(self.0.get() - 1);
+    }
+}
 
 /// A server connection in the middle of an exchange. Dropped before the exchange ends cleanly
 /// (the client went away mid-upload or mid-response, a timeout, a broken message) it is reset
@@ -14,14 +49,18 @@ use std::ops::{Deref, DerefMut};
 pub struct ServerStream {
     /// `None` only once `into_finished` or `drop` took it.
     stream: Option<Stream>,
+    /// Counts the connection in its server's connections in use until the exchange is done with
+    /// it (finished or dropped).
+    _in_use: InUse,
 }
 
 const HELD: &str = "a ServerStream holds its stream until it is finished or dropped";
 
 impl ServerStream {
-    pub fn new(stream: Stream) -> ServerStream {
+    pub fn new(stream: Stream, in_use: InUse) -> ServerStream {
         ServerStream {
             stream: Some(stream),
+            _in_use: in_use,
         }
     }
 
@@ -45,7 +84,7 @@ impl ServerStream {
     }
 
     /// The exchange ended where the messages did: the plain stream, to keep idle or to close
-    /// normally.
+    /// normally. It is no longer counted in use.
     pub fn into_finished(mut self) -> Stream {
         self.stream.take().expect(HELD)
     }
@@ -102,7 +141,20 @@ mod tests {
         theirs.write_all(b"answer").await.unwrap();
         let mut answer = [0; 6];
         ours.read_exact(&mut answer).await.unwrap();
-        (theirs, ServerStream::new(Stream::Tcp(ours)))
+        let (in_use, _) = ConnectionsInUse::default().hand_out();
+        (theirs, ServerStream::new(Stream::Tcp(ours), in_use))
+    }
+
+    #[test]
+    fn a_connection_counts_in_use_until_it_is_finished_or_dropped() {
+        let count = ConnectionsInUse::default();
+        let (first, one) = count.hand_out();
+        let (second, two) = count.hand_out();
+        assert_eq!((one, two, count.get()), (1, 2, 2));
+        drop(first);
+        assert_eq!(count.get(), 1);
+        drop(second);
+        assert_eq!(count.get(), 0);
     }
 
     #[tokio::test]

@@ -310,6 +310,7 @@ mod tests {
                 health: crate::upstream::health::HealthView::Up,
                 effective_weight: weight,
                 max_connections: 0,
+                idle_caps: crate::upstream::idle::IdleCaps::BY_USE,
                 counters: Default::default(),
                 traffic: std::sync::Arc::new(crate::stats::traffic::Traffic::new(1)),
                 set_cookie: None,

@@ -17,6 +17,7 @@ use arc_swap::ArcSwap;
 
 use super::balance::Balancer;
 use super::health::{Health, HealthView};
+use super::idle::IdleCaps;
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
@@ -180,6 +181,9 @@ pub struct Server {
     pub effective_weight: u32,
     /// Requests at once, over all workers; 0: no limit.
     pub max_connections: u32,
+    /// What bounds a worker's idle connections to it besides their use (`max_idle_per_server`,
+    /// `max_connections`).
+    pub idle_caps: IdleCaps,
     /// Requests in flight and served, summed over all workers and kept across snapshots.
     pub counters: Arc<ServerCounters>,
     /// Requests it answered (or failed), by ending and duration, a line per worker; kept
@@ -495,6 +499,10 @@ impl Lineage {
                         health,
                         effective_weight,
                         max_connections: server.max_connections,
+                        idle_caps: IdleCaps::new(
+                            config.limits.max_idle_per_server,
+                            server.max_connections,
+                        ),
                         counters,
                         traffic,
                         set_cookie,

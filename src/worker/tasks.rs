@@ -14,6 +14,7 @@ use crate::config::IntakeMode;
 use crate::intake::{HandoffInbox, ListenerChange};
 use crate::stats::WorkerCounters;
 use crate::transport::ListenSocket;
+use crate::upstream::idle::PURGE_INTERVAL;
 
 /// Runs an accept loop per listener — those open now, then those reloads open — and ends the
 /// loops of listeners reloads close. The context's `listeners` keep a descriptor of each open
@@ -181,9 +182,11 @@ pub(super) async fn flush_access_log(context: Rc<WorkerContext>) {
     }
 }
 
-/// Closes idle server connections that outlived `backend_idle`. Sleeps without a timer while
-/// there are none, so an idle proxy does not wake up.
+/// Closes idle server connections that outlived `backend_idle`, and every `PURGE_INTERVAL` those
+/// beyond what recent use calls for (`upstream::idle`). Sleeps without a timer while there are
+/// none, so an idle proxy does not wake up.
 pub(super) async fn close_expired_idle(context: Rc<WorkerContext>) {
+    let mut next_purge = tokio::time::Instant::now() + PURGE_INTERVAL;
     loop {
         tokio::select! {
             () = context.proxy.idle_kept() => {}
@@ -191,9 +194,14 @@ pub(super) async fn close_expired_idle(context: Rc<WorkerContext>) {
         }
         let max_idle = context.proxy.snapshot().timeouts.backend_idle;
         tokio::select! {
-            () = tokio::time::sleep(max_idle / 2) => {}
+            () = tokio::time::sleep((max_idle / 2).min(PURGE_INTERVAL)) => {}
             () = context.stopped() => return,
         }
-        context.proxy.close_expired_idle(max_idle);
+        let now = tokio::time::Instant::now();
+        let purge = now >= next_purge;
+        if purge {
+            next_purge = now + PURGE_INTERVAL;
+        }
+        context.proxy.close_expired_idle(max_idle, purge);
     }
 }

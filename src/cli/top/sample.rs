@@ -52,6 +52,9 @@ pub struct WorkerFigures {
     pub active: u32,
     /// Requests finished, answered or not.
     pub requests: u64,
+    /// Connections it opened to servers (idle ones reused are not counted).
+    #[serde(default)]
+    pub backend_connects: u64,
     /// Absent from herdsman before it read /proc for CPU: none.
     #[serde(default)]
     pub cpu: CpuFigures,

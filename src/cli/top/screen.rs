@@ -281,7 +281,8 @@ mod tests {
         assert_eq!(shown[2..4], expected[1..3], "{shown:?}");
         assert_eq!(shown[4], "");
         assert_eq!(shown[5..7], expected[3..5], "{shown:?}");
-        assert!(shown[3].ends_with("20.0"), "{shown:?}");
+        let cells: Vec<&str> = shown[3].split_whitespace().collect();
+        assert_eq!(cells[6..], ["20.0", "0.000"], "{shown:?}");
 
         view.update(Err(CtlError::TokenMissing));
         let shown = screen_text(&view);

@@ -54,13 +54,13 @@ pub struct Tables {
 }
 
 const WORKER_HEADINGS: &[&str] = &[
-    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S",
+    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ",
 ];
-const WORKER_NUMERIC: &[bool] = &[true; 7];
+const WORKER_NUMERIC: &[bool] = &[true; 8];
 const SERVER_HEADINGS: &[&str] = &[
-    "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS",
+    "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ",
 ];
-const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true];
+const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true, true];
 
 impl Tables {
     /// The figures of the span from `earlier` to `later`. A worker or server missing from
@@ -134,7 +134,7 @@ fn summary(earlier: &WorkersReply, later: &Sample, seconds: f64) -> String {
     line
 }
 
-/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S`, a row per worker in `later`.
+/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S CONN/REQ`, a row per worker in `later`.
 fn worker_rows(
     earlier: &[WorkerFigures],
     later: &[WorkerFigures],
@@ -161,12 +161,16 @@ fn worker_rows(
                 now.active.to_string(),
                 per_second(now.accepted.saturating_sub(then.accepted), seconds),
                 per_second(now.requests.saturating_sub(then.requests), seconds),
+                per_request(
+                    now.backend_connects.saturating_sub(then.backend_connects),
+                    now.requests.saturating_sub(then.requests),
+                ),
             ]
         })
         .collect()
 }
 
-/// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS`, a row per server in `later` (and one saying so
+/// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS CONN/REQ`, a row per server in `later` (and one saying so
 /// for a pool without servers). Without `earlier`, every server counts from zero.
 fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
@@ -202,6 +206,7 @@ fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -
                 per_second(span.requests, seconds),
                 per_second(span.errors(), seconds),
                 p99_ms,
+                per_request(span.connections_opened, span.requests),
             ]);
         }
     }
@@ -210,6 +215,14 @@ fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -
 
 fn per_second(count: u64, seconds: f64) -> String {
     format!("{:.1}", count as f64 / seconds)
+}
+
+/// Server connections opened per request, to three places; `-` without requests.
+fn per_request(connections: u64, requests: u64) -> String {
+    if requests == 0 {
+        return "-".to_string();
+    }
+    format!("{:.3}", connections as f64 / requests as f64)
 }
 
 /// A fraction of one CPU's time, as a percentage with one decimal.
@@ -242,14 +255,14 @@ mod tests {
         worker: usize,
         accepted: u64,
         active: u32,
-        requests: u64,
+        (requests, backend_connects): (u64, u64),
         cpu: serde_json::Value,
     ) -> serde_json::Value {
         json!({
             "worker": worker, "tid": 4000 + worker, "accepted": accepted, "active": active,
             "parked": 0, "pending_handoffs": 0, "handoffs_sent": 0, "handoffs_received": 0,
             "spurious_wakeups": 0, "restarts": 0, "requests": requests, "rejected": 0,
-            "backend_connects": 0, "backend_reuses": 0, "idle_backend": 0,
+            "backend_connects": backend_connects, "backend_reuses": 0, "idle_backend": 0,
             "handoff_wait_us": { "count": 0, "total": 0, "max": 0 },
             "context_switches": { "voluntary": 0, "involuntary": 0 },
             "cpu": cpu,
@@ -263,6 +276,16 @@ mod tests {
     /// A server's traffic: `requests` in all, `fives` of them 5xx, `unanswered` with no answer,
     /// the rest 2xx; `buckets` as (index, count).
     fn traffic(fives: u64, unanswered: u64, buckets: &[(usize, u64)]) -> serde_json::Value {
+        traffic_opening(fives, unanswered, buckets, 0)
+    }
+
+    /// The same, with `opened` connections opened to the server.
+    fn traffic_opening(
+        fives: u64,
+        unanswered: u64,
+        buckets: &[(usize, u64)],
+        opened: u64,
+    ) -> serde_json::Value {
         let mut counts = vec![0u64; 19];
         for &(index, count) in buckets {
             counts[index] = count;
@@ -271,7 +294,8 @@ mod tests {
         json!({
             "requests": requests,
             "responses": [0, requests - fives - unanswered, 0, 0, fives],
-            "unanswered": unanswered, "retries": 0, "duration_sum_us": 0, "buckets": counts,
+            "unanswered": unanswered, "retries": 0, "connections_opened": opened,
+            "duration_sum_us": 0, "buckets": counts,
         })
     }
 
@@ -329,8 +353,8 @@ mod tests {
             workers(
                 1234,
                 vec![
-                    worker(0, 100, 20, 1000, cpu(10.0, 5.0, Some(1.0))),
-                    worker(1, 50, 3, 400, cpu(2.0, 1.0, None)),
+                    worker(0, 100, 20, (1000, 40), cpu(10.0, 5.0, Some(1.0))),
+                    worker(1, 50, 3, (400, 7), cpu(2.0, 1.0, None)),
                 ],
                 7,
                 9,
@@ -338,7 +362,12 @@ mod tests {
             pools(
                 3,
                 vec![
-                    server("a", "ready", up.clone(), traffic(10, 0, &[(3, 1000)])),
+                    server(
+                        "a",
+                        "ready",
+                        up.clone(),
+                        traffic_opening(10, 0, &[(3, 1000)], 30),
+                    ),
                     server(
                         "backend-b",
                         "drain",
@@ -354,8 +383,8 @@ mod tests {
             workers(
                 1234,
                 vec![
-                    worker(0, 120, 25, 2900, cpu(10.24, 5.16, Some(1.01))),
-                    worker(1, 50, 2, 410, cpu(2.0, 1.02, None)),
+                    worker(0, 120, 25, (2900, 59), cpu(10.24, 5.16, Some(1.01))),
+                    worker(1, 50, 2, (410, 7), cpu(2.0, 1.02, None)),
                 ],
                 8,
                 11,
@@ -369,7 +398,7 @@ mod tests {
                         "a",
                         "ready",
                         up.clone(),
-                        traffic(20, 2, &[(3, 1588), (4, 12)]),
+                        traffic_opening(20, 2, &[(3, 1588), (4, 12)], 36),
                     ),
                     server(
                         "backend-b",
@@ -390,17 +419,17 @@ mod tests {
         let tables = Tables::between(&earlier, &later);
         let expected = "\
 herdsman pid 1234, intake balanced, generation 4, listen queue: 1 overflows, 2 drops in 2.0 s
-WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S
-     0  12.0   8.0   0.5     25      10.0  950.0
-     1   0.0   1.0     -      2       0.0    5.0
-POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS
-demo   a             ready  up       300.0    6.0   1.75
-demo   backend-b     drain  ejected    0.0    0.0      -
-demo   c             ready  up         5.0    0.0   0.10
+WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S  CONN/REQ
+     0  12.0   8.0   0.5     25      10.0  950.0     0.010
+     1   0.0   1.0     -      2       0.0    5.0     0.000
+POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS  CONN/REQ
+demo   a             ready  up       300.0    6.0   1.75     0.010
+demo   backend-b     drain  ejected    0.0    0.0      -         -
+demo   c             ready  up         5.0    0.0   0.10     0.000
 empty  (no servers)
 ";
         assert_eq!(tables.plain_text(), expected);
-        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5]);
+        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5, 8]);
     }
 
     #[test]

@@ -19,24 +19,10 @@ pub(super) const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 impl Checker {
     pub(super) fn workers(&mut self, raw: &Option<Spanned<toml::Value>>) -> usize {
-        let Some(raw) = raw else {
-            return auto_workers();
-        };
-        let why = match raw.get_ref() {
-            toml::Value::String(word) if word == "auto" => return auto_workers(),
-            toml::Value::Integer(count) if (1..=MAX_WORKERS).contains(count) => {
-                return usize::try_from(*count).unwrap_or(1);
-            }
-            toml::Value::Integer(_) => "out of range",
-            _ => "not a number of workers",
-        };
-        self.reject(
-            "workers",
-            raw.span(),
-            &raw.get_ref().to_string(),
-            format!(r#"{why}; accepted: "auto" or a number from 1 to {MAX_WORKERS}"#),
-        );
-        1
+        let accepted = format!(r#""auto" or a number from 1 to {MAX_WORKERS}"#);
+        // A refused value refuses the whole config: what stands in for it here is never used.
+        self.auto_or_integer("workers", raw, 1..=MAX_WORKERS, ("workers", &accepted))
+            .map_or_else(auto_workers, |count| usize::try_from(count).unwrap_or(1))
     }
 
     pub(super) fn timeouts(&mut self, raw: &RawTimeouts) -> Timeouts {
@@ -104,13 +90,17 @@ impl Checker {
                 "0 (no limit, the default) or a number of bytes",
                 default.max_body_bytes,
             ),
-            max_idle_per_server: self.integer(
-                "limits.max_idle_per_server",
-                &raw.max_idle_per_server,
-                0..=4096,
-                "0 to 4096 (default 64)",
-                default.max_idle_per_server,
-            ),
+            max_idle_per_server: self
+                .auto_or_integer(
+                    "limits.max_idle_per_server",
+                    &raw.max_idle_per_server,
+                    0..=65_535,
+                    (
+                        "connections",
+                        r#""auto" (the default: as many as recent use calls for) or a number from 0 to 65535"#,
+                    ),
+                )
+                .map(|most| most as usize),
         }
     }
 
@@ -265,6 +255,19 @@ mod tests {
         let text = format!("workers = \"auto\"\n{MINIMAL}");
         let cpus = std::thread::available_parallelism().map_or(1, NonZeroUsize::get);
         assert_eq!(from_toml(&text, "t").unwrap().workers, cpus.min(1024));
+    }
+
+    #[test]
+    fn idle_server_connections_are_kept_by_use_unless_capped() {
+        let with = |value: &str| format!("{MINIMAL}\n[limits]\nmax_idle_per_server = {value}\n");
+        let limit = |text: &str| from_toml(text, "t").unwrap().limits.max_idle_per_server;
+        assert_eq!(limit(MINIMAL), None);
+        assert_eq!(limit(&with("\"auto\"")), None);
+        assert_eq!(limit(&with("0")), Some(0));
+        assert_eq!(limit(&with("64")), Some(64));
+        let refused = only_problem(&with("-1"));
+        assert_eq!(refused.key, "limits.max_idle_per_server");
+        assert!(refused.line.is_some());
     }
 
     #[test]

@@ -304,7 +304,7 @@ mod tests {
             limits: Limits {
                 max_header_bytes: 16384,
                 max_body_bytes: 1_048_576,
-                max_idle_per_server: 8,
+                max_idle_per_server: Some(8),
             },
             buffering: Buffering::default(),
             pools: vec![

@@ -171,6 +171,31 @@ impl Checker {
         default
     }
 
+    /// An optional `"auto"` or whole number in `range` (`what` names the number in a refusal):
+    /// `None` when absent, written "auto", or refused (and reported).
+    pub(super) fn auto_or_integer(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<toml::Value>>,
+        range: RangeInclusive<i64>,
+        (what, accepted): (&str, &str),
+    ) -> Option<i64> {
+        let raw = raw.as_ref()?;
+        let why = match raw.get_ref() {
+            toml::Value::String(word) if word == "auto" => return None,
+            toml::Value::Integer(n) if range.contains(n) => return Some(*n),
+            toml::Value::Integer(_) => "out of range".to_string(),
+            _ => format!("not a number of {what}"),
+        };
+        self.reject(
+            key,
+            raw.span(),
+            &raw.get_ref().to_string(),
+            format!("{why}; accepted: {accepted}"),
+        );
+        None
+    }
+
     /// An optional duration; `default` when absent or refused.
     pub(super) fn duration(
         &mut self,
@@ -394,7 +419,8 @@ servers = [{{ name = "b", addr = "127.0.0.1:9002" }}]
             ("weight = 2", "weight = 257", "pool[0].servers[1].weight = 257: out of range; accepted: 0 to 256 (default 1; 0 takes no new requests)"),
             ("max_header_bytes = 16384", "max_header_bytes = 100", "limits.max_header_bytes = 100: out of range; accepted: 1024 to 1048576 (default 65536)"),
             ("max_body_bytes = 1048576", "max_body_bytes = -1", "limits.max_body_bytes = -1: out of range; accepted: 0 (no limit, the default) or a number of bytes"),
-            ("max_idle_per_server = 8", "max_idle_per_server = 5000", "limits.max_idle_per_server = 5000: out of range; accepted: 0 to 4096 (default 64)"),
+            ("max_idle_per_server = 8", "max_idle_per_server = 70000", r#"limits.max_idle_per_server = 70000: out of range; accepted: "auto" (the default: as many as recent use calls for) or a number from 0 to 65535"#),
+            ("max_idle_per_server = 8", r#"max_idle_per_server = "many""#, r#"limits.max_idle_per_server = "many": not a number of connections; accepted: "auto" (the default: as many as recent use calls for) or a number from 0 to 65535"#),
             ("workers = 3", "workers = 1025", r#"workers = 1025: out of range; accepted: "auto" or a number from 1 to 1024"#),
             ("workers = 3", r#"workers = "4""#, r#"workers = "4": not a number of workers; accepted: "auto" or a number from 1 to 1024"#),
         ];

@@ -1,10 +1,13 @@
-//! `herdsman-bench compare`: herdsman, HAProxy and nginx side by side in front of one backend. For
-//! each worker count, every proxy is started with that count and they take turns under wrk, round
-//! after round, at every connection count; then the idle-connection sweep; then the results file
-//! and its plots. Every process it starts is stopped when it returns, on success or error.
+//! `herdsman-bench compare`: herdsman, HAProxy and nginx side by side in front of each server (the
+//! bench's own backend, a real nginx). For each worker count, every proxy is started with that
+//! count in front of each server, and they take turns under wrk, round after round, at every
+//! connection count; then the idle-connection sweep; then the results file and its plots. Every
+//! process it starts is stopped when it returns, on success or error.
 //!
 //! Layout:
 //! - `settings`     — the options, the full and the short defaults
+//! - `pass`         — one worker count's pass: the targets started, warmed up, and their rounds
+//! - `measure`      — one measured wrk run: CPU, memory, wrk's report, server connections opened
 //! - `idle`         — the idle sweep: the same load with N idle keep-alive clients held open
 //! - `idle_clients` — the processes that hold the idle clients, and the handle on them
 //! - `plots`        — the PNG plots beside the results file
@@ -13,6 +16,8 @@
 
 mod idle;
 pub mod idle_clients;
+mod measure;
+mod pass;
 mod plots;
 mod report;
 mod settings;
@@ -25,19 +30,19 @@ use std::time::Duration;
 
 use anyhow::{bail, Context};
 
-use crate::kit::markdown::{thousands, worker_count};
-use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
 use crate::kit::progress::Progress;
 use crate::kit::proxies::{Plan, Target};
 use crate::kit::scratch::ScratchDir;
-use crate::kit::wrk::{self, Load};
-use crate::kit::{backend, environment, procstat, tools};
+use crate::kit::servers::Server;
+use crate::kit::{environment, tools};
+use pass::Pass;
 use report::idle::IdleSweep;
-use report::{goals, Run, Session, BACKEND_LABEL};
+use report::{goals, Session, SERVER_ALONE_LABEL};
 use settings::Settings;
 
-/// Planned seconds a wrk run costs beyond its duration (start-up, reading /proc, the drain).
+/// Planned seconds a wrk run costs beyond its duration (start-up, reading /proc and the server's
+/// counts, the drain).
 const RUN_OVERHEAD_SECONDS: f64 = 1.0;
 
 pub fn run(args: CompareArgs) -> anyhow::Result<()> {
@@ -46,7 +51,8 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let descriptor_limit = raise_descriptor_limit()?;
     let mut session = Session {
         command: environment::locked_reproduce_command(),
-        labels: vec![BACKEND_LABEL.to_string()],
+        labels: vec![SERVER_ALONE_LABEL.to_string()],
+        servers: settings.servers.clone(),
         workers: settings.workers.clone(),
         seconds: settings.seconds,
         rounds: settings.rounds,
@@ -54,22 +60,11 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         connections: settings.connections.clone(),
         ..Session::default()
     };
-    let backend_port = free_port()?;
-    let plan = |workers, port| Plan {
-        workers,
-        port,
-        backend_port,
-        backend_idle: settings.most_connections().max(64),
-        client_connections: settings.most_connections() + settings.most_idle(),
+    let sizing = Sizing {
+        settings: &settings,
         descriptor_limit,
     };
-    let needed = plan(1, 0).descriptors_needed();
-    if needed > descriptor_limit {
-        bail!(
-            "the largest --idle plus the largest --connections need about {needed} open files per \
-             proxy process, and processes here may open {descriptor_limit}: ask for fewer"
-        );
-    }
+    sizing.check()?;
 
     let (targets, not_run) = targets::resolve_targets(&args, &workspace, &mut session)?;
     session.not_run = not_run;
@@ -80,17 +75,14 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     let busy_at_start = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy_at_start);
     let scratch = ScratchDir::create()?;
-    let mut backend = backend::start(backend_port, scratch.path())?;
-    eprintln!(
-        "backend on 127.0.0.1:{backend_port} (pid {})",
-        backend.pid()
-    );
+    let mut servers = start_servers(&settings, scratch.path(), descriptor_limit, &mut session)?;
 
     let mut progress = Progress::new(planned_runs(&settings, targets.len()));
     eprintln!(
-        "measuring {} target(s) + backend alone with {} worker count(s), {} connection count(s), \
-         {} round(s) of {} s runs{}",
+        "measuring {} target(s) + the server alone in front of {} server(s) with {} worker \
+         count(s), {} connection count(s), {} round(s) of {} s runs{}",
         targets.len(),
+        settings.servers.len(),
         settings.workers.len(),
         settings.connections.len(),
         settings.rounds,
@@ -102,32 +94,38 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         }
     );
     for &workers in &settings.workers {
+        let plan = |workers, port, server_port| sizing.main_plan(workers, port, server_port);
+        let mut running =
+            pass::start_targets(&targets, &servers, workers, plan, &scratch, &mut session);
         let mut pass = Pass {
             wrk: &wrk_path,
             settings: &settings,
             workers,
-            backend: &mut backend,
-            backend_port,
+            servers: &mut servers,
         };
-        let mut running = start_targets(&targets, workers, plan, &scratch, &mut session);
         pass.warm_up(&mut running, &mut session);
         pass.run_rounds(&mut running, &mut session, &mut progress)?;
     }
     if !settings.idle.is_empty() {
+        let server = servers
+            .iter()
+            .find(|s| s.kind == settings.idle_server())
+            .context("the idle sweep's server")?;
         let mut sweep = IdleSweep {
             counts: settings.idle.clone(),
             workers: settings.idle_workers(),
+            server: server.kind.written().to_string(),
             connections: settings.idle_load_connections(),
             seconds: settings.seconds,
             rounds: settings.rounds,
             labels: targets.iter().map(|t| t.label.clone()).collect(),
             ..IdleSweep::default()
         };
-        let idle_plan = |port| plan(settings.idle_workers(), port);
+        let idle_plan = |port| sizing.idle_plan(port, server.port);
         idle::sweep(
             &wrk_path,
             &targets,
-            idle_plan,
+            (idle_plan, server.port),
             &scratch,
             &mut sweep,
             &mut progress,
@@ -135,7 +133,7 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
         session.idle = Some(sweep);
     }
 
-    drop(backend);
+    drop(servers);
     let machine = &mut session.machine;
     machine.push((
         "CPUs busy with other work in the second before the first run".into(),
@@ -150,6 +148,101 @@ pub fn run(args: CompareArgs) -> anyhow::Result<()> {
     write_results(&mut session, &settings.out)?;
     eprint!("{}", goals::summary(&goals::evaluate(&session)));
     Ok(())
+}
+
+/// Starts every server asked for, each kept for the whole comparison, and records the
+/// configurations that are files.
+fn start_servers(
+    settings: &Settings,
+    dir: &Path,
+    descriptor_limit: u64,
+    session: &mut Session,
+) -> anyhow::Result<Vec<Server>> {
+    let mut servers = Vec::new();
+    for &kind in &settings.servers {
+        let server = Server::start(kind, dir, descriptor_limit)
+            .with_context(|| format!("starting the {}", kind.written()))?;
+        eprintln!(
+            "{} on 127.0.0.1:{} (pid {})",
+            kind.written(),
+            server.port,
+            server.process.pid()
+        );
+        if let Some((file, text)) = &server.config {
+            session.server_configs.push((
+                kind.written().to_string(),
+                file.to_string(),
+                text.clone(),
+            ));
+        }
+        servers.push(server);
+    }
+    Ok(servers)
+}
+
+/// How the proxies are sized. The main passes' proxies and the idle sweep's are separate
+/// processes, so each plan need only fit the open-files limit on its own: the largest load in the
+/// first, the idle clients and the sweep's small load in the second.
+struct Sizing<'a> {
+    settings: &'a Settings,
+    descriptor_limit: u64,
+}
+
+impl Sizing<'_> {
+    /// A proxy of the main passes: room for the largest wrk load, client and server side.
+    fn main_plan(&self, workers: u32, port: u16, server_port: u16) -> Plan {
+        self.plan(
+            workers,
+            port,
+            server_port,
+            self.settings.most_connections(),
+            0,
+        )
+    }
+
+    /// A proxy of the idle sweep: the most idle clients, beside the sweep's load.
+    fn idle_plan(&self, port: u16, server_port: u16) -> Plan {
+        let s = self.settings;
+        self.plan(
+            s.idle_workers(),
+            port,
+            server_port,
+            s.idle_load_connections(),
+            s.most_idle(),
+        )
+    }
+
+    fn plan(&self, workers: u32, port: u16, server_port: u16, active: u32, idle: u32) -> Plan {
+        Plan {
+            workers,
+            port,
+            backend_port: server_port,
+            backend_idle: active.max(64),
+            client_connections: active + idle,
+            descriptor_limit: self.descriptor_limit,
+        }
+    }
+
+    /// Fails, before anything starts, when a plan needs more open files than a process may have.
+    fn check(&self) -> anyhow::Result<()> {
+        let limit = self.descriptor_limit;
+        let main = self.main_plan(1, 0, 0).descriptors_needed();
+        if main > limit {
+            bail!(
+                "the largest --connections needs about {main} open files per proxy process (a \
+                 client and a server connection each), and processes here may open {limit}: ask \
+                 for fewer"
+            );
+        }
+        let idle = self.idle_plan(0, 0).descriptors_needed();
+        if !self.settings.idle.is_empty() && idle > limit {
+            bail!(
+                "the largest --idle plus the sweep's load need about {idle} open files per proxy \
+                 process, and processes here may open {limit}: ask for fewer"
+            );
+        }
+        Ok(())
+    }
 }
 
 /// The plots, then the results file that shows them.
@@ -169,6 +262,7 @@ fn planned_runs(settings: &Settings, targets: usize) -> Vec<f64> {
     let main = settings.workers.len()
         * settings.rounds as usize
         * settings.connections.len()
+        * settings.servers.len()
         * (targets + 1);
     let idle = settings.rounds as usize * targets;
     std::iter::repeat_n(main_run_seconds(settings), main)
@@ -180,153 +274,6 @@ fn planned_runs(settings: &Settings, targets: usize) -> Vec<f64> {
 
 fn main_run_seconds(settings: &Settings) -> f64 {
     f64::from(settings.seconds) + RUN_OVERHEAD_SECONDS
-}
-
-/// A target during one worker pass: its process while it runs; None once it failed (to start, or
-/// later), its remaining turns then being skipped.
-struct Running {
-    target: Target,
-    process: Option<Supervised>,
-    port: u16,
-}
-
-/// Starts every target for one worker pass and records its configuration; one that cannot start
-/// is recorded as not run (for this worker count) and keeps its place in the turns.
-fn start_targets(
-    targets: &[Target],
-    workers: u32,
-    plan: impl Fn(u32, u16) -> Plan,
-    scratch: &ScratchDir,
-    session: &mut Session,
-) -> Vec<Running> {
-    targets
-        .iter()
-        .map(|target| {
-            let dir = scratch
-                .path()
-                .join(format!("{}-{workers}w", dir_name(&target.label)));
-            match start_target(target, |port| plan(workers, port), &dir) {
-                Ok((process, port, (file, text))) => {
-                    let label = format!("{}, {}", target.label, worker_count(workers));
-                    session.configs.push((label, file.to_string(), text));
-                    Running {
-                        target: target.clone(),
-                        process: Some(process),
-                        port,
-                    }
-                }
-                Err(e) => {
-                    session.not_run.push((
-                        target.label.clone(),
-                        format!("with {}: {e:#}", worker_count(workers)),
-                    ));
-                    Running {
-                        target: target.clone(),
-                        process: None,
-                        port: 0,
-                    }
-                }
-            }
-        })
-        .collect()
-}
-
-/// One worker count's turn: the backend and the targets started for it.
-struct Pass<'a> {
-    wrk: &'a Path,
-    settings: &'a Settings,
-    workers: u32,
-    backend: &'a mut Supervised,
-    backend_port: u16,
-}
-
-impl Pass<'_> {
-    /// Unrecorded load, so first-run effects (page faults, cold caches, pool growth) stay out of
-    /// round 1.
-    fn warm_up(&self, running: &mut [Running], session: &mut Session) {
-        if self.settings.warmup == 0 {
-            return;
-        }
-        let load = Load {
-            connections: self.settings.connections[0],
-            seconds: self.settings.warmup,
-        };
-        for target in running.iter_mut().filter(|t| t.process.is_some()) {
-            if let Err(e) = wrk::run(self.wrk, target.port, load) {
-                let reason = format!(
-                    "with {}: failed the warm-up: {e:#}",
-                    worker_count(self.workers)
-                );
-                session.not_run.push((target.target.label.clone(), reason));
-                target.process = None;
-            }
-        }
-    }
-
-    /// Round after round, each connection count, the backend alone then every target in turn (the
-    /// order rotating by one each round, so no target always runs first or right after another). A
-    /// target that fails is recorded and stopped so it cannot disturb the others; a backend that
-    /// fails ends the comparison.
-    fn run_rounds(
-        &mut self,
-        running: &mut [Running],
-        session: &mut Session,
-        progress: &mut Progress,
-    ) -> anyhow::Result<()> {
-        let planned = main_run_seconds(self.settings);
-        for round in 1..=self.settings.rounds {
-            for &connections in &self.settings.connections {
-                let load = Load {
-                    connections,
-                    seconds: self.settings.seconds,
-                };
-                let case = Case {
-                    round,
-                    workers: self.workers,
-                    connections,
-                };
-                let backend = measure(self.wrk, self.backend, self.backend_port, load)
-                    .context("measuring the backend alone")?;
-                record(
-                    session,
-                    case,
-                    BACKEND_LABEL,
-                    backend,
-                    &progress.step(planned),
-                );
-                for index in turn_order(running.len(), round) {
-                    let target = &mut running[index];
-                    let Some(process) = target.process.as_mut() else {
-                        progress.skip(planned);
-                        continue;
-                    };
-                    let label = target.target.label.clone();
-                    match measure(self.wrk, process, target.port, load) {
-                        Ok(m) => record(session, case, &label, m, &progress.step(planned)),
-                        Err(e) => {
-                            progress.skip(planned);
-                            let reason = format!(
-                                "stopped with {}, round {round}, c={connections}: {e:#}",
-                                worker_count(self.workers)
-                            );
-                            eprintln!("{label}: {reason}");
-                            session.not_run.push((label, reason));
-                            target.process = None;
-                        }
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-/// Which run of the main comparison a measurement is.
-#[derive(Debug, Clone, Copy)]
-struct Case {
-    round: u32,
-    workers: u32,
-    connections: u32,
 }
 
 /// Writes the target's config into `dir`, starts it and waits for an answer. Returns the process,
@@ -359,71 +306,10 @@ fn dir_name(label: &str) -> String {
     name.trim_matches('_').to_string()
 }
 
-/// What one wrk run cost the measured process tree.
-struct Measured {
-    wrk: wrk::WrkReport,
-    cpu_us_per_request: f64,
-    peak_rss_kib: u64,
-}
-
-fn measure(
-    wrk_path: &Path,
-    process: &mut Supervised,
-    port: u16,
-    load: Load,
-) -> anyhow::Result<Measured> {
-    let pid = process.pid();
-    let before = procstat::tree_cpu_time(pid)?;
-    let report = wrk::run(wrk_path, port, load)?;
-    let after = procstat::tree_cpu_time(pid)?;
-    process.check_running()?;
-    if report.requests == 0 {
-        bail!("no request completed");
-    }
-    Ok(Measured {
-        cpu_us_per_request: (after - before).as_secs_f64() * 1e6 / report.requests as f64,
-        peak_rss_kib: procstat::tree_peak_rss_kib(pid)?,
-        wrk: report,
-    })
-}
-
-/// The figures of one run on one line, for the progress output.
-fn figures_line(m: &Measured) -> String {
-    format!(
-        "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req  errors {}",
-        thousands(m.wrk.requests_per_sec),
-        m.wrk.p50_us,
-        m.wrk.p99_us,
-        m.wrk.max_us,
-        m.cpu_us_per_request,
-        m.wrk.socket_errors + m.wrk.bad_status,
-    )
-}
-
-fn record(session: &mut Session, case: Case, label: &str, m: Measured, progress: &str) {
-    eprintln!(
-        "[{progress}] {}, round {}/{}, c={}: {label:<16} {}  peak {:.1} MiB",
-        worker_count(case.workers),
-        case.round,
-        session.rounds,
-        case.connections,
-        figures_line(&m),
-        m.peak_rss_kib as f64 / 1024.0,
-    );
-    session.runs.push(Run {
-        round: case.round,
-        workers: case.workers,
-        label: label.to_string(),
-        connections: case.connections,
-        wrk: m.wrk,
-        cpu_us_per_request: m.cpu_us_per_request,
-        peak_rss_kib: m.peak_rss_kib,
-    });
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kit::servers::ServerKind;
 
     #[test]
     fn labels_become_plain_directory_names() {
@@ -431,21 +317,57 @@ mod tests {
         assert_eq!(dir_name("nginx"), "nginx");
     }
 
-    #[test]
-    fn every_case_is_planned_once() {
-        let settings = Settings {
+    fn settings() -> Settings {
+        Settings {
+            servers: vec![ServerKind::Own, ServerKind::Nginx],
             workers: vec![1, 2],
-            connections: vec![50, 200, 1000],
+            connections: vec![50, 200, 1000, 5000],
             seconds: 2,
             rounds: 1,
             warmup: 0,
             idle: vec![0, 1000],
             out: "x.md".into(),
-        };
-        let plan = planned_runs(&settings, 3);
-        // 2 worker counts × 3 connection counts × (3 targets + the backend), then 3 × 2 idle runs.
-        assert_eq!(plan.len(), 24 + 6);
+        }
+    }
+
+    #[test]
+    fn every_case_is_planned_once() {
+        let plan = planned_runs(&settings(), 3);
+        // 2 worker counts × 4 connection counts × 2 servers × (3 targets + the server alone),
+        // then 3 × 2 idle runs.
+        assert_eq!(plan.len(), 64 + 6);
         assert_eq!(plan[0], 3.0);
-        assert!(plan[24..].iter().all(|&s| s > 3.0));
+        assert!(plan[64..].iter().all(|&s| s > 3.0));
+    }
+
+    #[test]
+    fn the_main_passes_and_the_idle_sweep_each_fit_the_open_files_limit() {
+        let full = Settings {
+            idle: vec![0, 1000, 5000, 15_000],
+            ..settings()
+        };
+        let sizing = Sizing {
+            settings: &full,
+            descriptor_limit: 20_000,
+        };
+        // 5,000 clients and as many server connections; 15,000 idle clients beside 50 active.
+        let main = sizing.main_plan(2, 4100, 4200);
+        assert_eq!((main.client_connections, main.backend_idle), (5000, 5000));
+        assert_eq!(main.descriptors_needed(), 10_100);
+        let idle = sizing.idle_plan(4100, 4200);
+        assert_eq!(
+            (idle.workers, idle.client_connections, idle.backend_idle),
+            (1, 15_050, 64)
+        );
+        assert!(sizing.check().is_ok());
+        let too_many = Settings {
+            idle: vec![0, 19_900],
+            ..settings()
+        };
+        let sizing = Sizing {
+            settings: &too_many,
+            descriptor_limit: 20_000,
+        };
+        assert!(sizing.check().unwrap_err().to_string().contains("--idle"));
     }
 }

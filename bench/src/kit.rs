@@ -8,6 +8,9 @@
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
+//! - `servers`     — the servers behind the proxies, the own backend or a real nginx, started on
+//!   ports of their own
+//! - `server_status` — what a server has accepted and answered, read from it (stub_status's shape)
 //! - `proxies`     — the proxies' equivalent configurations (cleartext or TLS) and command lines
 //! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
@@ -58,6 +61,8 @@ pub mod progress;
 pub mod proxies;
 pub mod results;
 pub mod scratch;
+pub mod server_status;
+pub mod servers;
 pub mod settings;
 pub mod slow_holders;
 pub mod slow_steps;

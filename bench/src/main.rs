@@ -5,7 +5,9 @@
 //! - `churn`       — herdsman vs HAProxy vs nginx with a new connection per request: CPU per
 //!   request, requests/s, system calls per connection (issue 25)
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, per worker and connection
-//!   count, then with idle connections held open; into bench/results/
+//!   count, in front of the own backend and of a real nginx (server connections opened per request
+//!   beside CPU and requests/s, issue 50), then with idle connections held open; into
+//!   bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
@@ -59,7 +61,8 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a fixed 19-byte response to every request (HTTP/1.1 keep-alive, one thread); /big
-    /// answers 1 MiB and /upload answers after the whole body, for `slowloris`.
+    /// answers 1 MiB and /upload answers after the whole body, for `slowloris`; /__bench/status
+    /// the connections accepted and requests answered, as nginx's stub_status, for `compare`.
     Backend {
         #[arg(long, default_value = "127.0.0.1:9000")]
         listen: SocketAddr,
@@ -67,7 +70,8 @@ enum Command {
     /// herdsman, HAProxy and nginx with a new connection for every request: CPU per request,
     /// requests/s and system calls per connection; writes bench/results/churn.md.
     Churn(churn::ChurnArgs),
-    /// Measure herdsman, HAProxy and nginx side by side and write bench/results/compare.md.
+    /// Measure herdsman, HAProxy and nginx side by side, in front of the own backend and a real
+    /// nginx, and write bench/results/compare.md.
     Compare(compare::CompareArgs),
     /// One process of idle keep-alive clients for `compare`'s idle sweep (started by it).
     #[command(hide = true)]

@@ -175,10 +175,8 @@ impl<'a> Bench<'a> {
         let backend_port = crate::kit::process::free_port()?;
         let backend = backend::start(backend_port, scratch)?;
         let (port, admin_port) = listener_and_admin_ports()?;
-        let plan = Plan {
-            backend_idle: settings.connections.max(settings.storm_connections),
-            ..Plan::herdsman_alone(settings.workers, port, backend_port)
-        };
+        // herdsman alone, with the idle server connections its own default keeps.
+        let plan = Plan::herdsman_alone(settings.workers, port, backend_port);
         let listener = TlsListener {
             port,
             certificate: certificates.ecdsa.clone(),

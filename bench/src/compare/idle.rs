@@ -11,8 +11,9 @@ use std::path::Path;
 use anyhow::Context;
 
 use super::idle_clients::IdleClients;
+use super::measure::{figures_line, measure};
 use super::report::idle::{IdleFailure, IdleRun, IdleSweep, SETTLE, WARMUP_SECONDS};
-use super::{dir_name, figures_line, measure, start_target};
+use super::{dir_name, start_target};
 use crate::kit::paired::turn_order;
 use crate::kit::procstat;
 use crate::kit::progress::Progress;
@@ -36,11 +37,12 @@ pub fn planned_seconds(seconds: u32, idle: u32) -> f64 {
         + super::RUN_OVERHEAD_SECONDS
 }
 
-/// Runs every (proxy, idle count) once per round into `sweep`, whose setup is filled in.
+/// Runs every (proxy, idle count) once per round into `sweep`, whose setup is filled in, each
+/// proxy planned by `plan(port)` in front of the server on `server_port`.
 pub fn sweep(
     wrk: &Path,
     targets: &[Target],
-    plan: impl Fn(u16) -> Plan,
+    (plan, server_port): (impl Fn(u16) -> Plan, u16),
     scratch: &ScratchDir,
     sweep: &mut IdleSweep,
     progress: &mut Progress,
@@ -56,7 +58,7 @@ pub fn sweep(
                 let dir = scratch
                     .path()
                     .join(format!("idle-{}-{idle}-r{round}", dir_name(&target.label)));
-                let result = idle_run(wrk, target, &plan, idle, load, &dir);
+                let result = idle_run(wrk, target, (&plan, server_port), (idle, load), &dir);
                 let done = progress.step(planned_seconds(sweep.seconds, idle));
                 match result {
                     Ok((figures, mut run)) => {
@@ -96,9 +98,8 @@ pub fn sweep(
 fn idle_run(
     wrk_path: &Path,
     target: &Target,
-    plan: impl Fn(u16) -> Plan,
-    idle: u32,
-    load: Load,
+    (plan, server_port): (impl Fn(u16) -> Plan, u16),
+    (idle, load): (u32, Load),
     dir: &Path,
 ) -> anyhow::Result<(String, IdleRun)> {
     let (mut process, port, _) = start_target(target, plan, dir)?;
@@ -118,7 +119,7 @@ fn idle_run(
     std::thread::sleep(SETTLE);
     let rss_open_kib = procstat::tree_rss_kib(pid)?;
     let held = procstat::established_on_port(port)?;
-    let measured = measure(wrk_path, &mut process, port, load)?;
+    let measured = measure(wrk_path, &mut process, port, load, server_port)?;
     let rss_after_load_kib = procstat::tree_rss_kib(pid)?;
     let closed = match clients {
         Some(clients) => clients.close()?,

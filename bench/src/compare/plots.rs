@@ -1,12 +1,13 @@
 //! The plots `compare` writes beside its results file: NAME-connections.png (requests/s and
-//! CPU-µs per request by connection count, a line per proxy and worker count) and NAME-idle.png
+//! CPU-µs per request by connection count, a line per proxy and worker count, a pair of charts per
+//! server) and NAME-idle.png
 //! (requests/s and resident memory by idle connections, a line per proxy). A plot that cannot be
 //! drawn is reported and left out; the results file does not depend on it.
 
 use std::path::{Path, PathBuf};
 
 use super::report::idle::{IdleExtract, IdleSweep, REQUESTS_PER_SEC, RSS_OPEN_MIB};
-use super::report::{Session, BACKEND_LABEL};
+use super::report::{Cell, Extract, Session, SERVER_ALONE_LABEL};
 use crate::kit::markdown::worker_count;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
 
@@ -48,15 +49,23 @@ fn beside(out: &Path, suffix: &str) -> PathBuf {
     out.with_file_name(format!("{stem}-{suffix}.png"))
 }
 
+/// Per server: requests/s, then CPU-µs per request.
 fn connection_charts(s: &Session) -> Vec<LineChart> {
-    let series = |value: super::report::Extract| {
+    let series = |server, value: Extract| {
         let mut all = Vec::new();
         for &workers in &s.workers {
-            for label in s.labels.iter().filter(|l| *l != BACKEND_LABEL) {
+            for label in s.labels.iter().filter(|l| *l != SERVER_ALONE_LABEL) {
                 let points = s
                     .connections
                     .iter()
-                    .filter_map(|&c| Some((f64::from(c), s.median(label, workers, c, value)?)))
+                    .filter_map(|&connections| {
+                        let cell = Cell {
+                            server,
+                            workers,
+                            connections,
+                        };
+                        Some((f64::from(connections), s.median(label, cell, value)?))
+                    })
                     .collect();
                 all.push(Series {
                     name: format!("{label}, {}", worker_count(workers)),
@@ -66,22 +75,32 @@ fn connection_charts(s: &Session) -> Vec<LineChart> {
         }
         all
     };
-    vec![
-        LineChart {
-            title: "Requests/s by client connections (median over rounds)".into(),
-            x_label: "wrk connections".into(),
-            y_label: "requests/s".into(),
-            series: series(|r| r.wrk.requests_per_sec),
-            log_y: false,
-        },
-        LineChart {
-            title: "Proxy CPU-µs per request by client connections (lower is better)".into(),
-            x_label: "wrk connections".into(),
-            y_label: "CPU-µs per request".into(),
-            series: series(|r| r.cpu_us_per_request),
-            log_y: false,
-        },
-    ]
+    s.servers
+        .iter()
+        .flat_map(|&server| {
+            let behind = server.written();
+            [
+                LineChart {
+                    title: format!(
+                        "Requests/s by client connections, {behind} (median over rounds)"
+                    ),
+                    x_label: "wrk connections".into(),
+                    y_label: "requests/s".into(),
+                    series: series(server, |r| r.wrk.requests_per_sec),
+                    log_y: false,
+                },
+                LineChart {
+                    title: format!(
+                        "Proxy CPU-µs per request by client connections, {behind} (lower is better)"
+                    ),
+                    x_label: "wrk connections".into(),
+                    y_label: "CPU-µs per request".into(),
+                    series: series(server, |r| r.cpu_us_per_request),
+                    log_y: false,
+                },
+            ]
+        })
+        .collect()
 }
 
 fn idle_charts(sweep: &IdleSweep) -> Vec<LineChart> {

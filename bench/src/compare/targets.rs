@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use anyhow::bail;
 
 use super::report::Session;
-use super::settings::CompareArgs;
+use super::settings::{first_mentions, CompareArgs};
 use crate::kit::proxies::{IntakeMode, ProxyKind, Target};
 use crate::kit::{environment, tools};
 
@@ -31,12 +31,15 @@ pub fn resolve_targets(
         kinds.insert(0, ProxyKind::Herdsman);
     }
     kinds.dedup();
-    let modes = intake_modes(&args.intake);
+    let modes = first_mentions(&args.intake);
     session.intake_modes = modes.iter().map(ToString::to_string).collect();
     for kind in kinds {
         match kind {
             ProxyKind::Herdsman => {
-                for (build, program) in herdsman_builds(args, workspace)? {
+                let builds = herdsman_builds(args, workspace)?;
+                let labels: Vec<String> = builds.iter().map(|(label, _)| label.clone()).collect();
+                session.build_pairs = build_pairs(&labels, &modes);
+                for (build, program) in builds {
                     session.intake_pairs.extend(intake_pairs(&build, &modes));
                     for (label, intake) in intake_rows(&build, &modes) {
                         session.labels.push(label.clone());
@@ -110,17 +113,6 @@ fn herdsman_builds(args: &CompareArgs, workspace: &Path) -> anyhow::Result<Vec<H
     Ok(builds)
 }
 
-/// The modes asked for, first mention first, each once.
-fn intake_modes(asked: &[IntakeMode]) -> Vec<IntakeMode> {
-    let mut modes = Vec::new();
-    for &mode in asked {
-        if !modes.contains(&mode) {
-            modes.push(mode);
-        }
-    }
-    modes
-}
-
 /// The rows of one herdsman build: one per intake mode, labelled "BUILD (MODE)", or, with no mode
 /// asked for, the build's own label and herdsman's default intake.
 fn intake_rows(build: &str, modes: &[IntakeMode]) -> Vec<(String, Option<IntakeMode>)> {
@@ -147,6 +139,24 @@ fn intake_pairs(build: &str, modes: &[IntakeMode]) -> Vec<(String, String)> {
         .iter()
         .filter(|&&mode| mode != IntakeMode::Reuseport)
         .map(|&mode| (intake_label(build, mode), reference.clone()))
+        .collect()
+}
+
+/// (row, the first build's row in the same intake mode) for every later build, when several
+/// herdsman builds are measured (--herdsman-bin before=… --herdsman-bin after=…): after ÷ before.
+fn build_pairs(builds: &[String], modes: &[IntakeMode]) -> Vec<(String, String)> {
+    let Some((first, later)) = builds.split_first() else {
+        return Vec::new();
+    };
+    let references = intake_rows(first, modes);
+    later
+        .iter()
+        .flat_map(|build| {
+            let rows = intake_rows(build, modes);
+            rows.into_iter()
+                .zip(references.clone())
+                .map(|((row, _), (reference, _))| (row, reference))
+        })
         .collect()
 }
 
@@ -247,8 +257,31 @@ mod tests {
     #[test]
     fn repeated_modes_count_once() {
         assert_eq!(
-            intake_modes(&[Balanced, Reuseport, Balanced]),
+            first_mentions(&[Balanced, Reuseport, Balanced]),
             vec![Balanced, Reuseport]
         );
+    }
+
+    #[test]
+    fn later_builds_are_paired_with_the_first_in_the_same_mode() {
+        let builds = ["before".to_string(), "after".to_string()];
+        assert_eq!(
+            build_pairs(&builds, &[]),
+            vec![("after".to_string(), "before".to_string())]
+        );
+        assert_eq!(
+            build_pairs(&builds, &[Balanced, Reuseport]),
+            vec![
+                (
+                    "after (balanced)".to_string(),
+                    "before (balanced)".to_string()
+                ),
+                (
+                    "after (reuseport)".to_string(),
+                    "before (reuseport)".to_string()
+                ),
+            ]
+        );
+        assert!(build_pairs(&builds[..1], &[]).is_empty());
     }
 }

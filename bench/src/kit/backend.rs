@@ -6,10 +6,13 @@
 //! Two paths behave otherwise, for `slowloris`: `/big` answers with a 1 MiB body (written from one
 //! static chunk, so a thousand slow readers cost no per-connection copy), and `/upload` answers
 //! only once the whole request body has arrived, as an application that reads its input first
-//! does (every other path answers as soon as the head is in, and skips the body).
+//! does (every other path answers as soon as the head is in, and skips the body). A third,
+//! `server_status::STATUS_PATH`, answers with the connections accepted and requests answered so
+//! far, in nginx's stub_status shape, so that `compare` counts the connections each proxy opens.
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
 use crate::kit::process::{start_own_server, Supervised};
+use crate::kit::server_status::{Counters, OpenConnection, STATUS_PATH};
 
 /// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
 pub const BODY: &[u8] = b"hello from bench!!\n";
@@ -52,8 +56,9 @@ const MAX_HEADERS: usize = 64;
 /// The listen queue: when a proxy opens a thousand server connections at once (c=1000), a short
 /// queue overflows and the kernel drops SYNs, which the proxy's kernel retries after a second —
 /// a one-second stall that measures the backend, not the proxy. tokio's own `bind` asks for 1024,
-/// which the kernel caps at somaxconn (4096 here) — or lower on machines configured so.
-const BACKLOG: u32 = 4096;
+/// which the kernel caps at somaxconn (4096 here) — or lower on machines configured so. Every
+/// server the benchmarks put behind a proxy listens with it (`servers`' nginx too).
+pub const BACKLOG: u32 = 4096;
 
 fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if listen.is_ipv4() {
@@ -90,10 +95,11 @@ pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
     runtime.block_on(async move {
         let listener = bind(listen).with_context(|| format!("binding {listen}"))?;
         eprintln!("herdsman-bench backend listening on {listen}");
+        let counters = Arc::new(Counters::default());
         loop {
             match listener.accept().await {
                 Ok((stream, _)) => {
-                    tokio::spawn(serve(stream));
+                    tokio::spawn(serve(stream, counters.accepted()));
                 }
                 // Out of file descriptors or a connection reset before accept: not fatal; pause so
                 // a full descriptor table does not turn into a busy loop.
@@ -106,7 +112,8 @@ pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
     })
 }
 
-async fn serve(mut stream: TcpStream) {
+async fn serve(mut stream: TcpStream, connection: OpenConnection) {
+    let counters = connection.counters();
     let _ = stream.set_nodelay(true);
     let mut input = vec![0u8; READ_BUFFER];
     let mut filled = 0;
@@ -123,6 +130,12 @@ async fn serve(mut stream: TcpStream) {
         let mut consumed = 0;
         loop {
             consumed += scanner.answer(&input[consumed..filled], &mut output);
+            counters.answered(std::mem::take(&mut scanner.answered));
+            if std::mem::take(&mut scanner.status_due) {
+                // Counted already, so the status includes its own request, as nginx's does.
+                output.extend_from_slice(&status_response(counters, scanner.closing));
+                continue;
+            }
             if !output.is_empty() {
                 if stream.write_all(&output).await.is_err() {
                     return;
@@ -150,6 +163,17 @@ async fn serve(mut stream: TcpStream) {
     }
 }
 
+/// The answer to `STATUS_PATH`: the counts as text.
+fn status_response(counters: &Counters, closing: bool) -> Vec<u8> {
+    let body = counters.status_text();
+    let connection = if closing { "Connection: close\r\n" } else { "" };
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n{connection}\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
 async fn write_big_body(stream: &mut TcpStream) -> std::io::Result<()> {
     let mut left = BIG_BODY_LEN;
     while left > 0 {
@@ -168,6 +192,8 @@ struct Answer {
     close: bool,
     /// `/big`'s body is to be written after `bytes`.
     big_body: bool,
+    /// The counts are to be written (by the caller, who has them) in place of `bytes`.
+    status: bool,
 }
 
 impl Answer {
@@ -176,6 +202,7 @@ impl Answer {
             bytes,
             close,
             big_body: false,
+            status: false,
         }
     }
 }
@@ -193,6 +220,11 @@ pub struct RequestScanner {
     /// Set when the last bytes queued are the head of a `/big` response: its body must be written
     /// next, before anything else. `answer` queues nothing more while it is set.
     pub big_body_due: bool,
+    /// Set when a `STATUS_PATH` request is next to be answered: the caller appends its answer
+    /// and clears the flag. `answer` queues nothing more while it is set.
+    pub status_due: bool,
+    /// Requests answered (queued) since the caller last took this count.
+    pub answered: u64,
 }
 
 impl RequestScanner {
@@ -200,7 +232,7 @@ impl RequestScanner {
     /// bytes of `input` were consumed; the rest is an incomplete head to keep for the next read.
     pub fn answer(&mut self, input: &[u8], output: &mut Vec<u8>) -> usize {
         let mut at = 0;
-        while at < input.len() && !self.closing && !self.big_body_due {
+        while at < input.len() && !self.closing && !self.big_body_due && !self.status_due {
             if self.body_remaining > 0 {
                 let skip = self.body_remaining.min((input.len() - at) as u64);
                 self.body_remaining -= skip;
@@ -239,6 +271,8 @@ impl RequestScanner {
         output.extend_from_slice(answer.bytes);
         self.closing |= answer.close;
         self.big_body_due |= answer.big_body;
+        self.status_due |= answer.status;
+        self.answered += 1;
     }
 
     fn response_for(&mut self, request: &httparse::Request) -> Answer {
@@ -276,6 +310,15 @@ impl RequestScanner {
                 bytes: head,
                 close: !keep_alive,
                 big_body: !head_only,
+                status: false,
+            };
+        }
+        if request.path == Some(STATUS_PATH) {
+            return Answer {
+                bytes: b"",
+                close: !keep_alive,
+                big_body: false,
+                status: true,
             };
         }
         let bytes = match (keep_alive, http10) {
@@ -408,6 +451,31 @@ mod tests {
         let mut out = Vec::new();
         scanner.answer(b"POST / HTTP/1.1\r\nContent-Length: 6\r\n\r\n", &mut out);
         assert_eq!(out, OK_KEEP_ALIVE);
+    }
+
+    #[test]
+    fn status_stops_the_scan_for_the_caller_to_answer() {
+        let status = format!("GET {STATUS_PATH} HTTP/1.1\r\nConnection: close\r\n\r\n");
+        let input = [GET, status.as_bytes(), GET].concat();
+        let mut scanner = RequestScanner::default();
+        let mut out = Vec::new();
+        let consumed = scanner.answer(&input, &mut out);
+        assert_eq!(consumed, input.len() - GET.len());
+        assert_eq!(out, OK_KEEP_ALIVE);
+        assert!(scanner.status_due && scanner.closing);
+        // The status request is counted among those answered, as nginx counts it.
+        assert_eq!(scanner.answered, 2);
+        let counters = Arc::new(Counters::default());
+        let _open = counters.accepted();
+        counters.answered(scanner.answered);
+        let answer = String::from_utf8(status_response(&counters, true)).unwrap();
+        let (head, body) = answer.split_once("\r\n\r\n").unwrap();
+        assert!(head.ends_with(&format!(
+            "Content-Length: {}\r\nConnection: close",
+            body.len()
+        )));
+        let counts = crate::kit::server_status::parse(body).unwrap();
+        assert_eq!((counts.accepted, counts.requests), (1, 2));
     }
 
     #[test]

@@ -1,8 +1,10 @@
 //! The proxies under test and their equivalent configurations: the same worker count, keep-alive
 //! to the one backend, no access logs, X-Forwarded-For/-Proto/-Host added (herdsman always adds
 //! them, so its peers do the same work), idle client connections kept for `CLIENT_IDLE_SECONDS`,
-//! room for every client connection the run opens, and the command line that starts each in the
-//! foreground; and starting herdsman alone, for the benchmarks that measure only herdsman. Each
+//! room for every client connection the run opens, the same listen queue, and the command line
+//! that starts each in the foreground; and starting herdsman alone, for the benchmarks that
+//! measure only herdsman. herdsman runs with the idle server connections a user gets by default;
+//! HAProxy and nginx are told to keep every server connection the run opens. Each
 //! configuration also comes with TLS on its listeners (`Target::tls_config`): the same certificate
 //! files for all three, TLS 1.2 and 1.3, ALPN http/1.1, session tickets and a TLS 1.2 session cache.
 
@@ -14,6 +16,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 
+use crate::kit::backend::BACKLOG;
 use crate::kit::process::Supervised;
 
 /// Which program a benchmark target runs.
@@ -100,10 +103,10 @@ pub struct Plan {
     pub workers: u32,
     pub port: u16,
     pub backend_port: u16,
-    /// Idle backend connections a proxy may keep per worker (nginx's `keepalive`, herdsman's
-    /// `max_idle_per_server`): at least 64 and at least the largest client connection count, so
-    /// that, like HAProxy with `http-reuse always`, none closes a backend connection only to open
-    /// another.
+    /// Idle backend connections nginx may keep per worker (its upstream `keepalive`): at least 64
+    /// and at least the largest client connection count, so that, like HAProxy with `http-reuse
+    /// always`, it never closes a backend connection only to open another. herdsman is not told:
+    /// it keeps the idle server connections its own default keeps, as a user's herdsman does.
     pub backend_idle: u32,
     /// The most client connections open at once in the run: the largest idle count plus the
     /// largest active load. HAProxy's `maxconn` and nginx's `worker_connections` are sized from it.
@@ -115,8 +118,8 @@ pub struct Plan {
 
 impl Plan {
     /// compare's plan for herdsman alone in front of the backend, as the benchmarks that measure
-    /// only herdsman use it: its own default of 64 idle backend connections per worker, and no
-    /// client connection or descriptor sizing (herdsman's configuration has no connection limit).
+    /// only herdsman use it: no client connection or descriptor sizing (herdsman's configuration
+    /// has no connection limit, and it keeps idle server connections by its own default).
     pub const fn herdsman_alone(workers: u32, port: u16, backend_port: u16) -> Plan {
         Plan {
             workers,
@@ -265,17 +268,15 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
         workers,
         port,
         backend_port,
-        backend_idle,
         ..
     } = plan;
-    let limits = herdsman_limits(backend_idle);
     let intake = intake.map_or(String::new(), |mode| format!("intake = \"{mode}\"\n"));
     format!(
         r#"workers = {workers}
 {intake}
 [timeouts]
 client_idle = "{CLIENT_IDLE_SECONDS}s"
-{limits}
+
 [[listener]]
 name = "bench"
 bind = "127.0.0.1:{port}"
@@ -286,20 +287,6 @@ name = "backend"
 servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 "#
     )
-}
-
-/// herdsman's `[limits]` table for `backend_idle` idle backend connections per server, or nothing.
-fn herdsman_limits(backend_idle: u32) -> String {
-    // herdsman has no connection limit to raise: it holds as many as its descriptors allow.
-    // Its own default idle set is 64 per server; only a larger need is written out.
-    if backend_idle > 64 {
-        format!(
-            "\n[limits]\nmax_idle_per_server = {}\n",
-            backend_idle.min(4096)
-        )
-    } else {
-        String::new()
-    }
 }
 
 /// herdsman's configuration with TLS on every one of `listeners` (named "tls-PORT"), in front of
@@ -313,13 +300,10 @@ pub fn herdsman_tls_config(
     let Plan {
         workers,
         backend_port,
-        backend_idle,
         ..
     } = plan;
-    let limits = herdsman_limits(backend_idle);
-    let mut text = format!(
-        "workers = {workers}\n\n[timeouts]\nclient_idle = \"{CLIENT_IDLE_SECONDS}s\"\n{limits}"
-    );
+    let mut text =
+        format!("workers = {workers}\n\n[timeouts]\nclient_idle = \"{CLIENT_IDLE_SECONDS}s\"\n");
     for listener in listeners {
         let TlsCertificate { chain, key, .. } = &listener.certificate;
         let _ = write!(
@@ -459,7 +443,7 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
     }}
 
     server {{
-        listen 127.0.0.1:{port};
+        listen 127.0.0.1:{port} backlog={BACKLOG};
         location / {{
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -491,7 +475,7 @@ pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> St
             servers,
             r#"
     server {{
-        listen 127.0.0.1:{port} ssl;
+        listen 127.0.0.1:{port} ssl backlog={BACKLOG};
         ssl_certificate {chain};
         ssl_certificate_key {key};
         location / {{
@@ -525,6 +509,15 @@ pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> St
     )
 }
 
+/// nginx's `worker_connections` for `plan`. It counts client and backend connections alike; nginx
+/// allocates that many connection structures per worker up front. Once fewer than 1/16 of them
+/// are free, nginx closes idle keep-alive clients to make room (ngx_drain_connections), so the
+/// need is 16/15 of the connections the run opens, or it would drop the idle clients it should
+/// hold.
+pub fn nginx_worker_connections(plan: Plan) -> u64 {
+    plan.descriptors_needed() * 16 / 15 + 1
+}
+
 /// nginx's configuration up to the open `http` block's first lines, as every benchmark's nginx
 /// has it: workers and their connections and files, no access log, keep-alive clients kept, the
 /// temporary files in `dir`. The caller adds its upstreams and servers and closes the block.
@@ -535,11 +528,7 @@ pub fn nginx_head(plan: Plan, dir: &Path) -> String {
         ..
     } = plan;
     let dir = dir.display();
-    // worker_connections counts client and backend connections alike; nginx allocates that many
-    // connection structures per worker up front. Once fewer than 1/16 of them are free, nginx
-    // closes idle keep-alive clients to make room (ngx_drain_connections), so the need is
-    // 16/15 of the connections the run opens, or it would drop the idle clients it should hold.
-    let worker_connections = plan.descriptors_needed() * 16 / 15 + 1;
+    let worker_connections = nginx_worker_connections(plan);
     // One worker runs without a master, as one process like the others; more need the master.
     let master = if workers == 1 { "off" } else { "on" };
     // keepalive_requests defaults to 1000 on both sides; raised so that nginx, like the others,
@@ -597,14 +586,15 @@ mod tests {
     }
 
     #[test]
-    fn idle_backend_connections_cover_the_client_connections() {
+    fn nginx_keeps_a_backend_connection_per_client_and_herdsman_its_default() {
         let many = Plan {
             backend_idle: 200,
             ..PLAN
         };
-        assert!(herdsman_config(many, None).contains("[limits]\nmax_idle_per_server = 200\n"));
         assert!(nginx_config(many, Path::new("/tmp/x")).contains("keepalive 200;"));
-        assert!(!herdsman_config(PLAN, None).contains("[limits]"));
+        // herdsman keeps what its own default keeps, as a user's does.
+        assert!(!herdsman_config(many, None).contains("[limits]"));
+        assert!(!herdsman_tls_config(many, &tls_listeners(), None).contains("[limits]"));
     }
 
     #[test]
@@ -627,12 +617,8 @@ mod tests {
         );
         // Top-level: before the first table.
         assert!(text.find("intake").unwrap() < text.find('[').unwrap());
-        let many = Plan {
-            backend_idle: 200,
-            ..PLAN
-        };
-        let text = herdsman_config(many, Some(IntakeMode::Balanced));
-        assert!(text.find("intake = \"balanced\"").unwrap() < text.find("[limits]").unwrap());
+        let text = herdsman_config(PLAN, Some(IntakeMode::Balanced));
+        assert!(text.find("intake = \"balanced\"").unwrap() < text.find("[timeouts]").unwrap());
     }
 
     #[test]
@@ -658,6 +644,8 @@ mod tests {
             "worker_rlimit_nofile 20000;",
             "worker_connections 16229;",
             "keepalive_timeout 300s;",
+            // herdsman's default listen queue, and HAProxy's (its maxconn, capped by somaxconn).
+            "listen 127.0.0.1:4100 backlog=4096;",
         ] {
             assert!(nginx.contains(line), "{line} in {nginx}");
         }
@@ -730,9 +718,9 @@ mod tests {
             &nginx,
             &[
                 "worker_processes 2;",
-                "listen 127.0.0.1:4101 ssl;\n        ssl_certificate /tmp/x/ecdsa.pem;\n        \
-                 ssl_certificate_key /tmp/x/ecdsa.key;\n",
-                "listen 127.0.0.1:4102 ssl;",
+                "listen 127.0.0.1:4101 ssl backlog=4096;\n        \
+                 ssl_certificate /tmp/x/ecdsa.pem;\n        ssl_certificate_key /tmp/x/ecdsa.key;\n",
+                "listen 127.0.0.1:4102 ssl backlog=4096;",
                 "ssl_protocols TLSv1.2 TLSv1.3;",
                 "ssl_session_cache shared:SSL:10m;",
                 "ssl_session_tickets on;",

@@ -27,8 +27,9 @@ pub fn each_mode(
     Ok(failures)
 }
 
-/// The herdsman configuration for one run. `backlog` is 4096 (the machine's somaxconn), and the
-/// client idle timeout is long enough that no long-lived connection is closed by herdsman mid-run.
+/// The herdsman configuration for one run. `backlog` is 4096 (the machine's somaxconn), the
+/// client idle timeout is long enough that no long-lived connection is closed by herdsman mid-run,
+/// and idle server connections are kept as herdsman's default keeps them.
 pub fn config(
     mode: IntakeMode,
     workers: u32,
@@ -45,9 +46,6 @@ pub fn config(
          bind = \"127.0.0.1:{port}\"\n\
          backlog = 4096\n\
          pool = \"backend\"\n\
-         \n\
-         [limits]\n\
-         max_idle_per_server = 256\n\
          \n\
          [timeouts]\n\
          client_idle = \"120s\"\n\

@@ -1,24 +1,23 @@
-//! The targets herdsman is held to against its peers (issue 4), each evaluated from this run's
-//! medians — never written in by hand: CPU per request, requests/s and p99 at every load and
-//! worker count, throughput with idle connections open, and memory per idle connection.
+//! The targets herdsman is held to against its peers (issues 4 and 50), each evaluated from this
+//! run's medians — never written in by hand: those of the main comparison (`load`: CPU per
+//! request, requests/s, p99, requests lost and server connections opened, per server, worker count
+//! and load), throughput with idle connections open, and memory per idle connection.
+//!
+//! Layout:
+//! - `load` — the main comparison's targets for one herdsman row
+
+mod load;
 
 use std::fmt::Write as _;
 
 use super::idle::{IdleSweep, REQUESTS_PER_SEC, RSS_PER_CONNECTION};
-use super::{Extract, Session};
+use super::Session;
 use crate::kit::markdown::{thousands, worker_count};
 
-/// herdsman's CPU per request must be at most this share of each peer's…
-pub const CPU_SHARE: f64 = 0.85;
-/// …with this many workers and connections.
-pub const CPU_WORKERS: u32 = 1;
-pub const CPU_CONNECTIONS: u32 = 50;
 /// Requests/s with the most idle connections open, as a share of requests/s with none.
 pub const IDLE_THROUGHPUT_SHARE: f64 = 0.95;
 /// Resident memory per idle client connection, in bytes.
 pub const RSS_PER_IDLE_LIMIT: f64 = 1024.0;
-/// The peers herdsman is measured against, by row label.
-const PEERS: [&str; 2] = ["haproxy", "nginx"];
 /// The peer whose memory per idle connection herdsman must not exceed.
 const RSS_PEER: &str = "nginx";
 
@@ -30,42 +29,35 @@ pub enum Verdict {
     NotMeasured,
 }
 
-/// One target: what it asks, what was measured, and whether that meets it.
+/// One target: whose it is, what it asks, what was measured, and whether that meets it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Goal {
+    /// The row held to it: a herdsman row, or (idle throughput) any proxy's.
+    pub subject: String,
     pub target: String,
     pub measured: String,
     pub verdict: Verdict,
 }
 
-fn goal(target: String, measured: String, met: Option<bool>) -> Goal {
+fn goal(subject: &str, target: String, measured: String, met: Option<bool>) -> Goal {
     let verdict = match met {
         Some(true) => Verdict::Met,
         Some(false) => Verdict::NotMet,
         None => Verdict::NotMeasured,
     };
     Goal {
+        subject: subject.to_string(),
         target,
         measured,
         verdict,
     }
 }
 
-const CPU: Extract = |r| r.cpu_us_per_request;
-const RPS: Extract = |r| r.wrk.requests_per_sec;
-const P99: Extract = |r| r.wrk.p99_us;
-
 /// Every target, for every herdsman row (and, for idle throughput, every proxy).
 pub fn evaluate(s: &Session) -> Vec<Goal> {
     let mut goals = Vec::new();
     for herdsman in &s.herdsman_labels {
-        goals.extend(cpu_goals(s, herdsman));
-        for &workers in &s.workers {
-            for &c in &s.connections {
-                goals.push(speed_goal(s, herdsman, workers, c, "requests/s ≥", RPS));
-                goals.push(speed_goal(s, herdsman, workers, c, "p99 latency ≤", P99));
-            }
-        }
+        goals.extend(load::goals(s, herdsman));
     }
     if let Some(sweep) = &s.idle {
         for label in &sweep.labels {
@@ -76,75 +68,6 @@ pub fn evaluate(s: &Session) -> Vec<Goal> {
         }
     }
     goals
-}
-
-fn cpu_goals(s: &Session, herdsman: &str) -> Vec<Goal> {
-    let (w, c) = (CPU_WORKERS, CPU_CONNECTIONS);
-    PEERS
-        .iter()
-        .map(|peer| {
-            let target = format!(
-                "{herdsman}: CPU-µs per request ≤ {CPU_SHARE} × {peer}'s ({}, c={c})",
-                worker_count(w)
-            );
-            match (s.median(herdsman, w, c, CPU), s.median(peer, w, c, CPU)) {
-                (Some(h), Some(p)) => goal(
-                    target,
-                    format!("{h:.2} vs {p:.2}: {:.2} ×", h / p),
-                    Some(h <= CPU_SHARE * p),
-                ),
-                _ => goal(
-                    target,
-                    format!(
-                        "not measured (needs both rows at {}, c={c})",
-                        worker_count(w)
-                    ),
-                    None,
-                ),
-            }
-        })
-        .collect()
-}
-
-/// herdsman's median against every peer's: `≥` each (requests/s) or `≤` each (latency).
-fn speed_goal(
-    s: &Session,
-    herdsman: &str,
-    workers: u32,
-    c: u32,
-    relation: &str,
-    value: Extract,
-) -> Goal {
-    let higher_is_better = relation.ends_with('≥');
-    let target = format!(
-        "{herdsman}: {relation} HAProxy's and nginx's ({}, c={c})",
-        worker_count(workers)
-    );
-    let format = |v: f64| {
-        if higher_is_better {
-            thousands(v)
-        } else {
-            format!("{v:.0} µs")
-        }
-    };
-    let peers: Vec<(&str, Option<f64>)> = PEERS
-        .iter()
-        .map(|&p| (p, s.median(p, workers, c, value)))
-        .collect();
-    let Some(h) = s.median(herdsman, workers, c, value) else {
-        return goal(target, "not measured".into(), None);
-    };
-    let shown: Vec<String> = peers
-        .iter()
-        .map(|(p, v)| format!("{} ({p})", v.map_or("not measured".into(), format)))
-        .collect();
-    let measured = format!("{} vs {}", format(h), shown.join(", "));
-    let met = peers
-        .iter()
-        .map(|(_, v)| v.map(|p| if higher_is_better { h >= p } else { h <= p }))
-        .collect::<Option<Vec<bool>>>()
-        .map(|each| each.iter().all(|&m| m));
-    goal(target, measured, met)
 }
 
 /// "dropped 12 idle connections; 1 run failed", or "" when every run held every connection.
@@ -167,6 +90,7 @@ fn dropped_note(sweep: &IdleSweep, label: &str, idle: u32) -> String {
 fn idle_throughput_goal(sweep: &IdleSweep, label: &str) -> Goal {
     let Some(largest) = sweep.largest() else {
         return goal(
+            label,
             format!("{label}: requests/s with idle connections open ≥ {IDLE_THROUGHPUT_SHARE} × with none"),
             "not measured (no idle count above 0)".into(),
             None,
@@ -184,6 +108,7 @@ fn idle_throughput_goal(sweep: &IdleSweep, label: &str) -> Goal {
         sweep.median(label, 0, REQUESTS_PER_SEC),
     ) {
         (Some(with), Some(none)) => goal(
+            label,
             target,
             format!(
                 "{} vs {}: {:.1}%{note}",
@@ -193,7 +118,7 @@ fn idle_throughput_goal(sweep: &IdleSweep, label: &str) -> Goal {
             ),
             Some(note.is_empty() && with >= IDLE_THROUGHPUT_SHARE * none),
         ),
-        _ => goal(target, format!("not measured{note}"), None),
+        _ => goal(label, target, format!("not measured{note}"), None),
     }
 }
 
@@ -208,11 +133,13 @@ fn idle_memory_goals(sweep: &IdleSweep, herdsman: &str) -> Vec<Goal> {
     let bytes = |v: Option<f64>| v.map_or("not measured".into(), |b| format!("{b:.0} bytes"));
     vec![
         goal(
+            herdsman,
             format!("{herdsman}: RSS per idle connection ≤ 1 KiB ({count} idle)"),
             format!("{}{note}", bytes(own)),
             own.map(|b| note.is_empty() && b <= RSS_PER_IDLE_LIMIT),
         ),
         goal(
+            herdsman,
             format!("{herdsman}: RSS per idle connection ≤ {RSS_PEER}'s ({count} idle)"),
             format!("{} vs {} ({RSS_PEER}){note}", bytes(own), bytes(peer)),
             own.zip(peer).map(|(h, n)| note.is_empty() && h <= n),
@@ -240,7 +167,20 @@ pub fn tally(goals: &[Goal]) -> String {
     )
 }
 
-/// The targets section of the results file.
+/// The rows held to targets, in the order their first target comes, each with its targets.
+fn by_subject(goals: &[Goal]) -> Vec<(&str, Vec<Goal>)> {
+    let mut subjects: Vec<(&str, Vec<Goal>)> = Vec::new();
+    for g in goals {
+        match subjects.iter_mut().find(|(s, _)| *s == g.subject) {
+            Some((_, own)) => own.push(g.clone()),
+            None => subjects.push((&g.subject, vec![g.clone()])),
+        }
+    }
+    subjects
+}
+
+/// The targets section of the results file: the tally, then a table per row held to targets (so
+/// that a before and an after build read side by side).
 pub fn write(md: &mut String, goals: &[Goal]) {
     let _ = writeln!(md, "## Targets\n");
     let _ = writeln!(
@@ -249,20 +189,26 @@ pub fn write(md: &mut String, goals: &[Goal]) {
          {}.\n",
         tally(goals)
     );
-    let _ = writeln!(md, "| target | measured | met? |\n|---|---|---|");
-    for g in goals {
-        let verdict = match g.verdict {
-            Verdict::NotMet => format!("**{}**", verdict_word(g.verdict)),
-            _ => verdict_word(g.verdict).to_string(),
-        };
-        let _ = writeln!(md, "| {} | {} | {verdict} |", g.target, g.measured);
+    for (subject, own) in by_subject(goals) {
+        let _ = writeln!(md, "### Targets of {subject}: {}\n", tally(&own));
+        let _ = writeln!(md, "| target | measured | met? |\n|---|---|---|");
+        for g in &own {
+            let verdict = match g.verdict {
+                Verdict::NotMet => format!("**{}**", verdict_word(g.verdict)),
+                _ => verdict_word(g.verdict).to_string(),
+            };
+            let _ = writeln!(md, "| {} | {} | {verdict} |", g.target, g.measured);
+        }
+        let _ = writeln!(md);
     }
-    let _ = writeln!(md);
 }
 
-/// The targets as plain lines, for the terminal.
+/// The targets as plain lines, for the terminal: a tally per row, then every target.
 pub fn summary(goals: &[Goal]) -> String {
     let mut text = format!("targets: {}\n", tally(goals));
+    for (subject, own) in by_subject(goals) {
+        let _ = writeln!(text, "  {subject}: {}", tally(&own));
+    }
     for g in goals {
         let _ = writeln!(
             text,
@@ -276,22 +222,17 @@ pub fn summary(goals: &[Goal]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(super) mod tests {
     use super::super::idle::tests::idle_run;
-    use super::super::tests::run;
     use super::super::Run;
     use super::*;
+    use crate::kit::servers::ServerKind;
 
-    fn at(c: u32, r: Run) -> Run {
-        Run {
-            connections: c,
-            ..r
-        }
-    }
-
-    fn session(runs: Vec<Run>) -> Session {
+    /// One round, one worker, c=50, in front of the own backend, herdsman and both peers.
+    pub fn session(runs: Vec<Run>) -> Session {
         Session {
             rounds: 1,
+            servers: vec![ServerKind::Own],
             workers: vec![1],
             connections: vec![50],
             labels: vec!["herdsman".into(), "haproxy".into(), "nginx".into()],
@@ -302,7 +243,7 @@ mod tests {
         }
     }
 
-    fn find<'a>(goals: &'a [Goal], start: &str) -> &'a Goal {
+    pub fn find<'a>(goals: &'a [Goal], start: &str) -> &'a Goal {
         goals
             .iter()
             .find(|g| g.target.starts_with(start))
@@ -310,57 +251,21 @@ mod tests {
     }
 
     #[test]
-    fn cpu_is_held_to_085_of_each_peer() {
-        let goals = evaluate(&session(vec![
-            run(1, "herdsman", 12.0, 60_000.0),
-            run(1, "haproxy", 15.0, 55_000.0),
-            run(1, "nginx", 14.0, 56_000.0),
-        ]));
-        let haproxy = find(&goals, "herdsman: CPU-µs per request ≤ 0.85 × haproxy's");
-        assert_eq!(haproxy.verdict, Verdict::Met); // 12 ≤ 12.75
-        assert_eq!(haproxy.measured, "12.00 vs 15.00: 0.80 ×");
-        let nginx = find(&goals, "herdsman: CPU-µs per request ≤ 0.85 × nginx's");
-        assert_eq!(nginx.verdict, Verdict::NotMet); // 12 > 11.9
-    }
-
-    #[test]
-    fn speed_must_beat_both_peers_at_every_load() {
+    fn every_herdsman_row_is_held_to_the_targets() {
         let goals = evaluate(&Session {
-            connections: vec![50, 200],
-            ..session(vec![
-                run(1, "herdsman", 12.0, 60_000.0),
-                run(1, "haproxy", 15.0, 55_000.0),
-                run(1, "nginx", 14.0, 61_000.0),
-                at(200, run(1, "herdsman", 12.0, 60_000.0)),
-                at(200, run(1, "haproxy", 15.0, 55_000.0)),
-            ])
-        });
-        let c50 = find(
-            &goals,
-            "herdsman: requests/s ≥ HAProxy's and nginx's (1 worker, c=50)",
-        );
-        assert_eq!(c50.verdict, Verdict::NotMet);
-        assert_eq!(c50.measured, "60,000 vs 55,000 (haproxy), 61,000 (nginx)");
-        let c200 = find(
-            &goals,
-            "herdsman: requests/s ≥ HAProxy's and nginx's (1 worker, c=200)",
-        );
-        assert_eq!(c200.verdict, Verdict::NotMeasured); // nginx did not run at c=200
-        let p99 = find(
-            &goals,
-            "herdsman: p99 latency ≤ HAProxy's and nginx's (1 worker, c=50)",
-        );
-        assert_eq!(p99.verdict, Verdict::Met); // all equal
-    }
-
-    #[test]
-    fn cpu_needs_one_worker_and_fifty_connections() {
-        let goals = evaluate(&Session {
-            workers: vec![2],
+            herdsman_labels: vec!["before".into(), "after".into()],
             ..session(Vec::new())
         });
-        let cpu = find(&goals, "herdsman: CPU-µs per request ≤ 0.85 × haproxy's");
-        assert_eq!(cpu.verdict, Verdict::NotMeasured);
+        let before = goals.iter().filter(|g| g.subject == "before").count();
+        let after = goals.iter().filter(|g| g.subject == "after").count();
+        assert_eq!((before, after), (32, 32));
+        assert!(find(&goals, "after: server connections opened per request").subject == "after");
+        let mut md = String::new();
+        write(&mut md, &goals);
+        let before_at = md.find("### Targets of before: met 0 of 32").unwrap();
+        let after_at = md.find("### Targets of after: met 0 of 32").unwrap();
+        assert!(before_at < after_at, "{md}");
+        assert!(summary(&goals).contains("  after: met 0 of 32, not met 0, not measured 32\n"));
     }
 
     fn sweep(runs: Vec<super::super::idle::IdleRun>) -> IdleSweep {
@@ -426,13 +331,14 @@ mod tests {
     #[test]
     fn the_section_tallies_the_verdicts() {
         let goals = vec![
-            goal("a".into(), "1".into(), Some(true)),
-            goal("b".into(), "2".into(), Some(false)),
-            goal("c".into(), "3".into(), None),
+            goal("x", "a".into(), "1".into(), Some(true)),
+            goal("x", "b".into(), "2".into(), Some(false)),
+            goal("y", "c".into(), "3".into(), None),
         ];
         let mut md = String::new();
         write(&mut md, &goals);
         assert!(md.contains("met 1 of 3, not met 1, not measured 1"));
+        assert!(md.contains("### Targets of x: met 1 of 2, not met 1, not measured 0\n"));
         assert!(md.contains("| b | 2 | **NOT MET** |"));
         assert!(summary(&goals).contains("not measured c — 3"));
     }

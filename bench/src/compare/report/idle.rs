@@ -79,6 +79,8 @@ pub struct IdleSweep {
     /// Ascending, 0 first.
     pub counts: Vec<u32>,
     pub workers: u32,
+    /// The server behind the proxies, as results files write it ("own backend").
+    pub server: String,
     /// wrk connections of the active load.
     pub connections: u32,
     pub seconds: u32,
@@ -142,8 +144,8 @@ pub fn write(md: &mut String, sweep: &IdleSweep) {
     let _ = writeln!(md, "## Idle keep-alive connections\n");
     let _ = writeln!(
         md,
-        "Each proxy with {} (the first worker count), started afresh for every idle count so that \
-         memory freed by an earlier count cannot be reused by the next: one {} s warm-up of the \
+        "Each proxy with {} (the first worker count), in front of the {} (the first server), \
+         started afresh for every idle count so that memory freed by an earlier count cannot be reused by the next: one {} s warm-up of the \
          active load, then its resident memory (VmRSS summed over its process tree) is read, N \
          idle clients are opened — keep-alive connections from separate `herdsman-bench \
          idle-clients` processes (at most {} each, so no process comes near the 20,000-file \
@@ -156,6 +158,7 @@ pub fn write(md: &mut String, sweep: &IdleSweep) {
          Every proxy keeps an idle client for {CLIENT_IDLE_SECONDS} s. {} round(s), the \
          proxies' order rotating by one each round; median and min–max over rounds.\n",
         worker_count(sweep.workers),
+        sweep.server,
         WARMUP_SECONDS,
         thousands(f64::from(MAX_PER_PROCESS)),
         SETTLE.as_secs_f64(),
@@ -346,6 +349,7 @@ pub(crate) mod tests {
         let sweep = IdleSweep {
             counts: vec![0, 1000],
             workers: 1,
+            server: "own backend".into(),
             connections: 50,
             seconds: 2,
             rounds: 1,
@@ -369,5 +373,6 @@ pub(crate) mod tests {
         ), "{md}");
         assert!(md.contains("| nginx | 1,000 | not run |"));
         assert!(md.contains("- **nginx**, 1,000 idle, round 1: refused"));
+        assert!(md.contains("in front of the own backend (the first server)"));
     }
 }

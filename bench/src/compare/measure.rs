@@ -1,0 +1,127 @@
+//! One measured wrk run against one target: the CPU its process tree used, its peak memory, wrk's
+//! report, and the connections the server behind it accepted (read from the server before, during
+//! and after the run); and the run's line of progress output, recorded into the session.
+
+use std::path::Path;
+use std::thread;
+
+use anyhow::bail;
+
+use super::report::opened::{per_request, steady_from};
+use super::report::{section_name, Cell, Run, ServerOpened, Session};
+use crate::kit::markdown::thousands;
+use crate::kit::process::Supervised;
+use crate::kit::procstat;
+use crate::kit::server_status;
+use crate::kit::wrk::{self, Load};
+
+/// What one wrk run cost the measured process tree, and what the server accepted meanwhile.
+pub struct Measured {
+    pub wrk: wrk::WrkReport,
+    pub cpu_us_per_request: f64,
+    pub peak_rss_kib: u64,
+    pub opened: ServerOpened,
+}
+
+/// Runs `load` against 127.0.0.1:`port`, served by `process`, in front of the server on
+/// `server_port` (the same port when the server runs alone). The server's counts are read just
+/// before, at `steady_from` into the run (on a thread of its own, while wrk runs) and just after,
+/// each outside the CPU readings.
+pub fn measure(
+    wrk_path: &Path,
+    process: &mut Supervised,
+    port: u16,
+    load: Load,
+    server_port: u16,
+) -> anyhow::Result<Measured> {
+    let pid = process.pid();
+    let server_before = server_status::read(server_port)?;
+    let before = procstat::tree_cpu_time(pid)?;
+    let (report, server_steady) = thread::scope(|scope| {
+        let steady = scope.spawn(|| {
+            thread::sleep(steady_from(load.seconds));
+            server_status::read(server_port)
+        });
+        let report = wrk::run(wrk_path, port, load);
+        (report, steady.join())
+    });
+    let after = procstat::tree_cpu_time(pid)?;
+    let report = report?;
+    let server_after = server_status::read(server_port)?;
+    process.check_running()?;
+    if report.requests == 0 {
+        bail!("no request completed");
+    }
+    let steady = match server_steady {
+        Ok(Ok(counts)) => Some(server_after.since(counts)),
+        Ok(Err(e)) => {
+            eprintln!("no steady-load count of server connections for this run: {e:#}");
+            None
+        }
+        Err(_) => None,
+    };
+    Ok(Measured {
+        cpu_us_per_request: (after - before).as_secs_f64() * 1e6 / report.requests as f64,
+        peak_rss_kib: procstat::tree_peak_rss_kib(pid)?,
+        wrk: report,
+        opened: ServerOpened {
+            // The reading in between was a connection of its own too.
+            accepted: server_after.since(server_before).accepted - u64::from(steady.is_some()),
+            steady,
+        },
+    })
+}
+
+/// The figures of one run on one line, for the progress output.
+pub fn figures_line(m: &Measured) -> String {
+    let steady = m
+        .opened
+        .steady_per_request()
+        .map_or("–".to_string(), per_request);
+    format!(
+        "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req  errors {}  \
+         server conns opened {} ({steady}/req at steady load)",
+        thousands(m.wrk.requests_per_sec),
+        m.wrk.p50_us,
+        m.wrk.p99_us,
+        m.wrk.max_us,
+        m.cpu_us_per_request,
+        m.wrk.socket_errors + m.wrk.bad_status,
+        m.opened.accepted,
+    )
+}
+
+/// Which run of the main comparison a measurement is.
+#[derive(Debug, Clone, Copy)]
+pub struct Case {
+    pub round: u32,
+    pub cell: Cell,
+}
+
+/// Prints the run's line and keeps it in the session.
+pub fn record(session: &mut Session, case: Case, label: &str, m: Measured, progress: &str) {
+    let Cell {
+        server,
+        workers,
+        connections,
+    } = case.cell;
+    eprintln!(
+        "[{progress}] {}, round {}/{}, c={connections}: {label:<16} {}  peak {:.1} MiB",
+        section_name(workers, server),
+        case.round,
+        session.rounds,
+        figures_line(&m),
+        m.peak_rss_kib as f64 / 1024.0,
+    );
+    session.runs.push(Run {
+        round: case.round,
+        server,
+        workers,
+        label: label.to_string(),
+        connections,
+        wrk: m.wrk,
+        cpu_us_per_request: m.cpu_us_per_request,
+        peak_rss_kib: m.peak_rss_kib,
+        opened: m.opened,
+    });
+}

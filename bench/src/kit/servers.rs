@@ -1,0 +1,178 @@
+//! The servers the proxies forward to, each a process of its own on a port of its own: the bench's
+//! own backend (`kit::backend`), and a real nginx (Debian's nginx-light) answering every request
+//! with the same 19-byte body. Neither ever closes a keep-alive connection itself during a run (no
+//! request limit, an idle timeout longer than any run), so every connection a server accepts
+//! during a run was the proxy's choice; both answer `server_status::STATUS_PATH` with what they
+//! have accepted and answered.
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::Context;
+
+use crate::kit::backend::{self, BACKLOG, BODY};
+use crate::kit::process::{free_port, Supervised};
+use crate::kit::proxies::{nginx_head, Plan, ProxyKind, Target, SPARE_DESCRIPTORS};
+use crate::kit::server_status::STATUS_PATH;
+use crate::kit::tools;
+
+/// Which server the proxies forward to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
+pub enum ServerKind {
+    /// herdsman-bench's own backend.
+    Own,
+    /// nginx answering with `return 200`.
+    Nginx,
+}
+
+impl ServerKind {
+    /// Its name as results files write it.
+    pub fn written(self) -> &'static str {
+        match self {
+            ServerKind::Own => "own backend",
+            ServerKind::Nginx => "nginx server",
+        }
+    }
+}
+
+impl fmt::Display for ServerKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            ServerKind::Own => "own",
+            ServerKind::Nginx => "nginx",
+        })
+    }
+}
+
+/// A running server. Its counts are read by its port (`server_status::read`).
+pub struct Server {
+    pub kind: ServerKind,
+    /// On 127.0.0.1.
+    pub port: u16,
+    pub process: Supervised,
+    /// Its configuration file (name, text), for the results; None for the own backend.
+    pub config: Option<(&'static str, String)>,
+}
+
+impl Server {
+    /// Starts a `kind` server on a free port, its files in `dir`/server-KIND, and waits until it
+    /// answers. `descriptor_limit`: the open files a process may have (sizes nginx's connections).
+    pub fn start(kind: ServerKind, dir: &Path, descriptor_limit: u64) -> anyhow::Result<Server> {
+        let port = free_port()?;
+        let dir = dir.join(format!("server-{kind}"));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let (process, config) = match kind {
+            ServerKind::Own => (backend::start(port, &dir)?, None),
+            ServerKind::Nginx => {
+                let text = nginx_server_config(port, &dir, descriptor_limit);
+                let program = tools::ensure_installed(&[&tools::NGINX])?.remove(0);
+                // Started as the nginx proxy is, only with a server's configuration.
+                let nginx = Target {
+                    label: kind.written().to_string(),
+                    kind: ProxyKind::Nginx,
+                    program,
+                    intake: None,
+                };
+                let process = nginx.start(NGINX_FILE, &text, port, &dir)?;
+                (process, Some((NGINX_FILE, text)))
+            }
+        };
+        Ok(Server {
+            kind,
+            port,
+            process,
+            config,
+        })
+    }
+}
+
+const NGINX_FILE: &str = "nginx.conf";
+
+/// nginx as a server: one worker, no access log, every keep-alive connection kept (the
+/// `keepalive_requests` and `keepalive_timeout` of `nginx_head`), connections for as many files as
+/// the process may open, the backend's listen queue, `BODY` to every request but the counts.
+pub fn nginx_server_config(port: u16, dir: &Path, descriptor_limit: u64) -> String {
+    let plan = Plan {
+        workers: 1,
+        port,
+        backend_port: 0,
+        backend_idle: 0,
+        client_connections: server_connections(descriptor_limit),
+        descriptor_limit,
+    };
+    let body = String::from_utf8_lossy(BODY).replace('\n', "\\n");
+    format!(
+        r#"{head}
+    server {{
+        listen 127.0.0.1:{port} backlog={BACKLOG};
+        location / {{
+            default_type text/plain;
+            return 200 "{body}";
+        }}
+        location = {STATUS_PATH} {{
+            stub_status;
+        }}
+    }}
+}}
+"#,
+        head = nginx_head(plan, dir)
+    )
+}
+
+/// The connections the nginx server makes room for: as many as leave its `worker_connections`
+/// (`nginx_head` adds the spare descriptors and a sixteenth) within the open-files limit. Several
+/// proxies' idle connections may be open to it at once, each up to the largest client count.
+fn server_connections(descriptor_limit: u64) -> u32 {
+    let usable = descriptor_limit.saturating_sub(1) * 15 / 16;
+    u32::try_from(usable.saturating_sub(u64::from(SPARE_DESCRIPTORS))).unwrap_or(u32::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::kit::markdown::assert_contains_all;
+
+    #[test]
+    fn the_nginx_server_keeps_its_connections_and_answers_the_body() {
+        let text = nginx_server_config(4200, Path::new("/tmp/x"), 20_000);
+        assert_contains_all(
+            &text,
+            &[
+                "worker_processes 1;",
+                "master_process off;",
+                "worker_rlimit_nofile 20000;",
+                "worker_connections 19999;",
+                "access_log off;",
+                "keepalive_requests 1000000;",
+                "keepalive_timeout 300s;",
+                "listen 127.0.0.1:4200 backlog=4096;",
+                "return 200 \"hello from bench!!\\n\";",
+                "location = /__bench/status {\n            stub_status;",
+            ],
+        );
+        // Braces balance: every block nginx opens is closed.
+        assert_eq!(text.matches('{').count(), text.matches('}').count());
+    }
+
+    #[test]
+    fn its_connections_stay_within_the_open_files_limit() {
+        for limit in [1024, 20_000, 1_048_576] {
+            let plan = Plan {
+                workers: 1,
+                port: 0,
+                backend_port: 0,
+                backend_idle: 0,
+                client_connections: server_connections(limit),
+                descriptor_limit: limit,
+            };
+            let worker_connections = plan.descriptors_needed() * 16 / 15 + 1;
+            assert!(worker_connections <= limit, "{limit}: {worker_connections}");
+            assert!(
+                worker_connections + 16 > limit,
+                "{limit}: {worker_connections}"
+            );
+        }
+        assert_eq!(ServerKind::Own.to_string(), "own");
+        assert_eq!(ServerKind::Nginx.written(), "nginx server");
+    }
+}

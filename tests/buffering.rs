@@ -135,6 +135,39 @@ fn a_client_waiting_for_100_continue_gets_it_from_herdsman() {
 }
 
 #[test]
+fn the_server_is_not_asked_for_a_continue_herdsman_already_gave() {
+    // As a real server does: a 100 of its own for a request that expects one.
+    let server = Mock::start(|ex| {
+        if ex.head.has_token("expect", "100-continue") {
+            ex.write(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        }
+        let body = ex.read_body()?;
+        ex.respond(200, &[], &body)?;
+        Ok(Flow::KeepAlive)
+    });
+    let herdsman = Proxy::start(&config(server.addr, ""));
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(5));
+    client.send(
+        b"POST /upload HTTP/1.1\r\nHost: test\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n",
+    );
+    assert_eq!(client.response_head().status(), 100);
+    client.send(b"hello");
+    let response = client.response();
+    assert_eq!(
+        (response.status(), &response.body[..]),
+        (200, &b"hello"[..])
+    );
+    let heads = server.heads();
+    assert_eq!(heads.len(), 1);
+    assert!(
+        !heads[0].has("expect"),
+        "herdsman answered the expectation; the server was asked again"
+    );
+    assert_eq!(heads[0].header("content-length"), Some("5"));
+}
+
+#[test]
 fn the_access_log_says_which_request_bodies_were_buffered() {
     let server = start_one_at_a_time_server();
     let dir = fresh_temp_dir("buffering");

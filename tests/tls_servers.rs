@@ -56,7 +56,9 @@ impl Nginx {
             .arg(&conf_file)
             .arg("-e")
             .arg(dir.join("error.log"))
-            .args(["-g", "daemon off;"])
+            // One process: the guard's SIGKILL ends all of nginx (with a master, its workers
+            // outlived every run of this file, 11 of them after one `cargo test`).
+            .args(["-g", "daemon off; master_process off;"])
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

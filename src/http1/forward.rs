@@ -227,6 +227,35 @@ pub struct OwnFields<'a> {
     pub hsts: &'a [u8],
 }
 
+/// Removes the `Expect` field from the request head [`write_request_head`] wrote at the start
+/// of `out` (it ends at its blank line; a body may follow): herdsman answered the expectation
+/// itself, and the server, asked again, would send a `100 Continue` of its own for herdsman to
+/// swallow. nginx drops the field likewise when it buffers. Only requests that sent it pay.
+#[cold]
+pub fn drop_expect(out: &mut Vec<u8>) {
+    let Some(blank) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
+        return;
+    };
+    // Each field line follows a CRLF: the request line comes first.
+    let mut line_start = match out[..blank].windows(2).position(|w| w == b"\r\n") {
+        Some(end) => end + 2,
+        None => return,
+    };
+    while line_start < blank + 2 {
+        let line_end = out[line_start..]
+            .windows(2)
+            .position(|w| w == b"\r\n")
+            .map_or(out.len(), |at| line_start + at + 2);
+        let name = b"expect:";
+        let line = &out[line_start..line_end];
+        if line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name) {
+            out.drain(line_start..line_end);
+            return;
+        }
+        line_start = line_end;
+    }
+}
+
 /// Appends the response head to send to the client, with herdsman's `own` fields after the
 /// server's.
 pub fn write_response_head(
@@ -289,6 +318,24 @@ pub fn client_ip(peer: std::net::SocketAddr) -> std::net::IpAddr {
 mod tests {
     use super::*;
     use crate::http1::head::{parse_request, parse_response, Method};
+
+    #[test]
+    fn an_answered_expectation_leaves_the_head_and_nothing_else() {
+        let mut out =
+            b"POST /up HTTP/1.1\r\nHost: t\r\nEXPECT: 100-continue\r\nContent-Length: 5\r\n\r\nhel"
+                .to_vec();
+        drop_expect(&mut out);
+        assert_eq!(
+            out,
+            b"POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhel"
+        );
+        // Nothing to drop: the head and the body's bytes stay as they are, even when the body
+        // looks like a field.
+        let unchanged = b"POST /up HTTP/1.1\r\nHost: t\r\n\r\nExpect: 100-continue\r\n".to_vec();
+        let mut out = unchanged.clone();
+        drop_expect(&mut out);
+        assert_eq!(out, unchanged);
+    }
 
     fn forwarded(text: &str) -> String {
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; 32];

@@ -12,6 +12,7 @@ use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::Client;
+use crate::http1::forward::drop_expect;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::Body;
 use crate::stats::{MemoryHold, WorkerCounters};
@@ -141,6 +142,8 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
             None => return Err(Failure::ClientStalled),
             Some(Err(_)) => return Err(Failure::ClientGone),
         }
+        // Answered here: the server is not asked again.
+        drop_expect(&mut client.out);
     }
     let started = std::time::Instant::now();
     let mut spilled = 0u64;

@@ -137,14 +137,7 @@ fn a_client_waiting_for_100_continue_gets_it_from_herdsman() {
 #[test]
 fn the_server_is_not_asked_for_a_continue_herdsman_already_gave() {
     // As a real server does: a 100 of its own for a request that expects one.
-    let server = Mock::start(|ex| {
-        if ex.head.has_token("expect", "100-continue") {
-            ex.write(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-        }
-        let body = ex.read_body()?;
-        ex.respond(200, &[], &body)?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::continuing_echo();
     let herdsman = Proxy::start(&config(server.addr, ""));
     let mut client = Conn::connect(herdsman.addr);
     client.set_read_timeout(Duration::from_secs(5));

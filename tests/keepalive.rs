@@ -256,14 +256,7 @@ fn a_close_after_a_request_body_still_lingers() {
 
 #[test]
 fn expect_100_continue_relays_the_interim_response_before_the_body() {
-    let server = Mock::start(|ex| {
-        if ex.head.has_token("expect", "100-continue") {
-            ex.write(b"HTTP/1.1 100 Continue\r\n\r\n")?;
-        }
-        let body = ex.read_body()?;
-        ex.respond(200, &[], &body)?;
-        Ok(Flow::KeepAlive)
-    });
+    let server = Mock::continuing_echo();
     let proxy = Setup::new().server("a", server.addr).start();
     let mut client = proxy.connect();
     client.send(

@@ -189,6 +189,19 @@ impl Mock {
         })
     }
 
+    /// Echoes each request's body, as [`Mock::echo`] does, first sending `100 Continue` to a
+    /// request that expects one, as real servers do.
+    pub fn continuing_echo() -> Mock {
+        Mock::start(|ex| {
+            if ex.head.has_token("expect", "100-continue") {
+                ex.write(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+            }
+            let body = ex.read_body()?;
+            ex.respond(200, &[], &body)?;
+            Ok(Flow::KeepAlive)
+        })
+    }
+
     /// Answers every request, once its body is read, with exactly the bytes `response` (which
     /// need not be valid HTTP), then does with the connection what `then` says.
     pub fn raw_reply(response: &'static [u8], then: Flow) -> Mock {

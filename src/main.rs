@@ -10,7 +10,8 @@ use std::process::ExitCode;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 
-use herdsman::config::LogLevel;
+use herdsman::config::{LogFormat, LogLevel};
+use herdsman::process::log_lines;
 use herdsman::process::signals::Signals;
 use herdsman::{Config, Server};
 
@@ -62,7 +63,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // `run` starts its log once it has read the level from its config.
     if !matches!(cli.command, Command::Run { .. }) {
-        start_tracing(LogLevel::default());
+        log_lines::start(LogLevel::default(), LogFormat::default());
     }
     let result = match cli.command {
         Command::Check { config } => return check(&config),
@@ -83,20 +84,8 @@ fn main() -> ExitCode {
 /// `herdsman run`: reads the config, starts the log at its `[log] level`, and serves.
 fn run(path: PathBuf) -> anyhow::Result<()> {
     let config = Config::load(&path)?;
-    start_tracing(config.log.level);
+    log_lines::start(config.log.level, config.log.format);
     serve(config, Some(path), None)
-}
-
-/// Errors and events to stderr, from `level` up; `RUST_LOG`, when set, wins.
-fn start_tracing(level: LogLevel) {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level.name())),
-        )
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
 }
 
 fn check(path: &std::path::Path) -> ExitCode {

@@ -85,6 +85,18 @@ pub struct LogSettings {
     /// The least severe events written. Default `info`. `RUST_LOG`, when set, wins. Read at
     /// start; a reload that changes it says it takes effect on restart.
     pub level: LogLevel,
+    /// Lines of text (the default) or one JSON object a line; either way each names the process
+    /// that wrote it, so that two generations writing to one stderr during a binary upgrade are
+    /// told apart. Read at start, as `level` is.
+    pub format: LogFormat,
+}
+
+/// `[log] format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 /// `[log] level`: tracing's levels, most severe first.

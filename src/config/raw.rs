@@ -53,6 +53,7 @@ pub struct RawTls {
 #[serde(deny_unknown_fields)]
 pub struct RawLog {
     pub level: Option<Spanned<String>>,
+    pub format: Option<Spanned<String>>,
 }
 
 /// `[admin]`: the admin API's listener.

@@ -81,8 +81,9 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         (None, None) => {}
         _ => hold(true, "[admin]".to_string()),
     }
-    let LogSettings { level } = log;
+    let LogSettings { level, format } = log;
     hold(fresh.log.level != *level, "[log] level".to_string());
+    hold(fresh.log.format != *format, "[log] format".to_string());
     for old in listeners {
         let ListenerConfig {
             // With `bind`, which listener it is: one whose bind changes is opened anew.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::primitives::Zero;
-use super::words::LOG_LEVELS;
+use super::words::{LOG_FORMATS, LOG_LEVELS};
 use super::Checker;
 use crate::config::raw::{RawBuffering, RawLimits, RawLog, RawTimeouts};
 use crate::config::{Buffering, Limits, LogSettings, Timeouts};
@@ -194,6 +194,7 @@ impl Checker {
     pub(super) fn log(&mut self, raw: &RawLog) -> LogSettings {
         LogSettings {
             level: self.word("log.level", &raw.level, &LOG_LEVELS),
+            format: self.word("log.format", &raw.format, &LOG_FORMATS),
         }
     }
 }

@@ -214,8 +214,8 @@ mod tests {
     use crate::config::load::from_toml;
     use crate::config::{
         Balance, Buffering, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern,
-        IntakeMode, Limits, ListenerConfig, LogLevel, LogSettings, Passive, PoolConfig, RetryOn,
-        RouteBuffering, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts,
+        IntakeMode, Limits, ListenerConfig, LogFormat, LogLevel, LogSettings, Passive, PoolConfig,
+        RetryOn, RouteBuffering, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts,
         UpgradeProtocols,
     };
 
@@ -367,6 +367,7 @@ mod tests {
             admin: None,
             log: LogSettings {
                 level: LogLevel::Info,
+                format: LogFormat::Text,
             },
             ticket_keys: Default::default(),
             acme_state_dir: "/var/lib/herdsman/acme".into(),

@@ -1,5 +1,5 @@
 //! The keys whose value is one of a few words (`intake`, `balance`, a server's `state`,
-//! `access_log_format`, `retry_on`'s conditions, `[log] level`): each word with the value it
+//! `access_log_format`, `retry_on`'s conditions, `[log] level` and `format`): each word with the value it
 //! stands for, and the check that a key holds one of them.
 
 use toml::Spanned;
@@ -9,7 +9,9 @@ use super::Checker;
 use crate::config::acme::ChallengeKind;
 use crate::config::certificates::UnknownName;
 use crate::config::tls::{ClientAuth, TlsVersion};
-use crate::config::{AccessLogFormat, Balance, IntakeMode, LogLevel, RetryCondition, ServerState};
+use crate::config::{
+    AccessLogFormat, Balance, IntakeMode, LogFormat, LogLevel, RetryCondition, ServerState,
+};
 
 /// The words a key accepts, each with the value it stands for.
 pub(in crate::config) struct Words<T: 'static> {
@@ -101,6 +103,12 @@ pub(in crate::config) const RETRY_CONDITIONS: Words<RetryCondition> = Words {
     ],
     // Unused: `retry_on` is a list, whose default is `RetryOn::default()`.
     default: RetryCondition::ConnectFailure,
+};
+
+/// `[log] format`.
+pub(in crate::config) const LOG_FORMATS: Words<LogFormat> = Words {
+    accepted: &[("text", LogFormat::Text), ("json", LogFormat::Json)],
+    default: LogFormat::Text,
 };
 
 /// `[log] level`.

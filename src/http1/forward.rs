@@ -236,24 +236,20 @@ pub fn drop_expect(out: &mut Vec<u8>) {
     let Some(blank) = out.windows(4).position(|w| w == b"\r\n\r\n") else {
         return;
     };
-    // Each field line follows a CRLF: the request line comes first.
-    let mut line_start = match out[..blank].windows(2).position(|w| w == b"\r\n") {
-        Some(end) => end + 2,
-        None => return,
+    // A field line follows a CRLF (the request line comes first), and ends with one.
+    let Some(crlf) = out[..blank]
+        .windows(9)
+        .position(|w| w.eq_ignore_ascii_case(b"\r\nexpect:"))
+    else {
+        return;
     };
-    while line_start < blank + 2 {
-        let line_end = out[line_start..]
-            .windows(2)
-            .position(|w| w == b"\r\n")
-            .map_or(out.len(), |at| line_start + at + 2);
-        let name = b"expect:";
-        let line = &out[line_start..line_end];
-        if line.len() >= name.len() && line[..name.len()].eq_ignore_ascii_case(name) {
-            out.drain(line_start..line_end);
-            return;
-        }
-        line_start = line_end;
-    }
+    let start = crlf + 2;
+    // The blank line's CRLF at the latest.
+    let line = out[start..]
+        .windows(2)
+        .position(|w| w == b"\r\n")
+        .map_or(0, |at| at + 2);
+    out.drain(start..start + line);
 }
 
 /// Appends the response head to send to the client, with herdsman's `own` fields after the

@@ -139,14 +139,6 @@ pub struct TrafficTotals {
 }
 
 impl TrafficTotals {
-    /// Connections opened per request ended (0 without requests).
-    pub fn connections_per_request(&self) -> f64 {
-        if self.requests == 0 {
-            return 0.0;
-        }
-        self.connections_opened as f64 / self.requests as f64
-    }
-
     /// Errors, as a monitor counts them: 5xx responses and requests left unanswered.
     pub fn errors(&self) -> u64 {
         self.responses[4] + self.unanswered
@@ -218,7 +210,6 @@ mod tests {
         traffic.record_connection_opened(1);
         let totals = traffic.totals();
         assert_eq!(totals.connections_opened, 2);
-        assert!((totals.connections_per_request() - 0.4).abs() < 1e-9);
         assert_eq!(totals.requests, 5);
         assert_eq!(totals.responses, [1, 2, 0, 0, 1]);
         assert_eq!(

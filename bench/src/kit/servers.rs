@@ -131,6 +131,7 @@ fn server_connections(descriptor_limit: u64) -> u32 {
 mod tests {
     use super::*;
     use crate::kit::markdown::assert_contains_all;
+    use crate::kit::proxies::nginx_worker_connections;
 
     #[test]
     fn the_nginx_server_keeps_its_connections_and_answers_the_body() {
@@ -165,7 +166,7 @@ mod tests {
                 client_connections: server_connections(limit),
                 descriptor_limit: limit,
             };
-            let worker_connections = plan.descriptors_needed() * 16 / 15 + 1;
+            let worker_connections = nginx_worker_connections(plan);
             assert!(worker_connections <= limit, "{limit}: {worker_connections}");
             assert!(
                 worker_connections + 16 > limit,

@@ -331,7 +331,7 @@ impl Server {
             admin.handed_over();
         }
         let limit = self.registry.config().hard_stop_after;
-        self.begin_stop(Stopping::within(limit, "hard_stop_after"));
+        self.begin_stop(Stopping::within(limit, worker::HARD_STOP_AFTER));
     }
 
     /// The older processes still draining, when a binary upgrade started this one.

@@ -291,6 +291,8 @@ fn combined_lines_say_what_happened_field_by_field() {
     assert_eq!(refused.extra["server"], "-");
     assert_eq!(refused.extra["upstream_ms"], "-");
     assert_eq!(refused.extra["sticky"], "0");
+    assert_eq!(refused.extra["ended"], "bad_request");
+    assert_eq!(second.extra["ended"], "done");
     millis(&refused.extra["total_ms"]);
     let keys: Vec<&str> = found[0]
         .rsplit('"')
@@ -307,7 +309,10 @@ fn combined_lines_say_what_happened_field_by_field() {
             "upstream_ms",
             "total_ms",
             "sticky",
-            "buffered"
+            "buffered",
+            "spooled",
+            "received",
+            "ended"
         ]
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -359,6 +364,9 @@ fn json_lines_parse_and_carry_every_field() {
     assert_eq!(field("pool"), "app");
     assert_eq!(field("server"), "a");
     assert_eq!(field("sticky"), false);
+    assert_eq!(field("spooled"), "none");
+    assert_eq!(field("received"), 0);
+    assert_eq!(field("ended"), "done");
     let upstream = field("upstream_ms").as_f64().expect("a number");
     let total = field("total_ms").as_f64().expect("a number");
     assert!(upstream >= 0.0 && upstream <= total, "{upstream} {total}");
@@ -379,6 +387,7 @@ fn json_lines_parse_and_carry_every_field() {
     assert_eq!(line["status"], 502);
     assert_eq!(line["server"], "down");
     assert_eq!(line["upstream_ms"], serde_json::Value::Null);
+    assert_eq!(line["ended"], "connect_failed");
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -248,3 +248,75 @@ fn a_body_larger_than_memory_waits_in_a_temporary_file_until_it_is_whole() {
     assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A sample of the admin API's `/metrics`, by its whole series text (name and labels).
+fn metric(admin: SocketAddr, series: &str) -> u64 {
+    let mut conn = Conn::connect(admin);
+    let page = conn.roundtrip(&admin_get_request("/metrics")).body_text();
+    page.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .unwrap_or_else(|| panic!("no {series} in /metrics"))
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn an_upload_given_up_midway_is_logged_as_it_went_and_its_disk_use_is_told_apart() {
+    let server = Mock::echo();
+    let dir = fresh_temp_dir("given-up");
+    let log = dir.join("access.log");
+    let toml = Setup::new()
+        .server("upload", server.addr)
+        .admin()
+        .buffering("temp_dir", format!("{:?}", dir.display().to_string()))
+        .toml("127.0.0.1:0")
+        .replacen(
+            "pool = \"app\"\n\n",
+            &format!("pool = \"app\"\naccess_log = {log:?}\naccess_log_format = \"json\"\n\n"),
+            1,
+        );
+    let herdsman = Proxy::start(&toml);
+    let admin = herdsman.server().admin_addr().unwrap();
+    const DECLARED: u64 = 8 << 20;
+    const SENT: usize = 1 << 20;
+    let mut client = Conn::connect(herdsman.addr);
+    client.send(
+        format!("POST /up HTTP/1.1\r\nHost: t\r\nContent-Length: {DECLARED}\r\n\r\n").as_bytes(),
+    );
+    client.send(&vec![b'u'; SENT]);
+    // Past the 64 KiB in memory, the rest of what came is in the file; the whole file the body
+    // will need is reserved.
+    let in_file = (SENT - 65536) as u64;
+    assert!(
+        eventually(Duration::from_secs(5), || metric(
+            admin,
+            "herdsman_buffer_file_bytes"
+        ) == in_file),
+        "herdsman_buffer_file_bytes {} for {in_file} bytes in the file",
+        metric(admin, "herdsman_buffer_file_bytes")
+    );
+    let reserved = metric(admin, "herdsman_buffer_reserved_bytes{where=\"disk\"}");
+    assert!(reserved >= DECLARED - 65536, "{reserved} reserved");
+    // The client gives up.
+    drop(client);
+    assert!(eventually(Duration::from_secs(5), || {
+        metric(admin, "herdsman_buffer_file_bytes") == 0
+            && metric(admin, "herdsman_buffer_reserved_bytes{where=\"disk\"}") == 0
+    }));
+    herdsman.stop_and_wait();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.trim()).expect("one JSON line");
+    assert_eq!(line["status"], 0, "{line}");
+    assert_eq!(line["pool"], "app", "{line}");
+    assert_eq!(
+        line["server"],
+        serde_json::Value::Null,
+        "no server was contacted: {line}"
+    );
+    assert_eq!(line["buffered"], "request", "{line}");
+    assert_eq!(line["spooled"], "request", "{line}");
+    assert_eq!(line["received"], SENT, "{line}");
+    assert_eq!(line["ended"], "client_gone_mid_body", "{line}");
+    assert!(server.heads().is_empty(), "the server was sent the request");
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -174,6 +174,8 @@ mod tests {
             total: Duration::from_millis(1),
             sticky: false,
             buffered: Default::default(),
+            received: 0,
+            ended: "done",
             tls: None,
         };
         // Enough lines to fill a buffer at least once, then a partial one.

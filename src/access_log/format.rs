@@ -3,24 +3,31 @@
 //! `combined` is nginx's, byte for byte, in UTC:
 //!
 //! ```text
-//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0 buffered=none
+//! 127.0.0.1 - - [10/Oct/2000:20:55:36 +0000] "GET /a HTTP/1.1" 200 2326 "-" "curl/8.5.0" pool=app server=a upstream_ms=0.412 total_ms=0.530 sticky=0 buffered=none spooled=none received=- ended=done
 //! ```
 //!
 //! then herdsman's fields. Inside quotes, `"`, `\` and bytes below 0x20 or above 0x7e are written
 //! `\xHH`, as nginx does. `-` stands for a missing field, a body of 0 bytes, and `upstream_ms`
 //! when no server sent a response head. The status is 0 when no whole response reached the
-//! client (it went away first, or the server failed partway through the body).
+//! client (it went away first, or the server failed partway through the body). `server` names
+//! the server that answered or was last tried: `-` when none was contacted (the client left
+//! before, or no server could take the request).
 //!
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
-//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `tls`, `cipher`, `sni`,
-//! `client_cert`; a missing value is `null` (the last four on a cleartext connection). A combined
-//! line of a TLS connection ends with `tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256
-//! sni=app.example client_cert="CN=alice"` (`-` for no SNI or no client certificate); a
-//! cleartext one ends as before.
-//! `buffered` says which bodies went through `[buffering]`: `none`, `request`, `response` or
-//! `both`. Strings are escaped as JSON requires; a byte that is not part of valid UTF-8 is written `\u00HH` (read as
-//! Latin-1), so every line parses.
+//! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `spooled`, `received`,
+//! `ended`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is `null` (the last four on a
+//! cleartext connection). A combined line of a TLS connection ends with `tls=TLSv1.3
+//! cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert="CN=alice"` (`-` for no SNI or no
+//! client certificate); a cleartext one ends as before.
+//! `buffered` says which bodies went through `[buffering]` (`none`, `request`, `response` or
+//! `both`), `spooled` which of those had bytes in a temporary file, `received` the request body
+//! bytes the client sent, and `ended` how the exchange ended: `done`, a failure's word
+//! (`client_gone_mid_body`, `connect_failed`, … see `proxy::Failure::ended`), or, for a
+//! connection upgraded by a 101 (a WebSocket), how its tunnel closed. Such a line is written
+//! when the tunnel ends, not at the 101: `bytes` and `received` count what went through it each
+//! way and `total_ms` runs to its end. Strings are escaped as JSON requires; a byte that is not
+//! part of valid UTF-8 is written `\u00HH` (read as Latin-1), so every line parses.
 
 use std::time::Duration;
 
@@ -48,8 +55,14 @@ pub struct Entry<'a> {
     pub total: Duration,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
-    /// Which bodies went through `[buffering]`.
+    /// Which bodies went through `[buffering]`, and which of those reached a temporary file.
     pub buffered: Buffered,
+    /// Request body bytes received from the client (after a 101: bytes it sent through the
+    /// tunnel).
+    pub received: u64,
+    /// How the exchange ended: `done`, a failure's word (`Failure::ended`), or how a tunnel
+    /// closed.
+    pub ended: &'a str,
     /// The client's TLS connection; `None` for cleartext.
     pub tls: Option<Tls<'a>>,
 }
@@ -68,23 +81,36 @@ pub struct Tls<'a> {
     pub client_certificate: Option<&'a str>,
 }
 
-/// Which of an exchange's bodies went through `[buffering]`: the request's, read whole before a
-/// server was involved; the response's, read at the server's pace.
+/// Which of an exchange's bodies went through `[buffering]` (the request's, read before a server
+/// was involved; the response's, read at the server's pace), and which of those had bytes in a
+/// temporary file. Said of a body that went only partway too (a client that gave up mid-upload).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Buffered {
     pub request: bool,
     pub response: bool,
+    pub request_on_disk: bool,
+    pub response_on_disk: bool,
 }
 
 impl Buffered {
-    /// As the log writes it.
+    /// The `buffered` field: `none`, `request`, `response` or `both`.
     pub fn word(self) -> &'static [u8] {
-        match (self.request, self.response) {
-            (false, false) => b"none",
-            (true, false) => b"request",
-            (false, true) => b"response",
-            (true, true) => b"both",
-        }
+        bodies_word(self.request, self.response)
+    }
+
+    /// The `spooled` field: which buffered bodies had bytes on disk, in the same words.
+    pub fn disk_word(self) -> &'static [u8] {
+        bodies_word(self.request_on_disk, self.response_on_disk)
+    }
+}
+
+/// `none`, `request`, `response` or `both`.
+fn bodies_word(request: bool, response: bool) -> &'static [u8] {
+    match (request, response) {
+        (false, false) => b"none",
+        (true, false) => b"request",
+        (false, true) => b"response",
+        (true, true) => b"both",
     }
 }
 
@@ -138,6 +164,15 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     });
     out.extend_from_slice(b" buffered=");
     out.extend_from_slice(entry.buffered.word());
+    out.extend_from_slice(b" spooled=");
+    out.extend_from_slice(entry.buffered.disk_word());
+    out.extend_from_slice(b" received=");
+    match entry.received {
+        0 => out.push(b'-'),
+        bytes => write_u64(out, bytes),
+    }
+    out.extend_from_slice(b" ended=");
+    out.extend_from_slice(entry.ended.as_bytes());
     // Cleartext lines end as they always did; a TLS one says how it was encrypted.
     if let Some(tls) = entry.tls {
         out.extend_from_slice(b" tls=");
@@ -211,6 +246,12 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     });
     out.extend_from_slice(b",\"buffered\":\"");
     out.extend_from_slice(entry.buffered.word());
+    out.extend_from_slice(b"\",\"spooled\":\"");
+    out.extend_from_slice(entry.buffered.disk_word());
+    out.extend_from_slice(b"\",\"received\":");
+    write_u64(out, entry.received);
+    out.extend_from_slice(b",\"ended\":\"");
+    out.extend_from_slice(entry.ended.as_bytes());
     out.push(b'"');
     let tls = entry.tls;
     let tls_fields = [
@@ -396,6 +437,8 @@ mod tests {
             total: Duration::from_micros(12_530),
             sticky: false,
             buffered: Buffered::default(),
+            received: 0,
+            ended: "done",
             tls: None,
         }
     }
@@ -422,7 +465,8 @@ mod tests {
             combined(&entry(&request)),
             "192.0.2.7 - - [10/Oct/2000:20:55:36 +0000] \"GET /apache_pb.gif?x=1 HTTP/1.1\" 200 \
              2326 \"http://example.com/start\" \"Mozilla/4.08 [en] (Win98; I ;Nav)\" pool=app \
-             server=a upstream_ms=0.412 total_ms=12.530 sticky=0 buffered=none\n"
+             server=a upstream_ms=0.412 total_ms=12.530 sticky=0 buffered=none spooled=none \
+             received=- ended=done\n"
         );
     }
 
@@ -438,14 +482,18 @@ mod tests {
             sticky: true,
             buffered: Buffered {
                 request: true,
-                response: false,
+                request_on_disk: true,
+                ..Buffered::default()
             },
+            received: 21_000_000,
+            ended: "client_gone_mid_body",
             ..entry(&request)
         };
         assert_eq!(
             combined(&unanswered),
             "::1 - - [10/Oct/2000:20:55:36 +0000] \"HEAD / HTTP/1.0\" 0 - \"-\" \"-\" pool=app \
-             server=- upstream_ms=- total_ms=12.530 sticky=1 buffered=request\n"
+             server=- upstream_ms=- total_ms=12.530 sticky=1 buffered=request spooled=request \
+             received=21000000 ended=client_gone_mid_body\n"
         );
         // A head that did not parse: no request line, no pool.
         let mut unparsed = captured(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
@@ -490,7 +538,7 @@ mod tests {
         });
         assert!(
             line.ends_with(
-                " buffered=none tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert=\"CN=alice,O=Example\"\n"
+                " ended=done tls=TLSv1.3 cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert=\"CN=alice,O=Example\"\n"
             ),
             "{line}"
         );
@@ -524,8 +572,9 @@ mod tests {
             sticky: true,
             buffered: Buffered {
                 request: true,
-                response: false,
+                ..Buffered::default()
             },
+            received: 12,
             ..entry(&request)
         });
         assert!(
@@ -550,6 +599,9 @@ mod tests {
             "total_ms": 12.53,
             "sticky": true,
             "buffered": "request",
+            "spooled": "none",
+            "received": 12,
+            "ended": "done",
             "tls": null,
             "cipher": null,
             "sni": null,

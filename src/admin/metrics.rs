@@ -32,6 +32,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         access_log_dropped_lines: stats.access_log_dropped_lines.load(Ordering::Relaxed),
         buffered_memory: stats.buffer_use.memory.load(Ordering::Relaxed),
         buffered_disk: stats.buffer_use.disk.load(Ordering::Relaxed),
+        buffered_file_bytes: stats.buffer_use.disk_written.load(Ordering::Relaxed),
         workers: stats.report(),
         health_checker: stats.health_checker_cpu(),
         pools: registry.pools(),
@@ -63,6 +64,7 @@ struct Figures {
     access_log_dropped_lines: u64,
     buffered_memory: u64,
     buffered_disk: u64,
+    buffered_file_bytes: u64,
 }
 
 impl Figures {
@@ -584,14 +586,21 @@ impl Figures {
             "Access log lines dropped because the log writer fell behind the disk.",
         );
         out.sample(name, &[], self.access_log_dropped_lines);
-        let name = "herdsman_buffered_bytes";
+        let name = "herdsman_buffer_reserved_bytes";
         out.family(
             name,
             "gauge",
-            "Bytes buffered bodies hold now, over the process: in memory (reserved per body) and in temporary files.",
+            "Bytes buffered bodies have reserved of [buffering] memory_total and disk_total, over the process: taken up front (a request body of known length reserves all its file will need), and what decides whether the next body is buffered.",
         );
         out.sample(name, &[("where", "memory")], self.buffered_memory);
         out.sample(name, &[("where", "disk")], self.buffered_disk);
+        let name = "herdsman_buffer_file_bytes";
+        out.family(
+            name,
+            "gauge",
+            "Bytes buffered bodies hold in temporary files now, over the process: written and not yet freed.",
+        );
+        out.sample(name, &[], self.buffered_file_bytes);
         let name = "herdsman_config_generation";
         out.family(
             name,

@@ -280,6 +280,7 @@ mod tests {
             "client_idle",
             "backend_response",
             "backend_idle",
+            "tunnel_idle",
             "[limits]",
             "max_header_bytes",
             "max_body_bytes",

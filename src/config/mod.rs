@@ -272,6 +272,11 @@ pub struct Timeouts {
     /// A TLS listener's handshake must finish within this long of the connection's accept, or
     /// the connection is closed. Default 10s.
     pub tls_handshake: Duration,
+    /// A tunnel (what follows a 101: a WebSocket) through which no byte has passed either way
+    /// for this long is closed, and its access-log line says `ended=idle_timeout`. Default 1h
+    /// (HAProxy's advice for `timeout tunnel`): a WebSocket that pings survives it, one whose
+    /// peers vanished without a close does not hold its sockets for ever.
+    pub tunnel_idle: Duration,
 }
 
 /// The timeouts of one exchange with a server: `[timeouts]`, or a route's own where it sets them.
@@ -755,6 +760,7 @@ impl Default for Timeouts {
             request: None,
             backend_idle: Duration::from_secs(4),
             tls_handshake: Duration::from_secs(10),
+            tunnel_idle: Duration::from_secs(3600),
         }
     }
 }

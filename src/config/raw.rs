@@ -160,6 +160,7 @@ pub struct RawTimeouts {
     pub backend_read: Option<Spanned<String>>,
     pub request: Option<Spanned<String>>,
     pub backend_idle: Option<Spanned<String>>,
+    pub tunnel_idle: Option<Spanned<String>>,
 }
 
 #[derive(Debug, Default, Deserialize)]

@@ -43,6 +43,10 @@ pub struct ProxyContext {
     failing: mpsc::UnboundedSender<ServerReport>,
     stopping: Cell<bool>,
     stop_notify: Notify,
+    /// Set when the worker closes what is still open at a stop's deadline: why, as a tunnel's
+    /// access log line says it (`shutdown`, `upgrade`).
+    cut: Cell<Option<&'static str>>,
+    cut_notify: Notify,
     /// This worker's access log lines, waiting for the writer.
     access_log: WorkerAccessLog,
 }
@@ -71,6 +75,8 @@ impl ProxyContext {
             failing,
             stopping: Cell::new(false),
             stop_notify: Notify::new(),
+            cut: Cell::new(None),
+            cut_notify: Notify::new(),
             access_log: WorkerAccessLog::new(access_log),
         }
     }
@@ -126,6 +132,24 @@ impl ProxyContext {
             return;
         }
         self.stop_notify.notified().await;
+    }
+
+    /// A stop's deadline has come and the worker is about to close what is still open: tunnels
+    /// end now, saying `why` in their log lines, rather than vanish with the runtime.
+    pub fn cut_tunnels(&self, why: &'static str) {
+        self.cut.set(Some(why));
+        self.cut_notify.notify_waiters();
+    }
+
+    /// Completes when [`ProxyContext::cut_tunnels`] is called, with its reason.
+    pub async fn tunnels_cut(&self) -> &'static str {
+        loop {
+            // Single-threaded, as in `stopped`: no call can fall between check and registration.
+            if let Some(why) = self.cut.get() {
+                return why;
+            }
+            self.cut_notify.notified().await;
+        }
     }
 
     /// Begins a graceful stop: wakes whoever waits in [`ProxyContext::stopped`] and closes the
@@ -240,6 +264,8 @@ impl ProxyContext {
             total: took,
             sticky: outcome.sticky,
             buffered: outcome.buffered,
+            received: outcome.received,
+            ended: outcome.ended,
             tls: client.downstream.tls().map(|facts| Tls {
                 version: facts.version,
                 cipher: facts.cipher,

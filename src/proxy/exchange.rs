@@ -15,7 +15,7 @@ use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
 use super::respond::{self, Answer, Expected, ResponseStart};
-use super::{Client, Next};
+use super::{tunnel, Client, Exchanged, Next};
 use crate::config::acme::AcmeBoard;
 use crate::http1::error_response::{
     write_acme_http01_answer, write_error_response, write_https_redirect,
@@ -47,7 +47,12 @@ pub async fn serve_one<D: Downstream>(
     listener: usize,
 ) -> (Next, Instant) {
     let mut outcome = Outcome::new();
-    let next = exchange(context, client, snapshot, listener, &mut outcome).await;
+    let next = match exchange(context, client, snapshot, listener, &mut outcome).await {
+        Exchanged::Next(next) => next,
+        Exchanged::Switched(server) => {
+            return serve_tunnel(context, client, snapshot, listener, outcome, server).await
+        }
+    };
     let ended = Instant::now();
     if outcome.request {
         let took = ended.duration_since(outcome.started);
@@ -57,6 +62,33 @@ pub async fn serve_one<D: Downstream>(
     (next, ended)
 }
 
+/// After a 101: counts the exchange as answered then (its duration is the handshake's, not the
+/// tunnel's), runs the tunnel, and logs the line when it ends, with what went through it and
+/// how it ended. The connection closes after.
+#[cold]
+#[inline(never)]
+async fn serve_tunnel<D: Downstream>(
+    context: &ProxyContext,
+    client: &mut Client<D>,
+    snapshot: &Arc<Snapshot>,
+    listener: usize,
+    mut outcome: Outcome,
+    server: Stream,
+) -> (Next, Instant) {
+    context.record(snapshot, &outcome, outcome.started.elapsed());
+    // Boxed: the tunnel's state would otherwise enlarge every exchange's future (and the
+    // recycled block each request's lives in) for the rare request that upgrades.
+    let idle = snapshot.timeouts.tunnel_idle;
+    let tunnelled = Box::pin(tunnel::run(context, client, server, idle)).await;
+    outcome.body_bytes += tunnelled.to_client;
+    outcome.received += tunnelled.from_client;
+    outcome.ended = tunnelled.ended;
+    let ended = Instant::now();
+    let took = ended.duration_since(outcome.started);
+    context.log_access(snapshot, listener, client, &outcome, took);
+    (Next::Close { linger: true }, ended)
+}
+
 /// The exchange itself; `outcome` is filled in as it goes.
 async fn exchange<D: Downstream>(
     context: &ProxyContext,
@@ -64,18 +96,19 @@ async fn exchange<D: Downstream>(
     snapshot: &Arc<Snapshot>,
     listener: usize,
     outcome: &mut Outcome,
-) -> Next {
+) -> Exchanged {
     let facts = match read_request(context, client, snapshot, listener).await {
         Ok(Some(facts)) => facts,
         Ok(None) => {
             // The client closed (or reset) the connection: nothing more will come.
             outcome.request = false;
-            return Next::Close { linger: false };
+            return Next::Close { linger: false }.into();
         }
         Err(failure) => {
             report(client, failure, None);
+            outcome.failed(failure, false);
             answer_error(client, failure, None, snapshot, outcome).await;
-            return Next::Close { linger: true };
+            return Next::Close { linger: true }.into();
         }
     };
     if let Some(status) = facts.answered_here {
@@ -87,7 +120,8 @@ async fn exchange<D: Downstream>(
         return match sent {
             Some(Ok(())) if facts.keep_alive && !body_unread => Next::KeepAlive,
             _ => Next::Close { linger: true },
-        };
+        }
+        .into();
     }
     if facts.secure {
         // The listener's HSTS line for this response (a reload may have changed it).
@@ -102,6 +136,7 @@ async fn exchange<D: Downstream>(
     let pool = &snapshot.pools[facts.choice.pool];
     let Some(chosen) = facts.choice.server else {
         report(client, Failure::NoServer, None);
+        outcome.failed(Failure::NoServer, false);
         answer_error(
             client,
             Failure::NoServer,
@@ -110,9 +145,8 @@ async fn exchange<D: Downstream>(
             outcome,
         )
         .await;
-        return Next::Close { linger: true };
+        return Next::Close { linger: true }.into();
     };
-    outcome.server = facts.choice.server;
     let mut facts = facts;
     // `[timeouts] request` counts from the request's first bytes.
     let deadline = facts.timeouts.request.map(|limit| outcome.started + limit);
@@ -123,26 +157,30 @@ async fn exchange<D: Downstream>(
     let mut upload = BodyRelay::new(facts.body, false, snapshot.limits.max_body_bytes);
     let mut body = None;
     let read = match body_at_hand(client, &mut upload, facts, snapshot) {
-        Ok(true) => read_rest_of_body(context, client, &mut upload, &mut facts, snapshot)
-            .await
-            .map(|read| {
-                body = read;
-                body.is_some()
-            }),
-        at_hand => at_hand.map(|_| false),
+        Ok(true) => {
+            let buffered = &mut outcome.buffered;
+            read_rest_of_body(context, client, &mut upload, &mut facts, snapshot, buffered)
+                .await
+                .map(|read| {
+                    body = read;
+                })
+        }
+        at_hand => at_hand.map(|_| ()),
     };
-    outcome.buffered.request = read == Ok(true);
+    outcome.received = upload.data_seen();
     if let Err(failure) = read {
         report(client, failure, None);
+        outcome.failed(failure, true);
         answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-        return Next::Close { linger: true };
+        return Next::Close { linger: true }.into();
     }
     let (server, slot) = match take_slot(context, pool, chosen, &mut facts, deadline).await {
         Ok(taken) => taken,
         Err(failure) => {
             report(client, failure, Some(&pool.servers[chosen]));
+            outcome.failed(failure, false);
             answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-            return Next::Close { linger: true };
+            return Next::Close { linger: true }.into();
         }
     };
     let sending = Sending {
@@ -150,22 +188,24 @@ async fn exchange<D: Downstream>(
         deadline,
         began: Instant::now(),
     };
-    match forward(
+    let forwarded = forward(
         context,
         client,
         snapshot,
         (server, slot),
         sending,
-        (upload, body.as_ref()),
+        (&mut upload, body.as_ref()),
         outcome,
     )
-    .await
-    {
+    .await;
+    outcome.received = upload.data_seen();
+    match forwarded {
         Ok(next) => next,
         Err(failure) => {
+            outcome.failed(failure, !upload.is_done());
             if !outcome.response_started {
                 answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
-                return Next::Close { linger: true };
+                return Next::Close { linger: true }.into();
             }
             outcome.ending = Ending::Unanswered;
             // A client too slow for its answer loses what the kernel still holds for it too
@@ -174,6 +214,7 @@ async fn exchange<D: Downstream>(
                 Failure::ReaderTooSlow | Failure::ClientStalled => Next::Reset,
                 _ => Next::Close { linger: true },
             }
+            .into()
         }
     }
 }
@@ -378,9 +419,9 @@ async fn forward<'s, D: Downstream>(
     snapshot: &'s Snapshot,
     (first, first_slot): (&'s Server, ActiveGuard<'s>),
     mut sending: Sending,
-    (mut upload, body): (BodyRelay, Option<&BufferedBody<'_>>),
+    (upload, body): (&mut BodyRelay, Option<&BufferedBody<'_>>),
     outcome: &mut Outcome,
-) -> Result<Next, Failure> {
+) -> Result<Exchanged, Failure> {
     let pool = &snapshot.pools[sending.facts.choice.pool];
     let first_sent = sending.began;
     // The request is in `out` now, as far as it has come: the wait for the server holds no
@@ -411,7 +452,7 @@ async fn forward<'s, D: Downstream>(
             )
             .await
         } else {
-            send_streaming(context, client, snapshot, server, &sending, &mut upload)
+            send_streaming(context, client, snapshot, server, &sending, upload)
                 .await
                 .map_err(Failed::from)
         };

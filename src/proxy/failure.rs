@@ -108,6 +108,40 @@ impl Failure {
         }
     }
 
+    /// What the access log's `ended` field says of it. `client_gone` and `client_stalled` say
+    /// where the client left: `_mid_body` while its request body was still coming,
+    /// `_mid_response` once the response had begun.
+    pub fn ended(self, mid_body: bool, mid_response: bool) -> &'static str {
+        match self {
+            Failure::ClientGone if mid_response => "client_gone_mid_response",
+            Failure::ClientGone if mid_body => "client_gone_mid_body",
+            Failure::ClientGone => "client_gone",
+            Failure::ClientStalled if mid_response => "client_stalled_mid_response",
+            Failure::ClientStalled if mid_body => "client_stalled_mid_body",
+            Failure::ClientStalled => "client_stalled",
+            Failure::BadRequest(_) => "bad_request",
+            Failure::HeadTooLarge => "head_too_large",
+            Failure::BodyTooLarge => "body_too_large",
+            Failure::HeadTimeout => "head_timeout",
+            Failure::BodyTooSlow => "body_too_slow",
+            Failure::NotImplemented(_) => "not_implemented",
+            Failure::VersionNotSupported => "version_not_supported",
+            Failure::ReaderTooSlow => "reader_too_slow",
+            Failure::SpoolFailed => "spool_failed",
+            Failure::NoServer => "no_server",
+            Failure::QueueTimeout => "queue_timeout",
+            Failure::ConnectFailed(_) => "connect_failed",
+            Failure::ConnectTimeout => "connect_timeout",
+            Failure::ServerTls(_) => "server_tls",
+            Failure::ServerClosed => "server_closed",
+            Failure::ServerIo(_) => "server_error",
+            Failure::BadResponse(_) => "bad_response",
+            Failure::ResponseTimeout => "response_timeout",
+            Failure::RequestTimeout => "request_timeout",
+            Failure::ServerTruncated => "server_truncated",
+        }
+    }
+
     /// The server could not be reached or did not answer: what passive checks count (a server
     /// that answered badly or stopped mid-body answered, and is not counted).
     pub fn is_server_unreachable(self) -> bool {

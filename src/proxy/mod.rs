@@ -17,6 +17,7 @@ mod replay;
 mod request_body;
 mod respond;
 mod spooled;
+mod tunnel;
 
 pub use client::Client;
 pub use context::ProxyContext;
@@ -43,7 +44,19 @@ pub enum Next {
     /// Close with a reset, dropping what the kernel still holds for the client (one too slow
     /// for its answer).
     Reset,
-    /// The server switched protocols (a 101): bytes go both ways between the client and this
-    /// server connection from now on.
+}
+
+/// How an exchange left the connection, for [`serve_one`]: its next step, or, after a 101, a
+/// tunnel to run first (whose end the access log line waits for).
+enum Exchanged {
+    Next(Next),
+    /// The server switched protocols: bytes go both ways between the client and this server
+    /// connection from now on.
     Switched(Stream),
+}
+
+impl From<Next> for Exchanged {
+    fn from(next: Next) -> Exchanged {
+        Exchanged::Next(next)
+    }
 }

@@ -4,6 +4,7 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use super::failure::Failure;
 use crate::access_log::Buffered;
 use crate::stats::traffic::Ending;
 use crate::upstream::{Pool, Server, Snapshot};
@@ -29,8 +30,12 @@ pub struct Outcome {
     pub body_bytes: u64,
     /// The request named its server with a sticky cookie, or the response gave it one.
     pub sticky: bool,
-    /// Which bodies went through `[buffering]`.
+    /// Which bodies went through `[buffering]`, and which of those reached a temporary file.
     pub buffered: Buffered,
+    /// Request body bytes received from the client (after a 101: through the tunnel).
+    pub received: u64,
+    /// How it ended, as the access log says it: `done`, a failure's word, or a tunnel's end.
+    pub ended: &'static str,
 }
 
 impl Outcome {
@@ -46,7 +51,14 @@ impl Outcome {
             body_bytes: 0,
             sticky: false,
             buffered: Buffered::default(),
+            received: 0,
+            ended: "done",
         }
+    }
+
+    /// It failed with `failure`; `mid_body`: while the request body was still coming.
+    pub(super) fn failed(&mut self, failure: Failure, mid_body: bool) {
+        self.ended = failure.ended(mid_body, self.response_started);
     }
 
     /// The pool and the server it names, in `snapshot` (the one the exchange ran on).

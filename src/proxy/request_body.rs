@@ -12,6 +12,7 @@ use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::Client;
+use crate::access_log::Buffered;
 use crate::http1::forward::drop_expect;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::Body;
@@ -100,7 +101,9 @@ pub fn body_at_hand<D: Downstream>(
 /// `client.out` and perhaps a temporary file; `None` when it was larger than memory allows (one of
 /// unknown length) or the process's totals had no room, and the rest streams. A client that waits
 /// for `100 Continue` gets it from herdsman. Reads wait up to `client_idle` each, and the body as
-/// a whole may not fall below `request_min_rate` once its grace has passed (408).
+/// a whole may not fall below `request_min_rate` once its grace has passed (408). `buffered`
+/// says, for the access log, whether the body went through buffering (read whole, or given up
+/// on by its client partway) and whether any of it reached the temporary file.
 #[cold]
 pub async fn read_rest_of_body<'c, D: Downstream>(
     context: &'c ProxyContext,
@@ -108,6 +111,7 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
     upload: &mut BodyRelay,
     facts: &mut RequestFacts,
     snapshot: &'c Snapshot,
+    buffered: &mut Buffered,
 ) -> Result<Option<BufferedBody<'c>>, Failure> {
     let buffering = &snapshot.buffering;
     let counters = context.counters();
@@ -146,6 +150,7 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
         drop_expect(&mut client.out);
     }
     let started = std::time::Instant::now();
+    buffered.request = true;
     let mut spilled = 0u64;
     let memory_end = client.out.len() + (in_memory - upload.data_seen().min(in_memory)) as usize;
     while !upload.is_done() && (file.is_some() || upload.data_seen() <= room) {
@@ -178,12 +183,15 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
                     file.write_at(rest, spilled)
                         .map_err(|_| RelayError::Spool)?;
                     spilled += rest.len() as u64;
+                    buffered.request_on_disk = true;
                 }
                 Ok(())
             })
             .map_err(upload_failure)?;
     }
     if !upload.is_done() {
+        // Past what memory allows: the rest streams, and the body is not called buffered.
+        buffered.request = false;
         return Ok(None);
     }
     WorkerCounters::bump(&counters.buffered_requests);

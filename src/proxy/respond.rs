@@ -16,7 +16,7 @@ use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::spooled::{relay_spooled, Pace};
-use super::{Client, Next};
+use super::{Client, Exchanged, Next};
 use crate::http1::forward::{write_response_head, ClientFraming, OwnFields};
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::{header_slots, keep_alive, parse_response, Body};
@@ -243,7 +243,7 @@ pub async fn respond<D: Downstream>(
     snapshot: &Snapshot,
     answer: Answer<'_>,
     outcome: &mut Outcome,
-) -> Result<Next, Failure> {
+) -> Result<Exchanged, Failure> {
     let Answer {
         server,
         start,
@@ -270,7 +270,7 @@ pub async fn respond<D: Downstream>(
     recycle::give_back_bytes(std::mem::take(&mut client.out));
 
     if start.switching {
-        return Ok(Next::Switched(upstream.into_finished()));
+        return Ok(Exchanged::Switched(upstream.into_finished()));
     }
     let keep = Keep {
         context,
@@ -317,7 +317,8 @@ pub async fn respond<D: Downstream>(
         }
     } else {
         Next::KeepAlive
-    })
+    }
+    .into())
 }
 
 /// The rest of a response body through a spool: read at the server's pace, the server's
@@ -364,6 +365,7 @@ async fn relay_through_spool<D: Downstream>(
     outcome.body_bytes = download.data_seen();
     if spool.spilled {
         WorkerCounters::bump(&counters.spilled_bodies);
+        outcome.buffered.response_on_disk = true;
     }
     if spool.was_full {
         WorkerCounters::bump(&counters.buffering_full);

@@ -1,7 +1,7 @@
 //! An HTTP/1 client connection as its session holds it: the stream and the bytes received and
 //! not yet used. The exchanges reach it only through the `Downstream` contract; the session
 //! itself waits on it between requests, closes it with a lingering close, or gives up its stream
-//! to be parked or piped.
+//! to be parked.
 
 use std::future::{poll_fn, Future};
 use std::io;
@@ -68,14 +68,9 @@ impl Connection {
         )
     }
 
-    /// The stream, to park or pipe; with the bytes received and not yet used.
+    /// The stream, to park; with the bytes received and not yet used.
     pub fn into_parts(self) -> (Stream, Buffer) {
         (self.stream, self.received)
-    }
-
-    /// The stream and the bytes received and not yet used, to pipe.
-    pub fn parts(&mut self) -> (&mut Stream, &mut Buffer) {
-        (&mut self.stream, &mut self.received)
     }
 
     /// Whether the client may have sent more than was used: bytes already received and not

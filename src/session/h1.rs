@@ -1,7 +1,6 @@
 //! An HTTP/1 client connection: wait for each request without holding buffers, serve it as one
 //! exchange, keep the connection for the next or close it (lingering only when the client may
-//! still be sending), hand it back
-//! to the worker when it stays quiet (to be parked), and pass bytes both ways after a 101.
+//! still be sending), and hand it back to the worker when it stays quiet (to be parked).
 
 use std::io;
 use std::net::SocketAddr;
@@ -12,7 +11,6 @@ use tokio::time::{timeout, timeout_at, Instant};
 
 use super::connection::Connection;
 use super::handshake::handshake;
-use super::pipe;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached};
@@ -107,13 +105,6 @@ pub async fn serve<Q>(
             (Next::Close { linger }, _) => break linger || client.downstream().may_have_more(),
             (Next::Reset, _) => {
                 client.into_parts().0.reset();
-                return;
-            }
-            (Next::Switched(server), _) => {
-                let (mut connection, mut from_server) = client.into_parts();
-                let (stream, from_client) = connection.parts();
-                pipe::run(stream, from_client, server, &mut from_server).await;
-                connection.close_gracefully().await;
                 return;
             }
         }

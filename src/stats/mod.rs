@@ -68,12 +68,18 @@ pub struct WorkerCounters {
 
 /// What all buffered bodies of the process hold now, in memory and in temporary files: written
 /// by every worker, but only for bodies that outgrow what came with their head (one atomic
-/// update per such body and per 64 KiB of file, never per request).
+/// update per such body, per 64 KiB of file reserved and per write to a file, never per
+/// request).
 #[derive(Debug, Default)]
 #[repr(align(64))]
 pub struct BufferUse {
+    /// Reserved of `memory_total`: a body takes its share up front.
     pub memory: AtomicU64,
+    /// Reserved of `disk_total`: a request body of known length takes all its file will need
+    /// up front, a response's spool takes it 64 KiB at a time.
     pub disk: AtomicU64,
+    /// Written to temporary files and not yet freed: what the files hold on disk now.
+    pub disk_written: AtomicU64,
 }
 
 impl BufferUse {

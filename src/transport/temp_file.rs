@@ -6,6 +6,7 @@
 //! their temp files: they go to the page cache (about 10 µs per 64 KiB here), and a body only
 //! comes here once it has outgrown its memory, which a fast client never lets it do.
 
+use std::cell::Cell;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -28,9 +29,11 @@ const NAME_SUFFIX: &str = ".tmp";
 /// One unnamed temporary file and the disk space it holds of the process's total.
 pub struct TempFile<'a> {
     file: File,
-    /// Bytes of `disk` this file holds (a multiple of [`RESERVE_STEP`]).
+    /// Bytes of `usage.disk` this file holds (a multiple of [`RESERVE_STEP`]).
     reserved: u64,
-    disk: &'a AtomicU64,
+    /// The end of what was written to it: its share of `usage.disk_written`.
+    written: Cell<u64>,
+    usage: &'a BufferUse,
     total: u64,
 }
 
@@ -59,7 +62,8 @@ impl<'a> TempFile<'a> {
         Ok(TempFile {
             file,
             reserved: 0,
-            disk: &usage.disk,
+            written: Cell::new(0),
+            usage,
             total,
         })
     }
@@ -71,7 +75,7 @@ impl<'a> TempFile<'a> {
             return true;
         }
         let wanted = end.div_ceil(RESERVE_STEP) * RESERVE_STEP - self.reserved;
-        if !BufferUse::reserve(self.disk, wanted, self.total) {
+        if !BufferUse::reserve(&self.usage.disk, wanted, self.total) {
             return false;
         }
         self.reserved += wanted;
@@ -80,7 +84,16 @@ impl<'a> TempFile<'a> {
 
     /// Writes all of `bytes` at `offset` (within what [`TempFile::reserve_to`] covered).
     pub fn write_at(&self, bytes: &[u8], offset: u64) -> io::Result<()> {
-        self.file.write_all_at(bytes, offset)
+        self.file.write_all_at(bytes, offset)?;
+        let end = offset + bytes.len() as u64;
+        let written = self.written.get();
+        if end > written {
+            self.usage
+                .disk_written
+                .fetch_add(end - written, Ordering::Relaxed);
+            self.written.set(end);
+        }
+        Ok(())
     }
 
     /// Reads into `into` from `offset`; the bytes read.
@@ -90,14 +103,16 @@ impl<'a> TempFile<'a> {
 
     /// Empties the file and gives its space back to the total.
     pub fn clear(&mut self) -> io::Result<()> {
-        BufferUse::release(self.disk, std::mem::take(&mut self.reserved));
+        BufferUse::release(&self.usage.disk, std::mem::take(&mut self.reserved));
+        BufferUse::release(&self.usage.disk_written, self.written.take());
         self.file.set_len(0)
     }
 }
 
 impl Drop for TempFile<'_> {
     fn drop(&mut self) {
-        BufferUse::release(self.disk, self.reserved);
+        BufferUse::release(&self.usage.disk, self.reserved);
+        BufferUse::release(&self.usage.disk_written, self.written.get());
     }
 }
 
@@ -157,7 +172,14 @@ mod tests {
         let mut file = TempFile::create(&dir, &usage, 3 * RESERVE_STEP).unwrap();
         assert!(file.reserve_to(10));
         assert_eq!(usage.disk.load(Ordering::Relaxed), RESERVE_STEP);
+        assert_eq!(usage.disk_written.load(Ordering::Relaxed), 0);
         file.write_at(b"0123456789", 0).unwrap();
+        file.write_at(b"345", 3).unwrap();
+        assert_eq!(
+            usage.disk_written.load(Ordering::Relaxed),
+            10,
+            "rewritten bytes count once"
+        );
         let mut back = [0; 4];
         assert_eq!(file.read_at(&mut back, 3).unwrap(), 4);
         assert_eq!(&back, b"3456");
@@ -165,9 +187,13 @@ mod tests {
         assert!(file.reserve_to(3 * RESERVE_STEP));
         file.clear().unwrap();
         assert_eq!(usage.disk.load(Ordering::Relaxed), 0);
+        assert_eq!(usage.disk_written.load(Ordering::Relaxed), 0);
         assert!(file.reserve_to(1));
+        file.write_at(b"x", 0).unwrap();
+        assert_eq!(usage.disk_written.load(Ordering::Relaxed), 1);
         drop(file);
         assert_eq!(usage.disk.load(Ordering::Relaxed), 0);
+        assert_eq!(usage.disk_written.load(Ordering::Relaxed), 0);
         // Nothing is left in the directory, and a crash's leftovers are removed.
         std::fs::write(dir.join("herdsman-123-4.tmp"), b"left").unwrap();
         std::fs::write(dir.join("keep.tmp"), b"not ours").unwrap();

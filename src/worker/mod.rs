@@ -59,6 +59,12 @@ pub struct WorkerSetup {
     pub access_log: Option<LogSink>,
 }
 
+/// The key that bounds the old process's drain after a binary upgrade.
+pub const HARD_STOP_AFTER: &str = "hard_stop_after";
+
+/// How long tunnels cut at a stop's deadline have to write their log lines and close.
+const CUT_GRACE: Duration = Duration::from_millis(100);
+
 /// A stop under way: until when a worker's open connections may go on, and which setting said
 /// so (named in the log when connections are closed at the deadline).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -75,6 +81,15 @@ impl Stopping {
         Stopping {
             deadline: limit.map(|limit| std::time::Instant::now() + limit),
             set_by,
+        }
+    }
+
+    /// How a tunnel cut at this stop's deadline says it ended: `upgrade` when the deadline is
+    /// the old process's after a binary upgrade handed over, `shutdown` otherwise.
+    pub fn cut_word(&self) -> &'static str {
+        match self.set_by {
+            HARD_STOP_AFTER => "upgrade",
+            _ => "shutdown",
         }
     }
 
@@ -254,6 +269,10 @@ async fn finish_connections(context: &WorkerContext, stop: &mut watch::Receiver<
                     "{} ended; closing connections still open",
                     stopping.set_by
                 );
+                // Tunnels end by themselves, writing their log lines; the rest close with the
+                // runtime.
+                context.proxy.cut_tunnels(stopping.cut_word());
+                let _ = tokio::time::timeout(CUT_GRACE, context.all_connections_closed()).await;
                 return;
             }
             () = changed => {}

@@ -258,7 +258,7 @@ mod tests {
                     herdsman_worker_buffered_request_bodies_total{worker=\"1\"} 30\n\
                     herdsman_worker_slow_request_bodies_total{worker=\"0\"} 5\n\
                     herdsman_requests_total{pool=\"backend\"} 900\n\
-                    herdsman_buffered_bytes{where=\"disk\"} 1.5e9\n";
+                    herdsman_buffer_reserved_bytes{where=\"disk\"} 1.5e9\n";
         assert_eq!(
             buffering_series(page),
             vec![
@@ -267,7 +267,10 @@ mod tests {
                     42.0
                 ),
                 ("herdsman_worker_slow_request_bodies_total".to_string(), 5.0),
-                ("herdsman_buffered_bytes{where=\"disk\"}".to_string(), 1.5e9),
+                (
+                    "herdsman_buffer_reserved_bytes{where=\"disk\"}".to_string(),
+                    1.5e9
+                ),
             ]
         );
     }

@@ -60,6 +60,11 @@ impl Checker {
                 &raw.tls_handshake,
                 default.tls_handshake,
             ),
+            tunnel_idle: timeout(
+                "timeouts.tunnel_idle",
+                &raw.tunnel_idle,
+                default.tunnel_idle,
+            ),
             request: None,
         };
         Timeouts {

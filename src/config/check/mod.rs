@@ -300,6 +300,7 @@ mod tests {
                 request: None,
                 backend_idle: Duration::from_millis(3500),
                 tls_handshake: Duration::from_secs(10),
+                tunnel_idle: Duration::from_secs(3600),
             },
             limits: Limits {
                 max_header_bytes: 16384,

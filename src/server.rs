@@ -250,7 +250,18 @@ impl Server {
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }
         for (name, addr) in &names {
-            tracing::info!(listener = %name, %addr, workers = config.workers, intake = config.intake.name(), "listening");
+            let tls = config
+                .listeners
+                .iter()
+                .find(|listener| &listener.name == name)
+                .and_then(|listener| listener.tls_description());
+            let (workers, intake) = (config.workers, config.intake.name());
+            match tls {
+                Some(tls) => {
+                    tracing::info!(listener = %name, %addr, workers, intake, tls, "listening")
+                }
+                None => tracing::info!(listener = %name, %addr, workers, intake, "listening"),
+            }
         }
         Ok(Server {
             registry,

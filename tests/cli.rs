@@ -339,3 +339,27 @@ fn the_systemd_unit_restarts_on_failure_with_least_privilege() {
     assert_eq!(run, ["run", "-c", "/etc/herdsman/herdsman.toml"]);
     assert_eq!(value("ExecReload"), "/bin/kill -HUP $MAINPID");
 }
+
+#[test]
+fn check_names_a_listeners_tls_its_certificates_and_their_expiry() {
+    let cert = CertFiles::issue("check-summary", &["app.test", "www.app.test"]);
+    let text = format!(
+        "[[listener]]\nname = \"secure\"\nbind = \"127.0.0.1:8443\"\npool = \"app\"\n{}\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"127.0.0.1:9\" }}]\n",
+        tls_table(&[&cert], "min_version = \"1.3\"")
+    );
+    let (code, out) = run_check(&text);
+    assert_eq!(code, Some(0), "{out}");
+    let line = out
+        .lines()
+        .find(|line| line.trim_start().starts_with("TLS "))
+        .unwrap_or_else(|| panic!("no TLS line under the listener:\n{out}"));
+    assert!(line.contains("TLS 1.3+"), "{line}");
+    assert!(line.contains("ALPN http/1.1"), "{line}");
+    // rcgen's default validity runs to 4096; the date and the days left both show.
+    assert!(
+        line.contains("certificate app.test,www.app.test until 4096-01-01 ("),
+        "{line}"
+    );
+    assert!(line.contains(" days left)"), "{line}");
+}

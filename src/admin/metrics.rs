@@ -283,7 +283,7 @@ impl Figures {
             out.sample(name, &[("worker", worker), ("kind", "resumed")], resumed);
         }
         let name = "herdsman_worker_tls_handshake_failures_total";
-        out.family(name, "counter", "TLS handshakes that failed on client connections, by reason: plain_http (cleartext HTTP to a TLS port, answered 400), not_tls, closed, unknown_name, client_certificate, protocol, io, timeout.");
+        out.family(name, "counter", "TLS handshakes that failed on client connections, by reason: plain_http (cleartext HTTP to a TLS port, answered 400), not_tls, closed, unknown_name, client_certificate, alpn (the client offered only protocols herdsman does not speak), protocol, io, timeout.");
         for (worker, report) in &workers {
             for (why, count) in HandshakeFailed::ALL.iter().zip(report.failed) {
                 out.sample(name, &[("worker", worker), ("reason", why.name())], count);

@@ -278,7 +278,7 @@ pub struct AcmeResolver {
 impl ResolvesServerCert for AcmeResolver {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let name = client_hello.server_name();
-        super::certificates::note_server_name(name);
+        super::certificates::note_client_hello(&client_hello);
         let validating = client_hello
             .alpn()
             .is_some_and(|mut offered| offered.any(|protocol| protocol == ALPN_ACME_TLS));

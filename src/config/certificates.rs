@@ -112,6 +112,24 @@ impl Certificate {
 }
 
 impl Certificate {
+    /// Its names and expiry, as `herdsman check` and the `listening` line say them:
+    /// `app.example,www.app.example until 2027-02-25 (89 days left)`, or `EXPIRED` once past.
+    pub fn describe(&self, now: SystemTime) -> String {
+        let seconds = self.seconds_left(now);
+        let left = match seconds {
+            ..0 => "EXPIRED".to_string(),
+            _ => format!("{} days left", seconds / 86_400),
+        };
+        let until = self
+            .not_after
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .ok()
+            .and_then(|since| i64::try_from(since.as_secs()).ok())
+            .and_then(|seconds| time::OffsetDateTime::from_unix_timestamp(seconds).ok())
+            .map_or_else(|| "?".to_string(), |moment| moment.date().to_string());
+        format!("{} until {until} ({left})", self.names.join(","))
+    }
+
     /// Whole seconds from `now` until it expires; negative once it has.
     pub fn seconds_left(&self, now: SystemTime) -> i64 {
         match self.not_after.duration_since(now) {
@@ -267,7 +285,7 @@ impl CertificateStore {
 impl ResolvesServerCert for CertificateStore {
     fn resolve(&self, client_hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
         let name = client_hello.server_name();
-        note_server_name(name);
+        note_client_hello(&client_hello);
         self.select(name)
             .map(|certificate| Arc::clone(&certificate.key))
     }
@@ -278,10 +296,33 @@ thread_local! {
     static SERVER_NAME: std::cell::RefCell<Option<Box<str>>> = const { std::cell::RefCell::new(None) };
 }
 
-/// Notes the host name a ClientHello asked for, for `take_server_name`: what every certificate
-/// resolver does first.
-pub fn note_server_name(name: Option<&str>) {
-    SERVER_NAME.with(|asked| asked.replace(name.map(Box::from)));
+thread_local! {
+    /// The ALPN protocols the last ClientHello resolved on this thread offered, comma-separated
+    /// (its memory kept from one handshake to the next).
+    static OFFERED_ALPN: std::cell::RefCell<String> = const { std::cell::RefCell::new(String::new()) };
+}
+
+/// Notes what a ClientHello asked for — its host name, for `take_server_name`, and the ALPN
+/// protocols it offered, for `offered_alpn` — as every certificate resolver does first.
+pub fn note_client_hello(hello: &ClientHello<'_>) {
+    SERVER_NAME.with(|asked| asked.replace(hello.server_name().map(Box::from)));
+    OFFERED_ALPN.with(|offered| {
+        let mut offered = offered.borrow_mut();
+        offered.clear();
+        for (index, protocol) in hello.alpn().into_iter().flatten().enumerate() {
+            if index > 0 {
+                offered.push(',');
+            }
+            offered.push_str(&String::from_utf8_lossy(protocol));
+        }
+    });
+}
+
+/// The ALPN protocols the ClientHello this thread's last handshake step resolved offered,
+/// comma-separated (empty: none): read when a handshake failed for want of a protocol in
+/// common, in the same step, to say what the client wanted.
+pub fn offered_alpn() -> String {
+    OFFERED_ALPN.with(|offered| offered.borrow().clone())
 }
 
 /// The host name (SNI) of the ClientHello this thread's last handshake step resolved a

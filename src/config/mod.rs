@@ -211,6 +211,15 @@ pub struct ListenerConfig {
 }
 
 /// The `access_log` that means standard output rather than a file.
+impl ListenerConfig {
+    /// Its TLS as the `listening` log line says it (`ListenerTls::describe`); `None` for
+    /// cleartext.
+    pub fn tls_description(&self) -> Option<String> {
+        let now = std::time::SystemTime::now();
+        self.tls.as_ref().map(|tls| tls.describe(now))
+    }
+}
+
 pub const STANDARD_OUTPUT: &str = "-";
 
 /// A listener's access log (see `crate::access_log`).

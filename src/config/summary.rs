@@ -5,7 +5,8 @@ use super::duration::format_duration;
 use super::{Config, HashKey, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
-/// listener (with its access log and upgrades), route and pool, and each pool's servers, one line each.
+/// listener (with its access log and upgrades, and under a TLS one what its TLS speaks and
+/// serves), route and pool, and each pool's servers, one line each.
 pub(super) fn summary(config: &Config) -> String {
     let intake = INTAKE_MODES.word_for(config.intake);
     let level = LOG_LEVELS.word_for(config.log.level);
@@ -33,8 +34,11 @@ pub(super) fn summary(config: &Config) -> String {
             true => String::new(),
             false => format!("  defer_accept {}", format_duration(listener.defer_accept)),
         };
+        let tls = listener
+            .tls_description()
+            .map_or(String::new(), |tls| format!("\n  {tls}"));
         lines.push(format!(
-            "listener {}  {}  backlog {}{defer}  → pool {pool}{access_log}{upgrade}",
+            "listener {}  {}  backlog {}{defer}  → pool {pool}{access_log}{upgrade}{tls}",
             listener.name, listener.bind, listener.backlog
         ));
     }

@@ -5,6 +5,7 @@
 //! the config (so a reload does not cost clients their sessions).
 
 use std::sync::{Arc, OnceLock};
+use std::time::SystemTime;
 
 use rustls::crypto::CryptoProvider;
 use rustls::server::{ServerSessionMemoryCache, StoresServerSessions};
@@ -72,6 +73,57 @@ pub struct ListenerTls {
     pub hsts_line: Box<[u8]>,
     /// `acme`: a certificate herdsman obtains and renews itself, served beside `certificates`.
     pub acme: Option<AcmeSettings>,
+}
+
+impl ListenerTls {
+    /// The application protocols its handshakes agree to, comma-separated, as ALPN names them
+    /// (ACME's validation protocol aside: no HTTP runs on it).
+    pub fn alpn_spoken(&self) -> String {
+        let spoken: Vec<String> = self
+            .server_config
+            .alpn_protocols
+            .iter()
+            .filter(|protocol| protocol.as_slice() != ALPN_ACME_TLS)
+            .map(|protocol| String::from_utf8_lossy(protocol).into_owned())
+            .collect();
+        spoken.join(",")
+    }
+
+    /// What the listener's TLS is, on one line, for `herdsman check` and the `listening` log
+    /// line: the oldest version, the ALPN protocols offered, each certificate's names and expiry
+    /// (as `ctl certs` shows them), ACME's names and challenge, client certificates.
+    pub fn describe(&self, now: SystemTime) -> String {
+        let mut parts = vec![format!(
+            "TLS {}+  ALPN {}",
+            self.min_version.name(),
+            self.alpn_spoken()
+        )];
+        for certificate in self.certificates.certificates() {
+            parts.push(format!("certificate {}", certificate.describe(now)));
+        }
+        if let Some(acme) = &self.acme {
+            let held = match acme.managed.current() {
+                Some(certificate) => format!(", holding {}", certificate.describe(now)),
+                None => ", not obtained yet".to_string(),
+            };
+            parts.push(format!(
+                "ACME {} ({}{held})",
+                acme.names.join(","),
+                acme.challenge.name()
+            ));
+        }
+        if let Some(clients) = &self.clients {
+            let auth = match clients.auth {
+                ClientAuth::Required => "required",
+                ClientAuth::Optional => "optional",
+            };
+            parts.push(format!(
+                "client certificates {auth} (CA {})",
+                clients.ca_file.display()
+            ));
+        }
+        parts.join("  ")
+    }
 }
 
 impl PartialEq for ListenerTls {

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use tokio::time::{timeout_at, Instant};
 
@@ -13,8 +14,14 @@ use super::connection::Connection;
 use crate::config::acme::ALPN_ACME_TLS;
 use crate::config::tls::ListenerTls;
 use crate::proxy::{Downstream, ProxyContext};
+use crate::stats::log_every::LogEvery;
 use crate::stats::tls::HandshakeFailed;
 use crate::transport::{Buffer, Detached, HandshakeFailure, Stream};
+
+/// Handshakes refused for want of an ALPN protocol in common are logged at most this often,
+/// process-wide, each line saying how many more there were since the last.
+const ALPN_REFUSAL_LOG_EVERY: Duration = Duration::from_secs(10);
+static ALPN_REFUSALS: LogEvery = LogEvery::new();
 
 /// What a client that spoke cleartext HTTP to a TLS port is told.
 const PLAIN_HTTP_TO_TLS: &[u8] = b"HTTP/1.1 400 Bad Request\r\n\
@@ -61,7 +68,18 @@ pub async fn handshake(
     };
     let reason = failure.reason();
     counters.failed(reason);
-    tracing::debug!(client = %peer, reason = reason.name(), ?failure, "TLS handshake failed");
+    if reason == HandshakeFailed::Alpn {
+        // Said, unlike other failures, as clients that fail so fail alike and never get in
+        // (a gRPC client offers only h2): rate-limited, since they may be thousands.
+        if let Some(held_back) = ALPN_REFUSALS.allow(ALPN_REFUSAL_LOG_EVERY) {
+            // Still the handshake's step: the ClientHello noted is this connection's.
+            let offered = crate::config::certificates::offered_alpn();
+            let speaks = tls.alpn_spoken();
+            tracing::warn!(client = %peer, offered, speaks, more_since_last = held_back, "TLS handshake refused: the client offered only ALPN protocols this listener does not speak");
+        }
+    } else {
+        tracing::debug!(client = %peer, reason = reason.name(), ?failure, "TLS handshake failed");
+    }
     if let HandshakeFailure::PlainHttp(stream) = failure {
         answer_plain_http(stream, peer, deadline).await;
     }

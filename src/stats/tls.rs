@@ -17,6 +17,8 @@ pub enum HandshakeFailed {
     UnknownName,
     /// A client certificate was required and none was sent, or it did not verify.
     ClientCertificate,
+    /// The client offered ALPN protocols and none herdsman speaks (`h2` alone, say).
+    Alpn,
     /// Any other breach of TLS, or nothing in common (versions, ciphers, groups).
     Protocol,
     /// The socket failed.
@@ -25,13 +27,17 @@ pub enum HandshakeFailed {
     Timeout,
 }
 
+/// How many reasons a handshake can fail for.
+pub const REASONS: usize = 9;
+
 impl HandshakeFailed {
-    pub const ALL: [HandshakeFailed; 8] = [
+    pub const ALL: [HandshakeFailed; REASONS] = [
         HandshakeFailed::PlainHttp,
         HandshakeFailed::NotTls,
         HandshakeFailed::Closed,
         HandshakeFailed::UnknownName,
         HandshakeFailed::ClientCertificate,
+        HandshakeFailed::Alpn,
         HandshakeFailed::Protocol,
         HandshakeFailed::Io,
         HandshakeFailed::Timeout,
@@ -45,6 +51,7 @@ impl HandshakeFailed {
             HandshakeFailed::Closed => "closed",
             HandshakeFailed::UnknownName => "unknown_name",
             HandshakeFailed::ClientCertificate => "client_certificate",
+            HandshakeFailed::Alpn => "alpn",
             HandshakeFailed::Protocol => "protocol",
             HandshakeFailed::Io => "io",
             HandshakeFailed::Timeout => "timeout",
@@ -62,7 +69,7 @@ pub struct TlsCounters {
     /// Resumed from a ticket or a TLS 1.2 session id.
     pub resumed: AtomicU64,
     /// Failed, by [`HandshakeFailed`] in the order of `ALL`.
-    pub failed: [AtomicU64; 8],
+    pub failed: [AtomicU64; REASONS],
     /// Finished handshakes by time taken, cumulative as Prometheus wants them: `buckets[i]` counts
     /// those within `HANDSHAKE_BUCKETS_MS[i]`; the last counts them all.
     pub buckets: [AtomicU64; 13],
@@ -76,7 +83,7 @@ pub struct TlsReport {
     pub full: u64,
     pub resumed: u64,
     /// By [`HandshakeFailed`], in the order of `ALL`.
-    pub failed: [u64; 8],
+    pub failed: [u64; REASONS],
     /// Under way now (the worker's `WorkerLoad::handshaking`).
     pub in_progress: u32,
     /// Cumulative, as in [`TlsCounters::buckets`].
@@ -142,6 +149,6 @@ mod tests {
         assert_eq!(counters.resumed.load(Ordering::Relaxed), 1);
         assert_eq!(counters.total_us.load(Ordering::Relaxed), 20_003_500);
         counters.failed(HandshakeFailed::Timeout);
-        assert_eq!(counters.failed[7].load(Ordering::Relaxed), 1);
+        assert_eq!(counters.failed[8].load(Ordering::Relaxed), 1);
     }
 }

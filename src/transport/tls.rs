@@ -83,6 +83,9 @@ impl HandshakeFailure {
             // The one general error a server handshake makes: its certificate resolver found
             // none for the name asked (rustls 0.23, server/hs.rs).
             HandshakeFailure::Refused(rustls::Error::General(_)) => HandshakeFailed::UnknownName,
+            HandshakeFailure::Refused(rustls::Error::NoApplicationProtocol) => {
+                HandshakeFailed::Alpn
+            }
             HandshakeFailure::Refused(_) => HandshakeFailed::Protocol,
             HandshakeFailure::Io(error) if is_reset(error) => HandshakeFailed::Closed,
             HandshakeFailure::Io(_) => HandshakeFailed::Io,

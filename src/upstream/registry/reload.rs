@@ -109,12 +109,9 @@ impl Registry {
         }
         let mut opened = Vec::new();
         for (name, bound, sockets) in opening {
-            let limit = state
-                .config
-                .listeners
-                .iter()
-                .find(|l| l.name == name)
-                .map_or(0, |l| l.max_connections);
+            let listener = state.config.listeners.iter().find(|l| l.name == name);
+            let limit = listener.map_or(0, |l| l.max_connections);
+            let tls = listener.and_then(|l| l.tls_description());
             let load = Arc::new(ListenerLoad::new(limit));
             let socket = sockets.first().and_then(|first| first.try_clone().ok());
             opened.push((state.slots.len(), sockets, Arc::clone(&load)));
@@ -127,7 +124,14 @@ impl Registry {
                 pool: String::new(),
                 rules: ListenerRules::default(),
             });
-            tracing::info!(listener = %name, addr = %bound, "listener opened by reload");
+            match tls {
+                Some(tls) => {
+                    tracing::info!(listener = %name, addr = %bound, tls, "listener opened by reload")
+                }
+                None => {
+                    tracing::info!(listener = %name, addr = %bound, "listener opened by reload")
+                }
+            }
         }
         let generation = self.publish(&mut state)?;
         if let Some(control) = &self.listener_control {

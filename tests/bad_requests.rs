@@ -487,3 +487,37 @@ fn client_stalling_its_body_is_cut_after_client_idle() {
         server.requests()
     );
 }
+
+/// A GET with a Host and `fields` more fields.
+fn get_with_fields(fields: usize) -> String {
+    let lines: String = (0..fields).map(|i| format!("X-H{i}: v\r\n")).collect();
+    format!("GET / HTTP/1.1\r\nHost: t\r\n{lines}\r\n")
+}
+
+#[test]
+fn a_head_that_forwarded_would_pass_the_field_limit_is_431_and_what_goes_passes_a_second_tier() {
+    // herdsman in front of herdsman, both with the same limits (128 fields a head), and an echo
+    // server behind the second tier that counts what arrives.
+    let server = Mock::echo();
+    let second = Setup::new().server("a", server.addr).start();
+    let first = Setup::new().server("tier2", second.addr).start();
+    // 128 fields parse; forwarded with X-Forwarded-For, -Proto and -Host they would be 130,
+    // which no server with herdsman's limits (or gunicorn's 100) would take: refused at the
+    // edge, where the client is told, and nothing goes on.
+    let before = server.bytes_received();
+    assert_rejected(
+        &second,
+        get_with_fields(127).as_bytes(),
+        431,
+        "127 fields and Host",
+    );
+    thread::sleep(Duration::from_millis(200));
+    assert_eq!(server.bytes_received(), before, "the refused head went on");
+    // With room for what herdsman adds, it passes both tiers (the second replaces the first's
+    // X-Forwarded-* rather than adding to them).
+    let response = first.connect().roundtrip(get_with_fields(124).as_bytes());
+    assert_eq!(response.status(), 200, "{:?}", response.head.first_line);
+    let head = server.heads().pop().unwrap();
+    assert_eq!(head.headers.len(), 128, "{:?}", head.headers);
+    assert_eq!(head.header("x-forwarded-for"), Some("127.0.0.1, 127.0.0.1"));
+}

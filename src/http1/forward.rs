@@ -4,9 +4,10 @@
 use std::io::Write;
 use std::net::IpAddr;
 
-use super::head::{Body, ConnectionTokens, Request, Response};
+use super::head::{Body, ConnectionTokens, HeadError, Request, Response};
 use super::tokens::list_elements;
 use super::upgrade;
+use super::MAX_HEADERS;
 use crate::config::UpgradeProtocols;
 
 /// A client's address as X-Forwarded-For carries it, formatted once per connection rather than
@@ -98,13 +99,20 @@ fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
 /// value (RFC 9112 §6.3: a repeated or listed one is replaced, so no server can read it another
 /// way), or `Transfer-Encoding: chunked`. The Upgrade goes on only with the protocols `upgrades`
 /// allows, and only when there is one.
+///
+/// `TooLarge` when the head as written has more than [`MAX_HEADERS`] fields or more than
+/// `max_head` bytes: the fields herdsman adds (`X-Forwarded-*`, a Host for HTTP/1.0) could take
+/// a head within the limits beyond them, and a server — or a second tier of herdsman, with the
+/// same limits — would refuse what the first accepted. Refused at the edge instead (431), where
+/// the client is told.
 pub fn write_request_head(
     request: &Request<'_, '_>,
     upgrades: &UpgradeProtocols,
     client: &AddressText,
     tls: Forwarded<'_>,
+    max_head: usize,
     out: &mut Vec<u8>,
-) {
+) -> Result<(), HeadError> {
     out.extend_from_slice(request.method_text.as_bytes());
     out.push(b' ');
     if !matches!(
@@ -122,6 +130,8 @@ pub fn write_request_head(
     let mut forwarded_for: Option<&[u8]> = None;
     let mut more_forwarded_for = false;
     let mut framing_written = false;
+    // Host, X-Forwarded-For and X-Forwarded-Proto, always written; then those written below.
+    let mut fields = 3;
     for field in request.headers {
         let name = field.name;
         if name.eq_ignore_ascii_case("x-forwarded-for") {
@@ -145,6 +155,7 @@ pub fn write_request_head(
         {
             if !framing_written {
                 framing_written = true;
+                fields += 1;
                 write_framing(request, name, field.value, out);
             }
             continue;
@@ -152,9 +163,11 @@ pub fn write_request_head(
         if is_hop_by_hop(name, &request.connection) {
             continue;
         }
+        fields += 1;
         write_field(out, name, field.value);
     }
     if upgrade {
+        fields += 2;
         out.extend_from_slice(b"Upgrade: ");
         upgrade::write_allowed(upgrades, request, out);
         out.extend_from_slice(b"\r\nConnection: upgrade\r\n");
@@ -177,12 +190,18 @@ pub fn write_request_head(
         false => b"\r\nX-Forwarded-Proto: http\r\n",
     });
     if !tls.client_certificate.is_empty() {
+        fields += 1;
         write_field(out, "X-Forwarded-Client-Cert", tls.client_certificate);
     }
     if let Some(host) = request.host {
+        fields += 1;
         write_field(out, "X-Forwarded-Host", host);
     }
     out.extend_from_slice(b"\r\n");
+    match fields <= MAX_HEADERS && out.len() <= max_head {
+        true => Ok(()),
+        false => Err(HeadError::TooLarge),
+    }
 }
 
 /// The request's one framing field, under the client's spelling of `name`: its first
@@ -345,9 +364,65 @@ mod tests {
             &UpgradeProtocols::new(["websocket"]),
             &client,
             Forwarded::default(),
+            8192,
             &mut out,
-        );
+        )
+        .unwrap();
         String::from_utf8(out).unwrap()
+    }
+
+    /// A request head of `fields` fields after its Host, `filler` bytes each.
+    fn head_with_fields(version: &str, fields: usize, filler: usize) -> String {
+        let mut text = format!("GET / HTTP/1.{version}\r\n");
+        if version == "1" {
+            text.push_str("Host: h\r\n");
+        }
+        for n in 0..fields {
+            text.push_str(&format!("X-Field-{n}: {}\r\n", "v".repeat(filler)));
+        }
+        text.push_str("\r\n");
+        text
+    }
+
+    #[test]
+    fn a_head_that_would_outgrow_the_limits_once_forwarded_is_refused() {
+        let upgrades = UpgradeProtocols::new(["websocket"]);
+        let client = AddressText::new("10.1.2.3".parse().unwrap());
+        let write = |text: &str, max_head: usize| {
+            let mut headers = crate::http1::header_slots();
+            let request = parse_request(text.as_bytes(), &mut headers, max_head)
+                .unwrap()
+                .unwrap();
+            let mut out = Vec::new();
+            let written = write_request_head(
+                &request,
+                &upgrades,
+                &client,
+                Forwarded::default(),
+                max_head,
+                &mut out,
+            );
+            written.map(|()| out)
+        };
+        // 128 fields parse (Host and 127 more); forwarded with X-Forwarded-For, -Proto and
+        // -Host they would be 130.
+        let full = head_with_fields("1", MAX_HEADERS - 1, 1);
+        assert_eq!(write(&full, 65536).err(), Some(HeadError::TooLarge));
+        // With room for what herdsman adds, it goes, and what goes parses again under the same
+        // limits (a second tier of herdsman accepts it).
+        let fits = head_with_fields("1", MAX_HEADERS - 4, 1);
+        let out = write(&fits, 65536).expect("within the limits once forwarded");
+        let mut again = crate::http1::header_slots();
+        assert!(parse_request(&out, &mut again, 65536).unwrap().is_some());
+        // HTTP/1.0 without a Host gets one (and no X-Forwarded-Host), which counts too.
+        let old = head_with_fields("0", MAX_HEADERS - 2, 1);
+        assert_eq!(write(&old, 65536).err(), Some(HeadError::TooLarge));
+        assert!(write(&head_with_fields("0", MAX_HEADERS - 3, 1), 65536).is_ok());
+        // Bytes: a head just under max_head grows past it by the added fields.
+        let long = head_with_fields("1", 4, 1900);
+        assert!(long.len() < 8192);
+        assert!(write(&long, long.len()).is_err());
+        assert!(write(&long, long.len() + 200).is_ok());
     }
 
     #[test]
@@ -364,7 +439,7 @@ mod tests {
             secure: true,
             client_certificate: b"Hash=ab;Subject=\"CN=alice\"",
         };
-        write_request_head(&request, &upgrades, &client, tls, &mut out);
+        write_request_head(&request, &upgrades, &client, tls, 8192, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "GET / HTTP/1.1\r\nHost: h\r\nX-Forwarded-For: 10.1.2.3\r\nX-Forwarded-Proto: https\r\nX-Forwarded-Client-Cert: Hash=ab;Subject=\"CN=alice\"\r\nX-Forwarded-Host: h\r\n\r\n"

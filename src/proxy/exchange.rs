@@ -370,8 +370,10 @@ async fn read_request<D: Downstream>(
                         secure: facts.secure,
                         client_certificate: &client.client_certificate,
                     },
+                    limits.max_header_bytes,
                     scratch(&mut client.out),
-                );
+                )
+                .map_err(Failure::from_request_head)?;
                 let head_len = request.head_len;
                 client.downstream.received().consume(head_len);
                 return Ok(Some(facts));

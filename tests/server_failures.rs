@@ -82,6 +82,28 @@ fn server_sending_an_invalid_content_length_is_502() {
 }
 
 #[test]
+fn a_response_that_herdsmans_own_fields_would_take_past_128_fields_is_502() {
+    // 128 fields from the server; the client's Connection: close makes herdsman add one. Found
+    // by the response_head fuzz target: the head herdsman wrote did not parse under its own
+    // limits, so a second tier (or a client with them) would have refused it.
+    let lines: String = (0..128).map(|n| format!("X-F{n}: v\r\n")).collect();
+    let reply = format!("HTTP/1.1 200 OK\r\n{lines}Content-Length: 0\r\n\r\n").replacen(
+        "X-F0: v\r\n",
+        "",
+        1,
+    );
+    let server = Mock::raw_reply(
+        Box::leak(reply.into_bytes().into_boxed_slice()),
+        Flow::Close,
+    );
+    let proxy = Setup::new().server("a", server.addr).start();
+    let response = proxy
+        .connect()
+        .roundtrip(&get_request("/", "Connection: close\r\n"));
+    assert_error_response(&response, 502);
+}
+
+#[test]
 fn server_that_never_answers_is_504_after_backend_response() {
     let server = Mock::start(|ex| {
         ex.wait_for_close(Duration::from_secs(20));

@@ -30,7 +30,7 @@ fuzz_target!(|data: &[u8]| {
                 let mut forwarded = Vec::new();
                 let client = AddressText::new("127.0.0.1".parse().unwrap());
                 let tls = Forwarded {
-                    secure: data.len() % 2 == 0,
+                    secure: data.len().is_multiple_of(2),
                     client_certificate: b"Hash=ab;Subject=\"CN=fuzz\"",
                 };
                 match write_request_head(

@@ -436,6 +436,18 @@ pub struct RouteConfig {
 }
 
 impl RouteConfig {
+    /// A route of `host` and `path_prefix` to the first pool, with the default timeouts and
+    /// buffering: what the route index's tests and fuzz target build.
+    pub fn to_first_pool(host: Option<HostPattern>, path_prefix: Option<&str>) -> RouteConfig {
+        RouteConfig {
+            host,
+            path_prefix: path_prefix.map(str::to_string),
+            pool: 0,
+            timeouts: Timeouts::default().exchange(),
+            buffering: RouteBuffering::default(),
+        }
+    }
+
     /// Its host as `herdsman check` names it: `any host`, `host api.example.com`,
     /// `host *.example.com`.
     fn host_words(&self) -> String {

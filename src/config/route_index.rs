@@ -219,38 +219,29 @@ impl Hash for Caseless {
     }
 }
 
+/// The rule as documented, by a scan: the first route in config order whose host and prefix
+/// match. What the index must answer; the property tests and the `routes` fuzz target hold it to
+/// this.
+pub fn scan(routes: &[RouteConfig], host: &[u8], path: &[u8]) -> Option<usize> {
+    routes.iter().position(|route| {
+        route
+            .host
+            .as_ref()
+            .is_none_or(|pattern| pattern.matches(host))
+            && route
+                .path_prefix
+                .as_ref()
+                .is_none_or(|prefix| path.starts_with(prefix.as_bytes()))
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::ExchangeTimeouts;
     use proptest::prelude::*;
 
-    /// The rule as documented: the first route in config order whose host and prefix match.
-    fn scan(routes: &[RouteConfig], host: &[u8], path: &[u8]) -> Option<usize> {
-        routes.iter().position(|route| {
-            route
-                .host
-                .as_ref()
-                .is_none_or(|pattern| pattern.matches(host))
-                && route
-                    .path_prefix
-                    .as_ref()
-                    .is_none_or(|prefix| path.starts_with(prefix.as_bytes()))
-        })
-    }
-
     fn route(host: Option<HostPattern>, prefix: Option<&str>) -> RouteConfig {
-        RouteConfig {
-            host,
-            path_prefix: prefix.map(str::to_string),
-            pool: 0,
-            timeouts: ExchangeTimeouts {
-                backend_response: std::time::Duration::from_secs(1),
-                backend_read: std::time::Duration::from_secs(1),
-                request: None,
-            },
-            buffering: Default::default(),
-        }
+        RouteConfig::to_first_pool(host, prefix)
     }
 
     #[test]

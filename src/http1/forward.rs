@@ -272,13 +272,17 @@ pub fn drop_expect(out: &mut Vec<u8>) {
 }
 
 /// Appends the response head to send to the client, with herdsman's `own` fields after the
-/// server's.
+/// server's. `TooLarge` when the head as written has more than [`MAX_HEADERS`] fields or more
+/// than `max_head` bytes: a response within the limits that herdsman's fields would take past
+/// them is the server's fault (502), not something to hand a client — or a second tier of
+/// herdsman with the same limits — to refuse.
 pub fn write_response_head(
     response: &Response<'_, '_>,
     framing: ClientFraming,
     own: &OwnFields<'_>,
+    max_head: usize,
     out: &mut Vec<u8>,
-) {
+) -> Result<(), HeadError> {
     // httparse accepts only three-digit status codes.
     let code = response.code;
     out.extend_from_slice(b"HTTP/1.1 ");
@@ -290,10 +294,13 @@ pub fn write_response_head(
     ]);
     out.extend_from_slice(response.reason.as_bytes());
     out.extend_from_slice(b"\r\n");
+    let start = out.len();
     let switching = response.code == 101;
+    let mut fields = 0;
     for field in response.headers {
         let name = field.name;
         if switching && name.eq_ignore_ascii_case("upgrade") {
+            fields += 1;
             write_field(out, name, field.value);
             continue;
         }
@@ -304,8 +311,11 @@ pub fn write_response_head(
         {
             continue;
         }
+        fields += 1;
         write_field(out, name, field.value);
     }
+    // Each of herdsman's own is one whole line, or empty.
+    fields += usize::from(!own.set_cookie.is_empty()) + usize::from(!own.hsts.is_empty());
     out.extend_from_slice(own.set_cookie);
     out.extend_from_slice(own.hsts);
     if switching {
@@ -315,7 +325,12 @@ pub fn write_response_head(
     } else if framing.http10_keep_alive {
         out.extend_from_slice(b"Connection: keep-alive\r\n");
     }
+    fields += usize::from(switching || framing.close || framing.http10_keep_alive);
     out.extend_from_slice(b"\r\n");
+    match fields <= MAX_HEADERS && out.len() - start <= max_head {
+        true => Ok(()),
+        false => Err(HeadError::TooLarge),
+    }
 }
 
 /// The address a client connected from, for X-Forwarded-For and for hashing by client.
@@ -587,7 +602,7 @@ mod tests {
             http10_keep_alive: true,
             dechunk: false,
         };
-        write_response_head(&response, framing, &OwnFields::default(), &mut out);
+        write_response_head(&response, framing, &OwnFields::default(), 8192, &mut out).unwrap();
         assert_eq!(
             String::from_utf8(out).unwrap(),
             "HTTP/1.1 200 Fine\r\nContent-Length: 2\r\nSet-Cookie: a=1\r\nSet-Cookie: b=2\r\nConnection: keep-alive\r\n\r\n"
@@ -598,9 +613,42 @@ mod tests {
             http10_keep_alive: false,
             dechunk: false,
         };
-        write_response_head(&response, framing, &OwnFields::default(), &mut out);
+        write_response_head(&response, framing, &OwnFields::default(), 8192, &mut out).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_response_that_would_outgrow_the_limits_once_forwarded_is_refused() {
+        let lines: String = (0..MAX_HEADERS).map(|n| format!("X-F{n}: v\r\n")).collect();
+        let text = format!("HTTP/1.1 200 OK\r\n{lines}\r\n");
+        let mut headers = crate::http1::header_slots();
+        let response = parse_response(text.as_bytes(), &mut headers, Method::Get, 65536)
+            .unwrap()
+            .unwrap();
+        let close = ClientFraming {
+            close: true,
+            http10_keep_alive: false,
+            dechunk: false,
+        };
+        let keep = ClientFraming {
+            close: false,
+            ..close
+        };
+        let write = |framing, own: &OwnFields| {
+            write_response_head(&response, framing, own, 65536, &mut Vec::new())
+        };
+        // 128 fields go on as they are; with a Connection: close, or a cookie, they are 129.
+        assert_eq!(write(keep, &OwnFields::default()), Ok(()));
+        assert_eq!(
+            write(close, &OwnFields::default()),
+            Err(HeadError::TooLarge)
+        );
+        let cookie = OwnFields {
+            set_cookie: b"Set-Cookie: s=1\r\n",
+            ..OwnFields::default()
+        };
+        assert_eq!(write(keep, &cookie), Err(HeadError::TooLarge));
     }
 }

@@ -178,7 +178,14 @@ fn examine_head(
                 dechunk: false,
             };
             interim.clear();
-            write_response_head(&response, framing, &OwnFields::default(), interim);
+            write_response_head(
+                &response,
+                framing,
+                &OwnFields::default(),
+                MAX_RESPONSE_HEAD,
+                interim,
+            )
+            .map_err(Failure::from_response_head)?;
         }
         return Ok(Examined::Interim { head_len, relay });
     }
@@ -194,7 +201,8 @@ fn examine_head(
         http10_keep_alive: facts.minor_version == 0 && !close,
         dechunk,
     };
-    write_response_head(&response, framing, own, scratch(out));
+    write_response_head(&response, framing, own, MAX_RESPONSE_HEAD, scratch(out))
+        .map_err(Failure::from_response_head)?;
     let start = ResponseStart {
         status: response.code,
         arrived: Instant::now(),

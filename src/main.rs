@@ -92,7 +92,15 @@ fn check(path: &std::path::Path) -> ExitCode {
     match Config::load(path) {
         Ok(config) => {
             // Written, not println!: a reader that stops early (`| head`) is not a crash.
-            let summary = format!("{}: ok\n{}\n", path.display(), config.summary());
+            // The budget under the hard limit: `run` raises the soft one to it first.
+            let (_, hard) = herdsman::config::descriptors::open_file_limit();
+            let budget = herdsman::config::descriptors::Budget::of(&config, hard);
+            let summary = format!(
+                "{}: ok\n{}\n{}\n",
+                path.display(),
+                config.summary(),
+                budget.describe(&config)
+            );
             let mut stdout = std::io::stdout();
             let _ = std::io::Write::write_all(&mut stdout, summary.as_bytes());
             let _ = std::io::Write::flush(&mut stdout);

@@ -9,13 +9,14 @@ use tokio::sync::watch;
 
 use crate::access_log::{AccessLogWriter, LogFiles};
 use crate::admin::{self, AdminConfig, AdminError, AdminHandle};
+use crate::config::descriptors::Budget;
 use crate::config::ticket_keys::TicketKeys;
 use crate::config::{Config, IntakeMode};
 use crate::health_check::{self, HealthHandle};
 use crate::intake::{self, HandoffBoard, ListenerLoad};
 use crate::process::drain::Predecessors;
 use crate::process::upgrade::{self, Inherited};
-use crate::process::{certificate_watch, kernel_watch};
+use crate::process::{certificate_watch, descriptors, kernel_watch};
 use crate::stats::Stats;
 use crate::transport::{prepare_temp_dir, ListenSocket};
 use crate::upstream::registry::{ListenerControl, Registry};
@@ -113,6 +114,10 @@ impl Server {
             }
         }
         let stats = Stats::new(config.workers);
+        let limit = descriptors::raise_open_file_limit();
+        let budget = Budget::of(&config, limit);
+        stats.client_cap.set(budget.cap(&config));
+        tracing::info!("{}", budget.describe(&config));
         let access_log =
             AccessLogWriter::start(log_files, Arc::clone(&stats.access_log_dropped_lines))
                 .map_err(StartError::Thread)?;

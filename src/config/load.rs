@@ -285,6 +285,7 @@ mod tests {
             "max_header_bytes",
             "max_body_bytes",
             "max_idle_per_server",
+            "max_client_connections",
             "[[pool]]",
             "balance",
             "servers",

@@ -7,6 +7,7 @@
 pub mod acme;
 pub mod certificates;
 mod check;
+pub mod descriptors;
 mod duration;
 #[cfg(test)]
 mod fixtures;
@@ -316,6 +317,11 @@ pub struct Limits {
     /// Idle connections kept per server per worker at most. Default `None`: as many as recent
     /// use calls for (`upstream::idle`).
     pub max_idle_per_server: Option<usize>,
+    /// Client connections open at once over the process. Default `None` ("auto"): the
+    /// descriptor budget's (`descriptors::Budget`), which keeps room for a server connection
+    /// each and for the rest of the process; a number sets it (`herdsman check` warns when it
+    /// exceeds the budget).
+    pub max_client_connections: Option<u32>,
 }
 
 /// `[buffering]`: a slow client holds herdsman's memory and disk rather than a server's worker
@@ -792,6 +798,7 @@ impl Default for Limits {
             max_header_bytes: 65536,
             max_body_bytes: 0,
             max_idle_per_server: None,
+            max_client_connections: None,
         }
     }
 }

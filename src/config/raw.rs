@@ -170,6 +170,8 @@ pub struct RawLimits {
     pub max_body_bytes: Option<Spanned<i64>>,
     /// "auto" or a number.
     pub max_idle_per_server: Option<Spanned<toml::Value>>,
+    /// "auto" or a number.
+    pub max_client_connections: Option<Spanned<toml::Value>>,
 }
 
 /// `[buffering]`: what herdsman reads from a client before a server is involved.

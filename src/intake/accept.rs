@@ -38,6 +38,13 @@ pub trait Acceptor {
         slot: usize,
         rotation: &Cell<usize>,
     );
+    /// At the descriptor budget's cap on client connections, with none of this worker's quiet
+    /// ones to close for room: true when nothing more may be accepted now. A quiet one closed
+    /// makes room (the oldest parked, as nginx reuses its idle keep-alive connections).
+    fn at_client_cap(&self) -> bool;
+    /// Returns once the process is below its client cap (other workers asked to close quiet
+    /// connections meanwhile).
+    fn client_room(&self) -> impl Future<Output = ()>;
     /// Fault injection: whether this accept is to panic (see `/__herdsman/panic-accept`).
     #[cfg(feature = "fault-injection")]
     fn panic_on_accept(&self) -> bool;
@@ -88,6 +95,14 @@ pub async fn accept_loop<A: Acceptor>(
                 () = context.stopped() => return,
             }
         }
+        // Likewise at the process's cap on client connections, once no quiet connection is
+        // left to close for room: the descriptors kept for servers and the operator stay kept.
+        if context.at_client_cap() {
+            tokio::select! {
+                () = context.client_room() => {}
+                () = context.stopped() => return,
+            }
+        }
         let mut ready = tokio::select! {
             ready = socket.readable() => match ready {
                 Ok(ready) => ready,
@@ -103,7 +118,7 @@ pub async fn accept_loop<A: Acceptor>(
         while accepted < ACCEPT_BATCH {
             // Checked before each accept: the limit may have been reached while this loop
             // waited for readiness. The readiness is kept for when there is room again.
-            if load.as_ref().is_some_and(|load| load.is_full()) {
+            if load.as_ref().is_some_and(|load| load.is_full()) || context.at_client_cap() {
                 break;
             }
             match ready.get_inner().accept() {

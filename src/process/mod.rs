@@ -8,6 +8,7 @@
 //! `drain::Predecessors` (the old processes it reports) and `kernel_watch` (run on its thread).
 
 pub mod certificate_watch;
+pub mod descriptors;
 pub mod drain;
 pub mod kernel_watch;
 pub mod log_lines;

@@ -6,6 +6,7 @@
 //! also written by other workers when they hand it a connection, and read by every acceptor that
 //! chooses where a new connection goes.
 
+pub mod client_cap;
 pub mod log_every;
 pub mod procfs;
 pub mod tls;
@@ -167,6 +168,8 @@ pub struct Stats {
     pub buffer_use: BufferUse,
     /// The health checker thread's kernel thread id, for its CPU (0 until it starts).
     pub health_checker_tid: AtomicI32,
+    /// The cap on client connections the descriptor budget sets.
+    pub client_cap: client_cap::ClientCap,
     clock: Instant,
 }
 
@@ -178,6 +181,7 @@ impl Stats {
             access_log_dropped_lines: Arc::default(),
             buffer_use: BufferUse::default(),
             health_checker_tid: AtomicI32::new(0),
+            client_cap: client_cap::ClientCap::default(),
             clock: Instant::now(),
         })
     }

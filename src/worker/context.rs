@@ -158,6 +158,21 @@ impl WorkerContext {
         }
     }
 
+    /// Closes this worker's quiet connections, oldest first, whenever an accept loop at the
+    /// client cap asks, until the process is below it or none is left here.
+    pub(super) async fn shed_when_asked(&self) {
+        let cap = &self.stats.client_cap;
+        loop {
+            cap.shed_asked().await;
+            let Some(lot) = &self.parking else {
+                continue;
+            };
+            while cap.is_full(self.stats.open_connections()) && lot.close_oldest() {
+                cap.shed_total.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+    }
+
     pub(super) async fn all_connections_closed(&self) {
         while self.connections.get() > 0 {
             self.connections_done.notified().await;
@@ -205,6 +220,37 @@ impl Acceptor for WorkerContext {
         }
     }
 
+    fn at_client_cap(&self) -> bool {
+        let cap = &self.stats.client_cap;
+        // Without a cap (or below it, the usual case) nothing is closed.
+        if cap.cap() == 0 || !cap.is_full(self.stats.open_connections()) {
+            return false;
+        }
+        match self.parking.as_ref().is_some_and(|lot| lot.close_oldest()) {
+            true => {
+                cap.shed_total.fetch_add(1, Ordering::Relaxed);
+                false
+            }
+            false => true,
+        }
+    }
+
+    async fn client_room(&self) {
+        let cap = &self.stats.client_cap;
+        cap.paused_total.fetch_add(1, Ordering::Relaxed);
+        loop {
+            // Room comes when a connection closes; a quiet one can be closed for it once it is
+            // parked, which is at most PARK_AFTER from now: look again then.
+            tokio::select! {
+                () = cap.room(|| self.stats.open_connections()) => return,
+                () = tokio::time::sleep(session::PARK_AFTER) => {}
+            }
+            if !self.at_client_cap() {
+                return;
+            }
+        }
+    }
+
     #[cfg(feature = "fault-injection")]
     fn panic_on_accept(&self) -> bool {
         self.proxy.panic_next_accept.replace(false)
@@ -228,6 +274,7 @@ impl Drop for ConnectionGuard {
         if let Some(load) = &self.listener {
             load.closed();
         }
+        worker.stats.client_cap.closed();
         if left == 0 {
             worker.connections_done.notify_waiters();
         }

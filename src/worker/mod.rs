@@ -211,6 +211,10 @@ async fn run(lasting: &Lasting) {
         tokio::task::spawn_local(take_handoffs(Rc::clone(&context), Rc::clone(inbox)));
     }
     tokio::task::spawn_local(close_expired_idle(Rc::clone(&context)));
+    {
+        let context = Rc::clone(&context);
+        tokio::task::spawn_local(async move { context.shed_when_asked().await });
+    }
     tokio::task::spawn_local(resume_parked(Rc::clone(&context)));
     tokio::task::spawn_local(flush_access_log(Rc::clone(&context)));
     tokio::task::spawn_local(follow_snapshots(

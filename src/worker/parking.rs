@@ -194,13 +194,25 @@ impl<G> ParkingLot<G> {
     /// Closes the connections whose deadline has passed.
     fn close_expired(&self) {
         let now = Instant::now();
+        while self.close_oldest_if(|deadline| deadline <= now) {}
+    }
+
+    /// Closes the connection parked longest (the first in line for its idle timeout), to make
+    /// room for a new client at the descriptor budget's cap: false when none is parked.
+    pub fn close_oldest(&self) -> bool {
+        self.close_oldest_if(|_| true)
+    }
+
+    /// Closes the oldest parked connection if `due` says so of its deadline; false when there is
+    /// none, or it is not due. Entries of connections that left the lot are skipped.
+    fn close_oldest_if(&self, due: impl Fn(Instant) -> bool) -> bool {
         loop {
             let front = self.deadlines.borrow().front().copied();
             let Some((deadline, key, serial)) = front else {
-                return;
+                return false;
             };
-            if deadline > now {
-                return;
+            if !due(deadline) {
+                return false;
             }
             self.deadlines.borrow_mut().pop_front();
             let current = self
@@ -211,6 +223,7 @@ impl<G> ParkingLot<G> {
             if current {
                 // Dropping it closes the socket and uncounts the connection.
                 drop(self.unpark(key as usize));
+                return true;
             }
         }
     }

@@ -106,6 +106,17 @@ impl Checker {
                     ),
                 )
                 .map(|most| most as usize),
+            max_client_connections: self
+                .auto_or_integer(
+                    "limits.max_client_connections",
+                    &raw.max_client_connections,
+                    1..=4_000_000,
+                    (
+                        "connections",
+                        r#""auto" (the default: what the open-file limit allows, keeping room for servers and the operator) or a number from 1 to 4000000"#,
+                    ),
+                )
+                .map(|most| most as u32),
         }
     }
 

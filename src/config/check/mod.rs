@@ -306,6 +306,7 @@ mod tests {
                 max_header_bytes: 16384,
                 max_body_bytes: 1_048_576,
                 max_idle_per_server: Some(8),
+                max_client_connections: None,
             },
             buffering: Buffering::default(),
             pools: vec![

@@ -1,0 +1,125 @@
+//! Never run out of descriptors: the probe of issue 49 scaled down. herdsman runs with its
+//! open-file limit lowered to 600 (its budget: about 100 client connections, each with room for
+//! a server connection) against more idle connections than that. A keep-alive client it already
+//! serves keeps getting 200 though each request needs a new server connection, a new client is
+//! served as quiet connections are closed for it, and the admin API answers.
+
+mod common;
+
+use std::net::{SocketAddr, TcpStream};
+use std::os::unix::process::CommandExt;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::Duration;
+
+use common::*;
+
+/// The open-file limit herdsman runs with.
+const LIMIT: u64 = 600;
+/// Idle connections the flood holds: several times what the budget allows.
+const FLOOD: usize = 800;
+
+/// Starts the binary on `config` with its open-file limit, soft and hard, at `LIMIT`.
+fn run_limited(config: &std::path::Path, log: &std::path::Path) -> ChildGuard {
+    let stderr = std::fs::File::create(log).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_herdsman"));
+    command
+        .args(["run", "-c", config.to_str().unwrap()])
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr));
+    // SAFETY: setrlimit is async-signal-safe, and nothing else runs between fork and exec.
+    unsafe {
+        command.pre_exec(|| {
+            let limit = libc::rlimit {
+                rlim_cur: LIMIT,
+                rlim_max: LIMIT,
+            };
+            if libc::setrlimit(libc::RLIMIT_NOFILE, &limit) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    ChildGuard(command.spawn().expect("herdsman runs"))
+}
+
+#[test]
+fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator_the_admin_api() {
+    // Every answer closes its server connection: each request needs a new descriptor.
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        ex.respond(200, &[("Connection", "close")], b"ok")?;
+        Ok(Flow::Close)
+    });
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = format!(
+        "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
+         [admin]\nbind = \"{admin}\"\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        server.addr
+    );
+    let path = write_temp("descriptors.toml", &text);
+    let log = path.with_extension("log");
+    let _herdsman = run_limited(&path, &log);
+    assert!(wait_listening(addr, Duration::from_secs(10)));
+
+    // A keep-alive client, busy throughout.
+    let stop = Arc::new(AtomicBool::new(false));
+    let statuses = Arc::new(Mutex::new(Vec::new()));
+    let busy = {
+        let (stop, statuses) = (Arc::clone(&stop), Arc::clone(&statuses));
+        thread::spawn(move || {
+            let mut client = Conn::connect(addr);
+            while !stop.load(Ordering::SeqCst) {
+                let status = client
+                    .try_send(&get_request("/", ""))
+                    .and_then(|()| client.read_response(false))
+                    .map_or(0, |response| response.status());
+                statuses.lock().unwrap().push(status);
+                if status != 200 {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(20));
+            }
+        })
+    };
+    thread::sleep(Duration::from_millis(200));
+
+    // The flood: idle connections, more than the budget allows.
+    let flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| TcpStream::connect(addr).expect("the kernel takes the connection"))
+        .collect();
+    thread::sleep(Duration::from_millis(1_000));
+
+    // A new client is served: a quiet connection is closed to make room for it.
+    let mut fresh = Conn::connect(addr);
+    fresh.set_read_timeout(Duration::from_secs(5));
+    let response = fresh.roundtrip(&get_request("/", "Connection: close\r\n"));
+    assert_eq!(response.status(), 200);
+
+    // The operator still gets in.
+    let mut operator = Conn::connect(admin);
+    operator.set_read_timeout(Duration::from_secs(5));
+    let metrics = operator.roundtrip(&admin_get_request("/metrics"));
+    assert_eq!(metrics.status(), 200);
+
+    stop.store(true, Ordering::SeqCst);
+    busy.join().unwrap();
+    let statuses = statuses.lock().unwrap();
+    assert!(statuses.len() > 20, "{} requests", statuses.len());
+    assert!(
+        statuses.iter().all(|status| *status == 200),
+        "the busy client got {:?}",
+        statuses.iter().filter(|s| **s != 200).collect::<Vec<_>>()
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("client connections"),
+        "the budget was not said at start:\n{text}"
+    );
+    assert!(!text.contains("accept failed"), "{text}");
+    drop(flood);
+}

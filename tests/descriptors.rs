@@ -105,6 +105,19 @@ fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator
     operator.set_read_timeout(Duration::from_secs(5));
     let metrics = operator.roundtrip(&admin_get_request("/metrics"));
     assert_eq!(metrics.status(), 200);
+    let page = metrics.body_text();
+    let figure = |name: &str| -> u64 {
+        page.lines()
+            .find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))
+            .unwrap_or_else(|| panic!("no {name} in /metrics"))
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(figure("herdsman_open_files_limit"), LIMIT);
+    assert_eq!(figure("herdsman_client_connections_cap"), 103);
+    assert!(figure("herdsman_client_connections") <= 103);
+    assert!(figure("herdsman_open_files") < LIMIT);
+    assert!(figure("herdsman_client_connections_shed_total") > 0);
 
     stop.store(true, Ordering::SeqCst);
     busy.join().unwrap();
@@ -121,5 +134,34 @@ fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator
         "the budget was not said at start:\n{text}"
     );
     assert!(!text.contains("accept failed"), "{text}");
+    assert_eq!(
+        text.matches("90% or more of the descriptor budget").count(),
+        1,
+        "one warning near the cap, rate-limited:\n{text}"
+    );
     drop(flood);
+}
+
+#[test]
+fn max_client_connections_sets_the_cap_and_a_reload_changes_it() {
+    let server = Mock::echo();
+    let setup = |cap: u32| {
+        Setup::new()
+            .server("a", server.addr)
+            .limit("max_client_connections", cap)
+    };
+    let proxy = Proxy::start_from_file(&setup(50).toml("127.0.0.1:0"));
+    let cap = || proxy.server().stats().client_cap.cap();
+    assert_eq!(cap(), 50);
+    proxy
+        .reload_with(&setup(70).toml("127.0.0.1:0"))
+        .expect("the reload applies");
+    assert!(
+        eventually(Duration::from_secs(5), || cap() == 70),
+        "{}",
+        cap()
+    );
+    // "auto": the budget of the process's limit.
+    let auto = Setup::new().server("a", server.addr).start();
+    assert!(auto.server().stats().client_cap.cap() > 1_000);
 }

@@ -42,6 +42,14 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         listen_queue: procfs::listen_queue_drops(),
         reloads,
         failed_reloads,
+        descriptors: Descriptors {
+            open_files: procfs::open_descriptors(),
+            limit: crate::config::descriptors::open_file_limit().0,
+            client_cap: stats.client_cap.cap(),
+            client_connections: stats.open_connections(),
+            shed: stats.client_cap.shed_total.load(Ordering::Relaxed),
+            paused: stats.client_cap.paused_total.load(Ordering::Relaxed),
+        },
     };
     figures.write()
 }
@@ -65,6 +73,18 @@ struct Figures {
     buffered_memory: u64,
     buffered_disk: u64,
     buffered_file_bytes: u64,
+    descriptors: Descriptors,
+}
+
+/// The process's descriptors against its budget (`config::descriptors`).
+struct Descriptors {
+    /// Open now; `None` where /proc cannot be read.
+    open_files: Option<u64>,
+    limit: u64,
+    client_cap: u32,
+    client_connections: u64,
+    shed: u64,
+    paused: u64,
 }
 
 impl Figures {
@@ -601,6 +621,35 @@ impl Figures {
             "Bytes buffered bodies hold in temporary files now, over the process: written and not yet freed.",
         );
         out.sample(name, &[], self.buffered_file_bytes);
+        let d = &self.descriptors;
+        if let Some(open) = d.open_files {
+            out.single("herdsman_open_files", "gauge", "Descriptors the process has open now (client and server connections, listeners, files, epolls).", open);
+        }
+        out.single(
+            "herdsman_open_files_limit",
+            "gauge",
+            "The process's open-file limit (raised at start to the hard limit).",
+            d.limit,
+        );
+        out.single(
+            "herdsman_client_connections",
+            "gauge",
+            "Client connections open now, over every worker.",
+            d.client_connections,
+        );
+        out.single("herdsman_client_connections_cap", "gauge", "The cap on client connections: [limits] max_client_connections, by default the descriptor budget (0: none).", d.client_cap);
+        out.single(
+            "herdsman_client_connections_shed_total",
+            "counter",
+            "Quiet keep-alive connections closed to make room for new clients at the cap.",
+            d.shed,
+        );
+        out.single(
+            "herdsman_accept_paused_total",
+            "counter",
+            "Times accepting paused at the cap with no quiet connection left to close.",
+            d.paused,
+        );
         let name = "herdsman_config_generation";
         out.family(
             name,
@@ -640,6 +689,12 @@ impl Exposition {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let help = help.replace('\\', "\\\\").replace('\n', "\\n");
         let _ = writeln!(self.text, "# HELP {name} {help}\n# TYPE {name} {kind}");
+    }
+
+    /// A family of one unlabelled sample.
+    fn single(&mut self, name: &str, kind: &str, help: &str, value: impl Display) {
+        self.family(name, kind, help);
+        self.sample(name, &[], value);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: impl Display) {

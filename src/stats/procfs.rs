@@ -102,6 +102,13 @@ fn parse_run_queue_wait_ns(schedstat: &str) -> Option<u64> {
     schedstat.split_whitespace().nth(1)?.parse().ok()
 }
 
+/// Descriptors this process has open now: the entries of /proc/self/fd (less the one the count
+/// itself opens). Read at a scrape, never on the request path.
+pub fn open_descriptors() -> Option<u64> {
+    let entries = std::fs::read_dir("/proc/self/fd").ok()?;
+    Some((entries.count() as u64).saturating_sub(1))
+}
+
 /// The namespace's listen-queue overflow and drop counters, from /proc/net/netstat.
 pub fn listen_queue_drops() -> Option<ListenQueueDrops> {
     let netstat = std::fs::read_to_string("/proc/net/netstat").ok()?;

@@ -36,6 +36,10 @@ pub struct Snapshot {
     pub generation: u64,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    /// The cap on client connections this config runs with (`config::descriptors`): its
+    /// `max_client_connections`, or the budget of the open-file limit; applied by the workers
+    /// as a snapshot arrives, so a reload changes it.
+    pub client_cap: u32,
     pub buffering: Buffering,
     /// Shared with the snapshots before and after while the routes do not change (a health or
     /// admin change to a config of 100,000 routes copies none of them).
@@ -568,6 +572,10 @@ impl Lineage {
             generation: self.generation,
             timeouts: config.timeouts,
             limits: config.limits,
+            client_cap: {
+                let (limit, _) = crate::config::descriptors::open_file_limit();
+                crate::config::descriptors::Budget::of(config, limit).cap(config)
+            },
             buffering: config.buffering.clone(),
             routes,
             route_index,

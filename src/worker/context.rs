@@ -16,18 +16,23 @@ use super::parking::{Parked, ParkingLot};
 use crate::intake::{Acceptor, HandoffBoard, ListenerLoad};
 use crate::proxy::ProxyContext;
 use crate::session;
+use crate::stats::log_every::LogEvery;
 use crate::stats::{Stats, WorkerCounters};
 use crate::transport::{Detached, ListenSocket};
 
 /// A worker's descriptor of each open listener, and its load, by slot.
 pub(super) type KeptListeners = Rc<RefCell<HashMap<usize, (ListenSocket, Arc<ListenerLoad>)>>>;
 
+/// Near the client cap, a warning at most this often, process-wide.
+const NEAR_CAP_WARN_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+static NEAR_CAP_WARNINGS: LogEvery = LogEvery::new();
+
 /// The worker's state, shared by its tasks through an `Rc`.
 pub struct WorkerContext {
     pub index: usize,
     /// What the exchanges on this worker use.
     pub proxy: Rc<ProxyContext>,
-    stats: Arc<Stats>,
+    pub(super) stats: Arc<Stats>,
     handoff: Option<Arc<HandoffBoard>>,
     /// Quiet client connections, out of their tasks (`None` if the lot could not be created).
     pub parking: Option<ParkingLot<ConnectionGuard>>,
@@ -222,8 +227,17 @@ impl Acceptor for WorkerContext {
 
     fn at_client_cap(&self) -> bool {
         let cap = &self.stats.client_cap;
-        // Without a cap (or below it, the usual case) nothing is closed.
-        if cap.cap() == 0 || !cap.is_full(self.stats.open_connections()) {
+        if cap.cap() == 0 {
+            return false;
+        }
+        let open = self.stats.open_connections();
+        if open * 10 >= u64::from(cap.cap()) * 9 {
+            if let Some(more) = NEAR_CAP_WARNINGS.allow(NEAR_CAP_WARN_EVERY) {
+                tracing::warn!(open, cap = cap.cap(), more_since_last = more, "client connections at 90% or more of the descriptor budget's cap; quiet ones are closed for new clients at the cap");
+            }
+        }
+        // Below the cap (the usual case) nothing is closed.
+        if !cap.is_full(open) {
             return false;
         }
         match self.parking.as_ref().is_some_and(|lot| lot.close_oldest()) {

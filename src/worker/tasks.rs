@@ -153,7 +153,9 @@ pub(super) async fn follow_snapshots(
             }
             () = context.stopped() => return,
         }
-        let _ = context.proxy.snapshot();
+        let snapshot = context.proxy.snapshot();
+        // Every worker sets the same figure: a reload's cap applies at once.
+        context.stats.client_cap.set(snapshot.client_cap);
     }
 }
 

@@ -165,3 +165,52 @@ fn max_client_connections_sets_the_cap_and_a_reload_changes_it() {
     let auto = Setup::new().server("a", server.addr).start();
     assert!(auto.server().stats().client_cap.cap() > 1_000);
 }
+
+/// A connection to `addr` from the loopback address `source`.
+fn connect_from(source: &str, addr: SocketAddr) -> Conn {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    let from: SocketAddr = format!("{source}:0").parse().unwrap();
+    socket.bind(&from.into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    let conn = Conn::new(socket.into());
+    conn.set_read_timeout(Duration::from_secs(5));
+    conn
+}
+
+#[test]
+fn one_address_gets_max_connections_per_client_and_others_are_served() {
+    let server = Mock::echo();
+    let proxy = Setup::new()
+        .server("a", server.addr)
+        .limit("max_connections_per_client", 3)
+        .start();
+    let mut held: Vec<Conn> = (0..3)
+        .map(|_| connect_from("127.0.0.1", proxy.addr))
+        .collect();
+    for conn in &mut held {
+        assert_eq!(conn.roundtrip(&get_request("/", "")).status(), 200);
+    }
+    // A fourth from the same address is closed as it is accepted.
+    let mut fourth = connect_from("127.0.0.1", proxy.addr);
+    let _ = fourth.try_send(&get_request("/", ""));
+    assert!(fourth.closes_within(Duration::from_secs(5)));
+    // Another address is served.
+    let mut other = connect_from("127.0.0.2", proxy.addr);
+    assert_eq!(other.roundtrip(&get_request("/", "")).status(), 200);
+    // One closed makes room for the first address again.
+    drop(held.pop());
+    assert!(eventually(Duration::from_secs(5), || {
+        let mut again = connect_from("127.0.0.1", proxy.addr);
+        again
+            .try_send(&get_request("/", ""))
+            .and_then(|()| again.read_response(false))
+            .is_ok_and(|response| response.status() == 200)
+    }));
+    let refused = proxy
+        .server()
+        .stats()
+        .per_client
+        .refused_total
+        .load(std::sync::atomic::Ordering::Relaxed);
+    assert!(refused >= 1, "{refused}");
+}

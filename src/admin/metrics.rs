@@ -49,6 +49,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
             client_connections: stats.open_connections(),
             shed: stats.client_cap.shed_total.load(Ordering::Relaxed),
             paused: stats.client_cap.paused_total.load(Ordering::Relaxed),
+            refused_per_client: stats.per_client.refused_total.load(Ordering::Relaxed),
         },
     };
     figures.write()
@@ -85,6 +86,7 @@ struct Descriptors {
     client_connections: u64,
     shed: u64,
     paused: u64,
+    refused_per_client: u64,
 }
 
 impl Figures {
@@ -649,6 +651,12 @@ impl Figures {
             "counter",
             "Times accepting paused at the cap with no quiet connection left to close.",
             d.paused,
+        );
+        out.single(
+            "herdsman_client_connections_refused_per_client_total",
+            "counter",
+            "Connections closed as accepted because their address had max_connections_per_client open.",
+            d.refused_per_client,
         );
         let name = "herdsman_config_generation";
         out.family(

@@ -286,6 +286,7 @@ mod tests {
             "max_body_bytes",
             "max_idle_per_server",
             "max_client_connections",
+            "max_connections_per_client",
             "[[pool]]",
             "balance",
             "servers",

@@ -322,6 +322,9 @@ pub struct Limits {
     /// each and for the rest of the process; a number sets it (`herdsman check` warns when it
     /// exceeds the budget).
     pub max_client_connections: Option<u32>,
+    /// Client connections one address may have open at once; more are closed as they are
+    /// accepted. 0 (the default): no limit.
+    pub max_connections_per_client: u32,
 }
 
 /// `[buffering]`: a slow client holds herdsman's memory and disk rather than a server's worker
@@ -799,6 +802,7 @@ impl Default for Limits {
             max_body_bytes: 0,
             max_idle_per_server: None,
             max_client_connections: None,
+            max_connections_per_client: 0,
         }
     }
 }

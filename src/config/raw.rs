@@ -172,6 +172,7 @@ pub struct RawLimits {
     pub max_idle_per_server: Option<Spanned<toml::Value>>,
     /// "auto" or a number.
     pub max_client_connections: Option<Spanned<toml::Value>>,
+    pub max_connections_per_client: Option<Spanned<i64>>,
 }
 
 /// `[buffering]`: what herdsman reads from a client before a server is involved.

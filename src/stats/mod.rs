@@ -8,6 +8,7 @@
 
 pub mod client_cap;
 pub mod log_every;
+pub mod per_client;
 pub mod procfs;
 pub mod tls;
 pub mod traffic;
@@ -170,6 +171,8 @@ pub struct Stats {
     pub health_checker_tid: AtomicI32,
     /// The cap on client connections the descriptor budget sets.
     pub client_cap: client_cap::ClientCap,
+    /// Client connections by address, when `max_connections_per_client` is set.
+    pub per_client: per_client::PerClient,
     clock: Instant,
 }
 
@@ -182,6 +185,7 @@ impl Stats {
             buffer_use: BufferUse::default(),
             health_checker_tid: AtomicI32::new(0),
             client_cap: client_cap::ClientCap::default(),
+            per_client: per_client::PerClient::default(),
             clock: Instant::now(),
         })
     }

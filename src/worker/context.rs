@@ -85,7 +85,15 @@ impl WorkerContext {
 
     /// Serves a connection accepted on listener `listener` on this worker.
     pub fn serve(self: &Rc<Self>, stream: Detached, peer: SocketAddr, listener: usize) {
-        let guard = self.connection_guard(listener);
+        // An address at its `max_connections_per_client` is closed at once, uncounted.
+        let per_client = self.proxy.snapshot().limits.max_connections_per_client;
+        let client = match per_client {
+            0 => None,
+            limit if self.stats.per_client.enter(peer.ip(), limit) => Some(peer.ip()),
+            _ => return,
+        };
+        let mut guard = self.connection_guard(listener);
+        guard.client = client;
         self.spawn_connection_task(stream, peer, listener, guard);
     }
 
@@ -151,6 +159,7 @@ impl WorkerContext {
         ConnectionGuard {
             worker: Rc::clone(self),
             listener,
+            client: None,
         }
     }
 
@@ -275,6 +284,8 @@ impl Acceptor for WorkerContext {
 pub struct ConnectionGuard {
     worker: Rc<WorkerContext>,
     listener: Option<Arc<ListenerLoad>>,
+    /// The address counted against `max_connections_per_client`, when it is set.
+    client: Option<std::net::IpAddr>,
 }
 
 impl Drop for ConnectionGuard {
@@ -289,6 +300,9 @@ impl Drop for ConnectionGuard {
             load.closed();
         }
         worker.stats.client_cap.closed();
+        if let Some(client) = self.client {
+            worker.stats.per_client.leave(client);
+        }
         if left == 0 {
             worker.connections_done.notify_waiters();
         }

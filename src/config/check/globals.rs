@@ -117,6 +117,13 @@ impl Checker {
                     ),
                 )
                 .map(|most| most as u32),
+            max_connections_per_client: self.integer(
+                "limits.max_connections_per_client",
+                &raw.max_connections_per_client,
+                0..=4_000_000,
+                "0 (no limit, the default) or a number of connections",
+                default.max_connections_per_client,
+            ),
         }
     }
 

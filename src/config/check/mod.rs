@@ -307,6 +307,7 @@ mod tests {
                 max_body_bytes: 1_048_576,
                 max_idle_per_server: Some(8),
                 max_client_connections: None,
+                max_connections_per_client: 0,
             },
             buffering: Buffering::default(),
             pools: vec![

@@ -117,7 +117,7 @@ fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator
     assert_eq!(figure("herdsman_client_connections_cap"), 103);
     assert!(figure("herdsman_client_connections") <= 103);
     assert!(figure("herdsman_open_files") < LIMIT);
-    assert!(figure("herdsman_client_connections_shed_total") > 0);
+    assert!(figure("herdsman_worker_client_connections_shed_total{worker=\"0\"}") > 0);
 
     stop.store(true, Ordering::SeqCst);
     busy.join().unwrap();

@@ -47,8 +47,6 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
             limit: crate::config::descriptors::open_file_limit().0,
             client_cap: stats.client_cap.cap(),
             client_connections: stats.open_connections(),
-            shed: stats.client_cap.shed_total.load(Ordering::Relaxed),
-            paused: stats.client_cap.paused_total.load(Ordering::Relaxed),
             refused_per_client: stats.per_client.refused_total.load(Ordering::Relaxed),
         },
     };
@@ -84,8 +82,6 @@ struct Descriptors {
     limit: u64,
     client_cap: u32,
     client_connections: u64,
-    shed: u64,
-    paused: u64,
     refused_per_client: u64,
 }
 
@@ -209,6 +205,20 @@ impl Figures {
             "counter",
             "Clients that took a buffered response slower than response_min_rate (answer ended).",
             &|r| r.slow_response_readers as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_client_connections_shed_total",
+            "counter",
+            "Quiet keep-alive connections the worker closed to make room for new clients at the client cap.",
+            &|r| r.shed_for_room as f64,
+        );
+        each(
+            out,
+            "herdsman_worker_accept_paused_total",
+            "counter",
+            "Times the worker's accepting paused at the client cap with no quiet connection left to close.",
+            &|r| r.accept_paused as f64,
         );
         each(
             out,
@@ -640,18 +650,6 @@ impl Figures {
             d.client_connections,
         );
         out.single("herdsman_client_connections_cap", "gauge", "The cap on client connections: [limits] max_client_connections, by default the descriptor budget (0: none).", d.client_cap);
-        out.single(
-            "herdsman_client_connections_shed_total",
-            "counter",
-            "Quiet keep-alive connections closed to make room for new clients at the cap.",
-            d.shed,
-        );
-        out.single(
-            "herdsman_accept_paused_total",
-            "counter",
-            "Times accepting paused at the cap with no quiet connection left to close.",
-            d.paused,
-        );
         out.single(
             "herdsman_client_connections_refused_per_client_total",
             "counter",

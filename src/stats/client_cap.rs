@@ -4,7 +4,7 @@
 //! workers' own (`WorkerLoad::active`, summed when asked, at accepts only): no shared write per
 //! connection.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use tokio::sync::Notify;
 
@@ -18,10 +18,6 @@ pub struct ClientCap {
     room: Notify,
     /// Asks every worker to close quiet connections, oldest first, until below the cap.
     shed: Notify,
-    /// Quiet connections closed to make room, since the start.
-    pub shed_total: AtomicU64,
-    /// Times an accept loop found the process at its cap with nothing to close, and paused.
-    pub paused_total: AtomicU64,
 }
 
 impl ClientCap {

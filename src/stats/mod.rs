@@ -65,6 +65,10 @@ pub struct WorkerCounters {
     /// Clients that kept response bytes waiting slower than `response_min_rate` (their answer
     /// ended).
     pub slow_response_readers: AtomicU64,
+    /// Quiet keep-alive connections this worker closed to make room at the client cap.
+    pub shed_for_room: AtomicU64,
+    /// Times this worker's accepting paused at the client cap, with nothing left to close.
+    pub accept_paused: AtomicU64,
     /// TLS handshakes on this worker's client connections.
     pub tls: tls::TlsCounters,
 }
@@ -277,6 +281,8 @@ impl Stats {
                     spilled_bodies: counters.spilled_bodies.load(Ordering::Relaxed),
                     buffering_full: counters.buffering_full.load(Ordering::Relaxed),
                     slow_response_readers: counters.slow_response_readers.load(Ordering::Relaxed),
+                    shed_for_room: counters.shed_for_room.load(Ordering::Relaxed),
+                    accept_paused: counters.accept_paused.load(Ordering::Relaxed),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
@@ -341,6 +347,8 @@ pub struct WorkerReport {
     pub spilled_bodies: u64,
     pub buffering_full: u64,
     pub slow_response_readers: u64,
+    pub shed_for_room: u64,
+    pub accept_paused: u64,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
     pub cpu: procfs::ThreadCpu,

@@ -182,7 +182,7 @@ impl WorkerContext {
                 continue;
             };
             while cap.is_full(self.stats.open_connections()) && lot.close_oldest() {
-                cap.shed_total.fetch_add(1, Ordering::Relaxed);
+                WorkerCounters::bump(&self.counters().shed_for_room);
             }
         }
     }
@@ -251,7 +251,7 @@ impl Acceptor for WorkerContext {
         }
         match self.parking.as_ref().is_some_and(|lot| lot.close_oldest()) {
             true => {
-                cap.shed_total.fetch_add(1, Ordering::Relaxed);
+                WorkerCounters::bump(&self.counters().shed_for_room);
                 false
             }
             false => true,
@@ -260,7 +260,7 @@ impl Acceptor for WorkerContext {
 
     async fn client_room(&self) {
         let cap = &self.stats.client_cap;
-        cap.paused_total.fetch_add(1, Ordering::Relaxed);
+        WorkerCounters::bump(&self.counters().accept_paused);
         loop {
             // Room comes when a connection closes; a quiet one can be closed for it once it is
             // parked, which is at most PARK_AFTER from now: look again then.

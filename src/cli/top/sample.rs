@@ -55,6 +55,10 @@ pub struct WorkerFigures {
     /// Connections it opened to servers (idle ones reused are not counted).
     #[serde(default)]
     pub backend_connects: u64,
+    /// Quiet connections it closed to make room at the client cap (absent before herdsman had
+    /// a cap: none).
+    #[serde(default)]
+    pub shed_for_room: u64,
     /// Absent from herdsman before it read /proc for CPU: none.
     #[serde(default)]
     pub cpu: CpuFigures,

@@ -54,9 +54,9 @@ pub struct Tables {
 }
 
 const WORKER_HEADINGS: &[&str] = &[
-    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ",
+    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ", "SHED/S",
 ];
-const WORKER_NUMERIC: &[bool] = &[true; 8];
+const WORKER_NUMERIC: &[bool] = &[true; 9];
 const SERVER_HEADINGS: &[&str] = &[
     "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ",
 ];
@@ -134,7 +134,8 @@ fn summary(earlier: &WorkersReply, later: &Sample, seconds: f64) -> String {
     line
 }
 
-/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S CONN/REQ`, a row per worker in `later`.
+/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S CONN/REQ SHED/S`, a row per worker in `later`
+/// (SHED/S: quiet connections closed to make room at the client cap).
 fn worker_rows(
     earlier: &[WorkerFigures],
     later: &[WorkerFigures],
@@ -164,6 +165,10 @@ fn worker_rows(
                 per_request(
                     now.backend_connects.saturating_sub(then.backend_connects),
                     now.requests.saturating_sub(then.requests),
+                ),
+                per_second(
+                    now.shed_for_room.saturating_sub(then.shed_for_room),
+                    seconds,
                 ),
             ]
         })
@@ -263,6 +268,7 @@ mod tests {
             "parked": 0, "pending_handoffs": 0, "handoffs_sent": 0, "handoffs_received": 0,
             "spurious_wakeups": 0, "restarts": 0, "requests": requests, "rejected": 0,
             "backend_connects": backend_connects, "backend_reuses": 0, "idle_backend": 0,
+            "shed_for_room": accepted / 5,
             "handoff_wait_us": { "count": 0, "total": 0, "max": 0 },
             "context_switches": { "voluntary": 0, "involuntary": 0 },
             "cpu": cpu,
@@ -419,9 +425,9 @@ mod tests {
         let tables = Tables::between(&earlier, &later);
         let expected = "\
 herdsman pid 1234, intake balanced, generation 4, listen queue: 1 overflows, 2 drops in 2.0 s
-WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S  CONN/REQ
-     0  12.0   8.0   0.5     25      10.0  950.0     0.010
-     1   0.0   1.0     -      2       0.0    5.0     0.000
+WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S  CONN/REQ  SHED/S
+     0  12.0   8.0   0.5     25      10.0  950.0     0.010     2.0
+     1   0.0   1.0     -      2       0.0    5.0     0.000     0.0
 POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS  CONN/REQ
 demo   a             ready  up       300.0    6.0   1.75     0.010
 demo   backend-b     drain  ejected    0.0    0.0      -         -
@@ -429,7 +435,7 @@ demo   c             ready  up         5.0    0.0   0.10     0.000
 empty  (no servers)
 ";
         assert_eq!(tables.plain_text(), expected);
-        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5, 8]);
+        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5, 8, 6]);
     }
 
     #[test]

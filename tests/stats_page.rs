@@ -436,6 +436,27 @@ fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
         "[...document.querySelectorAll('#workers tr[data-worker]')].map((row) => row.dataset.worker)",
     );
     assert_eq!(rows, serde_json::json!(["0", "1", "2"]));
+    // The descriptors against the limit and the client cap, as /api/workers reports them.
+    let cap = workers["descriptors"]["client_cap"].as_u64().unwrap();
+    assert!(cap > 1_000, "{workers}");
+    let said = eval(&tab, "document.getElementById('descriptors').textContent");
+    let said = said.as_str().unwrap();
+    assert!(said.starts_with("descriptors: "), "{said}");
+    let cap_text = format!(
+        "(cap {})",
+        cap.to_string()
+            .as_bytes()
+            .rchunks(3)
+            .rev()
+            .map(|c| std::str::from_utf8(c).unwrap())
+            .collect::<Vec<_>>()
+            .join(",")
+    );
+    assert!(said.contains(&cap_text), "{said} lacks {cap_text}");
+    assert_eq!(
+        eval(&tab, "document.querySelectorAll('#workers td.shed').length"),
+        WORKERS
+    );
     assert_eq!(
         eval(&tab, "document.querySelectorAll('#legend li').length"),
         worker_count

@@ -42,13 +42,7 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         listen_queue: procfs::listen_queue_drops(),
         reloads,
         failed_reloads,
-        descriptors: Descriptors {
-            open_files: procfs::open_descriptors(),
-            limit: crate::config::descriptors::open_file_limit().0,
-            client_cap: stats.client_cap.cap(),
-            client_connections: stats.open_connections(),
-            refused_per_client: stats.per_client.refused_total.load(Ordering::Relaxed),
-        },
+        descriptors: Descriptors::now(stats),
     };
     figures.write()
 }
@@ -75,14 +69,29 @@ struct Figures {
     descriptors: Descriptors,
 }
 
-/// The process's descriptors against its budget (`config::descriptors`).
-struct Descriptors {
+/// The process's descriptors against its budget (`config::descriptors`): in `/metrics` and in
+/// `GET /api/workers` (and so the stats page).
+#[derive(Debug, serde::Serialize)]
+pub(super) struct Descriptors {
     /// Open now; `None` where /proc cannot be read.
     open_files: Option<u64>,
     limit: u64,
-    client_cap: u32,
     client_connections: u64,
+    /// 0: no cap.
+    client_cap: u32,
     refused_per_client: u64,
+}
+
+impl Descriptors {
+    pub(super) fn now(stats: &Stats) -> Descriptors {
+        Descriptors {
+            open_files: procfs::open_descriptors(),
+            limit: crate::config::descriptors::open_file_limit().0,
+            client_connections: stats.open_connections(),
+            client_cap: stats.client_cap.cap(),
+            refused_per_client: stats.per_client.refused_total.load(Ordering::Relaxed),
+        }
+    }
 }
 
 impl Figures {

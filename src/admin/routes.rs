@@ -10,6 +10,7 @@ use super::answer::Answer;
 use super::certificates;
 use super::guard::Guard;
 use super::metrics;
+use super::metrics::Descriptors;
 use super::pools::{self, ApiError};
 use crate::config::is_valid_name;
 use crate::http1::{Method, Request};
@@ -179,6 +180,8 @@ struct WorkersBody<'a> {
     /// first: the one this process replaced, then any it had replaced and still heard from);
     /// empty when all have exited.
     predecessors: Vec<Draining>,
+    /// The process's descriptors against its budget.
+    descriptors: Descriptors,
 }
 
 /// Decides the response to one request: the guard first (so a refused client learns nothing,
@@ -224,6 +227,7 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
                     .as_deref()
                     .map(Predecessors::draining)
                     .unwrap_or_default(),
+                descriptors: Descriptors::now(&shared.stats),
             },
         )),
         Route::Pools => Ok(Answer::json(200, &registry.pools())),

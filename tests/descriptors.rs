@@ -21,6 +21,25 @@ const LIMIT: u64 = 600;
 /// Idle connections the flood holds: several times what the budget allows.
 const FLOOD: usize = 800;
 
+/// The config the flood tests run: one worker, `addr`, the admin API on `admin`, `server`, and
+/// `limits` lines in `[limits]`.
+fn limited_config(addr: SocketAddr, admin: SocketAddr, server: SocketAddr, limits: &str) -> String {
+    format!(
+        "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
+         [admin]\nbind = \"{admin}\"\n[limits]\n{limits}\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{server}\" }}]\n"
+    )
+}
+
+/// A server whose every answer closes its connection: each request needs a new descriptor.
+fn closing_server() -> Mock {
+    Mock::start(|ex| {
+        ex.read_body()?;
+        ex.respond(200, &[("Connection", "close")], b"ok")?;
+        Ok(Flow::Close)
+    })
+}
+
 /// Starts the binary on `config` with its open-file limit, soft and hard, at `LIMIT`.
 fn run_limited(config: &std::path::Path, log: &std::path::Path) -> ChildGuard {
     let stderr = std::fs::File::create(log).unwrap();
@@ -47,20 +66,10 @@ fn run_limited(config: &std::path::Path, log: &std::path::Path) -> ChildGuard {
 
 #[test]
 fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator_the_admin_api() {
-    // Every answer closes its server connection: each request needs a new descriptor.
-    let server = Mock::start(|ex| {
-        ex.read_body()?;
-        ex.respond(200, &[("Connection", "close")], b"ok")?;
-        Ok(Flow::Close)
-    });
+    let server = closing_server();
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let text = format!(
-        "workers = 1\n[[listener]]\nname = \"web\"\nbind = \"{addr}\"\npool = \"app\"\n\
-         [admin]\nbind = \"{admin}\"\n\
-         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
-        server.addr
-    );
+    let text = limited_config(addr, admin, server.addr, "");
     let path = write_temp("descriptors.toml", &text);
     let log = path.with_extension("log");
     let _herdsman = run_limited(&path, &log);
@@ -213,4 +222,34 @@ fn one_address_gets_max_connections_per_client_and_others_are_served() {
         .refused_total
         .load(std::sync::atomic::Ordering::Relaxed);
     assert!(refused >= 1, "{refused}");
+}
+
+#[test]
+fn out_of_descriptors_a_served_client_waits_and_gets_503_never_502() {
+    // A cap set far above the budget (herdsman check warns of it): the flood takes every
+    // descriptor, and the busy client's next server connection finds none. It waits as for a
+    // slot, then gets 503; the server is not blamed, and nothing went to it half-sent.
+    let server = closing_server();
+    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
+    let text = limited_config(addr, admin, server.addr, "max_client_connections = 4000000");
+    let path = write_temp("descriptors-over.toml", &text);
+    let log = path.with_extension("log");
+    let _herdsman = run_limited(&path, &log);
+    assert!(wait_listening(addr, Duration::from_secs(10)));
+    let mut busy = Conn::connect(addr);
+    busy.set_read_timeout(Duration::from_secs(10));
+    assert_eq!(busy.roundtrip(&get_request("/", "")).status(), 200);
+    let _flood: Vec<TcpStream> = (0..FLOOD)
+        .map(|_| TcpStream::connect(addr).expect("the kernel takes the connection"))
+        .collect();
+    thread::sleep(Duration::from_millis(1_000));
+    // Answered 503 (and closed, as every error is), not 502.
+    let response = busy.roundtrip(&get_request("/", ""));
+    assert_error_response(&response, 503);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("WARNING: max_client_connections = 4000000 exceeds it"),
+        "{text}"
+    );
 }

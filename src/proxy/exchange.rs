@@ -732,6 +732,14 @@ async fn send_streaming<D: Downstream>(
     Ok((upstream, head?, upload_finished))
 }
 
+/// How often a connect that found no free descriptor is tried again.
+const DESCRIPTOR_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// The process (EMFILE) or the system (ENFILE) has no descriptor to spare.
+fn is_out_of_descriptors(error: &std::io::Error) -> bool {
+    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
+}
+
 /// An idle connection to `server` from this worker, or a new one; with whether it was idle,
 /// and when it was ready (the attempt's start for an idle one, fresh from the clock after
 /// connecting).
@@ -755,11 +763,24 @@ async fn server_connection(
     server.traffic.record_connection_opened(context.index);
     let (deadline, expired) =
         sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
+    // Out of descriptors (the budget was set above the open-file limit, or something else holds
+    // them): the request waits for one as it would for a slot, then gets 503; the server is not
+    // blamed, and nothing was sent.
+    let wait_for_descriptor = now + pool.queue_timeout.min(snapshot.timeouts.connect);
     // The deadline covers a TLS handshake too.
     let connect = async {
-        let stream = Stream::connect(server.addr)
-            .await
-            .map_err(|e| Failure::ConnectFailed(e.kind()))?;
+        let stream = loop {
+            match Stream::connect(server.addr).await {
+                Err(error) if is_out_of_descriptors(&error) => {
+                    // Given up a retry early, so that the connect deadline does not fire first.
+                    if Instant::now() + DESCRIPTOR_RETRY >= wait_for_descriptor {
+                        return Err(Failure::NoDescriptor);
+                    }
+                    tokio::time::sleep(DESCRIPTOR_RETRY).await;
+                }
+                connected => break connected.map_err(|e| Failure::ConnectFailed(e.kind()))?,
+            }
+        };
         match &server.tls {
             None => Ok(stream),
             Some(tls) => stream

@@ -37,6 +37,9 @@ pub enum Failure {
     NoServer,
     /// Every server that may take the request was at its `max_connections` for `queue_timeout`.
     QueueTimeout,
+    /// No descriptor was free to connect to a server (EMFILE, ENFILE) for as long as a request
+    /// waits for a slot: the process's fault, not the server's, and nothing was sent.
+    NoDescriptor,
     /// Connecting to the server failed (refused, unreachable).
     ConnectFailed(io::ErrorKind),
     ConnectTimeout,
@@ -67,7 +70,7 @@ impl Failure {
             Failure::HeadTooLarge => 431,
             Failure::NotImplemented(_) => 501,
             Failure::VersionNotSupported => 505,
-            Failure::NoServer | Failure::QueueTimeout => 503,
+            Failure::NoServer | Failure::QueueTimeout | Failure::NoDescriptor => 503,
             Failure::ConnectFailed(_)
             | Failure::ServerTls(_)
             | Failure::ServerClosed
@@ -98,6 +101,7 @@ impl Failure {
             Failure::SpoolFailed => "a temporary file for a buffered body failed",
             Failure::NoServer => "no server available",
             Failure::QueueTimeout => "every server is busy; try again shortly",
+            Failure::NoDescriptor => "the proxy is out of connections; try again shortly",
             Failure::ConnectFailed(_) => "cannot connect to the server",
             Failure::ConnectTimeout => "timed out connecting to the server",
             Failure::ServerClosed => "server closed the connection without responding",
@@ -130,6 +134,7 @@ impl Failure {
             Failure::SpoolFailed => "spool_failed",
             Failure::NoServer => "no_server",
             Failure::QueueTimeout => "queue_timeout",
+            Failure::NoDescriptor => "no_descriptor",
             Failure::ConnectFailed(_) => "connect_failed",
             Failure::ConnectTimeout => "connect_timeout",
             Failure::ServerTls(_) => "server_tls",

@@ -87,7 +87,7 @@ impl Descriptors {
         Descriptors {
             open_files: procfs::open_descriptors(),
             limit: crate::config::descriptors::open_file_limit().0,
-            client_connections: stats.open_connections(),
+            client_connections: stats.client_connections(),
             client_cap: stats.client_cap.cap(),
             refused_per_client: stats.per_client.refused_total.load(Ordering::Relaxed),
         }

@@ -10,8 +10,8 @@
 //! kept    = 64 (the process: stdio, files a reload reads, ACME, an upgrade's pipe and sockets)
 //!         + 64 (the admin API: its listeners and clients)
 //!         + listeners × (workers + 1)      (a listening socket per worker, and the spare kept)
-//!         + workers × (8 + 256)             (a runtime's epoll and wake-ups, the parking lot's
-//!                                            epoll, hand-offs queued between workers)
+//!         + workers × 8                     (a runtime's epoll and wake-ups, the parking lot's
+//!                                            epoll)
 //!         + access-log files + servers with health checks (a probe each at a time)
 //! ```
 //!
@@ -28,9 +28,9 @@ pub const PER_CLIENT: u64 = 2;
 const PROCESS: u64 = 64;
 /// Kept for the admin API.
 const ADMIN: u64 = 64;
-/// Kept per worker: its runtime's and its parking lot's epoll instances and wake-ups, and the
-/// connections that may be queued for it between workers (`intake::handoff`'s queue).
-const PER_WORKER: u64 = 8 + 256;
+/// Kept per worker: its runtime's and its parking lot's epoll instances and wake-ups.
+/// Connections queued for it between workers are client connections, and count as such.
+const PER_WORKER: u64 = 8;
 
 /// The budget for one config under one limit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

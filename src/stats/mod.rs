@@ -200,6 +200,18 @@ impl Stats {
         self.clock.elapsed().as_micros() as u64 + 1
     }
 
+    /// Client connections accepted and not yet closed, over all workers: those they own and
+    /// those queued for them by a hand-off. What the client cap counts.
+    pub fn client_connections(&self) -> u64 {
+        self.loads
+            .iter()
+            .map(|load| {
+                u64::from(load.active.load(Ordering::Relaxed))
+                    + u64::from(load.pending.load(Ordering::Relaxed))
+            })
+            .sum()
+    }
+
     /// Client connections open now, over all workers.
     pub fn open_connections(&self) -> u64 {
         self.loads

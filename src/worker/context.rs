@@ -181,7 +181,7 @@ impl WorkerContext {
             let Some(lot) = &self.parking else {
                 continue;
             };
-            while cap.is_full(self.stats.open_connections()) && lot.close_oldest() {
+            while cap.is_full(self.stats.client_connections()) && lot.close_oldest() {
                 WorkerCounters::bump(&self.counters().shed_for_room);
             }
         }
@@ -239,7 +239,7 @@ impl Acceptor for WorkerContext {
         if cap.cap() == 0 {
             return false;
         }
-        let open = self.stats.open_connections();
+        let open = self.stats.client_connections();
         if open * 10 >= u64::from(cap.cap()) * 9 {
             if let Some(more) = NEAR_CAP_WARNINGS.allow(NEAR_CAP_WARN_EVERY) {
                 tracing::warn!(open, cap = cap.cap(), more_since_last = more, "client connections at 90% or more of the descriptor budget's cap; quiet ones are closed for new clients at the cap");
@@ -265,7 +265,7 @@ impl Acceptor for WorkerContext {
             // Room comes when a connection closes; a quiet one can be closed for it once it is
             // parked, which is at most PARK_AFTER from now: look again then.
             tokio::select! {
-                () = cap.room(|| self.stats.open_connections()) => return,
+                () = cap.room(|| self.stats.client_connections()) => return,
                 () = tokio::time::sleep(session::PARK_AFTER) => {}
             }
             if !self.at_client_cap() {

@@ -174,13 +174,13 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
 
     assert_eq!(
         words(lines[1]),
-        ["WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ"],
+        ["WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ", "SHED/S"],
         "{text}"
     );
     let mut worker_requests = 0.0;
     for (worker, line) in lines[2..4].iter().enumerate() {
         let cells = words(line);
-        assert_eq!(cells.len(), 8, "{text}");
+        assert_eq!(cells.len(), 9, "{text}");
         assert_eq!(cells[0], worker.to_string(), "{text}");
         for cell in &cells[1..3] {
             assert!(figure(cell, line) <= 100.0, "{text}");
@@ -197,6 +197,8 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
             let opened: f64 = cells[7].parse().expect("connections opened per request");
             assert!(opened < 0.05, "{text}");
         }
+        // No cap reached: nothing shed.
+        assert_eq!(cells[8], "0.0", "{text}");
     }
     assert!(worker_requests > 0.0, "{text}");
 

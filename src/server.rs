@@ -114,10 +114,9 @@ impl Server {
             }
         }
         let stats = Stats::new(config.workers);
+        // Raised before the registry's first snapshot, which draws the client cap from it.
         let limit = descriptors::raise_open_file_limit();
-        let budget = Budget::of(&config, limit);
-        stats.client_cap.set(budget.cap(&config));
-        tracing::info!("{}", budget.describe(&config));
+        tracing::info!("{}", Budget::of(&config, limit).describe(&config));
         let access_log =
             AccessLogWriter::start(log_files, Arc::clone(&stats.access_log_dropped_lines))
                 .map_err(StartError::Thread)?;
@@ -185,6 +184,10 @@ impl Server {
         let registry = Arc::new(
             Registry::new(config.clone(), path, Some(control), bound).map_err(StartError::Keys)?,
         );
+        // The cap the snapshot carries, as every later snapshot sets it (`worker::tasks`).
+        stats
+            .client_cap
+            .set(registry.snapshot_handle().load().client_cap);
         // Certificate files changed on disk are read again without a reload.
         certificate_watch::start(&registry).map_err(StartError::Thread)?;
         let (stop, stop_receiver) = watch::channel(false);

@@ -64,16 +64,45 @@ fn run_limited(config: &std::path::Path, log: &std::path::Path) -> ChildGuard {
     ChildGuard(command.spawn().expect("herdsman runs"))
 }
 
-#[test]
-fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator_the_admin_api() {
+/// The binary running with its limit at `LIMIT`, in front of a `closing_server`.
+struct Limited {
+    addr: SocketAddr,
+    admin: SocketAddr,
+    /// herdsman's own log.
+    log: std::path::PathBuf,
+    _herdsman: ChildGuard,
+    _server: Mock,
+}
+
+/// Starts the binary at `LIMIT` with `limits` in its `[limits]`, its files named after `name`,
+/// and waits until it listens.
+fn start_limited(name: &str, limits: &str) -> Limited {
     let server = closing_server();
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let text = limited_config(addr, admin, server.addr, "");
-    let path = write_temp("descriptors.toml", &text);
+    let text = limited_config(addr, admin, server.addr, limits);
+    let path = write_temp(&format!("{name}.toml"), &text);
     let log = path.with_extension("log");
-    let _herdsman = run_limited(&path, &log);
+    let herdsman = run_limited(&path, &log);
     assert!(wait_listening(addr, Duration::from_secs(10)));
+    Limited {
+        addr,
+        admin,
+        log,
+        _herdsman: herdsman,
+        _server: server,
+    }
+}
+
+#[test]
+fn a_flood_of_idle_connections_costs_no_served_client_a_request_nor_the_operator_the_admin_api() {
+    let Limited {
+        addr,
+        admin,
+        log,
+        _herdsman,
+        _server,
+    } = start_limited("descriptors", "");
 
     // A keep-alive client, busy throughout.
     let stop = Arc::new(AtomicBool::new(false));
@@ -229,14 +258,13 @@ fn out_of_descriptors_a_served_client_waits_and_gets_503_never_502() {
     // A cap set far above the budget (herdsman check warns of it): the flood takes every
     // descriptor, and the busy client's next server connection finds none. It waits as for a
     // slot, then gets 503; the server is not blamed, and nothing went to it half-sent.
-    let server = closing_server();
-    let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let admin: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let text = limited_config(addr, admin, server.addr, "max_client_connections = 4000000");
-    let path = write_temp("descriptors-over.toml", &text);
-    let log = path.with_extension("log");
-    let _herdsman = run_limited(&path, &log);
-    assert!(wait_listening(addr, Duration::from_secs(10)));
+    let Limited {
+        addr,
+        log,
+        _herdsman,
+        _server,
+        ..
+    } = start_limited("descriptors-over", "max_client_connections = 4000000");
     let mut busy = Conn::connect(addr);
     busy.set_read_timeout(Duration::from_secs(10));
     assert_eq!(busy.roundtrip(&get_request("/", "")).status(), 200);

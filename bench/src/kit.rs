@@ -18,6 +18,8 @@
 //!   threads by name, connections on a port and those in TIME_WAIT, from /proc
 //! - `cpu`         — where the machine's CPU went during a run, process by process
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
+//! - `load`        — closed-loop client load that classifies every failure: keep-alive or a new
+//!   connection per request, idle closes retried or not, latencies kept or not
 //! - `tls_client`  — the benchmarks' own TLS client (rustls), pinned to the benchmark's own
 //!   certificates: one handshake and one request, and probing a TLS listener
 //! - `certificates` — the TLS benchmarks' ECDSA and RSA certificates, made with openssl
@@ -26,6 +28,8 @@
 //!   failed by reason (timeouts), under way
 //! - `holders`     — client processes (idle, slow) started, made ready and finished by lines
 //! - `slow_holders` — holder processes of slow connections, both ends, and what each kind saw
+//! - `silent`      — connections that never send a byte, opened again when closed: the hidden
+//!   `silent-holder` and its handle
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
 //! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
 //!   versions
@@ -49,6 +53,7 @@ pub mod exchange;
 pub mod h2load;
 pub mod holders;
 pub mod json;
+pub mod load;
 pub mod logfile;
 pub mod loopback;
 pub mod markdown;
@@ -64,6 +69,7 @@ pub mod scratch;
 pub mod server_status;
 pub mod servers;
 pub mod settings;
+pub mod silent;
 pub mod slow_holders;
 pub mod slow_steps;
 pub mod stack;

@@ -9,6 +9,9 @@
 //!   beside CPU and requests/s, issue 50), then with idle connections held open; into
 //!   bench/results/
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
+//! - `fd-flood`    — herdsman vs HAProxy vs nginx when idle connections outnumber the open-files
+//!   limit: both kinds of legitimate client's requests/s, p99 and failures, the status page, and
+//!   recovery (issue 49)
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
@@ -35,6 +38,7 @@
 mod churn;
 mod compare;
 mod fairness;
+mod fd_flood;
 mod health_checks;
 mod herd;
 mod kit;
@@ -78,6 +82,10 @@ enum Command {
     IdleClients(compare::idle_clients::IdleClientsArgs),
     /// Reproduce the 1999 accept() thundering-herd experiment and write bench/results/herd.md.
     Herd(herd::HerdArgs),
+    /// 21,000 idle connections against herdsman, HAProxy and nginx each limited to 20,000 open
+    /// files: legitimate clients' requests/s, p99 and failures, the status page and recovery;
+    /// writes bench/results/fd-flood.md.
+    FdFlood(fd_flood::FdFloodArgs),
     /// Spread of connections over herdsman's workers per intake mode; writes bench/results/fairness.md.
     Fairness(fairness::FairnessArgs),
     /// One client process of `fairness` (started by it).
@@ -129,6 +137,9 @@ enum Command {
     /// One process of silent TLS connections for `tls-load` (started by it).
     #[command(hide = true)]
     TlsLoadHolder(tls_load::holder::TlsLoadHolderArgs),
+    /// One process of silent connections for `tls-load` and `fd-flood` (started by them).
+    #[command(hide = true)]
+    SilentHolder(kit::silent::SilentHolderArgs),
     /// Stops a process group once this program's stdin closes (started by `soak`).
     #[command(hide = true)]
     GuardGroup { group: u32 },
@@ -141,6 +152,7 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),
+        Command::FdFlood(args) => fd_flood::run(args),
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),
@@ -157,6 +169,7 @@ fn main() -> anyhow::Result<()> {
         Command::TlsHolder(args) => tls::holder::run(args),
         Command::TlsLoad(args) => tls_load::run(args),
         Command::TlsLoadHolder(args) => tls_load::holder::run(args),
+        Command::SilentHolder(args) => kit::silent::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }
 }

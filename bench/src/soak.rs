@@ -18,12 +18,11 @@
 //! - `herdsman` — herdsman's configuration and chaos: ctl, SIGHUP, rename and USR1, upgrade
 //! - `haproxy`  — HAProxy's equivalent configuration and chaos: runtime API, master-worker reload
 //! - `chaos`    — the kinds of event, their schedule, running it into a timeline
-//! - `client`   — the load: keep-alive connections that classify every failed request
+//! - the load: keep-alive connections that classify every failed request (`kit::load`)
 //! - `sampler`  — once a second: the proxy's processes' memory and descriptors, herdsman's counters
 //! - `report`   — the figures, the targets, the summary, the results file and its plot
 
 mod chaos;
-mod client;
 mod haproxy;
 mod herdsman;
 mod plan;
@@ -41,13 +40,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::kit::load::Load;
 use crate::kit::logfile::LogCount;
 use crate::kit::process::raise_descriptor_limit;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::{environment, tools};
-use client::Load;
 use plan::Plan;
 use proxy::{Proxy, Which};
 use report::{IdleAfter, ProxyRun, Session};

@@ -19,7 +19,8 @@
 //!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults
-//! - `holder`   — the hidden `tls-load-holder`: silent connections, or the storm's handshakes
+//! - `holder`   — the hidden `tls-load-holder`: the storm's handshakes (the silent connections are
+//!   `kit::silent`'s)
 //! - `storm`    — the workers' handshakes and CPU over a window, and their spread
 //! - `report`   — what each run measured, the targets, the results file and its plot
 
@@ -45,11 +46,12 @@ use crate::kit::progress::Progress;
 use crate::kit::proxies::{self, Plan, ProxyKind, Target, TlsListener};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
+use crate::kit::silent::SilentClients;
 use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::tls_client::{self, KEEP_ALIVE_GET};
 use crate::kit::wrk::{self, Load};
 use crate::kit::{backend, environment, h2load, procstat, tls_metrics, tools, workers_api};
-use holder::{SilentClients, Storm};
+use holder::Storm;
 use report::{with_word, Session, SilentRun, SilentSide, StormRun};
 use settings::Settings;
 use storm::{read_workers, PerWorker};

@@ -392,11 +392,18 @@ pub fn free_port() -> anyhow::Result<u16> {
 
 /// One `GET /` on a fresh connection; Ok when the answer's status is 2xx.
 pub fn probe(port: u16) -> anyhow::Result<()> {
+    probe_path(port, "/")
+}
+
+/// One `GET path` on a fresh connection, 2 s for each step; Ok when the answer's status is 2xx
+/// (whatever its framing: only the status line is read).
+pub fn probe_path(port: u16, path: &str) -> anyhow::Result<()> {
     let timeout = Duration::from_secs(2);
     let mut stream = TcpStream::connect_timeout(&(Ipv4Addr::LOCALHOST, port).into(), timeout)?;
     stream.set_read_timeout(Some(timeout))?;
     stream.set_write_timeout(Some(timeout))?;
-    stream.write_all(b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes())?;
     let mut head = [0u8; 12];
     stream.read_exact(&mut head)?;
     if head.starts_with(b"HTTP/1.") && head[9] == b'2' {

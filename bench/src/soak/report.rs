@@ -12,10 +12,10 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, SystemTime};
 
 use super::chaos::Done;
-use super::client::{Cause, Failed, Failure, Live, Tally};
 use super::herdsman::Counters;
 use super::sampler::{self, Footprint, Sample};
 use super::settings::Settings;
+use crate::kit::load::{Cause, Failed, Failure, Live, Tally};
 use crate::kit::logfile::LogCount;
 use crate::kit::markdown::{one_line, thousands};
 use crate::kit::plot::{write_panels_png, LineChart, Series};

@@ -313,7 +313,7 @@ impl Session {
         let _ = writeln!(
             md,
             "## Silent TLS connections\n\nThe other clients: `wrk {}`, keep-alive over TLS. \
-             With: a holder process (`herdsman-bench tls-load-holder`) opens {} TCP connections \
+             With: a holder process (`herdsman-bench silent-holder`) opens {} TCP connections \
              to the TLS port and sends nothing on them, so no ClientHello ever comes; herdsman \
              closes each when `tls_handshake` ({} s) passes, and the holder connects again at \
              once. The first connects are spread over {} s, so that the timeouts, and the \

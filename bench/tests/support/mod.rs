@@ -165,6 +165,7 @@ pub fn row<'a>(table: &'a [Vec<String>], first: &str) -> &'a [String] {
 
 /// The cells of the rows of the first Markdown table after the first line starting with
 /// `heading` (a heading whole, or one whose end names run-time figures).
+#[allow(dead_code)] // each test binary compiles this module; not every one reads a table by heading
 pub fn table_after(md: &str, heading: &str) -> Vec<Vec<String>> {
     let start = md
         .lines()

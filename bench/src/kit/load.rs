@@ -1,7 +1,11 @@
-//! The load: keep-alive connections to the proxy, each sending `GET /` in a loop and reading each
-//! whole response, on one thread of this program (a current-thread tokio runtime: the client
-//! shares the machine's two CPUs with the proxy and the servers, so it is kept cheap — a static
-//! request, one buffer per connection, the head parsed with httparse, two clock reads a request).
+//! Closed-loop client load that classifies every failure (`soak`, `fd-flood`): connections to the
+//! proxy, each sending `GET /` in a loop and reading each whole response, on one thread of this
+//! program (a current-thread tokio runtime: the client shares the machine's two CPUs with the
+//! proxy and the servers, so it is kept cheap — a static request, one buffer per connection, the
+//! head parsed with httparse, two clock reads a request). Its `Shape` says whether each
+//! connection is kept alive or carries one request (`Connection: close`, a new connection each),
+//! whether a request that meets a keep-alive connection's idle close is sent again on a new one
+//! (as browsers and curl do, and counted apart), and whether each answer's latency is kept.
 //!
 //! Every request that does not end in a whole 2xx response is a failure, classified: a status
 //! (with the whole answer read), or a cause — the connection could not be made (refused, or failed
@@ -23,8 +27,10 @@ use anyhow::{bail, Context};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The request every connection sends, again and again.
+/// The request every keep-alive connection sends, again and again.
 const REQUEST: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+/// The one request of a connection of `Shape::new_connection_each`.
+const REQUEST_AND_CLOSE: &[u8] = b"GET / HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n";
 /// A connect taking longer fails.
 const CONNECT_LIMIT: Duration = Duration::from_secs(3);
 /// A request whose whole answer has not come after this long fails as a timeout.
@@ -124,8 +130,39 @@ pub struct Tally {
     pub ok_per_second: Vec<u64>,
     pub failed_per_second: Vec<u64>,
     pub connections_opened: u64,
+    /// Requests that met a kept-alive connection's idle close before any byte of an answer and
+    /// were sent again on a new connection (`Shape::retry_idle_close`); each is counted once more,
+    /// as answered or failed, by how the second try ended.
+    pub retried: u64,
+    /// Every 2xx answer's time and latency, in the order each connection met them, when the
+    /// shape keeps them (`Shape::keep_latencies`).
+    pub latencies: Vec<Latency>,
     /// From the start to the last connection's end.
     pub seconds: f64,
+}
+
+/// When one 2xx answer came and how long it took.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Latency {
+    /// When it ended, after the load began.
+    pub at: Duration,
+    /// From sending the request (or, for a new connection each, starting the connect) to the end
+    /// of its answer.
+    pub took: Duration,
+}
+
+/// How the load's connections behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Shape {
+    /// One request per connection, asking the proxy to close after it (`Connection: close`), and
+    /// a new connection for the next: each latency then includes the connect.
+    pub new_connection_each: bool,
+    /// A request sent on a kept-alive connection that the proxy closes (or resets) before any byte
+    /// of an answer is sent again once on a new connection, as browsers and curl do with an idle
+    /// connection's close (RFC 9112 §9.3.1): counted in `retried`, not as a failure.
+    pub retry_idle_close: bool,
+    /// Keep every 2xx answer's time and latency.
+    pub keep_latencies: bool,
 }
 
 impl Tally {
@@ -151,12 +188,19 @@ impl Tally {
         self.causes.get(&cause).copied().unwrap_or(0)
     }
 
-    fn answer(&mut self, began: Instant, sent: Instant, status: u16) {
+    fn answer(&mut self, began: Instant, sent: Instant, status: u16, keep_latency: bool) {
         self.answered += 1;
         *self.statuses.entry(status).or_default() += 1;
         if (200..300).contains(&status) {
             self.ok += 1;
             bump(&mut self.ok_per_second, began);
+            if keep_latency {
+                let now = Instant::now();
+                self.latencies.push(Latency {
+                    at: now - began,
+                    took: now - sent,
+                });
+            }
         } else {
             self.fail(began, sent, Failed::Status(status));
         }
@@ -188,6 +232,8 @@ impl Tally {
         add_each(&mut self.ok_per_second, &other.ok_per_second);
         add_each(&mut self.failed_per_second, &other.failed_per_second);
         self.connections_opened += other.connections_opened;
+        self.retried += other.retried;
+        self.latencies.extend(other.latencies);
     }
 }
 
@@ -229,8 +275,14 @@ pub struct Load {
 }
 
 impl Load {
-    /// Starts `connections` connections to 127.0.0.1:`port`.
+    /// Starts `connections` keep-alive connections to 127.0.0.1:`port`, every failure counted as
+    /// one, no latency kept.
     pub fn start(port: u16, connections: u32) -> anyhow::Result<Load> {
+        Load::start_shaped(port, connections, Shape::default())
+    }
+
+    /// Starts `connections` connections of `shape` to 127.0.0.1:`port`.
+    pub fn start_shaped(port: u16, connections: u32, shape: Shape) -> anyhow::Result<Load> {
         let addr = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
         let stop = Arc::new(AtomicBool::new(false));
         let live = Arc::new(Live::default());
@@ -248,6 +300,7 @@ impl Load {
                     for _ in 0..connections {
                         tasks.spawn(connection(
                             addr,
+                            shape,
                             began,
                             Arc::clone(&task_stop),
                             Arc::clone(&task_live),
@@ -291,14 +344,23 @@ impl Drop for Load {
 /// One connection's life: connect, requests until a close, again, until told to stop.
 async fn connection(
     addr: SocketAddr,
+    shape: Shape,
     began: Instant,
     stop: Arc<AtomicBool>,
     live: Arc<Live>,
 ) -> Tally {
     let mut tally = Tally::default();
     let mut buffer = vec![0u8; READ_BUFFER];
-    while !stop.load(Ordering::Relaxed) {
-        let attempt = Instant::now();
+    let request = if shape.new_connection_each {
+        REQUEST_AND_CLOSE
+    } else {
+        REQUEST
+    };
+    // A request that met an idle close, sent again first on the next connection: when it was
+    // first sent, for its latency.
+    let mut again: Option<Instant> = None;
+    while !stop.load(Ordering::Relaxed) || again.is_some() {
+        let attempt = again.unwrap_or_else(Instant::now);
         let mut stream = match tokio::time::timeout(CONNECT_LIMIT, TcpStream::connect(addr)).await {
             Ok(Ok(stream)) => stream,
             failed => {
@@ -306,6 +368,7 @@ async fn connection(
                     Ok(Err(e)) if e.kind() == ErrorKind::ConnectionRefused => Cause::ConnectRefused,
                     _ => Cause::ConnectFailed,
                 };
+                again = None;
                 tally.fail(began, attempt, Failed::Cause(cause));
                 live.failed.fetch_add(1, Ordering::Relaxed);
                 tokio::time::sleep(PAUSE_AFTER_CONNECT_FAILURE).await;
@@ -314,14 +377,20 @@ async fn connection(
         };
         let _ = stream.set_nodelay(true);
         tally.connections_opened += 1;
-        while !stop.load(Ordering::Relaxed) {
-            let sent = Instant::now();
-            let outcome = tokio::time::timeout(ANSWER_LIMIT, exchange(&mut stream, &mut buffer))
-                .await
-                .unwrap_or(Err(Cause::Timeout));
+        let mut reused = false;
+        while !stop.load(Ordering::Relaxed) || again.is_some() {
+            // A new connection each: the latency includes the connect.
+            let sent = again
+                .take()
+                .or(shape.new_connection_each.then_some(attempt))
+                .unwrap_or_else(Instant::now);
+            let outcome =
+                tokio::time::timeout(ANSWER_LIMIT, exchange(&mut stream, request, &mut buffer))
+                    .await
+                    .unwrap_or(Err(Cause::Timeout));
             match outcome {
                 Ok(answer) => {
-                    tally.answer(began, sent, answer.status);
+                    tally.answer(began, sent, answer.status, shape.keep_latencies);
                     live.answered.fetch_add(1, Ordering::Relaxed);
                     if !(200..300).contains(&answer.status) {
                         live.failed.fetch_add(1, Ordering::Relaxed);
@@ -329,6 +398,12 @@ async fn connection(
                     if answer.close {
                         break;
                     }
+                    reused = true;
+                }
+                Err(cause) if reused && shape.retry_idle_close && cause.closed_without_answer() => {
+                    tally.retried += 1;
+                    again = Some(sent);
+                    break;
                 }
                 Err(cause) => {
                     tally.fail(began, sent, Failed::Cause(cause));
@@ -367,10 +442,14 @@ struct Head {
     close: bool,
 }
 
-/// One request and its whole answer on `stream`.
-async fn exchange(stream: &mut TcpStream, buffer: &mut [u8]) -> Result<Answer, Cause> {
+/// `request` and its whole answer on `stream`.
+async fn exchange(
+    stream: &mut TcpStream,
+    request: &[u8],
+    buffer: &mut [u8],
+) -> Result<Answer, Cause> {
     stream
-        .write_all(REQUEST)
+        .write_all(request)
         .await
         .map_err(|e| before_head(&e))?;
     let mut filled = 0;
@@ -533,7 +612,7 @@ mod tests {
             let mut buffer = vec![0u8; READ_BUFFER];
             let mut outcomes = Vec::new();
             for _ in 0..count {
-                outcomes.push(exchange(&mut stream, &mut buffer).await);
+                outcomes.push(exchange(&mut stream, REQUEST, &mut buffer).await);
             }
             outcomes
         })
@@ -570,25 +649,88 @@ mod tests {
         assert_eq!(outcomes[1], Err(Cause::ClosedWithoutAnswer));
     }
 
-    #[test]
-    fn the_load_counts_answers_failures_and_refusals() {
-        // A server that answers two requests per connection and closes, for a second.
+    /// A server that answers `per_connection` requests on each connection and then closes it, a
+    /// request that asked to close after its answer included, for tests of the shapes.
+    fn serve_each(per_connection: usize) -> u16 {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         thread::spawn(move || {
             for stream in listener.incoming() {
                 let Ok(mut stream) = stream else { return };
                 thread::spawn(move || {
-                    let mut request = [0u8; REQUEST.len()];
-                    for _ in 0..2 {
-                        if stream.read_exact(&mut request).is_err() {
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    for _ in 0..per_connection {
+                        head.clear();
+                        while !head.ends_with(b"\r\n\r\n") {
+                            match stream.read(&mut byte) {
+                                Ok(1) => head.push(byte[0]),
+                                _ => return,
+                            }
+                        }
+                        let close = head.windows(17).any(|w| w == b"Connection: close");
+                        let answer: &[u8] = if close {
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok"
+                        } else {
+                            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok"
+                        };
+                        let _ = stream.write_all(answer);
+                        if close {
                             return;
                         }
-                        let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok");
                     }
                 });
             }
         });
+        port
+    }
+
+    #[test]
+    fn an_idle_close_is_retried_once_and_counted_apart_when_the_shape_says_so() {
+        let port = serve_each(2);
+        let shape = Shape {
+            retry_idle_close: true,
+            keep_latencies: true,
+            ..Shape::default()
+        };
+        let load = Load::start_shaped(port, 2, shape).unwrap();
+        thread::sleep(Duration::from_millis(300));
+        let tally = load.finish().unwrap();
+        // Every third request on a connection meets the close and is sent again on a new one.
+        assert!(tally.retried > 0, "{tally:?}");
+        assert_eq!(tally.failed(), 0, "{tally:?}");
+        assert!(tally.connections_opened >= tally.retried, "{tally:?}");
+        assert_eq!(tally.latencies.len() as u64, tally.ok);
+        assert!(tally
+            .latencies
+            .iter()
+            .all(|l| l.took < Duration::from_secs(1)));
+    }
+
+    #[test]
+    fn a_new_connection_each_sends_one_request_per_connection() {
+        let port = serve_each(100);
+        let shape = Shape {
+            new_connection_each: true,
+            ..Shape::default()
+        };
+        let load = Load::start_shaped(port, 2, shape).unwrap();
+        thread::sleep(Duration::from_millis(300));
+        let tally = load.finish().unwrap();
+        assert!(tally.ok > 10, "{tally:?}");
+        // One connection per answer; each of the two may have connected just as the stop came.
+        assert!(
+            (tally.ok..=tally.ok + 2).contains(&tally.connections_opened),
+            "{tally:?}"
+        );
+        assert_eq!((tally.failed(), tally.retried), (0, 0), "{tally:?}");
+        assert!(tally.latencies.is_empty());
+    }
+
+    #[test]
+    fn the_load_counts_answers_failures_and_refusals() {
+        // A server that answers two requests per connection and closes.
+        let port = serve_each(2);
         let load = Load::start(port, 2).unwrap();
         thread::sleep(Duration::from_millis(300));
         let tally = load.finish().unwrap();

@@ -209,6 +209,9 @@ pub struct ListenerConfig {
     /// and path over HTTPS, on this port (443, the default, is left out of the URL). `None`
     /// (the default): requests are served.
     pub redirect_https: Option<u16>,
+    /// A cleartext listener takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1, told apart
+    /// by the connection preface. (A TLS listener offers HTTP/2 by ALPN: `ListenerTls::http2`.)
+    pub h2c: bool,
 }
 
 /// The `access_log` that means standard output rather than a file.

@@ -85,6 +85,8 @@ pub struct RawListener {
     pub tls: Option<Spanned<RawListenerTls>>,
     pub redirect_https: Option<Spanned<bool>>,
     pub redirect_https_port: Option<Spanned<i64>>,
+    pub http2: Option<Spanned<bool>>,
+    pub h2c: Option<Spanned<bool>>,
 }
 
 /// A listener's `[listener.tls]`: HTTPS on it.

@@ -99,6 +99,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             // settings too: the ACME thread follows the config the reload publishes.
             tls: _,
             redirect_https: _,
+            h2c: _,
             // The listener's shared load, which a reload sets.
             max_connections: _,
         } = old;

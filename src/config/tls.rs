@@ -15,8 +15,9 @@ use super::acme::{AcmeResolver, AcmeSettings, ALPN_ACME_TLS};
 use super::certificates::{Certificate, CertificateStore};
 use super::ticket_keys::TicketKeys;
 
-/// The protocol a TLS connection's HTTP runs on, offered by ALPN: HTTP/1.1 only until herdsman
-/// speaks HTTP/2.
+/// The protocols a TLS connection's HTTP runs on, offered by ALPN: HTTP/2 (unless the listener's
+/// `http2` is false), then HTTP/1.1.
+pub const ALPN_H2: &[u8] = b"h2";
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
 
 /// TLS 1.2 sessions kept for resumption by session id, over every listener: about 200 bytes each
@@ -73,6 +74,8 @@ pub struct ListenerTls {
     pub hsts_line: Box<[u8]>,
     /// `acme`: a certificate herdsman obtains and renews itself, served beside `certificates`.
     pub acme: Option<AcmeSettings>,
+    /// The listener's `http2`: ALPN offers `h2` before `http/1.1`.
+    pub http2: bool,
 }
 
 impl ListenerTls {
@@ -175,6 +178,7 @@ impl ListenerTls {
             hsts,
             clients,
             self.acme.clone(),
+            self.http2,
         ))
     }
 
@@ -195,13 +199,14 @@ impl ListenerTls {
         hsts: Option<&str>,
         clients: Option<ClientCertificates>,
         acme: Option<AcmeSettings>,
+        http2: bool,
     ) -> ListenerTls {
         let hsts_line = hsts.map_or_else(Box::default, |value| {
             format!("Strict-Transport-Security: {value}\r\n")
                 .into_bytes()
                 .into_boxed_slice()
         });
-        ListenerTls::build(certificates, min_version, hsts_line, clients, acme)
+        ListenerTls::build(certificates, min_version, hsts_line, clients, acme, http2)
     }
 
     fn build(
@@ -210,6 +215,7 @@ impl ListenerTls {
         hsts_line: Box<[u8]>,
         clients: Option<ClientCertificates>,
         acme: Option<AcmeSettings>,
+        http2: bool,
     ) -> ListenerTls {
         let versions: &[&'static rustls::SupportedProtocolVersion] = match min_version {
             TlsVersion::Tls12 => &[&rustls::version::TLS13, &rustls::version::TLS12],
@@ -230,7 +236,11 @@ impl ListenerTls {
                 managed: Arc::clone(&acme.managed),
             })),
         };
-        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        // HTTP/2 first: a client that speaks both gets it (RFC 7301: the server's order decides).
+        config.alpn_protocols = match http2 {
+            true => vec![ALPN_H2.to_vec(), ALPN_HTTP1.to_vec()],
+            false => vec![ALPN_HTTP1.to_vec()],
+        };
         if acme.is_some() {
             // Agreed only with a TLS-ALPN-01 validator, which offers nothing else; the session
             // closes such a connection after its handshake.
@@ -247,6 +257,7 @@ impl ListenerTls {
             server_config: Arc::new(config),
             hsts_line,
             acme,
+            http2,
         }
     }
 }

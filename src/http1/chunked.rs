@@ -101,6 +101,12 @@ impl ChunkedDecoder {
         self.state == State::Finished
     }
 
+    /// True at the start of a line of the trailer section: a `Framing` step from here is a
+    /// trailer field line to pass on (or the section's empty last line, as `Done`).
+    pub fn at_trailer_line(&self) -> bool {
+        self.state == State::TrailerStart
+    }
+
     /// Classifies the bytes at the front of `input`. Call again with the rest.
     pub fn step(&mut self, input: &[u8]) -> Result<Step, ChunkedError> {
         if self.state == State::Data {

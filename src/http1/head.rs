@@ -60,7 +60,8 @@ pub enum Method {
 }
 
 impl Method {
-    fn from_str(method: &str) -> Method {
+    /// The method a request line names (`Other` for any not listed).
+    pub fn named(method: &str) -> Method {
         match method {
             "GET" => Method::Get,
             "HEAD" => Method::Head,
@@ -231,7 +232,7 @@ pub fn parse_request<'h, 'b>(
     if facts.host_count > 1 {
         return Err(HeadError::Invalid("several Host fields"));
     }
-    let method = Method::from_str(method_text);
+    let method = Method::named(method_text);
     let (forwarded_target, target_host) = read_target(method, target)?;
     let host = match (target_host, facts.host) {
         (Some(authority), _) => Some(authority),

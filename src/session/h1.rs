@@ -10,10 +10,12 @@ use std::time::Duration;
 use tokio::time::{timeout, timeout_at, Instant};
 
 use super::connection::Connection;
+use super::h2;
 use super::handshake::handshake;
+use crate::config::tls::ALPN_H2;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::recycle::Recycled;
-use crate::transport::{Buffer, Detached};
+use crate::transport::{Buffer, Detached, BUFFER_INITIAL};
 use crate::upstream::Snapshot;
 
 /// How long a connection waits for its next request inside its task before it is handed back
@@ -72,7 +74,24 @@ pub async fn serve<Q>(
             }
         }
     };
+    let h2c = snapshot.listener_h2c(listener);
+    let first_bytes_by = Instant::now() + snapshot.timeouts.client_header;
+    let most = snapshot.limits.max_header_bytes;
     drop(snapshot);
+    let mut stream = stream;
+    if h2c && received.is_empty() {
+        // Which protocol it speaks is in its first bytes: wait for them.
+        let read = received.read_from(&mut stream, BUFFER_INITIAL, most);
+        match timeout_at(first_bytes_by, read).await {
+            Ok(Ok(n)) if n > 0 => {}
+            _ => return,
+        }
+    }
+    // HTTP/2: agreed by ALPN over TLS, or, on an h2c listener, a connection that starts with its
+    // preface (a fresh one: the first bytes are all here, or it is read for the rest of them).
+    if stream.agreed_alpn(ALPN_H2) || (h2c && h2::is_preface(received.data())) {
+        return h2::serve(context, stream, received, peer, listener).await;
+    }
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();

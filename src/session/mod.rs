@@ -4,6 +4,7 @@
 
 mod connection;
 mod h1;
+mod h2;
 mod handshake;
 
 pub use h1::{serve, PARK_AFTER};

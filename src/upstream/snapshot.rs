@@ -67,6 +67,8 @@ pub struct ListenerRules {
     pub tls: Option<ListenerTls>,
     /// The HTTPS port its requests are redirected to (`redirect_https`), if they are.
     pub redirect_https: Option<u16>,
+    /// It takes HTTP/2 with prior knowledge beside HTTP/1.1 (`h2c`).
+    pub h2c: bool,
 }
 
 impl ListenerRules {
@@ -76,6 +78,7 @@ impl ListenerRules {
             upgrade: listener.upgrade.clone(),
             tls: listener.tls.clone(),
             redirect_https: listener.redirect_https,
+            h2c: listener.h2c,
         }
     }
 }
@@ -312,6 +315,11 @@ impl Snapshot {
     /// The TLS settings of the listener in `slot`, if it is a TLS listener.
     pub fn listener_tls(&self, slot: usize) -> Option<&ListenerTls> {
         self.listener_rules.get(slot)?.tls.as_ref()
+    }
+
+    /// Whether the cleartext listener in `slot` takes HTTP/2 with prior knowledge.
+    pub fn listener_h2c(&self, slot: usize) -> bool {
+        self.listener_rules.get(slot).is_some_and(|rules| rules.h2c)
     }
 
     /// The HTTPS port requests on the listener in `slot` are redirected to, if they are.

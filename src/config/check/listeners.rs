@@ -15,6 +15,12 @@ use crate::config::raw::{RawListener, RawPool};
 use crate::config::upgrade;
 use crate::config::{AccessLogConfig, ListenerConfig, UpgradeProtocols, STANDARD_OUTPUT};
 
+/// Whether a TLS listener offers HTTP/2 by ALPN: `http2`. Off unless written true while HTTP/2
+/// is being built (issue 37): its flood limits, parking and logging come first.
+fn http2(listener: &RawListener) -> bool {
+    listener.http2.as_ref().is_some_and(|on| *on.get_ref())
+}
+
 /// `backlog` when not written (see `ListenerConfig::backlog`).
 const DEFAULT_BACKLOG: u32 = 4096;
 /// The longest `defer_accept`.
@@ -60,9 +66,35 @@ impl Checker {
             tls: listener
                 .tls
                 .as_ref()
-                .and_then(|raw| self.listener_tls(table, raw)),
+                .and_then(|raw| self.listener_tls(table, raw, http2(listener))),
             redirect_https: self.redirect_https(table, listener),
+            h2c: self.h2c(table, listener),
         }
+    }
+
+    /// `h2c` (cleartext listeners only: a TLS one offers HTTP/2 by ALPN), and `http2` (TLS
+    /// listeners only: whether ALPN offers `h2`; a cleartext one takes HTTP/2 with `h2c`).
+    fn h2c(&mut self, table: &Table, listener: &RawListener) -> bool {
+        if let (Some(http2), None) = (&listener.http2, &listener.tls) {
+            let why = "`http2` says whether a TLS listener offers h2 by ALPN; a cleartext listener takes HTTP/2 with prior knowledge with `h2c = true`";
+            self.reject(
+                &table.key("http2"),
+                http2.span(),
+                &http2.get_ref().to_string(),
+                why,
+            );
+        }
+        let Some(raw) = &listener.h2c else {
+            return false;
+        };
+        let on = *raw.get_ref();
+        if on && listener.tls.is_some() {
+            let why =
+                "a TLS listener offers HTTP/2 by ALPN (`http2`); `h2c` is HTTP/2 in cleartext";
+            self.reject(&table.key("h2c"), raw.span(), "true", why);
+            return false;
+        }
+        on
     }
 
     /// `redirect_https` and `redirect_https_port`: on a cleartext listener only (a TLS one

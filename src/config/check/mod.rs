@@ -277,6 +277,7 @@ mod tests {
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
                     redirect_https: None,
+                    h2c: false,
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -289,6 +290,7 @@ mod tests {
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
                     redirect_https: None,
+                    h2c: false,
                 },
             ],
             timeouts: Timeouts {

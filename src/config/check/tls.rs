@@ -22,6 +22,7 @@ impl Checker {
         &mut self,
         table: &Table,
         raw: &Spanned<RawListenerTls>,
+        http2: bool,
     ) -> Option<ListenerTls> {
         let tls = Table {
             path: table.key("tls"),
@@ -75,6 +76,7 @@ impl Checker {
             hsts,
             clients,
             acme,
+            http2,
         ))
     }
 
@@ -266,6 +268,14 @@ mod tests {
         assert_eq!(tls.server_config.alpn_protocols, [b"http/1.1".to_vec()]);
         // The same files read again make an equal config (a reload that changes nothing).
         assert_eq!(config, from_toml(&text, "t.toml").unwrap());
+        // With `http2`, ALPN offers h2 first.
+        let http2 = text.replacen("[listener.tls]", "http2 = true\n[listener.tls]", 1);
+        let config = from_toml(&http2, "t.toml").unwrap();
+        let tls = config.listeners[0].tls.as_ref().expect("a TLS listener");
+        assert_eq!(
+            tls.server_config.alpn_protocols,
+            [b"h2".to_vec(), b"http/1.1".to_vec()]
+        );
     }
 
     #[test]

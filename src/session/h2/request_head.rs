@@ -1,0 +1,209 @@
+//! An HTTP/2 request's head (RFC 9113 §8.3) written as the HTTP/1.1 head the exchange reads, so
+//! that a stream is routed, checked, forwarded and logged exactly as an HTTP/1.1 request is: the
+//! method and `:path` as the request line (`:authority` alone for CONNECT), `:authority` as Host
+//! (a Host field beside it must name the same host), cookie fields joined into one (§8.2.3), the
+//! other fields as they came, and the body's framing: its `content-length` when it has one,
+//! chunked when it has a body of unknown length, none when the HEADERS frame ended the stream.
+//! The `h2` crate has already refused what §8.2.2 forbids (connection-specific fields, `te` other
+//! than `trailers`, uppercase names) and malformed pseudo-fields, as stream errors.
+
+use http::request::Parts;
+use http::{header, Method};
+
+/// How the request body reaches the exchange.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BodyFraming {
+    /// No body: the HEADERS frame ended the stream.
+    None,
+    /// `content-length` bytes, passed as they come.
+    Length(u64),
+    /// A body of unknown length, written in the chunked coding (its trailers as the trailer
+    /// section).
+    Chunked,
+}
+
+/// Why a stream's head cannot be a request (the stream is answered 400).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum HeadProblem {
+    #[error("no :authority and no Host")]
+    NoHost,
+    #[error(":authority and Host name different hosts")]
+    HostMismatch,
+    #[error("content-length is not one number")]
+    BadLength,
+}
+
+/// Writes `head` as an HTTP/1.1 request head into `out` (emptied first); `ended` says the
+/// HEADERS frame ended the stream. Returns how its body follows.
+pub fn write_request_head(
+    head: &Parts,
+    ended: bool,
+    out: &mut Vec<u8>,
+) -> Result<BodyFraming, HeadProblem> {
+    out.clear();
+    let authority = head.uri.authority().map(|a| a.as_str());
+    let mut hosts = head.headers.get_all(header::HOST).iter();
+    let (field, another) = (hosts.next(), hosts.next());
+    if another.is_some() {
+        return Err(HeadProblem::HostMismatch);
+    }
+    let host = match (authority, field) {
+        (Some(authority), Some(host)) => {
+            if !host.as_bytes().eq_ignore_ascii_case(authority.as_bytes()) {
+                return Err(HeadProblem::HostMismatch);
+            }
+            authority.as_bytes()
+        }
+        (Some(authority), None) => authority.as_bytes(),
+        (None, Some(host)) => host.as_bytes(),
+        (None, None) => return Err(HeadProblem::NoHost),
+    };
+    out.extend_from_slice(head.method.as_str().as_bytes());
+    out.push(b' ');
+    if head.method == Method::CONNECT {
+        out.extend_from_slice(host);
+    } else {
+        let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        out.extend_from_slice(target.as_bytes());
+    }
+    out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
+    out.extend_from_slice(host);
+    out.extend_from_slice(b"\r\n");
+    let mut cookies = 0;
+    for cookie in head.headers.get_all(header::COOKIE) {
+        out.extend_from_slice(if cookies == 0 { b"cookie: " } else { b"; " });
+        out.extend_from_slice(cookie.as_bytes());
+        cookies += 1;
+    }
+    if cookies > 0 {
+        out.extend_from_slice(b"\r\n");
+    }
+    let mut length = None;
+    for (name, value) in &head.headers {
+        if name == header::HOST || name == header::COOKIE {
+            continue;
+        }
+        if name == header::CONTENT_LENGTH {
+            let parsed = std::str::from_utf8(value.as_bytes())
+                .ok()
+                .filter(|text| !text.is_empty() && text.bytes().all(|b| b.is_ascii_digit()))
+                .and_then(|text| text.parse::<u64>().ok())
+                .ok_or(HeadProblem::BadLength)?;
+            if length.is_some_and(|earlier| earlier != parsed) {
+                return Err(HeadProblem::BadLength);
+            }
+            if length.is_some() {
+                continue;
+            }
+            length = Some(parsed);
+        }
+        out.extend_from_slice(name.as_str().as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(value.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    let framing = match (length, ended) {
+        (Some(length), _) => BodyFraming::Length(length),
+        (None, true) => BodyFraming::None,
+        (None, false) => {
+            out.extend_from_slice(b"transfer-encoding: chunked\r\n");
+            BodyFraming::Chunked
+        }
+    };
+    out.extend_from_slice(b"\r\n");
+    Ok(framing)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::Request;
+
+    fn written(request: Request<()>, ended: bool) -> (Result<BodyFraming, HeadProblem>, String) {
+        let (parts, ()) = request.into_parts();
+        let mut out = Vec::new();
+        let framing = write_request_head(&parts, ended, &mut out);
+        (framing, String::from_utf8(out).unwrap())
+    }
+
+    #[test]
+    fn authority_becomes_host_and_cookies_are_joined() {
+        let request = Request::get("https://example.com/a?b=1")
+            .header("cookie", "a=1")
+            .header("accept", "*/*")
+            .header("cookie", "b=2")
+            .body(())
+            .unwrap();
+        let (framing, head) = written(request, true);
+        assert_eq!(framing, Ok(BodyFraming::None));
+        assert_eq!(
+            head,
+            "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\ncookie: a=1; b=2\r\naccept: */*\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn a_body_keeps_its_length_or_is_chunked() {
+        let request = Request::post("https://example.com/up")
+            .header("content-length", "5")
+            .body(())
+            .unwrap();
+        let (framing, head) = written(request, false);
+        assert_eq!(framing, Ok(BodyFraming::Length(5)));
+        assert!(head.contains("content-length: 5\r\n"), "{head}");
+        let request = Request::post("https://example.com/up").body(()).unwrap();
+        let (framing, head) = written(request, false);
+        assert_eq!(framing, Ok(BodyFraming::Chunked));
+        assert!(
+            head.ends_with("transfer-encoding: chunked\r\n\r\n"),
+            "{head}"
+        );
+    }
+
+    #[test]
+    fn hosts_must_agree_and_one_must_be_there() {
+        let agree = Request::get("https://example.com/")
+            .header("host", "EXAMPLE.com")
+            .body(())
+            .unwrap();
+        assert_eq!(written(agree, true).0, Ok(BodyFraming::None));
+        let differ = Request::get("https://example.com/")
+            .header("host", "other.example")
+            .body(())
+            .unwrap();
+        assert_eq!(written(differ, true).0, Err(HeadProblem::HostMismatch));
+        let host_only = Request::get("/x")
+            .header("host", "h.example")
+            .body(())
+            .unwrap();
+        let (framing, head) = written(host_only, true);
+        assert_eq!(framing, Ok(BodyFraming::None));
+        assert!(
+            head.starts_with("GET /x HTTP/1.1\r\nhost: h.example\r\n"),
+            "{head}"
+        );
+        let none = Request::get("/x").body(()).unwrap();
+        assert_eq!(written(none, true).0, Err(HeadProblem::NoHost));
+    }
+
+    #[test]
+    fn content_lengths_must_be_one_number() {
+        for bad in ["", "-1", "1,2", "x"] {
+            let request = Request::post("https://e.example/")
+                .header("content-length", bad)
+                .body(())
+                .unwrap();
+            assert_eq!(
+                written(request, false).0,
+                Err(HeadProblem::BadLength),
+                "{bad:?}"
+            );
+        }
+        let twice = Request::post("https://e.example/")
+            .header("content-length", "3")
+            .header("content-length", "4")
+            .body(())
+            .unwrap();
+        assert_eq!(written(twice, false).0, Err(HeadProblem::BadLength));
+    }
+}

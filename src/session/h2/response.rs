@@ -1,0 +1,419 @@
+//! The exchange's response to a stream, read back from the HTTP/1.1 bytes it writes into the
+//! pieces of an HTTP/2 response (RFC 9113 §8.1): each head (interim 1xx, then the final one) as
+//! a `http::Response` without the fields HTTP/2 forbids (§8.2.2: `Connection` and the fields it
+//! names, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`), the body's bytes as
+//! they come (a chunked body decoded, its trailer fields as HTTP/2 trailers), and its end. The
+//! exchange writes what it would to an HTTP/1.1 client, so this is the one place that knows the
+//! two differ.
+
+use http::header::{HeaderName, HeaderValue};
+use http::{HeaderMap, StatusCode};
+
+use crate::http1::chunked::{ChunkedDecoder, ChunkedError, Step, MAX_TRAILERS};
+use crate::http1::{parse_response, Body, Method};
+
+/// Largest response head the exchange writes (its own limit for a server's head, and room).
+const MAX_HEAD: usize = 96 * 1024;
+
+/// Fields a response head may hold at most.
+const MAX_FIELDS: usize = 256;
+
+/// One piece of the HTTP/2 response.
+#[derive(Debug)]
+pub enum Piece {
+    /// A head; `interim` for a 1xx other than 101. `ends`: no body follows (the HEADERS frame
+    /// ends the stream).
+    Head {
+        head: http::Response<()>,
+        interim: bool,
+        ends: bool,
+    },
+    /// Body bytes: this many at the front of the input.
+    Data(usize),
+    /// The trailer fields, which end the stream.
+    Trailers(HeaderMap),
+    /// The body ended (with no trailer fields): an empty DATA frame ends the stream.
+    End,
+}
+
+/// Why the bytes are not a response this can read: the exchange wrote something it never writes.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ResponseError {
+    #[error("bad response head: {0}")]
+    Head(String),
+    #[error("bad chunked body: {0}")]
+    Chunked(#[from] ChunkedError),
+    #[error("bytes after the end of the response")]
+    AfterEnd,
+    #[error("a 101 is not an HTTP/2 response")]
+    Switching,
+}
+
+#[derive(Debug)]
+enum State {
+    /// Gathering the head's bytes.
+    Head,
+    Length(u64),
+    Chunked(ChunkedDecoder),
+    /// Until the exchange ends (the HTTP/1.1 answer would have closed the connection).
+    UntilEnd,
+    Done,
+}
+
+/// Reads one exchange's response, piece by piece.
+#[derive(Debug)]
+pub struct ResponseReader {
+    method: Method,
+    state: State,
+    /// The head's bytes while they come in more than one write.
+    head: Vec<u8>,
+    /// The trailer section's lines while they come.
+    trailers: Vec<u8>,
+    /// The start of a trailer field line whose end has not come yet.
+    carry: Vec<u8>,
+}
+
+impl ResponseReader {
+    /// A reader for the response to a request made with `method` (a HEAD's has no body).
+    pub fn new(method: Method) -> ResponseReader {
+        ResponseReader {
+            method,
+            state: State::Head,
+            head: Vec::new(),
+            trailers: Vec::new(),
+            carry: Vec::new(),
+        }
+    }
+
+    /// Whether the response has ended.
+    pub fn is_done(&self) -> bool {
+        matches!(self.state, State::Done)
+    }
+
+    /// Whether the head has gone and body bytes are being read.
+    pub fn in_body(&self) -> bool {
+        matches!(
+            self.state,
+            State::Length(_) | State::Chunked(_) | State::UntilEnd
+        )
+    }
+
+    /// Reads from the front of `input`: how many bytes it took, and the piece they made if one is
+    /// complete. Call again with the rest; a call that takes nothing and makes nothing needs more.
+    pub fn read(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
+        match &mut self.state {
+            State::Head => self.read_head(input),
+            State::Length(left) => {
+                let take = (input.len() as u64).min(*left) as usize;
+                *left -= take as u64;
+                if take > 0 {
+                    return Ok((take, Some(Piece::Data(take))));
+                }
+                if *left == 0 {
+                    self.state = State::Done;
+                    return Ok((0, Some(Piece::End)));
+                }
+                Ok((0, None))
+            }
+            State::Chunked(decoder) => {
+                let trailer_line = decoder.at_trailer_line();
+                if !self.carry.is_empty() {
+                    // The start of a trailer field line came before: the line with what follows.
+                    let carried = self.carry.len();
+                    self.carry.extend_from_slice(input);
+                    let (step, line) = match decoder.step(&self.carry)? {
+                        Step::Framing(0) => return Ok((input.len(), None)),
+                        Step::Framing(n) => (n, true),
+                        Step::Dropped(n) => (n, false),
+                        other => {
+                            unreachable!("a trailer line's step is framing or dropped: {other:?}")
+                        }
+                    };
+                    if line {
+                        if self.trailers.len() + step > MAX_TRAILERS {
+                            return Err(ResponseError::Chunked(ChunkedError::Trailer));
+                        }
+                        self.trailers.extend_from_slice(&self.carry[..step]);
+                    }
+                    self.carry.clear();
+                    return Ok((step - carried, None));
+                }
+                match decoder.step(input)? {
+                    // The start of a trailer field line whose end has not come: kept for it.
+                    Step::Framing(0) if trailer_line && !input.is_empty() => {
+                        self.carry.extend_from_slice(input);
+                        Ok((input.len(), None))
+                    }
+                    Step::Data(n) => Ok((n, Some(Piece::Data(n)))),
+                    // A field line; the section's last, empty line (its CR alone, when the input
+                    // ends there) is framing.
+                    Step::Framing(n) if trailer_line && n > 0 && input[0] != b'\r' => {
+                        if self.trailers.len() + n > MAX_TRAILERS {
+                            return Err(ResponseError::Chunked(ChunkedError::Trailer));
+                        }
+                        self.trailers.extend_from_slice(&input[..n]);
+                        Ok((n, None))
+                    }
+                    Step::Framing(n) | Step::Dropped(n) => Ok((n, None)),
+                    Step::Done(n) => {
+                        self.state = State::Done;
+                        let trailers = trailer_fields(&self.trailers)?;
+                        self.trailers = Vec::new();
+                        Ok((
+                            n,
+                            Some(if trailers.is_empty() {
+                                Piece::End
+                            } else {
+                                Piece::Trailers(trailers)
+                            }),
+                        ))
+                    }
+                }
+            }
+            State::UntilEnd => Ok((
+                input.len(),
+                (!input.is_empty()).then_some(Piece::Data(input.len())),
+            )),
+            State::Done if input.is_empty() => Ok((0, None)),
+            State::Done => Err(ResponseError::AfterEnd),
+        }
+    }
+
+    /// The exchange is over: the end of a body that ends with it.
+    pub fn finish(&mut self) -> Option<Piece> {
+        match self.state {
+            State::UntilEnd => {
+                self.state = State::Done;
+                Some(Piece::End)
+            }
+            _ => None,
+        }
+    }
+
+    fn read_head(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
+        // Most heads come in one write: parsed in place, copied only when split.
+        let gathered = !self.head.is_empty();
+        if gathered {
+            self.head.extend_from_slice(input);
+        }
+        let bytes: &[u8] = if gathered { &self.head } else { input };
+        let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
+        let parsed = parse_response(bytes, &mut slots, self.method, MAX_HEAD)
+            .map_err(|e| ResponseError::Head(format!("{e:?}")))?;
+        let Some(response) = parsed else {
+            if !gathered {
+                self.head.extend_from_slice(input);
+            }
+            return Ok((input.len(), None));
+        };
+        if response.code == 101 {
+            return Err(ResponseError::Switching);
+        }
+        let status = StatusCode::from_u16(response.code)
+            .map_err(|_| ResponseError::Head(format!("status {}", response.code)))?;
+        let mut head = http::Response::new(());
+        *head.status_mut() = status;
+        let fields = head.headers_mut();
+        for field in response.headers {
+            let name = HeaderName::from_bytes(field.name.as_bytes())
+                .map_err(|_| ResponseError::Head(format!("field name {:?}", field.name)))?;
+            if forbidden_in_http2(&name) || response.connection.names(field.name) {
+                continue;
+            }
+            let value = HeaderValue::from_bytes(field.value)
+                .map_err(|_| ResponseError::Head(format!("value of {}", field.name)))?;
+            fields.append(name, value);
+        }
+        let interim = response.is_interim();
+        // The bytes of this head that came in this input.
+        let taken = response.head_len - (bytes.len() - input.len());
+        let body = response.body;
+        self.head = Vec::new();
+        if interim {
+            return Ok((
+                taken,
+                Some(Piece::Head {
+                    head,
+                    interim,
+                    ends: false,
+                }),
+            ));
+        }
+        self.state = match body {
+            Body::None | Body::Length(0) => State::Done,
+            Body::Length(n) => {
+                // Its Content-Length stays: HTTP/2 allows it, and it must match the DATA frames.
+                State::Length(n)
+            }
+            Body::Chunked => State::Chunked(ChunkedDecoder::new()),
+            Body::UntilClose => State::UntilEnd,
+        };
+        let ends = matches!(self.state, State::Done);
+        Ok((
+            taken,
+            Some(Piece::Head {
+                head,
+                interim,
+                ends,
+            }),
+        ))
+    }
+}
+
+/// Fields a message in HTTP/2 must not carry (RFC 9113 §8.2.2).
+fn forbidden_in_http2(name: &HeaderName) -> bool {
+    use http::header::{CONNECTION, TRANSFER_ENCODING, UPGRADE};
+    name == CONNECTION
+        || name == TRANSFER_ENCODING
+        || name == UPGRADE
+        || name.as_str() == "keep-alive"
+        || name.as_str() == "proxy-connection"
+}
+
+/// The trailer section's field lines (each ending CRLF, as the chunked decoder checked them) as
+/// HTTP/2 trailer fields, without those HTTP/2 forbids.
+fn trailer_fields(lines: &[u8]) -> Result<HeaderMap, ResponseError> {
+    let mut fields = HeaderMap::new();
+    for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let colon = line
+            .iter()
+            .position(|&b| b == b':')
+            .ok_or(ResponseError::Chunked(ChunkedError::Trailer))?;
+        let name = HeaderName::from_bytes(&line[..colon])
+            .map_err(|_| ResponseError::Chunked(ChunkedError::Trailer))?;
+        let value = line[colon + 1..].trim_ascii();
+        let value = HeaderValue::from_bytes(value)
+            .map_err(|_| ResponseError::Chunked(ChunkedError::Trailer))?;
+        if !forbidden_in_http2(&name) {
+            fields.append(name, value);
+        }
+    }
+    Ok(fields)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every piece `bytes` make, fed in writes of at most `step` bytes; data as text.
+    fn pieces(method: Method, bytes: &[u8], step: usize) -> Vec<String> {
+        let mut reader = ResponseReader::new(method);
+        let mut out = Vec::new();
+        let mut pending: Vec<u8> = Vec::new();
+        for write in bytes.chunks(step) {
+            pending.extend_from_slice(write);
+            loop {
+                let (taken, piece) = reader.read(&pending).unwrap();
+                if let Some(piece) = piece {
+                    out.push(match piece {
+                        Piece::Head {
+                            head,
+                            interim,
+                            ends,
+                        } => format!(
+                            "head {} {:?} interim={interim} ends={ends}",
+                            head.status().as_u16(),
+                            head.headers()
+                        ),
+                        Piece::Data(n) => {
+                            format!("data {}", String::from_utf8_lossy(&pending[..n]))
+                        }
+                        Piece::Trailers(t) => format!("trailers {t:?}"),
+                        Piece::End => "end".into(),
+                    });
+                }
+                pending.drain(..taken);
+                if taken == 0
+                    && (pending.is_empty()
+                        || reader.is_done()
+                        || out.last().is_some_and(|p| p == "end"))
+                {
+                    break;
+                }
+                if taken == 0 {
+                    break;
+                }
+            }
+        }
+        if let Some(Piece::End) = reader.finish() {
+            out.push("end".into());
+        }
+        out
+    }
+
+    #[test]
+    fn a_length_body_passes_and_hop_by_hop_fields_go() {
+        let bytes = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close, x-hop\r\nX-Hop: 1\r\nKeep-Alive: timeout=5\r\nServer: s\r\n\r\nhello";
+        for step in [1, 7, bytes.len()] {
+            let got = pieces(Method::Get, bytes, step);
+            assert_eq!(
+                got[0],
+                "head 200 {\"content-length\": \"5\", \"server\": \"s\"} interim=false ends=false",
+                "step {step}"
+            );
+            let data: String = got[1..got.len() - 1]
+                .iter()
+                .map(|p| p.trim_start_matches("data "))
+                .collect();
+            assert_eq!(data, "hello", "step {step}: {got:?}");
+            assert_eq!(got.last().unwrap(), "end");
+        }
+    }
+
+    #[test]
+    fn a_chunked_body_is_decoded_and_its_trailers_become_http2_trailers() {
+        let bytes = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n2\r\nde\r\n0\r\ngrpc-status: 0\r\ngrpc-message: ok\r\n\r\n";
+        for step in [1, 5, bytes.len()] {
+            let got = pieces(Method::Post, bytes, step);
+            assert_eq!(
+                got[0], "head 200 {} interim=false ends=false",
+                "step {step}"
+            );
+            let data: String = got.iter().filter_map(|p| p.strip_prefix("data ")).collect();
+            assert_eq!(data, "abcde", "step {step}");
+            assert_eq!(
+                got.last().unwrap(),
+                "trailers {\"grpc-status\": \"0\", \"grpc-message\": \"ok\"}",
+                "step {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn interim_heads_and_bodiless_answers_end_where_they_should() {
+        let bytes =
+            b"HTTP/1.1 103 Early Hints\r\nLink: </a.css>\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n";
+        let got = pieces(Method::Get, bytes, bytes.len());
+        assert_eq!(
+            got[0],
+            "head 103 {\"link\": \"</a.css>\"} interim=true ends=false"
+        );
+        assert_eq!(got[1], "head 204 {} interim=false ends=true");
+        assert_eq!(got.len(), 2);
+        let head_answer = b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n";
+        let got = pieces(Method::Head, head_answer, head_answer.len());
+        assert_eq!(
+            got,
+            ["head 200 {\"content-length\": \"10\"} interim=false ends=true"]
+        );
+    }
+
+    #[test]
+    fn a_body_until_close_ends_with_the_exchange_and_a_101_is_refused() {
+        let got = pieces(
+            Method::Get,
+            b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it",
+            64,
+        );
+        assert_eq!(got[1], "data all of it");
+        assert_eq!(got.last().unwrap(), "end");
+        let mut reader = ResponseReader::new(Method::Get);
+        assert_eq!(
+            reader
+                .read(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n\r\n")
+                .unwrap_err(),
+            ResponseError::Switching
+        );
+    }
+}

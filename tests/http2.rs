@@ -1,0 +1,150 @@
+//! HTTP/2 to clients, as curl speaks it: over TLS where the listener offers `h2` by ALPN
+//! (`http2 = true`), and in cleartext with prior knowledge on a listener with `h2c = true`, which
+//! still serves HTTP/1.1 on the same port. Each stream is a request through the same exchange:
+//! the server sees an HTTP/1.1 request (Host from `:authority`, cookies joined, a body of unknown
+//! length chunked), and the client gets the server's status, fields and body. curl must be
+//! installed (`scripts/test` installs it).
+
+mod common;
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::process::{Command, Stdio};
+
+use common::*;
+
+/// herdsman with `listener` lines added to its listener (and `tls`, a `[listener.tls]` table,
+/// after them), in front of `server`.
+fn start(server: &Mock, listener: &str, tls: &str) -> Proxy {
+    let text = Setup::new().server("a", server.addr).toml("127.0.0.1:0");
+    let end_of_listener = "pool = \"app\"\n\n";
+    let at = text.find(end_of_listener).unwrap() + end_of_listener.len();
+    let text = format!("{}{listener}\n{tls}\n{}", &text[..at - 1], &text[at..]);
+    Proxy::start(&text)
+}
+
+/// curl with `args` against `url`, `stdin` piped in when given: (status line of `-w`, body).
+fn curl(args: &[&str], url: &str, stdin: Option<&[u8]>) -> (String, Vec<u8>) {
+    let mut child = Command::new("curl")
+        .args(["--silent", "--show-error", "--max-time", "20"])
+        .args(args)
+        .args(["--write-out", "\n%{http_version} %{http_code}"])
+        .arg(url)
+        .stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        })
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("curl runs (scripts/test installs it)");
+    if let Some(bytes) = stdin {
+        let mut pipe = child.stdin.take().unwrap();
+        pipe.write_all(bytes).unwrap();
+    }
+    let output = child.wait_with_output().unwrap();
+    let mut body = output.stdout;
+    let at = body
+        .iter()
+        .rposition(|&b| b == b'\n')
+        .expect("curl's -w line");
+    let status = String::from_utf8_lossy(&body[at + 1..]).into_owned();
+    body.truncate(at);
+    assert!(
+        output.status.success(),
+        "curl {args:?} {url} failed: {status} {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    (status, body)
+}
+
+fn h2c_url(addr: SocketAddr, path: &str) -> String {
+    format!("http://{addr}{path}")
+}
+
+#[test]
+fn h2c_with_prior_knowledge_and_http11_share_a_port() {
+    let server = Mock::echo();
+    let proxy = start(&server, "h2c = true", "");
+    let url = h2c_url(proxy.addr, "/a?b=1");
+    let (status, body) = curl(&["--http2-prior-knowledge"], &url, None);
+    assert_eq!(status, "2 200");
+    assert!(body.is_empty());
+    let (status, _) = curl(&["--http1.1"], &url, None);
+    assert_eq!(status, "1.1 200");
+    // The server saw HTTP/1.1 requests, Host from :authority.
+    let heads = server.heads();
+    assert_eq!(heads.len(), 2);
+    for head in &heads {
+        assert_eq!(head.target(), "/a?b=1");
+        assert_eq!(head.header("host"), Some(proxy.addr.to_string().as_str()));
+    }
+}
+
+#[test]
+fn bodies_stream_both_ways_with_and_without_a_length() {
+    let server = Mock::echo();
+    let proxy = start(&server, "h2c = true", "");
+    let url = h2c_url(proxy.addr, "/up");
+    // A body with its length.
+    let (status, body) = curl(
+        &["--http2-prior-knowledge", "--data-binary", "hello"],
+        &url,
+        None,
+    );
+    assert_eq!(
+        (status.as_str(), body.as_slice()),
+        ("2 200", b"hello".as_slice())
+    );
+    // A body of unknown length (read from a pipe): chunked to the server, whole back.
+    let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
+    let (status, body) = curl(
+        &["--http2-prior-knowledge", "-X", "POST", "-T", "-"],
+        &url,
+        Some(&big),
+    );
+    assert_eq!(status, "2 200");
+    assert_eq!(body.len(), big.len());
+    assert!(body == big, "the body came back changed");
+    let last = server.heads().pop().unwrap();
+    assert_eq!(last.header("transfer-encoding"), Some("chunked"));
+}
+
+#[test]
+fn a_tls_listener_with_http2_agrees_h2_by_alpn() {
+    let certs = CertFiles::issue("h2-alpn", &["app.test"]);
+    let server = Mock::named("hello");
+    let proxy = start(&server, "http2 = true", &tls_table(&[&certs], ""));
+    let url = format!("https://app.test:{}/", proxy.addr.port());
+    let resolve = format!("app.test:{}:127.0.0.1", proxy.addr.port());
+    let ca = test_ca().pem_file.display().to_string();
+    let (status, body) = curl(
+        &["--http2", "--cacert", &ca, "--resolve", &resolve],
+        &url,
+        None,
+    );
+    assert_eq!(
+        (status.as_str(), body.as_slice()),
+        ("2 200", b"hello".as_slice())
+    );
+    let (status, _) = curl(
+        &["--http1.1", "--cacert", &ca, "--resolve", &resolve],
+        &url,
+        None,
+    );
+    assert_eq!(status, "1.1 200");
+}
+
+#[test]
+fn without_h2c_the_preface_is_not_http2() {
+    let server = Mock::named("hello");
+    let proxy = start(&server, "", "");
+    let output = Command::new("curl")
+        .args(["--silent", "--http2-prior-knowledge", "--max-time", "10"])
+        .arg(h2c_url(proxy.addr, "/"))
+        .output()
+        .unwrap();
+    assert!(!output.status.success(), "HTTP/2 on a listener without h2c");
+    assert_eq!(server.heads().len(), 0);
+}

@@ -148,3 +148,35 @@ fn without_h2c_the_preface_is_not_http2() {
     assert!(!output.status.success(), "HTTP/2 on a listener without h2c");
     assert_eq!(server.heads().len(), 0);
 }
+
+#[test]
+fn a_connection_without_streams_closes_after_client_idle() {
+    use std::io::Read;
+    let server = Mock::named("hello");
+    let text = Setup::new()
+        .server("a", server.addr)
+        .timeout("client_idle", "300ms")
+        .toml("127.0.0.1:0")
+        .replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1);
+    let proxy = Proxy::start(&text);
+    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    // The preface and an empty SETTINGS frame, then nothing.
+    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    let waited = started.elapsed();
+    assert!(
+        waited >= std::time::Duration::from_millis(250)
+            && waited < std::time::Duration::from_secs(4),
+        "closed after {waited:?}"
+    );
+    // Its last frame before the close is a GOAWAY (type 7).
+    assert!(
+        got.windows(4).any(|w| w[3] == 7 && w[0] == 0),
+        "no GOAWAY in {got:?}"
+    );
+}

@@ -9,6 +9,7 @@ mod request_head;
 mod response;
 mod stream;
 
+use std::cell::Cell;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -73,6 +74,7 @@ pub async fn serve(
     let snapshot = context.snapshot();
     let max_header = u32::try_from(snapshot.limits.max_header_bytes).unwrap_or(u32::MAX);
     let handshake_deadline = Instant::now() + snapshot.timeouts.client_header;
+    let idle = snapshot.timeouts.client_idle;
     drop(snapshot);
     let mut builder = h2::server::Builder::new();
     builder
@@ -93,8 +95,18 @@ pub async fn serve(
             }
             Err(_) => return,
         };
+    // Streams being served, and when the last one ended: a connection without streams for
+    // `client_idle` is closed, as an idle HTTP/1.1 one is.
+    let streams = Rc::new(Streams {
+        open: Cell::new(0),
+        quiet_since: Cell::new(Instant::now()),
+    });
     let mut stopping = false;
     loop {
+        let idle_check = match streams.open.get() {
+            0 => streams.quiet_since.get() + idle,
+            _ => Instant::now() + idle,
+        };
         let accepted = tokio::select! {
             accepted = connection.accept() => accepted,
             () = context.stopped(), if !stopping => {
@@ -104,13 +116,26 @@ pub async fn serve(
                 stopping = true;
                 continue;
             }
+            () = tokio::time::sleep_until(idle_check), if !stopping => {
+                if streams.open.get() == 0 && streams.quiet_since.get() + idle <= Instant::now() {
+                    // No stream in flight to spare: one GOAWAY naming the last stream, and the
+                    // close (the graceful two steps would wait for a quiet client's PING ack).
+                    connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    stopping = true;
+                }
+                continue;
+            }
         };
         match accepted {
             Some(Ok((request, respond))) => {
                 let context = Rc::clone(context);
                 let tls = tls.clone();
+                let streams = Rc::clone(&streams);
+                streams.open.set(streams.open.get() + 1);
                 tokio::task::spawn_local(async move {
                     serve_stream(&context, request, respond, peer, tls, listener).await;
+                    streams.open.set(streams.open.get() - 1);
+                    streams.quiet_since.set(Instant::now());
                 });
             }
             Some(Err(error)) => {
@@ -120,6 +145,12 @@ pub async fn serve(
             None => break,
         }
     }
+}
+
+/// The streams of one connection being served, for its idle timeout.
+struct Streams {
+    open: Cell<usize>,
+    quiet_since: Cell<Instant>,
 }
 
 /// One stream: its head checked and written in HTTP/1.1 form, served as one exchange, then its

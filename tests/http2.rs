@@ -180,3 +180,48 @@ fn a_connection_without_streams_closes_after_client_idle() {
         "no GOAWAY in {got:?}"
     );
 }
+
+/// The raw frames of a client that sends the preface, SETTINGS, and then `frames` PINGs.
+fn ping_flood(frames: usize) -> Vec<u8> {
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    for i in 0..frames {
+        bytes.extend_from_slice(&[0, 0, 8, 6, 0, 0, 0, 0, 0]);
+        bytes.extend_from_slice(&(i as u64).to_be_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn a_ping_flood_gets_goaway_enhance_your_calm_and_others_are_served() {
+    use std::io::Read;
+    let server = Mock::named("hello");
+    let proxy = start(&server, "h2c = true", "");
+    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let writer = {
+        let mut conn = conn.try_clone().unwrap();
+        std::thread::spawn(move || {
+            // The write fails once herdsman has closed: that is the point.
+            let _ = conn.write_all(&ping_flood(5000));
+        })
+    };
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    writer.join().unwrap();
+    // A GOAWAY (type 7, stream 0) whose error code is ENHANCE_YOUR_CALM (0xb).
+    let goaway = got
+        .windows(17)
+        .any(|w| w[3] == 7 && w[5..9] == [0, 0, 0, 0] && w[13..17] == [0, 0, 0, 0xb]);
+    assert!(goaway, "no GOAWAY ENHANCE_YOUR_CALM in {} bytes", got.len());
+    // Another client is served.
+    let (status, body) = curl(
+        &["--http2-prior-knowledge"],
+        &h2c_url(proxy.addr, "/"),
+        None,
+    );
+    assert_eq!(
+        (status.as_str(), body.as_slice()),
+        ("2 200", b"hello".as_slice())
+    );
+}

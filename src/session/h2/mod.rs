@@ -5,6 +5,7 @@
 //! connection's. The connection's task reads and writes the frames of all its streams; a stop
 //! sends GOAWAY in two steps (RFC 9113 §6.8) and lets the streams in flight finish.
 
+mod frames;
 mod request_head;
 mod response;
 mod stream;
@@ -14,17 +15,19 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 
 use crate::http1::Method;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::{Buffer, Stream, TlsFacts};
+use frames::{FrameWatch, DEFAULT_BUDGET};
 use request_head::write_request_head;
 use response::ResponseReader;
 use stream::{H2Stream, RequestBody, ResponseSide};
@@ -85,7 +88,15 @@ pub async fn serve(
         .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
         .max_send_buffer_size(MAX_SEND_BUFFER);
-    let io = Prefixed { received, stream };
+    // The frames are counted from the start: the preface is not read here yet, whatever of it
+    // came with the first bytes.
+    let calm = Rc::new(Notify::new());
+    let io = Prefixed {
+        received,
+        stream,
+        watch: FrameWatch::new(DEFAULT_BUDGET, PREFACE.len(), Instant::now()),
+        calm: Rc::clone(&calm),
+    };
     let mut connection =
         match timeout_at(handshake_deadline, builder.handshake::<_, Bytes>(io)).await {
             Ok(Ok(connection)) => connection,
@@ -102,6 +113,7 @@ pub async fn serve(
         quiet_since: Cell::new(Instant::now()),
     });
     let mut stopping = false;
+    let mut calmed = false;
     loop {
         let idle_check = match streams.open.get() {
             0 => streams.quiet_since.get() + idle,
@@ -109,6 +121,14 @@ pub async fn serve(
         };
         let accepted = tokio::select! {
             accepted = connection.accept() => accepted,
+            () = calm.notified(), if !calmed => {
+                // The client spent its budget of frames that ask nothing (frames.rs).
+                tracing::warn!(client = %peer, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
+                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                calmed = true;
+                stopping = true;
+                continue;
+            }
             () = context.stopped(), if !stopping => {
                 // GOAWAY with the last stream id at 2^31-1, then, a round trip later, the real
                 // one (the h2 crate's two steps); the streams in flight finish.
@@ -193,10 +213,14 @@ async fn serve_stream(
     client.downstream().response.borrow_mut().finish(reason);
 }
 
-/// The connection's stream with the bytes already read from it in front.
+/// The connection's stream with the bytes already read from it in front, its frames counted as
+/// they pass (`frames.rs`): once the client spent its budget, nothing more is read from it, and
+/// `calm` wakes the connection's task to send GOAWAY.
 struct Prefixed {
     received: Buffer,
     stream: Stream,
+    watch: FrameWatch,
+    calm: Rc<Notify>,
 }
 
 impl AsyncRead for Prefixed {
@@ -206,14 +230,23 @@ impl AsyncRead for Prefixed {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
+        if this.watch.spent() {
+            // Nothing more from this client: the connection's task sends GOAWAY and closes.
+            return Poll::Pending;
+        }
+        let before = out.filled().len();
         if !this.received.is_empty() {
             let take = this.received.len().min(out.remaining());
             out.put_slice(&this.received.data()[..take]);
             this.received.consume(take);
             this.received.release_if_empty();
-            return Poll::Ready(Ok(()));
+        } else {
+            ready!(Pin::new(&mut this.stream).poll_read(cx, out))?;
         }
-        Pin::new(&mut this.stream).poll_read(cx, out)
+        if this.watch.saw(&out.filled()[before..], Instant::now()) {
+            this.calm.notify_one();
+        }
+        Poll::Ready(Ok(()))
     }
 }
 

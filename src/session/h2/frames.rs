@@ -1,0 +1,251 @@
+//! What a client's frames cost before any request: the frames that make a server work without
+//! asking it anything (SETTINGS, PING, PRIORITY, WINDOW_UPDATE, RST_STREAM, DATA and
+//! CONTINUATION without payload, unknown types) are counted as they pass, before the `h2` crate
+//! reads them, against a budget that each new stream and each second refill. The attacks of
+//! 2019 (CVE-2019-9512 to 9518: ping, settings, reset, empty-frame floods) and 2023 (rapid reset,
+//! CVE-2023-44487: streams opened and reset at once) all spend it; a client that spends it all
+//! is sent GOAWAY with ENHANCE_YOUR_CALM. A browser's cancelled streams and window updates stay
+//! far inside it.
+
+#[cfg(test)]
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+/// Frame types (RFC 9113 §6).
+const DATA: u8 = 0x0;
+const HEADERS: u8 = 0x1;
+const PRIORITY: u8 = 0x2;
+const RST_STREAM: u8 = 0x3;
+const SETTINGS: u8 = 0x4;
+const PING: u8 = 0x6;
+const WINDOW_UPDATE: u8 = 0x8;
+const CONTINUATION: u8 = 0x9;
+/// END_STREAM on DATA and HEADERS.
+const END_STREAM: u8 = 0x1;
+
+/// The limits of the budget.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Budget {
+    /// Frames a connection may spend before it has earned any: the burst a client may send.
+    pub burst: u32,
+    /// Frames each new stream (a HEADERS frame that opens one) earns: the window updates, the
+    /// priority, the reset a request may bring with it.
+    pub per_stream: u32,
+    /// Frames each second earns (a keep-alive PING now and then, settings changes).
+    pub per_second: u32,
+}
+
+/// The defaults: a burst of 1,000, 10 per stream, 100 a second. A rapid-reset client (a HEADERS
+/// and a RST_STREAM per stream) earns 10 for each reset it spends 1 on, so resets alone are not
+/// what ends it: the `h2` crate's own limit on streams reset before they are served is (20 at
+/// once), with this budget against the rest.
+pub const DEFAULT_BUDGET: Budget = Budget {
+    burst: 1000,
+    per_stream: 10,
+    per_second: 100,
+};
+
+/// Where the reading of the client's byte stream is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Position {
+    /// In the connection preface, this many bytes of it left.
+    Preface(usize),
+    /// In a frame header, this many of its 9 bytes read.
+    Header(usize),
+    /// In a frame's payload, this many bytes left.
+    Payload(u32),
+}
+
+/// Counts a connection's frames as their bytes pass.
+#[derive(Debug)]
+pub struct FrameWatch {
+    budget: Budget,
+    position: Position,
+    header: [u8; 9],
+    /// Frames left to spend.
+    left: u32,
+    /// When `left` was last refilled by the clock.
+    refilled: Instant,
+    /// The budget ran out.
+    spent: bool,
+}
+
+impl FrameWatch {
+    /// A watch starting after `preface` bytes that are not frames (the client preface, 24
+    /// bytes; none when the preface was read elsewhere).
+    pub fn new(budget: Budget, preface: usize, now: Instant) -> FrameWatch {
+        FrameWatch {
+            budget,
+            position: match preface {
+                0 => Position::Header(0),
+                n => Position::Preface(n),
+            },
+            header: [0; 9],
+            left: budget.burst,
+            refilled: now,
+            spent: false,
+        }
+    }
+
+    /// Whether the client spent its whole budget.
+    pub fn spent(&self) -> bool {
+        self.spent
+    }
+
+    /// Reads `bytes`, the next the client sent; true when the budget ran out in them.
+    pub fn saw(&mut self, mut bytes: &[u8], now: Instant) -> bool {
+        while !bytes.is_empty() {
+            match self.position {
+                Position::Preface(left) => {
+                    let take = left.min(bytes.len());
+                    bytes = &bytes[take..];
+                    self.position = match left - take {
+                        0 => Position::Header(0),
+                        rest => Position::Preface(rest),
+                    };
+                }
+                Position::Header(read) => {
+                    let take = (9 - read).min(bytes.len());
+                    self.header[read..read + take].copy_from_slice(&bytes[..take]);
+                    bytes = &bytes[take..];
+                    if read + take < 9 {
+                        self.position = Position::Header(read + take);
+                        continue;
+                    }
+                    let length =
+                        u32::from_be_bytes([0, self.header[0], self.header[1], self.header[2]]);
+                    self.frame(self.header[3], self.header[4], length, now);
+                    self.position = match length {
+                        0 => Position::Header(0),
+                        n => Position::Payload(n),
+                    };
+                }
+                Position::Payload(left) => {
+                    let take = (left as usize).min(bytes.len());
+                    bytes = &bytes[take..];
+                    self.position = match left - take as u32 {
+                        0 => Position::Header(0),
+                        rest => Position::Payload(rest),
+                    };
+                }
+            }
+        }
+        self.spent
+    }
+
+    /// Counts one frame by its header.
+    fn frame(&mut self, kind: u8, flags: u8, length: u32, now: Instant) {
+        let costs = match kind {
+            // A new stream's HEADERS earns; a trailer section's HEADERS (END_STREAM on an open
+            // stream) is not told apart here and earns too, once per request at most.
+            HEADERS => {
+                self.earn(self.budget.per_stream);
+                false
+            }
+            DATA => length == 0 && flags & END_STREAM == 0,
+            CONTINUATION => length == 0,
+            PRIORITY | RST_STREAM | SETTINGS | PING | WINDOW_UPDATE => true,
+            // Unknown types are ignored by the h2 crate (§5.5) but still cost a read.
+            _ => true,
+        };
+        if costs {
+            self.spend(now);
+        }
+    }
+
+    fn earn(&mut self, frames: u32) {
+        self.left = self.left.saturating_add(frames).min(self.budget.burst);
+    }
+
+    fn spend(&mut self, now: Instant) {
+        if self.left == 0 {
+            let seconds = now.saturating_duration_since(self.refilled).as_secs_f64();
+            let earned = (seconds * f64::from(self.budget.per_second)) as u32;
+            if earned > 0 {
+                self.earn(earned);
+                self.refilled = now;
+            }
+        }
+        match self.left.checked_sub(1) {
+            Some(left) => self.left = left,
+            None => self.spent = true,
+        }
+    }
+}
+
+/// How long a budget of `budget` lasts a client sending only costly frames at `rate` a second:
+/// for the docs and tests.
+#[cfg(test)]
+fn lasts(budget: Budget, rate: u32) -> Option<Duration> {
+    (rate > budget.per_second).then(|| {
+        Duration::from_secs_f64(f64::from(budget.burst) / f64::from(rate - budget.per_second))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A frame header and an empty-enough payload of `length` zero bytes.
+    fn frame(kind: u8, flags: u8, length: u32) -> Vec<u8> {
+        let mut bytes = length.to_be_bytes()[1..].to_vec();
+        bytes.extend_from_slice(&[kind, flags, 0, 0, 0, 1]);
+        bytes.extend(std::iter::repeat_n(0, length as usize));
+        bytes
+    }
+
+    const SMALL: Budget = Budget {
+        burst: 10,
+        per_stream: 2,
+        per_second: 100,
+    };
+
+    #[test]
+    fn a_ping_flood_spends_the_budget_and_requests_earn_it_back() {
+        let now = Instant::now();
+        let mut watch = FrameWatch::new(SMALL, 24, now);
+        assert!(!watch.saw(&[b'P'; 24], now), "the preface is not frames");
+        let pings: Vec<u8> = (0..10).flat_map(|_| frame(PING, 0, 8)).collect();
+        assert!(!watch.saw(&pings, now));
+        // A request earns two more; the frames it brings cost nothing.
+        let mut request = frame(HEADERS, 0x4, 20);
+        request.extend(frame(DATA, 0, 100));
+        request.extend(frame(DATA, END_STREAM, 0));
+        assert!(!watch.saw(&request, now));
+        assert!(!watch.saw(&frame(WINDOW_UPDATE, 0, 4), now));
+        assert!(!watch.saw(&frame(SETTINGS, 0, 0), now));
+        assert!(watch.saw(&frame(PING, 0, 8), now), "the budget is spent");
+        assert!(watch.spent());
+    }
+
+    #[test]
+    fn frames_split_anywhere_are_counted_alike_and_time_refills() {
+        let now = Instant::now();
+        let mut whole = FrameWatch::new(SMALL, 0, now);
+        let mut split = FrameWatch::new(SMALL, 0, now);
+        let bytes: Vec<u8> = (0..10)
+            .flat_map(|_| {
+                frame(DATA, 0, 0)
+                    .into_iter()
+                    .chain(frame(CONTINUATION, 0, 0))
+            })
+            .collect();
+        whole.saw(&bytes, now);
+        for byte in &bytes {
+            split.saw(std::slice::from_ref(byte), now);
+        }
+        assert!(whole.spent() && split.spent());
+        // Time earns frames back: 100 a second.
+        let mut watch = FrameWatch::new(SMALL, 0, now);
+        let ten: Vec<u8> = (0..10).flat_map(|_| frame(RST_STREAM, 0, 4)).collect();
+        assert!(!watch.saw(&ten, now));
+        let later = now + Duration::from_millis(50);
+        assert!(
+            !watch.saw(&frame(RST_STREAM, 0, 4), later),
+            "five earned by then"
+        );
+        assert_eq!(lasts(DEFAULT_BUDGET, 1100), Some(Duration::from_secs(1)));
+        assert_eq!(lasts(DEFAULT_BUDGET, 50), None);
+    }
+}

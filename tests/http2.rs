@@ -225,3 +225,52 @@ fn a_ping_flood_gets_goaway_enhance_your_calm_and_others_are_served() {
         ("2 200", b"hello".as_slice())
     );
 }
+
+#[test]
+fn the_access_log_says_http2_and_the_stream() {
+    let server = Mock::named("hello");
+    let dir = fresh_temp_dir("h2-log");
+    let log = dir.join("access.log");
+    let proxy = start(
+        &server,
+        &format!("h2c = true\naccess_log = {log:?}\naccess_log_format = \"json\""),
+        "",
+    );
+    let (first, second) = (h2c_url(proxy.addr, "/logged/1"), h2c_url(proxy.addr, "/logged/2"));
+    // Two requests on one connection: streams 13 and 15 (nghttp opens 3 to 11 for priorities).
+    let output = Command::new("nghttp")
+        .args(["--no-content", "--timeout=10", &first, &second])
+        .output()
+        .expect("nghttp runs (scripts/test installs nghttp2-client)");
+    assert!(
+        output.status.success(),
+        "{}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let mut lines = Vec::new();
+    for _ in 0..100 {
+        lines = std::fs::read_to_string(&log)
+            .unwrap_or_default()
+            .lines()
+            .map(String::from)
+            .collect();
+        if lines.len() >= 2 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    let mut streams: Vec<u64> = Vec::new();
+    for line in &lines {
+        let entry: serde_json::Value = serde_json::from_str(line).unwrap();
+        assert_eq!(entry["version"], "HTTP/2.0", "{line}");
+        streams.push(entry["stream"].as_u64().expect("a stream id"));
+        assert!(entry["target"].as_str().unwrap().starts_with("/logged/"), "{line}");
+        assert_eq!(entry["status"], 200, "{line}");
+    }
+    streams.sort_unstable();
+    assert!(
+        streams[0] % 2 == 1 && streams[1] == streams[0] + 2,
+        "{streams:?}"
+    );
+}

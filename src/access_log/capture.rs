@@ -24,6 +24,8 @@ pub struct CapturedRequest {
     /// Which parts the head had: a missing field is logged as `-` (or null).
     present: [bool; PARTS],
     minor_version: u8,
+    /// The HTTP/2 stream the request came on; 0 for HTTP/1.
+    stream: u32,
     /// A head was captured for the current request (not for one that did not parse).
     captured: bool,
 }
@@ -63,7 +65,18 @@ impl CapturedRequest {
             self.ends[index] = u32::try_from(self.text.len()).unwrap_or(u32::MAX);
         }
         self.minor_version = request.minor_version;
+        self.stream = 0;
         self.captured = true;
+    }
+
+    /// The request came on HTTP/2 stream `stream` (its head in HTTP/1.1 form was captured).
+    pub fn came_on_stream(&mut self, stream: u32) {
+        self.stream = stream;
+    }
+
+    /// The HTTP/2 stream the request came on, if it did.
+    pub fn stream(&self) -> Option<u32> {
+        (self.captured && self.stream != 0).then_some(self.stream)
     }
 
     /// Whether the current request's head was captured.
@@ -94,9 +107,11 @@ impl CapturedRequest {
         self.part(TARGET)
     }
 
-    /// `HTTP/1.0` or `HTTP/1.1`.
+    /// `HTTP/1.0`, `HTTP/1.1` or `HTTP/2.0`.
     pub fn version(&self) -> Option<&'static str> {
-        let version = if self.minor_version == 0 {
+        let version = if self.stream != 0 {
+            "HTTP/2.0"
+        } else if self.minor_version == 0 {
             "HTTP/1.0"
         } else {
             "HTTP/1.1"

@@ -16,8 +16,10 @@
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
 //! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `spooled`, `received`,
-//! `ended`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is `null` (the last four on a
-//! cleartext connection). A combined line of a TLS connection ends with `tls=TLSv1.3
+//! `ended`, `stream`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is `null` (`stream`
+//! for HTTP/1, the last four on a cleartext connection). An HTTP/2 request's version is
+//! `HTTP/2.0`, and its combined line says `stream=N` after `ended`. A combined line of a TLS
+//! connection ends with `tls=TLSv1.3
 //! cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert="CN=alice"` (`-` for no SNI or no
 //! client certificate); a cleartext one ends as before.
 //! `buffered` says which bodies went through `[buffering]` (`none`, `request`, `response` or
@@ -173,6 +175,11 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     }
     out.extend_from_slice(b" ended=");
     out.extend_from_slice(entry.ended.as_bytes());
+    // An HTTP/2 request says its stream; HTTP/1 lines end as they always did.
+    if let Some(stream) = request.stream() {
+        out.extend_from_slice(b" stream=");
+        write_u64(out, u64::from(stream));
+    }
     // Cleartext lines end as they always did; a TLS one says how it was encrypted.
     if let Some(tls) = entry.tls {
         out.extend_from_slice(b" tls=");
@@ -253,6 +260,11 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     out.extend_from_slice(b",\"ended\":\"");
     out.extend_from_slice(entry.ended.as_bytes());
     out.push(b'"');
+    out.extend_from_slice(b",\"stream\":");
+    match request.stream() {
+        Some(stream) => write_u64(out, u64::from(stream)),
+        None => out.extend_from_slice(b"null"),
+    }
     let tls = entry.tls;
     let tls_fields = [
         (&b",\"tls\":"[..], tls.map(|t| t.version.as_bytes())),
@@ -524,6 +536,22 @@ mod tests {
     }
 
     #[test]
+    fn an_http2_request_says_its_version_and_stream() {
+        let mut request = captured(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+        request.came_on_stream(3);
+        let line = combined(&entry(&request));
+        assert!(line.contains(" \"GET /a HTTP/2.0\" "), "{line}");
+        assert!(line.ends_with(" ended=done stream=3\n"), "{line}");
+        let line = json(&entry(&request));
+        assert!(line.contains(r#""version":"HTTP/2.0""#), "{line}");
+        assert!(line.contains(r#""ended":"done","stream":3"#), "{line}");
+        // An HTTP/1 request's line is as it was; JSON says null.
+        let request = captured(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(!combined(&entry(&request)).contains("stream="));
+        assert!(json(&entry(&request)).contains(r#""stream":null"#));
+    }
+
+    #[test]
     fn a_line_of_a_tls_connection_names_its_version_cipher_and_sni() {
         let request = captured(b"GET / HTTP/1.1\r\nHost: h\r\n\r\n");
         let tls = Tls {
@@ -602,6 +630,7 @@ mod tests {
             "spooled": "none",
             "received": 12,
             "ended": "done",
+            "stream": null,
             "tls": null,
             "cipher": null,
             "sni": null,

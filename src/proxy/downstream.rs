@@ -41,6 +41,11 @@ pub trait Downstream {
     /// names the version, cipher and SNI.
     fn tls(&self) -> Option<&TlsFacts>;
 
+    /// The HTTP/2 stream this exchange is, for the access log; 0 for an HTTP/1 connection.
+    fn stream_id(&self) -> u32 {
+        0
+    }
+
     /// What the client sent that the exchange has not used yet: the request head as it arrives,
     /// then the first bytes of its body (and, in HTTP/1, of pipelined requests).
     fn received(&mut self) -> &mut Buffer;

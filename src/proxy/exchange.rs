@@ -278,6 +278,7 @@ async fn read_request<D: Downstream>(
     let logged = snapshot.access_log(listener).is_some();
     let peer = client.peer();
     let secure = client.downstream.tls().is_some();
+    let stream = client.downstream.stream_id();
     client.request_log.forget();
     let mut deadline = None;
     loop {
@@ -315,6 +316,7 @@ async fn read_request<D: Downstream>(
                     // Copied now: the head leaves what was received before the response comes.
                     let storage = || recycle::take_bytes(CAPTURE_INITIAL);
                     client.request_log.capture(&request, storage);
+                    client.request_log.came_on_stream(stream);
                 }
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));

@@ -326,6 +326,7 @@ pub struct H2Stream {
     received: Buffer,
     body: RequestBody,
     pub response: RefCell<ResponseSide>,
+    stream_id: u32,
 }
 
 impl H2Stream {
@@ -343,12 +344,14 @@ impl H2Stream {
             }
             Ok(head.len())
         });
+        let stream_id = response.respond.stream_id().into();
         H2Stream {
             peer,
             tls,
             received,
             body,
             response: RefCell::new(response),
+            stream_id,
         }
     }
 }
@@ -363,6 +366,10 @@ impl Downstream for H2Stream {
 
     fn tls(&self) -> Option<&TlsFacts> {
         self.tls.as_deref()
+    }
+
+    fn stream_id(&self) -> u32 {
+        self.stream_id
     }
 
     fn received(&mut self) -> &mut Buffer {

@@ -236,7 +236,10 @@ fn the_access_log_says_http2_and_the_stream() {
         &format!("h2c = true\naccess_log = {log:?}\naccess_log_format = \"json\""),
         "",
     );
-    let (first, second) = (h2c_url(proxy.addr, "/logged/1"), h2c_url(proxy.addr, "/logged/2"));
+    let (first, second) = (
+        h2c_url(proxy.addr, "/logged/1"),
+        h2c_url(proxy.addr, "/logged/2"),
+    );
     // Two requests on one connection: streams 13 and 15 (nghttp opens 3 to 11 for priorities).
     let output = Command::new("nghttp")
         .args(["--no-content", "--timeout=10", &first, &second])
@@ -265,7 +268,10 @@ fn the_access_log_says_http2_and_the_stream() {
         let entry: serde_json::Value = serde_json::from_str(line).unwrap();
         assert_eq!(entry["version"], "HTTP/2.0", "{line}");
         streams.push(entry["stream"].as_u64().expect("a stream id"));
-        assert!(entry["target"].as_str().unwrap().starts_with("/logged/"), "{line}");
+        assert!(
+            entry["target"].as_str().unwrap().starts_with("/logged/"),
+            "{line}"
+        );
         assert_eq!(entry["status"], 200, "{line}");
     }
     streams.sort_unstable();

@@ -28,8 +28,9 @@ pub enum Piece {
         interim: bool,
         ends: bool,
     },
-    /// Body bytes: this many at the front of the input.
-    Data(usize),
+    /// Body bytes: `len` at the front of the input; `last` when they end the body (its length
+    /// known), so that the DATA frame carrying them ends the stream.
+    Data { len: usize, last: bool },
     /// The trailer fields, which end the stream.
     Trailers(HeaderMap),
     /// The body ended (with no trailer fields): an empty DATA frame ends the stream.
@@ -107,7 +108,13 @@ impl ResponseReader {
                 let take = (input.len() as u64).min(*left) as usize;
                 *left -= take as u64;
                 if take > 0 {
-                    return Ok((take, Some(Piece::Data(take))));
+                    // The last bytes end the stream in their own frame: no empty DATA frame after
+                    // them, one frame less per response.
+                    let last = *left == 0;
+                    if last {
+                        self.state = State::Done;
+                    }
+                    return Ok((take, Some(Piece::Data { len: take, last })));
                 }
                 if *left == 0 {
                     self.state = State::Done;
@@ -144,7 +151,13 @@ impl ResponseReader {
                         self.carry.extend_from_slice(input);
                         Ok((input.len(), None))
                     }
-                    Step::Data(n) => Ok((n, Some(Piece::Data(n)))),
+                    Step::Data(n) => Ok((
+                        n,
+                        Some(Piece::Data {
+                            len: n,
+                            last: false,
+                        }),
+                    )),
                     // A field line; the section's last, empty line (its CR alone, when the input
                     // ends there) is framing.
                     Step::Framing(n) if trailer_line && n > 0 && input[0] != b'\r' => {
@@ -172,7 +185,10 @@ impl ResponseReader {
             }
             State::UntilEnd => Ok((
                 input.len(),
-                (!input.is_empty()).then_some(Piece::Data(input.len())),
+                (!input.is_empty()).then_some(Piece::Data {
+                    len: input.len(),
+                    last: false,
+                }),
             )),
             State::Done if input.is_empty() => Ok((0, None)),
             State::Done => Err(ResponseError::AfterEnd),
@@ -305,23 +321,26 @@ mod tests {
             pending.extend_from_slice(write);
             loop {
                 let (taken, piece) = reader.read(&pending).unwrap();
-                if let Some(piece) = piece {
-                    out.push(match piece {
-                        Piece::Head {
-                            head,
-                            interim,
-                            ends,
-                        } => format!(
-                            "head {} {:?} interim={interim} ends={ends}",
-                            head.status().as_u16(),
-                            head.headers()
-                        ),
-                        Piece::Data(n) => {
-                            format!("data {}", String::from_utf8_lossy(&pending[..n]))
+                match piece {
+                    Some(Piece::Head {
+                        head,
+                        interim,
+                        ends,
+                    }) => out.push(format!(
+                        "head {} {:?} interim={interim} ends={ends}",
+                        head.status().as_u16(),
+                        head.headers()
+                    )),
+                    Some(Piece::Data { len, last }) => {
+                        out.push(format!("data {}", String::from_utf8_lossy(&pending[..len])));
+                        if last {
+                            // The stream ends with these bytes.
+                            out.push("end".into());
                         }
-                        Piece::Trailers(t) => format!("trailers {t:?}"),
-                        Piece::End => "end".into(),
-                    });
+                    }
+                    Some(Piece::Trailers(t)) => out.push(format!("trailers {t:?}")),
+                    Some(Piece::End) => out.push("end".into()),
+                    None => {}
                 }
                 pending.drain(..taken);
                 if taken == 0
@@ -359,6 +378,27 @@ mod tests {
             assert_eq!(data, "hello", "step {step}: {got:?}");
             assert_eq!(got.last().unwrap(), "end");
         }
+    }
+
+    #[test]
+    fn the_last_bytes_of_a_known_length_end_the_stream_themselves() {
+        let mut reader = ResponseReader::new(Method::Get);
+        let head = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n";
+        let (taken, _) = reader.read(head).unwrap();
+        assert_eq!(taken, head.len());
+        let (_, piece) = reader.read(b"hel").unwrap();
+        assert!(matches!(
+            piece,
+            Some(Piece::Data {
+                len: 3,
+                last: false
+            })
+        ));
+        let (_, piece) = reader.read(b"lo").unwrap();
+        assert!(matches!(piece, Some(Piece::Data { len: 2, last: true })));
+        assert!(reader.is_done());
+        // No empty DATA frame follows.
+        assert!(reader.read(b"").unwrap().1.is_none());
     }
 
     #[test]

@@ -232,12 +232,12 @@ impl ResponseSide {
                     self.send = Some(send);
                     self.started = true;
                 }
-                Some(Piece::Data(n)) => {
+                Some(Piece::Data { len, last }) => {
                     let send = self
                         .send
                         .as_mut()
                         .ok_or_else(|| io::Error::other("data before a head"))?;
-                    send.send_data(Bytes::copy_from_slice(&input[..n]), false)
+                    send.send_data(Bytes::copy_from_slice(&input[..len]), last)
                         .map_err(io::Error::other)?;
                 }
                 Some(Piece::Trailers(trailers)) => {

@@ -280,3 +280,34 @@ fn the_access_log_says_http2_and_the_stream() {
         "{streams:?}"
     );
 }
+
+#[test]
+fn a_stop_sends_goaway_and_closes_a_quiet_connection_at_once() {
+    use std::io::Read;
+    let server = Mock::named("hello");
+    let proxy = start(&server, "h2c = true", "");
+    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    // Its SETTINGS came: the connection is being served.
+    let mut first = [0u8; 9];
+    conn.read_exact(&mut first).unwrap();
+    assert_eq!(first[3], 4, "SETTINGS first");
+    let started = std::time::Instant::now();
+    proxy.stop();
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    let waited = started.elapsed();
+    assert!(
+        waited < std::time::Duration::from_secs(3),
+        "closed after {waited:?}"
+    );
+    // A GOAWAY with NO_ERROR (type 7, stream 0, code 0).
+    let goaway = got
+        .windows(17)
+        .any(|w| w[3] == 7 && w[5..9] == [0, 0, 0, 0] && w[13..17] == [0, 0, 0, 0]);
+    assert!(goaway, "no GOAWAY NO_ERROR in {got:?}");
+    assert!(proxy.wait_stopped(std::time::Duration::from_secs(5)));
+}

@@ -16,6 +16,7 @@ use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{ready, Context, Poll};
+use std::time::Duration;
 
 use bytes::Bytes;
 use h2::server::SendResponse;
@@ -53,6 +54,10 @@ const MAX_PENDING_RESETS: usize = 20;
 /// Streams herdsman may reset for a client's errors before the connection ends (the same
 /// defence against a client that provokes resets).
 const MAX_ERROR_RESETS: usize = 1024;
+
+/// After a stop's first GOAWAY, how long a connection with no stream open waits for the client's
+/// requests already on their way (as HTTP/1.1's last call) before its last GOAWAY and close.
+const LAST_CALL: Duration = Duration::from_millis(250);
 
 /// Bytes a stream may have queued for the client beyond its window.
 const MAX_SEND_BUFFER: usize = 64 * 1024;
@@ -114,6 +119,8 @@ pub async fn serve(
     });
     let mut stopping = false;
     let mut calmed = false;
+    // After a stop's first GOAWAY: when to look whether the connection can close.
+    let mut last_call: Option<Instant> = None;
     loop {
         let idle_check = match streams.open.get() {
             0 => streams.quiet_since.get() + idle,
@@ -134,6 +141,18 @@ pub async fn serve(
                 // one (the h2 crate's two steps); the streams in flight finish.
                 connection.graceful_shutdown();
                 stopping = true;
+                last_call = Some(Instant::now() + LAST_CALL);
+                continue;
+            }
+            () = sleep_until_some(last_call) => {
+                // The second step waits for the client's PING ack; a client that sent nothing
+                // since the first GOAWAY and has no stream open gets the last one now.
+                if streams.open.get() == 0 {
+                    connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    last_call = None;
+                } else {
+                    last_call = Some(Instant::now() + LAST_CALL);
+                }
                 continue;
             }
             () = tokio::time::sleep_until(idle_check), if !stopping => {
@@ -164,6 +183,14 @@ pub async fn serve(
             }
             None => break,
         }
+    }
+}
+
+/// Completes at `deadline`; never without one.
+async fn sleep_until_some(deadline: Option<Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
     }
 }
 

@@ -191,11 +191,27 @@ fn ping_flood(frames: usize) -> Vec<u8> {
     bytes
 }
 
+/// The sum over workers of the /metrics samples named `name` whose labels include `label`.
+fn metric(proxy: &Proxy, name: &str, label: &str) -> f64 {
+    let admin = proxy.server().admin_addr().expect("an admin listener");
+    let mut conn = Conn::connect(admin);
+    let text = conn.roundtrip(&admin_get_request("/metrics")).body_text();
+    text.lines()
+        .filter(|line| line.starts_with(&format!("{name}{{")) && line.contains(label))
+        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
+        .sum()
+}
+
 #[test]
 fn a_ping_flood_gets_goaway_enhance_your_calm_and_others_are_served() {
     use std::io::Read;
     let server = Mock::named("hello");
-    let proxy = start(&server, "h2c = true", "");
+    let text = Setup::new()
+        .server("a", server.addr)
+        .admin()
+        .toml("127.0.0.1:0");
+    let proxy =
+        Proxy::start(&text.replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1));
     let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
     conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
         .unwrap();
@@ -223,6 +239,24 @@ fn a_ping_flood_gets_goaway_enhance_your_calm_and_others_are_served() {
     assert_eq!(
         (status.as_str(), body.as_slice()),
         ("2 200", b"hello".as_slice())
+    );
+    // Counted: the flood, its GOAWAY, both connections and the one stream.
+    assert_eq!(
+        metric(&proxy, "herdsman_worker_http2_floods_total", ""),
+        1.0
+    );
+    let calm = "code=\"ENHANCE_YOUR_CALM\"";
+    assert_eq!(
+        metric(&proxy, "herdsman_worker_http2_goaways_sent_total", calm),
+        1.0
+    );
+    assert_eq!(
+        metric(&proxy, "herdsman_worker_http2_connections_total", ""),
+        2.0
+    );
+    assert_eq!(
+        metric(&proxy, "herdsman_worker_http2_streams_total", ""),
+        1.0
     );
 }
 

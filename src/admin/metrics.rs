@@ -12,6 +12,7 @@ use std::sync::Arc;
 use crate::config::acme::ManagedCertificate;
 use crate::config::certificates::{Certificate, CertificateStore};
 use crate::config::ServerState;
+use crate::stats::http2::{Http2Report, CODES};
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::tls::{HandshakeFailed, TlsReport, HANDSHAKE_BUCKETS_MS};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
@@ -109,6 +110,7 @@ impl Figures {
         );
         self.write_workers(&mut out);
         self.write_tls(&mut out);
+        self.write_http2(&mut out);
         self.write_pools(&mut out);
         self.write_servers(&mut out);
         self.write_process(&mut out);
@@ -306,6 +308,56 @@ impl Figures {
                 &[("worker", worker), ("kind", "involuntary")],
                 switches.involuntary,
             );
+        }
+    }
+
+    fn write_http2(&self, out: &mut Exposition) {
+        /// A family of one sample per worker: name, type, help, and its value in a report.
+        type Family = (&'static str, &'static str, &'static str, fn(&Http2Report) -> f64);
+        let workers: Vec<(String, &Http2Report)> = self
+            .workers
+            .iter()
+            .map(|report| (report.worker.to_string(), &report.http2))
+            .collect();
+        let plain: [Family; 5] = [
+            ("herdsman_worker_http2_connections_total", "counter", "HTTP/2 client connections the worker served.", |r| r.connections as f64),
+            ("herdsman_worker_http2_connections", "gauge", "HTTP/2 client connections the worker has open now.", |r| f64::from(r.connections_open)),
+            ("herdsman_worker_http2_streams_total", "counter", "HTTP/2 streams (requests) the worker took.", |r| r.streams as f64),
+            ("herdsman_worker_http2_streams", "gauge", "HTTP/2 streams being served now.", |r| f64::from(r.streams_open)),
+            ("herdsman_worker_http2_floods_total", "counter", "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM for spending their budget of frames that ask nothing.", |r| r.floods as f64),
+        ];
+        for (name, kind, help, value) in plain {
+            out.family(name, kind, help);
+            for (worker, report) in &workers {
+                out.sample(name, &[("worker", worker)], value(report));
+            }
+        }
+        let name = "herdsman_worker_http2_resets_total";
+        out.family(name, "counter", "HTTP/2 streams reset, by who reset them (client, herdsman) and error code; codes never seen are left out.");
+        for (worker, report) in &workers {
+            for (by, counts) in [
+                ("client", &report.resets_received),
+                ("herdsman", &report.resets_sent),
+            ] {
+                for (code, &count) in CODES.iter().zip(counts.iter()) {
+                    if count > 0 {
+                        out.sample(
+                            name,
+                            &[("worker", worker), ("by", by), ("code", code)],
+                            count,
+                        );
+                    }
+                }
+            }
+        }
+        let name = "herdsman_worker_http2_goaways_sent_total";
+        out.family(name, "counter", "GOAWAY frames herdsman sent on HTTP/2 client connections, by error code; codes never sent are left out.");
+        for (worker, report) in &workers {
+            for (code, &count) in CODES.iter().zip(report.goaways_sent.iter()) {
+                if count > 0 {
+                    out.sample(name, &[("worker", worker), ("code", code)], count);
+                }
+            }
         }
     }
 

@@ -7,6 +7,7 @@
 //! chooses where a new connection goes.
 
 pub mod client_cap;
+pub mod http2;
 pub mod log_every;
 pub mod per_client;
 pub mod procfs;
@@ -71,6 +72,8 @@ pub struct WorkerCounters {
     pub accept_paused: AtomicU64,
     /// TLS handshakes on this worker's client connections.
     pub tls: tls::TlsCounters,
+    /// HTTP/2 client connections, streams, resets, GOAWAYs and floods.
+    pub http2: http2::Http2Counters,
 }
 
 /// What all buffered bodies of the process hold now, in memory and in temporary files: written
@@ -295,6 +298,7 @@ impl Stats {
                     slow_response_readers: counters.slow_response_readers.load(Ordering::Relaxed),
                     shed_for_room: counters.shed_for_room.load(Ordering::Relaxed),
                     accept_paused: counters.accept_paused.load(Ordering::Relaxed),
+                    http2: counters.http2.report(),
                     handoff_wait_us: HandoffWait {
                         total: counters.handoff_wait_total_us.load(Ordering::Relaxed),
                         max: counters.handoff_wait_max_us.load(Ordering::Relaxed),
@@ -361,6 +365,7 @@ pub struct WorkerReport {
     pub slow_response_readers: u64,
     pub shed_for_room: u64,
     pub accept_paused: u64,
+    pub http2: http2::Http2Report,
     pub handoff_wait_us: HandoffWait,
     pub context_switches: procfs::ContextSwitches,
     pub cpu: procfs::ThreadCpu,

@@ -111,6 +111,9 @@ pub async fn serve(
             }
             Err(_) => return,
         };
+    let counters = &context.counters().http2;
+    counters.connection_opened();
+    let _open = OnDrop(|| counters.connection_closed());
     // Streams being served, and when the last one ended: a connection without streams for
     // `client_idle` is closed, as an idle HTTP/1.1 one is.
     let streams = Rc::new(Streams {
@@ -132,6 +135,8 @@ pub async fn serve(
                 // The client spent its budget of frames that ask nothing (frames.rs).
                 tracing::warn!(client = %peer, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
                 connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                counters.flood();
+                counters.goaway_sent(h2::Reason::ENHANCE_YOUR_CALM.into());
                 calmed = true;
                 stopping = true;
                 continue;
@@ -140,6 +145,7 @@ pub async fn serve(
                 // GOAWAY with the last stream id at 2^31-1, then, a round trip later, the real
                 // one (the h2 crate's two steps); the streams in flight finish.
                 connection.graceful_shutdown();
+                counters.goaway_sent(h2::Reason::NO_ERROR.into());
                 stopping = true;
                 last_call = Some(Instant::now() + LAST_CALL);
                 continue;
@@ -149,6 +155,7 @@ pub async fn serve(
                 // since the first GOAWAY and has no stream open gets the last one now.
                 if streams.open.get() == 0 {
                     connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    counters.goaway_sent(h2::Reason::NO_ERROR.into());
                     last_call = None;
                 } else {
                     last_call = Some(Instant::now() + LAST_CALL);
@@ -160,6 +167,7 @@ pub async fn serve(
                     // No stream in flight to spare: one GOAWAY naming the last stream, and the
                     // close (the graceful two steps would wait for a quiet client's PING ack).
                     connection.abrupt_shutdown(h2::Reason::NO_ERROR);
+                    counters.goaway_sent(h2::Reason::NO_ERROR.into());
                     stopping = true;
                 }
                 continue;
@@ -171,13 +179,20 @@ pub async fn serve(
                 let tls = tls.clone();
                 let streams = Rc::clone(&streams);
                 streams.open.set(streams.open.get() + 1);
+                counters.stream_opened();
                 tokio::task::spawn_local(async move {
                     serve_stream(&context, request, respond, peer, tls, listener).await;
+                    context.counters().http2.stream_closed();
                     streams.open.set(streams.open.get() - 1);
                     streams.quiet_since.set(Instant::now());
                 });
             }
             Some(Err(error)) => {
+                // A breach of the protocol the h2 crate answered with GOAWAY.
+                if error.is_go_away() && !error.is_remote() {
+                    let code = error.reason().unwrap_or(h2::Reason::PROTOCOL_ERROR);
+                    counters.goaway_sent(code.into());
+                }
                 tracing::debug!(client = %peer, %error, "HTTP/2 connection ended");
                 break;
             }
@@ -237,7 +252,22 @@ async fn serve_stream(
         Next::Reset => h2::Reason::CANCEL,
         Next::KeepAlive | Next::Close { .. } => h2::Reason::INTERNAL_ERROR,
     };
-    client.downstream().response.borrow_mut().finish(reason);
+    let counters = &context.counters().http2;
+    let mut response = client.downstream().response.borrow_mut();
+    if let Some(reset) = response.reset_by_client() {
+        counters.reset_received(reset.into());
+    } else if let Some(sent) = response.finish(reason) {
+        counters.reset_sent(sent.into());
+    }
+}
+
+/// Runs a closure when dropped: the end of a count, on every way out.
+struct OnDrop<F: FnMut()>(F);
+
+impl<F: FnMut()> Drop for OnDrop<F> {
+    fn drop(&mut self) {
+        (self.0)();
+    }
 }
 
 /// The connection's stream with the bytes already read from it in front, its frames counted as

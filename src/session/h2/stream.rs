@@ -158,19 +158,35 @@ impl ResponseSide {
     }
 
     /// The exchange is over: ends a body that ended with it; a response never started, or cut
-    /// short, is reset (`reason`), so the client does not wait for more.
-    pub fn finish(&mut self, reason: h2::Reason) {
+    /// short, is reset (`reason`), so the client does not wait for more. The reset, if one was
+    /// sent.
+    pub fn finish(&mut self, reason: h2::Reason) -> Option<h2::Reason> {
         if let Some(Piece::End) = self.reader.finish() {
             if let Some(send) = &mut self.send {
                 let _ = send.send_data(Bytes::new(), true);
             }
-            return;
+            return None;
         }
-        if !self.reader.is_done() {
-            match &mut self.send {
-                Some(send) => send.send_reset(reason),
-                None => self.respond.send_reset(reason),
-            }
+        if self.reader.is_done() {
+            return None;
+        }
+        match &mut self.send {
+            Some(send) => send.send_reset(reason),
+            None => self.respond.send_reset(reason),
+        }
+        Some(reason)
+    }
+
+    /// The client's reset of the stream, if one came.
+    pub fn reset_by_client(&mut self) -> Option<h2::Reason> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let reset = match &mut self.send {
+            Some(send) => send.poll_reset(&mut cx),
+            None => self.respond.poll_reset(&mut cx),
+        };
+        match reset {
+            Poll::Ready(Ok(reason)) => Some(reason),
+            _ => None,
         }
     }
 
@@ -290,7 +306,7 @@ impl AsyncWrite for ResponseSink<'_> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        self.0.borrow_mut().finish(h2::Reason::NO_ERROR);
+        let _ = self.0.borrow_mut().finish(h2::Reason::NO_ERROR);
         Poll::Ready(Ok(()))
     }
 }

@@ -313,7 +313,12 @@ impl Figures {
 
     fn write_http2(&self, out: &mut Exposition) {
         /// A family of one sample per worker: name, type, help, and its value in a report.
-        type Family = (&'static str, &'static str, &'static str, fn(&Http2Report) -> f64);
+        type Family = (
+            &'static str,
+            &'static str,
+            &'static str,
+            fn(&Http2Report) -> f64,
+        );
         let workers: Vec<(String, &Http2Report)> = self
             .workers
             .iter()

@@ -4,7 +4,7 @@
 
 mod connection;
 mod h1;
-mod h2;
+pub mod h2;
 mod handshake;
 
 pub use h1::{serve, PARK_AFTER};

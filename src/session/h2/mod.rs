@@ -5,9 +5,10 @@
 //! connection's. The connection's task reads and writes the frames of all its streams; a stop
 //! sends GOAWAY in two steps (RFC 9113 §6.8) and lets the streams in flight finish.
 
-mod frames;
-mod request_head;
-mod response;
+// Public for the fuzz targets (fuzz/), which feed them arbitrary bytes.
+pub mod frames;
+pub mod request_head;
+pub mod response;
 mod stream;
 
 use std::cell::Cell;

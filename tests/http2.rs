@@ -345,3 +345,60 @@ fn a_stop_sends_goaway_and_closes_a_quiet_connection_at_once() {
     assert!(goaway, "no GOAWAY NO_ERROR in {got:?}");
     assert!(proxy.wait_stopped(std::time::Duration::from_secs(5)));
 }
+
+/// A rapid-reset client (CVE-2023-44487): `streams` requests, each reset (CANCEL) as soon as
+/// it is sent, after the preface and SETTINGS.
+fn rapid_reset(streams: u32) -> Vec<u8> {
+    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    // :method GET, :scheme http, :path /, :authority "a" (HPACK: three indexed fields and a
+    // literal without indexing).
+    let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
+    for i in 0..streams {
+        let stream = (1 + 2 * i).to_be_bytes();
+        bytes.extend_from_slice(&[0, 0, block.len() as u8, 1, 5]);
+        bytes.extend_from_slice(&stream);
+        bytes.extend_from_slice(&block);
+        bytes.extend_from_slice(&[0, 0, 4, 3, 0]);
+        bytes.extend_from_slice(&stream);
+        bytes.extend_from_slice(&8u32.to_be_bytes());
+    }
+    bytes
+}
+
+#[test]
+fn a_rapid_reset_flood_gets_goaway_and_costs_the_server_almost_nothing() {
+    use std::io::Read;
+    let server = Mock::named("hello");
+    let proxy = start(&server, "h2c = true", "");
+    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let writer = {
+        let mut conn = conn.try_clone().unwrap();
+        std::thread::spawn(move || {
+            let _ = conn.write_all(&rapid_reset(1000));
+        })
+    };
+    let mut got = Vec::new();
+    let _ = conn.read_to_end(&mut got);
+    writer.join().unwrap();
+    let goaway = got
+        .windows(17)
+        .any(|w| w[3] == 7 && w[5..9] == [0, 0, 0, 0] && w[13..17] == [0, 0, 0, 0xb]);
+    assert!(goaway, "no GOAWAY ENHANCE_YOUR_CALM in {} bytes", got.len());
+    // Of 1,000 requests, the server saw at most the few served before the resets came.
+    assert!(
+        server.heads().len() <= 20,
+        "{} requests reached the server",
+        server.heads().len()
+    );
+    let (status, body) = curl(
+        &["--http2-prior-knowledge"],
+        &h2c_url(proxy.addr, "/"),
+        None,
+    );
+    assert_eq!(
+        (status.as_str(), body.as_slice()),
+        ("2 200", b"hello".as_slice())
+    );
+}

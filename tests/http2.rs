@@ -402,3 +402,49 @@ fn a_rapid_reset_flood_gets_goaway_and_costs_the_server_almost_nothing() {
         ("2 200", b"hello".as_slice())
     );
 }
+
+#[test]
+fn the_http2_section_sets_what_the_connection_advertises_and_refuses_what_cannot_be() {
+    use std::io::Read;
+    let server = Mock::named("hello");
+    let text = Setup::new().server("a", server.addr).toml("127.0.0.1:0");
+    let text = text.replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1)
+        + "\n[http2]\nmax_concurrent_streams = 7\nstream_window = 100000\n";
+    let proxy = Proxy::start(&text);
+    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
+        .unwrap();
+    let mut head = [0u8; 9];
+    conn.read_exact(&mut head).unwrap();
+    assert_eq!(head[3], 4, "SETTINGS first");
+    let mut settings = vec![0u8; usize::from(head[2])];
+    conn.read_exact(&mut settings).unwrap();
+    let pairs: Vec<(u16, u32)> = settings
+        .chunks(6)
+        .map(|p| {
+            (
+                u16::from_be_bytes([p[0], p[1]]),
+                u32::from_be_bytes([p[2], p[3], p[4], p[5]]),
+            )
+        })
+        .collect();
+    assert!(
+        pairs.contains(&(3, 7)),
+        "MAX_CONCURRENT_STREAMS 7 in {pairs:?}"
+    );
+    assert!(
+        pairs.contains(&(4, 100_000)),
+        "INITIAL_WINDOW_SIZE in {pairs:?}"
+    );
+    // A value HTTP/2 cannot have is refused, naming the key and its line.
+    let bad = Setup::new().server("a", server.addr).toml("127.0.0.1:0")
+        + "\n[http2]\nstream_window = 100\n";
+    let error = format!(
+        "{:?}",
+        herdsman::Config::from_toml(&bad, "test").unwrap_err()
+    );
+    assert!(error.contains("http2.stream_window"), "{error}");
+    assert!(error.contains("line: Some("), "{error}");
+}

@@ -57,6 +57,7 @@ pub struct Config {
     pub listeners: Vec<ListenerConfig>,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    pub http2: Http2Limits,
     pub buffering: Buffering,
     /// `[[route]]`s in file order; the first that matches a request picks its pool. Shared with
     /// the snapshots made of this config rather than copied (100,000 routes are some 15 MB).
@@ -307,6 +308,42 @@ impl Timeouts {
             backend_response: self.backend_response,
             backend_read: self.backend_read,
             request: self.request,
+        }
+    }
+}
+
+/// `[http2]`: what an HTTP/2 client connection may hold and spend. A new connection takes the
+/// values in force when it starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Http2Limits {
+    /// SETTINGS_MAX_CONCURRENT_STREAMS: streams a client may have open at once. Default 128
+    /// (nginx's and HAProxy's).
+    pub max_concurrent_streams: u32,
+    /// Each stream's receive window (SETTINGS_INITIAL_WINDOW_SIZE), bytes. Default 1 MiB.
+    pub stream_window: u32,
+    /// The connection's receive window, bytes. Default 4 MiB.
+    pub connection_window: u32,
+    /// Streams the client may reset before herdsman accepted them, at once; more is GOAWAY
+    /// ENHANCE_YOUR_CALM (the rapid-reset defence). Default 20.
+    pub max_pending_resets: u32,
+    /// The budget of frames that ask nothing (SETTINGS, PING, PRIORITY, WINDOW_UPDATE,
+    /// RST_STREAM, empty DATA and CONTINUATION): what a connection may spend at once, and what
+    /// each new stream and each second earn. Defaults 1000, 10, 100.
+    pub frame_burst: u32,
+    pub frames_per_stream: u32,
+    pub frames_per_second: u32,
+}
+
+impl Default for Http2Limits {
+    fn default() -> Self {
+        Http2Limits {
+            max_concurrent_streams: 128,
+            stream_window: 1 << 20,
+            connection_window: 4 << 20,
+            max_pending_resets: 20,
+            frame_burst: 1000,
+            frames_per_stream: 10,
+            frames_per_second: 100,
         }
     }
 }

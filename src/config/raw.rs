@@ -28,6 +28,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub limits: RawLimits,
     #[serde(default)]
+    pub http2: RawHttp2,
+    #[serde(default)]
     pub buffering: RawBuffering,
     #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
@@ -175,6 +177,19 @@ pub struct RawLimits {
     /// "auto" or a number.
     pub max_client_connections: Option<Spanned<toml::Value>>,
     pub max_connections_per_client: Option<Spanned<i64>>,
+}
+
+/// `[http2]`: the limits of HTTP/2 client connections.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHttp2 {
+    pub max_concurrent_streams: Option<Spanned<i64>>,
+    pub stream_window: Option<Spanned<i64>>,
+    pub connection_window: Option<Spanned<i64>>,
+    pub max_pending_resets: Option<Spanned<i64>>,
+    pub frame_burst: Option<Spanned<i64>>,
+    pub frames_per_stream: Option<Spanned<i64>>,
+    pub frames_per_second: Option<Spanned<i64>>,
 }
 
 /// `[buffering]`: what herdsman reads from a client before a server is involved.

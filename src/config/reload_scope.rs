@@ -40,6 +40,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         // In the snapshot.
         timeouts: _,
         limits: _,
+        http2: _,
         buffering: _,
         routes: _,
         pools: _,

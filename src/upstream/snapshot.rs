@@ -36,6 +36,8 @@ pub struct Snapshot {
     pub generation: u64,
     pub timeouts: Timeouts,
     pub limits: Limits,
+    /// `[http2]`: what a new HTTP/2 client connection may hold and spend.
+    pub http2: crate::config::Http2Limits,
     /// The cap on client connections this config runs with (`config::descriptors`): its
     /// `max_client_connections`, or the budget of the open-file limit; applied by the workers
     /// as a snapshot arrives, so a reload changes it.
@@ -580,6 +582,7 @@ impl Lineage {
             generation: self.generation,
             timeouts: config.timeouts,
             limits: config.limits,
+            http2: config.http2,
             client_cap: {
                 let (limit, _) = crate::config::descriptors::open_file_limit();
                 crate::config::descriptors::Budget::of(config, limit).cap(config)

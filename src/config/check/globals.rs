@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::primitives::Zero;
 use super::words::{LOG_FORMATS, LOG_LEVELS};
 use super::Checker;
-use crate::config::raw::{RawBuffering, RawLimits, RawLog, RawTimeouts};
-use crate::config::{Buffering, Limits, LogSettings, Timeouts};
+use crate::config::raw::{RawBuffering, RawHttp2, RawLimits, RawLog, RawTimeouts};
+use crate::config::{Buffering, Http2Limits, Limits, LogSettings, Timeouts};
 
 /// Most worker threads accepted; also the cap on "auto".
 const MAX_WORKERS: i64 = 1024;
@@ -75,6 +75,69 @@ impl Checker {
                 "no limit (the default)",
             ),
             ..timeouts
+        }
+    }
+
+    /// `[http2]`: each limit within what RFC 9113 allows and a proxy can use.
+    pub(super) fn http2(&mut self, raw: &RawHttp2) -> Http2Limits {
+        let default = Http2Limits::default();
+        let mut number = |key: &str,
+                          value: &Option<Spanned<i64>>,
+                          range: std::ops::RangeInclusive<i64>,
+                          words: &str,
+                          fallback: u32| {
+            self.integer(&format!("http2.{key}"), value, range, words, fallback)
+        };
+        Http2Limits {
+            max_concurrent_streams: number(
+                "max_concurrent_streams",
+                &raw.max_concurrent_streams,
+                1..=10_000,
+                "1 to 10000 (default 128)",
+                default.max_concurrent_streams,
+            ),
+            stream_window: number(
+                "stream_window",
+                &raw.stream_window,
+                65_535..=2_147_483_647,
+                "65535 to 2147483647 bytes (default 1048576)",
+                default.stream_window,
+            ),
+            connection_window: number(
+                "connection_window",
+                &raw.connection_window,
+                65_535..=2_147_483_647,
+                "65535 to 2147483647 bytes (default 4194304)",
+                default.connection_window,
+            ),
+            max_pending_resets: number(
+                "max_pending_resets",
+                &raw.max_pending_resets,
+                1..=10_000,
+                "1 to 10000 (default 20)",
+                default.max_pending_resets,
+            ),
+            frame_burst: number(
+                "frame_burst",
+                &raw.frame_burst,
+                10..=1_000_000,
+                "10 to 1000000 (default 1000)",
+                default.frame_burst,
+            ),
+            frames_per_stream: number(
+                "frames_per_stream",
+                &raw.frames_per_stream,
+                0..=1000,
+                "0 to 1000 (default 10)",
+                default.frames_per_stream,
+            ),
+            frames_per_second: number(
+                "frames_per_second",
+                &raw.frames_per_second,
+                0..=1_000_000,
+                "0 to 1000000 (default 100)",
+                default.frames_per_second,
+            ),
         }
     }
 

@@ -97,6 +97,7 @@ impl Checker {
         );
         let timeouts = self.timeouts(&raw.timeouts);
         let limits = self.limits(&raw.limits);
+        let http2 = self.http2(&raw.http2);
         let buffering = self.buffering(&raw.buffering);
 
         if raw.listener.is_empty() {
@@ -159,6 +160,7 @@ impl Checker {
             listeners,
             timeouts,
             limits,
+            http2,
             buffering,
             routes: Arc::new(routes),
             pools,
@@ -311,6 +313,7 @@ mod tests {
                 max_client_connections: None,
                 max_connections_per_client: 0,
             },
+            http2: crate::config::Http2Limits::default(),
             buffering: Buffering::default(),
             pools: vec![
                 pool(

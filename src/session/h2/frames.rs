@@ -36,10 +36,11 @@ pub struct Budget {
     pub per_second: u32,
 }
 
-/// The defaults: a burst of 1,000, 10 per stream, 100 a second. A rapid-reset client (a HEADERS
-/// and a RST_STREAM per stream) earns 10 for each reset it spends 1 on, so resets alone are not
-/// what ends it: the `h2` crate's own limit on streams reset before they are served is (20 at
-/// once), with this budget against the rest.
+/// The defaults (`[http2]`'s): a burst of 1,000, 10 per stream, 100 a second. A rapid-reset
+/// client (a HEADERS and a RST_STREAM per stream) earns 10 for each reset it spends 1 on, so
+/// resets alone are not what ends it: the `h2` crate's limit on streams reset before they are
+/// served is (`max_pending_resets`, 20 at once), with this budget against the rest.
+#[cfg(test)]
 pub const DEFAULT_BUDGET: Budget = Budget {
     burst: 1000,
     per_stream: 10,

@@ -29,28 +29,13 @@ use tokio::time::{timeout_at, Instant};
 use crate::http1::Method;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::{Buffer, Stream, TlsFacts};
-use frames::{FrameWatch, DEFAULT_BUDGET};
+use frames::{Budget, FrameWatch};
 use request_head::write_request_head;
 use response::ResponseReader;
 use stream::{H2Stream, RequestBody, ResponseSide};
 
 /// The connection preface a client speaking HTTP/2 with prior knowledge starts with (§3.4).
 pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-/// Streams a client may have open at once (SETTINGS_MAX_CONCURRENT_STREAMS): nginx's and
-/// HAProxy's default is 128, Envoy's 100.
-const MAX_CONCURRENT_STREAMS: u32 = 128;
-
-/// Each stream's receive window: a request body this large travels without waiting for the
-/// exchange (1 MiB keeps a 10 Gbit/s link busy at a 1 ms round trip).
-const STREAM_WINDOW: u32 = 1 << 20;
-
-/// The connection's receive window, shared by its streams.
-const CONNECTION_WINDOW: u32 = 4 << 20;
-
-/// Streams the client may reset before herdsman has accepted them, at once (the rapid-reset
-/// defence of CVE-2023-44487: more is a GOAWAY with ENHANCE_YOUR_CALM).
-const MAX_PENDING_RESETS: usize = 20;
 
 /// Streams herdsman may reset for a client's errors before the connection ends (the same
 /// defence against a client that provokes resets).
@@ -84,23 +69,29 @@ pub async fn serve(
     let max_header = u32::try_from(snapshot.limits.max_header_bytes).unwrap_or(u32::MAX);
     let handshake_deadline = Instant::now() + snapshot.timeouts.client_header;
     let idle = snapshot.timeouts.client_idle;
+    let limits = snapshot.http2;
     drop(snapshot);
     let mut builder = h2::server::Builder::new();
     builder
-        .max_concurrent_streams(MAX_CONCURRENT_STREAMS)
-        .initial_window_size(STREAM_WINDOW)
-        .initial_connection_window_size(CONNECTION_WINDOW)
+        .max_concurrent_streams(limits.max_concurrent_streams)
+        .initial_window_size(limits.stream_window)
+        .initial_connection_window_size(limits.connection_window)
         .max_header_list_size(max_header)
-        .max_pending_accept_reset_streams(MAX_PENDING_RESETS)
+        .max_pending_accept_reset_streams(limits.max_pending_resets as usize)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
         .max_send_buffer_size(MAX_SEND_BUFFER);
+    let budget = Budget {
+        burst: limits.frame_burst,
+        per_stream: limits.frames_per_stream,
+        per_second: limits.frames_per_second,
+    };
     // The frames are counted from the start: the preface is not read here yet, whatever of it
     // came with the first bytes.
     let calm = Rc::new(Notify::new());
     let io = Prefixed {
         received,
         stream,
-        watch: FrameWatch::new(DEFAULT_BUDGET, PREFACE.len(), Instant::now()),
+        watch: FrameWatch::new(budget, PREFACE.len(), Instant::now()),
         calm: Rc::clone(&calm),
     };
     let mut connection =

@@ -59,6 +59,21 @@ fn curl(args: &[&str], url: &str, stdin: Option<&[u8]>) -> (String, Vec<u8>) {
     (status, body)
 }
 
+/// The client's preface and an empty SETTINGS frame: how every raw HTTP/2 client here starts.
+const PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
+
+/// A raw connection to `addr` with a 5 s read timeout; with the preface and SETTINGS sent when
+/// `started`.
+fn raw_connection(addr: SocketAddr, started: bool) -> std::net::TcpStream {
+    let mut conn = std::net::TcpStream::connect(addr).unwrap();
+    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    if started {
+        conn.write_all(PREFACE_AND_SETTINGS).unwrap();
+    }
+    conn
+}
+
 fn h2c_url(addr: SocketAddr, path: &str) -> String {
     format!("http://{addr}{path}")
 }
@@ -159,12 +174,8 @@ fn a_connection_without_streams_closes_after_client_idle() {
         .toml("127.0.0.1:0")
         .replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1);
     let proxy = Proxy::start(&text);
-    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
     // The preface and an empty SETTINGS frame, then nothing.
-    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-        .unwrap();
+    let mut conn = raw_connection(proxy.addr, true);
     let started = std::time::Instant::now();
     let mut got = Vec::new();
     let _ = conn.read_to_end(&mut got);
@@ -183,7 +194,7 @@ fn a_connection_without_streams_closes_after_client_idle() {
 
 /// The raw frames of a client that sends the preface, SETTINGS, and then `frames` PINGs.
 fn ping_flood(frames: usize) -> Vec<u8> {
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    let mut bytes = PREFACE_AND_SETTINGS.to_vec();
     for i in 0..frames {
         bytes.extend_from_slice(&[0, 0, 8, 6, 0, 0, 0, 0, 0]);
         bytes.extend_from_slice(&(i as u64).to_be_bytes());
@@ -212,9 +223,7 @@ fn a_ping_flood_gets_goaway_enhance_your_calm_and_others_are_served() {
         .toml("127.0.0.1:0");
     let proxy =
         Proxy::start(&text.replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1));
-    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
+    let mut conn = raw_connection(proxy.addr, false);
     let writer = {
         let mut conn = conn.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -320,11 +329,7 @@ fn a_stop_sends_goaway_and_closes_a_quiet_connection_at_once() {
     use std::io::Read;
     let server = Mock::named("hello");
     let proxy = start(&server, "h2c = true", "");
-    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-        .unwrap();
+    let mut conn = raw_connection(proxy.addr, true);
     // Its SETTINGS came: the connection is being served.
     let mut first = [0u8; 9];
     conn.read_exact(&mut first).unwrap();
@@ -349,7 +354,7 @@ fn a_stop_sends_goaway_and_closes_a_quiet_connection_at_once() {
 /// A rapid-reset client (CVE-2023-44487): `streams` requests, each reset (CANCEL) as soon as
 /// it is sent, after the preface and SETTINGS.
 fn rapid_reset(streams: u32) -> Vec<u8> {
-    let mut bytes = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec();
+    let mut bytes = PREFACE_AND_SETTINGS.to_vec();
     // :method GET, :scheme http, :path /, :authority "a" (HPACK: three indexed fields and a
     // literal without indexing).
     let block = [0x82, 0x86, 0x84, 0x01, 0x01, b'a'];
@@ -370,9 +375,7 @@ fn a_rapid_reset_flood_gets_goaway_and_costs_the_server_almost_nothing() {
     use std::io::Read;
     let server = Mock::named("hello");
     let proxy = start(&server, "h2c = true", "");
-    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
+    let mut conn = raw_connection(proxy.addr, false);
     let writer = {
         let mut conn = conn.try_clone().unwrap();
         std::thread::spawn(move || {
@@ -411,11 +414,7 @@ fn the_http2_section_sets_what_the_connection_advertises_and_refuses_what_cannot
     let text = text.replacen("pool = \"app\"\n\n", "pool = \"app\"\nh2c = true\n\n", 1)
         + "\n[http2]\nmax_concurrent_streams = 7\nstream_window = 100000\n";
     let proxy = Proxy::start(&text);
-    let mut conn = std::net::TcpStream::connect(proxy.addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    conn.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0")
-        .unwrap();
+    let mut conn = raw_connection(proxy.addr, true);
     let mut head = [0u8; 9];
     conn.read_exact(&mut head).unwrap();
     assert_eq!(head[3], 4, "SETTINGS first");

@@ -143,8 +143,6 @@ pub struct ResponseSide {
     respond: SendResponse<Bytes>,
     send: Option<SendStream<Bytes>>,
     reader: ResponseReader,
-    /// A head was sent (interim heads do not count).
-    pub started: bool,
 }
 
 impl ResponseSide {
@@ -153,7 +151,6 @@ impl ResponseSide {
             respond,
             send: None,
             reader,
-            started: false,
         }
     }
 
@@ -246,7 +243,6 @@ impl ResponseSide {
                         .send_response(head, ends)
                         .map_err(io::Error::other)?;
                     self.send = Some(send);
-                    self.started = true;
                 }
                 Some(Piece::Data { len, last }) => {
                     let send = self

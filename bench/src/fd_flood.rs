@@ -75,39 +75,27 @@ pub fn run(args: FdFloodArgs) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => tools::herdsman_binary(&workspace, args.output.no_build)?,
     };
-    let mut needed = Vec::new();
-    if settings.proxies.contains(&ProxyKind::Haproxy) {
-        needed.push(&tools::HAPROXY);
-    }
-    if settings.proxies.contains(&ProxyKind::Nginx) {
-        needed.push(&tools::NGINX);
-    }
-    let installed = tools::ensure_installed(&needed)?;
-    let busy = environment::busy_share(Duration::from_secs(1));
-    environment::warn_if_busy(busy);
-    let mut setup = environment::machine_lines(&herdsman, busy);
+    // Each peer installed if missing, before the machine's load is looked at.
     let mut targets = Vec::new();
-    for kind in &settings.proxies {
+    for &kind in &settings.proxies {
         let program = match kind {
             ProxyKind::Herdsman => herdsman.clone(),
-            ProxyKind::Haproxy => installed[0].clone(),
-            ProxyKind::Nginx => installed[installed.len() - 1].clone(),
+            ProxyKind::Haproxy => tools::ensure_installed(&[&tools::HAPROXY])?.remove(0),
+            ProxyKind::Nginx => tools::ensure_installed(&[&tools::NGINX])?.remove(0),
         };
-        match kind {
-            ProxyKind::Herdsman => {}
-            ProxyKind::Haproxy => {
-                setup.push(("HAProxy".into(), tools::version_line(&program, &["-v"])));
-            }
-            ProxyKind::Nginx => {
-                setup.push(("nginx".into(), tools::version_line(&program, &["-v"])))
-            }
-        }
         targets.push(Target {
             label: kind.to_string(),
-            kind: *kind,
+            kind,
             program,
             intake: None,
         });
+    }
+    let busy = environment::busy_share(Duration::from_secs(1));
+    environment::warn_if_busy(busy);
+    let mut setup = environment::machine_lines(&herdsman, busy);
+    for target in targets.iter().filter(|t| t.kind != ProxyKind::Herdsman) {
+        let version = tools::version_line(&target.program, &["-v"]);
+        setup.push((target.kind.written().into(), version));
     }
     setup.push(environment::descriptor_limit_line(own_limit));
     let mut session = Session::new(RunFacts::new(setup), settings.clone());

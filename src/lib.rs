@@ -48,6 +48,7 @@ pub mod config;
 pub mod demo;
 pub mod health_check;
 pub mod http1;
+pub mod http2;
 pub mod intake;
 pub mod process;
 pub mod proxy;

@@ -13,14 +13,18 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     ("acme", "upstream config stats"),
     (
         "worker",
-        "session intake proxy upstream http1 transport access_log config stats",
+        "session intake proxy upstream http1 http2 transport access_log config stats",
     ),
     (
         "session",
-        "proxy upstream http1 transport access_log config stats",
+        "proxy upstream http1 http2 transport access_log config stats",
     ),
     ("intake", "transport config stats"),
-    ("proxy", "upstream http1 transport access_log config stats"),
+    (
+        "proxy",
+        "upstream http1 http2 transport access_log config stats",
+    ),
+    ("http2", "http1 transport config stats"),
     ("upstream", "intake http1 transport config stats"),
     ("access_log", "http1 config stats"),
     ("http1", "transport config stats"),
@@ -30,7 +34,8 @@ const MAY_IMPORT: &[(&str, &str)] = &[
 ];
 
 /// Rooms of the data path, where no socket type is named: `transport/` owns them.
-const NO_SOCKET_TYPES: &str = "worker intake session proxy upstream http1 access_log config stats";
+const NO_SOCKET_TYPES: &str =
+    "worker intake session proxy upstream http1 http2 access_log config stats";
 
 /// What naming a socket type looks like.
 const SOCKET_TYPES: &[&str] = &[

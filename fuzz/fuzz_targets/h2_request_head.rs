@@ -1,5 +1,5 @@
 //! Fuzzes the HTTP/1.1 head herdsman writes for an HTTP/2 stream's request
-//! (`session::h2::request_head`): from any head the `h2` crate could hand over (a method, a
+//! (`http2::request_head`): from any head the `h2` crate could hand over (a method, a
 //! `:path` and `:authority` that `http` accepts, fields HPACK could carry, without those RFC 9113
 //! §8.2.2 forbids, which the crate refuses first), never a panic, and either a refusal naming why
 //! or a head that herdsman's own HTTP/1.1 parser reads, under its default limit, with the same
@@ -7,7 +7,7 @@
 #![no_main]
 
 use herdsman::http1::{header_slots, parse_request, Body, HeadError};
-use herdsman::session::h2::request_head::{write_request_head, BodyFraming};
+use herdsman::http2::request_head::{write_request_head, BodyFraming};
 use http::header::{HeaderName, HeaderValue};
 use libfuzzer_sys::fuzz_target;
 

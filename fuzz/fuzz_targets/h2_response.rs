@@ -1,10 +1,10 @@
 //! Fuzzes the reader that turns what the exchange writes (an HTTP/1.1 response) into an HTTP/2
-//! stream's pieces (`session::h2::response`): never a panic, and the same pieces — heads, body
+//! stream's pieces (`http2::response`): never a panic, and the same pieces — heads, body
 //! bytes, trailers, the end — or the same refusal, whether the bytes come whole or one at a time.
 #![no_main]
 
 use herdsman::http1::Method;
-use herdsman::session::h2::response::{Piece, ResponseReader};
+use herdsman::http2::response::{Piece, ResponseReader};
 use libfuzzer_sys::fuzz_target;
 
 /// What the pieces say, body bytes joined (their split follows the writes), and how it ended.

@@ -1,14 +1,12 @@
 //! An HTTP/2 client connection (RFC 9113), over TLS (ALPN `h2`) or cleartext with prior
 //! knowledge (h2c): the `h2` crate speaks the protocol, and every stream is one request through
-//! the same exchange as HTTP/1.1 (`stream`: the stream as a `Downstream`; `request_head` and
-//! `response`: the heads and framing between the two forms), on a task of its own beside the
+//! the same exchange as HTTP/1.1 (`stream`: the stream as a `Downstream`; `http2::request_head`
+//! and `http2::response`: the heads and framing between the two forms), on a task of its own beside the
 //! connection's. The connection's task reads and writes the frames of all its streams; a stop
 //! sends GOAWAY in two steps (RFC 9113 §6.8) and lets the streams in flight finish.
 
 // Public for the fuzz targets (fuzz/), which feed them arbitrary bytes.
 pub mod frames;
-pub mod request_head;
-pub mod response;
 mod stream;
 
 use std::cell::Cell;
@@ -27,11 +25,11 @@ use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 
 use crate::http1::Method;
+use crate::http2::request_head::write_request_head;
+use crate::http2::response::ResponseReader;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::{Buffer, Stream, TlsFacts};
 use frames::{Budget, FrameWatch};
-use request_head::write_request_head;
-use response::ResponseReader;
 use stream::{H2Stream, RequestBody, ResponseSide};
 
 /// The connection preface a client speaking HTTP/2 with prior knowledge starts with (§3.4).

@@ -21,8 +21,8 @@ use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::time::Instant;
 
-use super::request_head::BodyFraming;
-use super::response::{Piece, ResponseError, ResponseReader};
+use crate::http2::request_head::BodyFraming;
+use crate::http2::response::{Piece, ResponseError, ResponseReader};
 use crate::proxy::{BodySource, Downstream};
 use crate::transport::{Buffer, TlsFacts, BUFFER_INITIAL};
 

@@ -53,6 +53,11 @@ pub struct BodyRelay {
     /// Body data bytes seen so far, and the most allowed (0: no limit).
     data_seen: u64,
     limit: u64,
+    /// Bytes of the piece being relayed still to write, and the framing to drop after them:
+    /// kept here rather than in the relay's future, so that a relay abandoned midway (a
+    /// full-duplex call's upload, when the response head comes first) can be taken up again.
+    unsent: usize,
+    framing_after: usize,
 }
 
 /// A span at the front of the available bytes: `consumed` of them belong to the body, and the
@@ -76,6 +81,8 @@ impl BodyRelay {
             dechunk,
             data_seen: 0,
             limit,
+            unsent: 0,
+            framing_after: 0,
         }
     }
 
@@ -305,35 +312,41 @@ impl BodyRelay {
         tokio::pin!(sink_gone);
         // The buffer holds the start of a trailer field line, kept until the line is whole.
         let mut line_held = false;
-        while !self.is_done() {
-            if buffer.is_empty() || line_held {
-                let read = timeout(
-                    read_wait,
-                    buffer.read_stream_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
-                );
-                let read = tokio::select! {
-                    biased;
-                    read = read => read,
-                    () = &mut sink_gone => return Err(RelayError::SinkGone),
-                };
-                match read {
-                    Err(_) => return Err(RelayError::SourceTimeout),
-                    Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
-                    Ok(Ok(0)) => return self.end_of_source(),
-                    Ok(Ok(_)) => {}
+        while !self.is_done() || self.unsent > 0 || self.framing_after > 0 {
+            if self.unsent == 0 && self.framing_after == 0 {
+                if buffer.is_empty() || line_held {
+                    let read = timeout(
+                        read_wait,
+                        buffer.read_stream_from(source, BUFFER_INITIAL, BODY_READ_LIMIT),
+                    );
+                    let read = tokio::select! {
+                        biased;
+                        read = read => read,
+                        () = &mut sink_gone => return Err(RelayError::SinkGone),
+                    };
+                    match read {
+                        Err(_) => return Err(RelayError::SourceTimeout),
+                        Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
+                        Ok(Ok(0)) => return self.end_of_source(),
+                        Ok(Ok(_)) => {}
+                    }
                 }
+                let piece = self.advance(buffer.data())?;
+                line_held = piece.consumed == 0;
+                self.unsent = piece.forward;
+                // What is left of the piece is framing (a dechunked body's).
+                self.framing_after = piece.consumed - piece.forward;
             }
-            let piece = self.advance(buffer.data())?;
-            line_held = piece.consumed == 0;
-            if piece.forward > 0 {
-                match timeout(write_wait, buffer.write_to(piece.forward, sink)).await {
+            if self.unsent > 0 {
+                let write = buffer.write_counted(&mut self.unsent, sink);
+                match timeout(write_wait, write).await {
                     Err(_) => return Err(RelayError::SinkTimeout),
                     Ok(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
                     Ok(Ok(())) => {}
                 }
             }
-            // What is left of the piece is framing (a dechunked body's).
-            buffer.consume(piece.consumed - piece.forward);
+            buffer.consume(self.framing_after);
+            self.framing_after = 0;
         }
         Ok(())
     }

@@ -167,11 +167,22 @@ impl Buffer {
         n: usize,
         sink: &mut W,
     ) -> io::Result<()> {
-        debug_assert!(n <= self.len());
         let mut left = n;
+        self.write_counted(&mut left, sink).await
+    }
+
+    /// As [`Buffer::write_to`], with the bytes still to write in `left`, counted down as each
+    /// write takes some: a write abandoned midway leaves `left` saying what is still owed, so a
+    /// relay can take it up again later (a full-duplex call's upload, `http1::relay`).
+    pub async fn write_counted<W: AsyncWrite + Unpin>(
+        &mut self,
+        left: &mut usize,
+        sink: &mut W,
+    ) -> io::Result<()> {
+        debug_assert!(*left <= self.len());
         poll_fn(|cx| {
-            while left > 0 {
-                match Pin::new(&mut *sink).poll_write(cx, &self.data()[..left]) {
+            while *left > 0 {
+                match Pin::new(&mut *sink).poll_write(cx, &self.data()[..*left]) {
                     Poll::Pending => {
                         self.fit_while_writing();
                         return Poll::Pending;
@@ -179,7 +190,7 @@ impl Buffer {
                     Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                     Poll::Ready(Ok(written)) => {
                         self.consume(written);
-                        left -= written;
+                        *left -= written;
                     }
                     Poll::Ready(Err(e)) => return Poll::Ready(Err(e)),
                 }

@@ -9,8 +9,9 @@
 use http::header::{HeaderName, HeaderValue};
 use http::{HeaderMap, StatusCode};
 
-use crate::http1::chunked::{ChunkedDecoder, ChunkedError, Step, MAX_TRAILERS};
-use crate::http1::{parse_response, Body, Method};
+use super::body::{forbidden_in_http2, BodyError, BodyPiece, BodyReader, HeadBytes};
+use crate::http1::chunked::ChunkedError;
+use crate::http1::{parse_response, Method, Response};
 
 /// Largest response head the exchange writes (its own limit for a server's head, and room).
 const MAX_HEAD: usize = 96 * 1024;
@@ -50,28 +51,33 @@ pub enum ResponseError {
     Switching,
 }
 
-#[derive(Debug)]
-enum State {
-    /// Gathering the head's bytes.
-    Head,
-    Length(u64),
-    Chunked(ChunkedDecoder),
-    /// Until the exchange ends (the HTTP/1.1 answer would have closed the connection).
-    UntilEnd,
-    Done,
+impl From<BodyError> for ResponseError {
+    fn from(error: BodyError) -> ResponseError {
+        match error {
+            BodyError::Chunked(error) => ResponseError::Chunked(error),
+            BodyError::AfterEnd => ResponseError::AfterEnd,
+        }
+    }
+}
+
+impl From<BodyPiece> for Piece {
+    fn from(piece: BodyPiece) -> Piece {
+        match piece {
+            BodyPiece::Data { len, last } => Piece::Data { len, last },
+            BodyPiece::Trailers(fields) => Piece::Trailers(fields),
+            BodyPiece::End => Piece::End,
+        }
+    }
 }
 
 /// Reads one exchange's response, piece by piece.
 #[derive(Debug)]
 pub struct ResponseReader {
     method: Method,
-    state: State,
     /// The head's bytes while they come in more than one write.
-    head: Vec<u8>,
-    /// The trailer section's lines while they come.
-    trailers: Vec<u8>,
-    /// The start of a trailer field line whose end has not come yet.
-    carry: Vec<u8>,
+    head: HeadBytes,
+    /// The body, once the final head went.
+    body: Option<BodyReader>,
 }
 
 impl ResponseReader {
@@ -79,172 +85,56 @@ impl ResponseReader {
     pub fn new(method: Method) -> ResponseReader {
         ResponseReader {
             method,
-            state: State::Head,
-            head: Vec::new(),
-            trailers: Vec::new(),
-            carry: Vec::new(),
+            head: HeadBytes::default(),
+            body: None,
         }
     }
 
     /// Whether the response has ended.
     pub fn is_done(&self) -> bool {
-        matches!(self.state, State::Done)
+        self.body.as_ref().is_some_and(BodyReader::is_done)
     }
 
     /// Whether the head has gone and body bytes are being read.
     pub fn in_body(&self) -> bool {
-        matches!(
-            self.state,
-            State::Length(_) | State::Chunked(_) | State::UntilEnd
-        )
+        self.body.as_ref().is_some_and(|body| !body.is_done())
     }
 
     /// Reads from the front of `input`: how many bytes it took, and the piece they made if one is
     /// complete. Call again with the rest; a call that takes nothing and makes nothing needs more.
     pub fn read(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
-        match &mut self.state {
-            State::Head => self.read_head(input),
-            State::Length(left) => {
-                let take = (input.len() as u64).min(*left) as usize;
-                *left -= take as u64;
-                if take > 0 {
-                    // The last bytes end the stream in their own frame: no empty DATA frame after
-                    // them, one frame less per response.
-                    let last = *left == 0;
-                    if last {
-                        self.state = State::Done;
-                    }
-                    return Ok((take, Some(Piece::Data { len: take, last })));
-                }
-                if *left == 0 {
-                    self.state = State::Done;
-                    return Ok((0, Some(Piece::End)));
-                }
-                Ok((0, None))
+        match &mut self.body {
+            None => self.read_head(input),
+            Some(body) => {
+                let (taken, piece) = body.read(input)?;
+                Ok((taken, piece.map(Piece::from)))
             }
-            State::Chunked(decoder) => {
-                let trailer_line = decoder.at_trailer_line();
-                if !self.carry.is_empty() {
-                    // The start of a trailer field line came before: the line with what follows.
-                    let carried = self.carry.len();
-                    self.carry.extend_from_slice(input);
-                    let (step, line) = match decoder.step(&self.carry)? {
-                        Step::Framing(0) => return Ok((input.len(), None)),
-                        Step::Framing(n) => (n, true),
-                        Step::Dropped(n) => (n, false),
-                        other => {
-                            unreachable!("a trailer line's step is framing or dropped: {other:?}")
-                        }
-                    };
-                    if line {
-                        if self.trailers.len() + step > MAX_TRAILERS {
-                            return Err(ResponseError::Chunked(ChunkedError::Trailer));
-                        }
-                        self.trailers.extend_from_slice(&self.carry[..step]);
-                    }
-                    self.carry.clear();
-                    return Ok((step - carried, None));
-                }
-                match decoder.step(input)? {
-                    // The start of a trailer field line whose end has not come: kept for it.
-                    Step::Framing(0) if trailer_line && !input.is_empty() => {
-                        self.carry.extend_from_slice(input);
-                        Ok((input.len(), None))
-                    }
-                    Step::Data(n) => Ok((
-                        n,
-                        Some(Piece::Data {
-                            len: n,
-                            last: false,
-                        }),
-                    )),
-                    // A field line; the section's last, empty line (its CR alone, when the input
-                    // ends there) is framing.
-                    Step::Framing(n) if trailer_line && n > 0 && input[0] != b'\r' => {
-                        if self.trailers.len() + n > MAX_TRAILERS {
-                            return Err(ResponseError::Chunked(ChunkedError::Trailer));
-                        }
-                        self.trailers.extend_from_slice(&input[..n]);
-                        Ok((n, None))
-                    }
-                    Step::Framing(n) | Step::Dropped(n) => Ok((n, None)),
-                    Step::Done(n) => {
-                        self.state = State::Done;
-                        let trailers = trailer_fields(&self.trailers)?;
-                        self.trailers = Vec::new();
-                        Ok((
-                            n,
-                            Some(if trailers.is_empty() {
-                                Piece::End
-                            } else {
-                                Piece::Trailers(trailers)
-                            }),
-                        ))
-                    }
-                }
-            }
-            State::UntilEnd => Ok((
-                input.len(),
-                (!input.is_empty()).then_some(Piece::Data {
-                    len: input.len(),
-                    last: false,
-                }),
-            )),
-            State::Done if input.is_empty() => Ok((0, None)),
-            State::Done => Err(ResponseError::AfterEnd),
         }
     }
 
     /// The exchange is over: the end of a body that ends with it.
     pub fn finish(&mut self) -> Option<Piece> {
-        match self.state {
-            State::UntilEnd => {
-                self.state = State::Done;
-                Some(Piece::End)
-            }
-            _ => None,
-        }
+        self.body.as_mut()?.finish().map(Piece::from)
     }
 
     fn read_head(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
-        // Most heads come in one write: parsed in place, copied only when split.
-        let gathered = !self.head.is_empty();
-        if gathered {
-            self.head.extend_from_slice(input);
-        }
-        let bytes: &[u8] = if gathered { &self.head } else { input };
-        let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
-        let parsed = parse_response(bytes, &mut slots, self.method, MAX_HEAD)
-            .map_err(|e| ResponseError::Head(format!("{e:?}")))?;
-        let Some(response) = parsed else {
-            if !gathered {
-                self.head.extend_from_slice(input);
-            }
-            return Ok((input.len(), None));
+        let method = self.method;
+        let (taken, made) = self
+            .head
+            .parse(input, |bytes| -> Result<_, ResponseError> {
+                let mut slots = [const { std::mem::MaybeUninit::uninit() }; MAX_FIELDS];
+                let parsed = parse_response(bytes, &mut slots, method, MAX_HEAD)
+                    .map_err(|e| ResponseError::Head(format!("{e:?}")))?;
+                let Some(response) = parsed else {
+                    return Ok(None);
+                };
+                let head = http2_response(&response)?;
+                let made = (head, response.is_interim(), response.body);
+                Ok(Some((made, response.head_len)))
+            })?;
+        let Some((head, interim, body)) = made else {
+            return Ok((taken, None));
         };
-        if response.code == 101 {
-            return Err(ResponseError::Switching);
-        }
-        let status = StatusCode::from_u16(response.code)
-            .map_err(|_| ResponseError::Head(format!("status {}", response.code)))?;
-        let mut head = http::Response::new(());
-        *head.status_mut() = status;
-        let fields = head.headers_mut();
-        for field in response.headers {
-            let name = HeaderName::from_bytes(field.name.as_bytes())
-                .map_err(|_| ResponseError::Head(format!("field name {:?}", field.name)))?;
-            if forbidden_in_http2(&name) || response.connection.names(field.name) {
-                continue;
-            }
-            let value = HeaderValue::from_bytes(field.value)
-                .map_err(|_| ResponseError::Head(format!("value of {}", field.name)))?;
-            fields.append(name, value);
-        }
-        let interim = response.is_interim();
-        // The bytes of this head that came in this input.
-        let taken = response.head_len - (bytes.len() - input.len());
-        let body = response.body;
-        self.head = Vec::new();
         if interim {
             return Ok((
                 taken,
@@ -255,16 +145,10 @@ impl ResponseReader {
                 }),
             ));
         }
-        self.state = match body {
-            Body::None | Body::Length(0) => State::Done,
-            Body::Length(n) => {
-                // Its Content-Length stays: HTTP/2 allows it, and it must match the DATA frames.
-                State::Length(n)
-            }
-            Body::Chunked => State::Chunked(ChunkedDecoder::new()),
-            Body::UntilClose => State::UntilEnd,
-        };
-        let ends = matches!(self.state, State::Done);
+        // A Content-Length stays: HTTP/2 allows it, and it must match the DATA frames.
+        let body = BodyReader::new(body);
+        let ends = body.is_done();
+        self.body = Some(body);
         Ok((
             taken,
             Some(Piece::Head {
@@ -276,36 +160,27 @@ impl ResponseReader {
     }
 }
 
-/// Fields a message in HTTP/2 must not carry (RFC 9113 §8.2.2).
-fn forbidden_in_http2(name: &HeaderName) -> bool {
-    use http::header::{CONNECTION, TRANSFER_ENCODING, UPGRADE};
-    name == CONNECTION
-        || name == TRANSFER_ENCODING
-        || name == UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
-}
-
-/// The trailer section's field lines (each ending CRLF, as the chunked decoder checked them) as
-/// HTTP/2 trailer fields, without those HTTP/2 forbids.
-fn trailer_fields(lines: &[u8]) -> Result<HeaderMap, ResponseError> {
-    let mut fields = HeaderMap::new();
-    for line in lines.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        let colon = line
-            .iter()
-            .position(|&b| b == b':')
-            .ok_or(ResponseError::Chunked(ChunkedError::Trailer))?;
-        let name = HeaderName::from_bytes(&line[..colon])
-            .map_err(|_| ResponseError::Chunked(ChunkedError::Trailer))?;
-        let value = line[colon + 1..].trim_ascii();
-        let value = HeaderValue::from_bytes(value)
-            .map_err(|_| ResponseError::Chunked(ChunkedError::Trailer))?;
-        if !forbidden_in_http2(&name) {
-            fields.append(name, value);
-        }
+/// The HTTP/2 form of `response`'s head: its status, and its fields but those HTTP/2 forbids.
+fn http2_response(response: &Response<'_, '_>) -> Result<http::Response<()>, ResponseError> {
+    if response.code == 101 {
+        return Err(ResponseError::Switching);
     }
-    Ok(fields)
+    let status = StatusCode::from_u16(response.code)
+        .map_err(|_| ResponseError::Head(format!("status {}", response.code)))?;
+    let mut head = http::Response::new(());
+    *head.status_mut() = status;
+    let fields = head.headers_mut();
+    for field in response.headers {
+        let name = HeaderName::from_bytes(field.name.as_bytes())
+            .map_err(|_| ResponseError::Head(format!("field name {:?}", field.name)))?;
+        if forbidden_in_http2(&name) || response.connection.names(field.name) {
+            continue;
+        }
+        let value = HeaderValue::from_bytes(field.value)
+            .map_err(|_| ResponseError::Head(format!("value of {}", field.name)))?;
+        fields.append(name, value);
+    }
+    Ok(head)
 }
 
 #[cfg(test)]

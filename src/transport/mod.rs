@@ -1,4 +1,5 @@
-//! The bytes a connection runs on: the stream (an enum of transports: plain TCP, TLS), the
+//! The bytes a connection runs on: the stream (an enum of transports: plain TCP, TLS, or a stream
+//! multiplexed over a shared connection), the
 //! buffers that read from it and the per-worker free lists behind them, a server connection that
 //! resets when an exchange abandons it, writes bounded by a deadline, listening sockets, and the
 //! spools and temporary files that hold buffered bodies.
@@ -6,6 +7,7 @@
 
 mod buffer;
 mod listen;
+mod multiplexed;
 pub mod recycle;
 mod server_stream;
 mod spool;
@@ -18,6 +20,7 @@ mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
 pub use listen::{ListenOptions, ListenSocket};
+pub use multiplexed::Multiplexed;
 pub use server_stream::{ConnectionsInUse, InUse, ServerStream};
 pub use spool::{Spool, SpoolLimits};
 pub use stream::{Detached, ReadHalf, Stream, WriteHalf};

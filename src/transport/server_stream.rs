@@ -73,9 +73,12 @@ impl ServerStream {
     /// is no, the safe side. Linux only (TCP_INFO's byte counts, 4.19 and later); elsewhere no.
     /// Over TLS, no: the request went out as records larger than its bytes, and an
     /// acknowledged record may have carried the head.
+    /// A multiplexed stream knows for itself (`Multiplexed::took_none`).
     pub fn took_none_of(&self, written: usize) -> bool {
-        if matches!(**self, Stream::Tls(_)) {
-            return false;
+        match &**self {
+            Stream::Tls(_) => return false,
+            Stream::Multiplexed(stream) => return stream.took_none(),
+            _ => {}
         }
         self.tcp_bytes().is_some_and(|(sent, acknowledged)| {
             // The SYN counts one acknowledged byte and no sent one.

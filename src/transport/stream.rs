@@ -26,6 +26,7 @@ use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{tcp, TcpStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
+use super::multiplexed::Multiplexed;
 use super::tls::{self, HandshakeFailure, TlsFacts, TlsStream};
 use crate::config::server_tls::ServerTls;
 
@@ -38,6 +39,9 @@ pub enum Stream {
     /// TLS, on a registered socket; boxed, as its state is large and a handshake's cost dwarfs
     /// the allocation.
     Tls(Box<TlsStream>),
+    /// One of many streams over a shared connection (HTTP/2 to a server): never idle, never
+    /// parked, no socket of its own.
+    Multiplexed(Box<dyn Multiplexed>),
 }
 
 /// A client's TCP connection, read and written directly until it has to wait, then registered
@@ -105,6 +109,7 @@ pub enum ReadHalf<'a> {
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
     Tls(&'a TlsStream),
+    Multiplexed(&'a dyn Multiplexed),
 }
 
 /// The writing half of a [`Stream`] split for a relay both ways.
@@ -113,6 +118,7 @@ pub enum WriteHalf<'a> {
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
     Tls(&'a TlsStream),
+    Multiplexed(&'a dyn Multiplexed),
 }
 
 impl Detached {
@@ -489,12 +495,19 @@ impl Stream {
                 let (socket, tls) = stream.detach()?;
                 (socket, true, Some(tls))
             }
+            Stream::Multiplexed(_) => return Err(no_socket()),
         };
         Ok(Detached {
             socket,
             nagle_off,
             tls,
         })
+    }
+
+    /// Whether it is one of many streams over a shared connection.
+    #[inline]
+    pub fn is_multiplexed(&self) -> bool {
+        matches!(self, Stream::Multiplexed(_))
     }
 
     /// What a TLS connection's handshake agreed; `None` for cleartext.
@@ -596,6 +609,7 @@ impl Stream {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
             Stream::Client(_) => self.registered()?.poll_read_ready(cx),
             Stream::Tls(stream) => stream.poll_read_ready(cx),
+            Stream::Multiplexed(stream) => stream.poll_read_ready(cx),
         }
     }
 
@@ -613,6 +627,7 @@ impl Stream {
                 None => false,
             },
             Stream::Tls(stream) => stream.is_read_ready(),
+            Stream::Multiplexed(stream) => stream.poll_read_ready(&mut cx).is_ready(),
         }
     }
 
@@ -623,6 +638,13 @@ impl Stream {
             Stream::Tcp(stream) => stream.try_write(bytes),
             Stream::Client(client) => client.try_write(bytes),
             Stream::Tls(stream) => stream.try_write(bytes),
+            Stream::Multiplexed(stream) => {
+                let mut cx = Context::from_waker(std::task::Waker::noop());
+                match stream.poll_write(&mut cx, bytes) {
+                    Poll::Ready(written) => written,
+                    Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+                }
+            }
         }
     }
 
@@ -633,6 +655,10 @@ impl Stream {
             Stream::Tcp(stream) => tcp_halves(stream),
             Stream::Client(_) => self.split_client(),
             Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
+            Stream::Multiplexed(stream) => (
+                ReadHalf::Multiplexed(&**stream),
+                WriteHalf::Multiplexed(&**stream),
+            ),
         }
     }
 
@@ -654,6 +680,7 @@ impl Stream {
                 (ReadHalf::Client(client), WriteHalf::Client(client))
             }
             Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
+            Stream::Multiplexed(_) => unreachable!("the match above splits a multiplexed stream"),
         }
     }
 
@@ -678,6 +705,8 @@ impl Stream {
             Stream::Tcp(stream) => would_block(peek(stream.as_fd())),
             Stream::Client(client) => would_block(client.with_socket(peek)),
             Stream::Tls(stream) => stream.still_open(),
+            // Never kept idle: its connection is, by the room that made it.
+            Stream::Multiplexed(_) => false,
         }
     }
 
@@ -685,6 +714,10 @@ impl Stream {
     /// Best effort: should the option not take, the close is an ordinary one.
     #[inline]
     pub fn reset_on_close(&self) {
+        if let Stream::Multiplexed(stream) = self {
+            stream.abandon();
+            return;
+        }
         let _ = self
             .with_socket(|socket| socket2::SockRef::from(&socket).set_linger(Some(Duration::ZERO)));
     }
@@ -703,8 +736,17 @@ impl Stream {
             Stream::Tcp(stream) => f(stream.as_fd()),
             Stream::Client(client) => client.with_socket(f),
             Stream::Tls(stream) => f(stream.socket()),
+            Stream::Multiplexed(_) => Err(no_socket()),
         }
     }
+}
+
+/// What a call that needs a socket of the stream's own gets from a multiplexed one.
+fn no_socket() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::Unsupported,
+        "a multiplexed stream has no socket of its own",
+    )
 }
 
 impl AsyncRead for Stream {
@@ -719,6 +761,7 @@ impl AsyncRead for Stream {
             Stream::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
             Stream::Client(_) => this.poll_read_client(cx, buf),
             Stream::Tls(stream) => stream.poll_read(cx, buf),
+            Stream::Multiplexed(stream) => stream.poll_read(cx, buf),
         }
     }
 }
@@ -735,6 +778,7 @@ impl AsyncWrite for Stream {
             Stream::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
             Stream::Client(_) => this.poll_write_client(cx, bytes),
             Stream::Tls(stream) => stream.poll_write(cx, bytes),
+            Stream::Multiplexed(stream) => stream.poll_write(cx, bytes),
         }
     }
 
@@ -746,8 +790,11 @@ impl AsyncWrite for Stream {
 
     #[inline]
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        if let Stream::Tls(stream) = &*self {
-            return stream.poll_shutdown(cx);
+        match &*self {
+            Stream::Tls(stream) => return stream.poll_shutdown(cx),
+            // Its request ends by its own framing.
+            Stream::Multiplexed(_) => return Poll::Ready(Ok(())),
+            _ => {}
         }
         // No registration needed: tokio's own shutdown is this same call.
         Poll::Ready(self.with_socket(shutdown_write))
@@ -762,6 +809,7 @@ impl ReadHalf<'_> {
             ReadHalf::Tcp(read) => read.as_ref().poll_read_ready(cx),
             ReadHalf::Client(client) => client.poll_read_ready(cx),
             ReadHalf::Tls(stream) => stream.poll_read_ready(cx),
+            ReadHalf::Multiplexed(stream) => stream.poll_read_ready(cx),
         }
     }
 
@@ -785,6 +833,8 @@ impl ReadHalf<'_> {
                 let mut data_came = false;
                 poll_fn(|cx| stream.poll_closed(cx, &mut data_came)).await;
             }
+            // A server's stream is not watched for a close: its response is read.
+            ReadHalf::Multiplexed(_) => std::future::pending().await,
         }
     }
 }
@@ -800,6 +850,7 @@ impl AsyncRead for ReadHalf<'_> {
             ReadHalf::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
             ReadHalf::Client(client) => client.poll_read(cx, buf),
             ReadHalf::Tls(stream) => stream.poll_read(cx, buf),
+            ReadHalf::Multiplexed(stream) => stream.poll_read(cx, buf),
         }
     }
 }
@@ -815,6 +866,7 @@ impl AsyncWrite for WriteHalf<'_> {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
             WriteHalf::Client(client) => client.poll_write(cx, bytes),
             WriteHalf::Tls(stream) => stream.poll_write(cx, bytes),
+            WriteHalf::Multiplexed(stream) => stream.poll_write(cx, bytes),
         }
     }
 
@@ -822,8 +874,10 @@ impl AsyncWrite for WriteHalf<'_> {
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_flush(cx),
-            // Writes are write-through (see `tls.rs`).
-            WriteHalf::Client(_) | WriteHalf::Tls(_) => Poll::Ready(Ok(())),
+            // Writes are write-through (see `tls.rs`); a multiplexed stream's too.
+            WriteHalf::Client(_) | WriteHalf::Tls(_) | WriteHalf::Multiplexed(_) => {
+                Poll::Ready(Ok(()))
+            }
         }
     }
 
@@ -833,6 +887,7 @@ impl AsyncWrite for WriteHalf<'_> {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
             WriteHalf::Client(client) => Poll::Ready(client.shutdown_write()),
             WriteHalf::Tls(stream) => stream.poll_shutdown(cx),
+            WriteHalf::Multiplexed(_) => Poll::Ready(Ok(())),
         }
     }
 }
@@ -847,7 +902,7 @@ mod tests {
     impl Stream {
         fn is_registered(&self) -> bool {
             match self {
-                Stream::Tcp(_) | Stream::Tls(_) => true,
+                Stream::Tcp(_) | Stream::Tls(_) | Stream::Multiplexed(_) => true,
                 Stream::Client(client) => client.registered_by_a_half(),
             }
         }

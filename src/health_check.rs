@@ -411,6 +411,9 @@ async fn probe(
             .await
             .map_err(|failure| format!("TLS handshake: {failure}"))?;
     }
+    if let HealthKind::Grpc { service } = kind {
+        return grpc_check(stream, tls.is_some(), service).await;
+    }
     let (
         HealthKind::Http {
             method,
@@ -436,6 +439,131 @@ async fn probe(
             expect.0, expect.1
         ))
     }
+}
+
+/// A gRPC health check (`grpc.health.v1.Health/Check`) on a connection just made: HTTP/2 (ALPN
+/// `h2` over TLS, else prior knowledge), one call asking for `service`, and the answer must be
+/// `grpc-status: 0` with the status SERVING. The messages are tiny protobufs, written and read
+/// here by hand: the request `{ service = 1: string }`, the answer `{ status = 1: enum }`.
+async fn grpc_check(stream: Stream, tls: bool, service: &str) -> Result<(), String> {
+    if tls && !stream.agreed_alpn(crate::config::tls::ALPN_H2) {
+        return Err("the server did not agree to HTTP/2 (ALPN h2)".to_string());
+    }
+    let (send, connection) = h2::client::handshake(stream)
+        .await
+        .map_err(|error| format!("HTTP/2 handshake: {error}"))?;
+    // The connection's frames move while the call waits; it ends with this check.
+    let driver = tokio::task::spawn_local(async move {
+        let _ = connection.await;
+    });
+    let answer = grpc_call(send, tls, service).await;
+    driver.abort();
+    answer
+}
+
+/// SERVING in `grpc.health.v1.HealthCheckResponse.ServingStatus`.
+const SERVING: u64 = 1;
+
+async fn grpc_call(
+    send: h2::client::SendRequest<bytes::Bytes>,
+    tls: bool,
+    service: &str,
+) -> Result<(), String> {
+    let call_failed = |error: h2::Error| format!("the check's call: {error}");
+    let scheme = if tls { "https" } else { "http" };
+    let request = http::Request::builder()
+        .method("POST")
+        .uri(format!("{scheme}://health/grpc.health.v1.Health/Check"))
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .header("user-agent", "herdsman-health")
+        .body(())
+        .expect("a valid request");
+    // A length-prefixed message: not compressed, its length, then field 1 (the service).
+    let mut message = vec![0u8];
+    let field_len = if service.is_empty() {
+        0
+    } else {
+        2 + service.len()
+    };
+    message.extend_from_slice(&(field_len as u32).to_be_bytes());
+    if !service.is_empty() {
+        message.push(0x0a);
+        message.push(u8::try_from(service.len()).map_err(|_| "service name too long")?);
+        message.extend_from_slice(service.as_bytes());
+    }
+    let mut send = send.ready().await.map_err(call_failed)?;
+    let (response, mut body) = send.send_request(request, false).map_err(call_failed)?;
+    body.send_data(bytes::Bytes::from(message), true)
+        .map_err(call_failed)?;
+    let (head, mut answer) = response.await.map_err(call_failed)?.into_parts();
+    if head.status != http::StatusCode::OK {
+        return Err(format!("the check answered HTTP {}", head.status.as_u16()));
+    }
+    let mut bytes = Vec::new();
+    while let Some(data) = answer.data().await {
+        let data = data.map_err(call_failed)?;
+        let _ = answer.flow_control().release_capacity(data.len());
+        bytes.extend_from_slice(&data);
+        if bytes.len() > 1024 {
+            return Err("the check's answer is longer than 1 KiB".to_string());
+        }
+    }
+    let trailers = answer.trailers().await.map_err(call_failed)?;
+    // A trailers-only answer has its status in the head.
+    let fields = trailers.as_ref().unwrap_or(&head.headers);
+    let status = fields
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or("none");
+    if status != "0" {
+        let message = fields
+            .get("grpc-message")
+            .and_then(|value| value.to_str().ok())
+            .unwrap_or("");
+        return Err(format!(
+            "the check's call failed: grpc-status {status} {message}"
+        ));
+    }
+    match serving_status(&bytes) {
+        Some(SERVING) => Ok(()),
+        Some(other) => Err(format!("the server says {other}, not SERVING (1)")),
+        None => Err("the check's answer is not a HealthCheckResponse".to_string()),
+    }
+}
+
+/// The `status` field (1, a varint) of the one length-prefixed HealthCheckResponse in `bytes`;
+/// 0 (UNKNOWN) when it is absent, as protobuf leaves a default out.
+fn serving_status(bytes: &[u8]) -> Option<u64> {
+    let (prefix, message) = (bytes.get(..5)?, bytes.get(5..)?);
+    let length = u32::from_be_bytes([prefix[1], prefix[2], prefix[3], prefix[4]]) as usize;
+    if prefix[0] != 0 || message.len() != length {
+        return None;
+    }
+    let mut status = 0;
+    let mut at = 0;
+    while at < message.len() {
+        let key = message[at];
+        at += 1;
+        let mut value = 0u64;
+        let mut shift = 0;
+        loop {
+            let byte = *message.get(at)?;
+            at += 1;
+            value |= u64::from(byte & 0x7f) << shift;
+            shift += 7;
+            if byte & 0x80 == 0 || shift > 63 {
+                break;
+            }
+        }
+        match key {
+            0x08 => status = value,
+            // Only varint fields are read; anything else is not this message.
+            _ if key & 0x7 == 0 => {}
+            _ => return None,
+        }
+    }
+    Some(status)
 }
 
 /// The status code of the response's first line.

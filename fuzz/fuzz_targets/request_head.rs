@@ -32,6 +32,7 @@ fuzz_target!(|data: &[u8]| {
                 let tls = Forwarded {
                     secure: data.len().is_multiple_of(2),
                     client_certificate: b"Hash=ab;Subject=\"CN=fuzz\"",
+                    trailers: data.len().is_multiple_of(3),
                 };
                 match write_request_head(
                     &request,

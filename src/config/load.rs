@@ -262,7 +262,7 @@ mod tests {
         let example = include_str!("../../examples/herdsman.toml");
         let config = from_toml(example, "examples/herdsman.toml").unwrap();
         assert_eq!(config.listeners.len(), 2);
-        assert_eq!(config.pools.len(), 2);
+        assert_eq!(config.pools.len(), 3);
         for key in [
             "workers",
             "intake",
@@ -323,6 +323,8 @@ mod tests {
             "retry_budget_percent",
             "max_connections",
             "queue_timeout",
+            "protocol",
+            "service",
         ] {
             let written = example
                 .lines()

@@ -573,7 +573,10 @@ pub struct PoolConfig {
     /// How long a request waits for a server below its `max_connections` before it gets 503.
     /// Default 2s.
     pub queue_timeout: Duration,
-    /// `[pool.tls]`: TLS to the pool's servers. `None` (the default): cleartext.
+    /// `protocol`: what the servers speak. Default HTTP/1.1.
+    pub protocol: ServerProtocol,
+    /// `[pool.tls]`: TLS to the pool's servers (always for `protocol = "h2"`). `None` (the
+    /// default): cleartext.
     pub tls: Option<server_tls::PoolTls>,
     /// At least one; names unique within the pool.
     pub servers: Vec<ServerConfig>,
@@ -703,6 +706,9 @@ pub enum HealthKind {
         /// Inclusive. Default 200–399.
         expect: (u16, u16),
     },
+    /// The gRPC health checking protocol (`grpc.health.v1.Health/Check`), for pools that speak
+    /// HTTP/2: the server must answer SERVING for `service` (empty: the server as a whole).
+    Grpc { service: String },
 }
 
 /// `[pool.passive]`: how requests' failures eject a server.
@@ -755,6 +761,26 @@ pub struct StickyConfig {
     pub key_env: Option<String>,
     /// The cookie's Max-Age; `None`: a session cookie (the default).
     pub max_age: Option<Duration>,
+}
+
+/// What a pool's servers speak (`protocol`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub enum ServerProtocol {
+    /// HTTP/1.1 (the default): one request at a time per connection, idle connections reused.
+    #[default]
+    Http1,
+    /// HTTP/2 over TLS, agreed by ALPN (`"h2"`): the pool speaks TLS whether or not it has a
+    /// `[pool.tls]` table (which then only tunes it).
+    H2,
+    /// HTTP/2 in cleartext with prior knowledge (`"h2c"`), as gRPC servers speak it.
+    H2c,
+}
+
+impl ServerProtocol {
+    /// HTTP/2 either way: streams multiplexed over a few connections per worker.
+    pub fn is_http2(self) -> bool {
+        self != ServerProtocol::Http1
+    }
 }
 
 /// How a pool picks a server for a request.

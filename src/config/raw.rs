@@ -226,11 +226,12 @@ pub struct RawPool {
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
     pub passive: Option<Spanned<RawPassive>>,
+    pub protocol: Option<Spanned<String>>,
     pub tls: Option<Spanned<RawPoolTls>>,
 }
 
 /// A pool's `[pool.tls]`: TLS to its servers.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RawPoolTls {
     pub ca: Option<Spanned<String>>,
@@ -244,6 +245,7 @@ pub struct RawPoolTls {
 #[serde(deny_unknown_fields)]
 pub struct RawHealth {
     pub check: Option<Spanned<String>>,
+    pub service: Option<Spanned<String>>,
     pub method: Option<Spanned<String>>,
     pub path: Option<Spanned<String>>,
     pub host: Option<Spanned<String>>,

@@ -17,7 +17,7 @@ use rustls::sign::CertifiedKey;
 use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
 
 use super::certificates::Certificate;
-use super::tls::{provider, ALPN_HTTP1};
+use super::tls::{provider, ALPN_H2, ALPN_HTTP1};
 
 /// Where the servers' certificates must chain to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -66,12 +66,14 @@ pub struct ServerTls {
 impl PoolTls {
     /// The settings, with the client config they make. `roots` are the anchors `ca` (or the
     /// system) gave; `ca_pem` the CA file's bytes (empty for the system's), for the fingerprint.
+    /// `http2`: ALPN offers `h2` alone (the pool's `protocol = "h2"`), else `http/1.1`.
     pub fn new(
         roots: (Roots, RootCertStore),
         sni: Option<String>,
         verify: bool,
         client_certificate: Option<Certificate>,
         ca_pem: &[u8],
+        http2: bool,
     ) -> PoolTls {
         let (roots, anchors) = roots;
         let provider = provider();
@@ -94,9 +96,10 @@ impl PoolTls {
             }
             None => builder.with_no_client_auth(),
         };
-        config.alpn_protocols = vec![ALPN_HTTP1.to_vec()];
+        let alpn = if http2 { ALPN_H2 } else { ALPN_HTTP1 };
+        config.alpn_protocols = vec![alpn.to_vec()];
         let mut digest = std::hash::DefaultHasher::new();
-        (&roots, &sni, verify).hash(&mut digest);
+        (&roots, &sni, verify, http2).hash(&mut digest);
         if let Some(certificate) = &client_certificate {
             // The chain as loaded: a new key comes with a new certificate.
             (&certificate.chain_file, &certificate.key_file).hash(&mut digest);

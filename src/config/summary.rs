@@ -71,7 +71,15 @@ pub(super) fn summary(config: &Config) -> String {
                 super::HealthKind::Http { method, path, .. } => {
                     format!("  {method} {path} check every {:?}", check.interval)
                 }
+                super::HealthKind::Grpc { service } => {
+                    format!("  gRPC check of {service:?} every {:?}", check.interval)
+                }
             },
+        };
+        let protocol = match pool.protocol {
+            super::ServerProtocol::Http1 => "",
+            super::ServerProtocol::H2 => "  HTTP/2",
+            super::ServerProtocol::H2c => "  HTTP/2 (h2c)",
         };
         let tls = pool.tls.as_ref().map_or(String::new(), |tls| {
             let roots = match &tls.roots {
@@ -94,7 +102,7 @@ pub(super) fn summary(config: &Config) -> String {
             format!("  TLS{name} ({checked}{presents})")
         });
         lines.push(format!(
-            "pool {}  {balance}  {count} server{plural}{sticky}{health}{tls}",
+            "pool {}  {balance}  {count} server{plural}{protocol}{sticky}{health}{tls}",
             pool.name
         ));
         for server in &pool.servers {

@@ -41,6 +41,48 @@ pub fn write_error_response(status: u16, detail: &str, head_only: bool, out: &mu
     }
 }
 
+/// The gRPC status for a status herdsman answers with itself, as gRPC maps HTTP statuses
+/// (`doc/http-grpc-status-mapping.md`), except that herdsman's own 504 is a deadline that passed.
+fn grpc_status(status: u16) -> u8 {
+    match status {
+        // INTERNAL
+        400 | 505 => 13,
+        // DEADLINE_EXCEEDED
+        408 | 504 => 4,
+        // RESOURCE_EXHAUSTED
+        413 | 431 => 8,
+        // UNIMPLEMENTED
+        501 => 12,
+        // UNAVAILABLE
+        502 | 503 => 14,
+        // UNKNOWN
+        _ => 2,
+    }
+}
+
+/// Appends the answer a gRPC client gets instead of [`write_error_response`]'s: a trailers-only
+/// response (RFC-style `200`, `grpc-status` and `grpc-message` in the head, no body), its
+/// message saying what the HTTP answer would have (percent-encoded as gRPC requires). The
+/// connection is closed as after any error herdsman answers itself.
+pub fn write_grpc_error(status: u16, detail: &str, out: &mut Vec<u8>) {
+    let reason = reason(status);
+    let _ = write!(
+        out,
+        "HTTP/1.1 200 OK\r\ncontent-type: application/grpc\r\ngrpc-status: {}\r\n\
+         grpc-message: ",
+        grpc_status(status)
+    );
+    for byte in format!("{status} {reason}: {detail}").bytes() {
+        match byte {
+            b' '..=b'~' if byte != b'%' => out.push(byte),
+            _ => {
+                let _ = write!(out, "%{byte:02X}");
+            }
+        }
+    }
+    out.extend_from_slice(b"\r\ncontent-length: 0\r\nconnection: close\r\n\r\n");
+}
+
 /// Appends a `308 Permanent Redirect` to the same host (without its port) and target over HTTPS
 /// on `port` (left out when 443): what a cleartext listener with `redirect_https` answers. The
 /// host and target were checked by the head's parse (no byte that could end a field). 308, not

@@ -84,6 +84,13 @@ fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
         || connection.names(name)
 }
 
+/// Whether a TE field's value lists `trailers`.
+fn lists_trailers(value: &[u8]) -> bool {
+    value
+        .split(|&b| b == b',')
+        .any(|token| token.trim_ascii().eq_ignore_ascii_case(b"trailers"))
+}
+
 #[inline]
 fn write_field(out: &mut Vec<u8>, name: &str, value: &[u8]) {
     out.extend_from_slice(name.as_bytes());
@@ -161,6 +168,10 @@ pub fn write_request_head(
             continue;
         }
         if is_hop_by_hop(name, &request.connection) {
+            if tls.trailers && name.eq_ignore_ascii_case("te") && lists_trailers(field.value) {
+                fields += 1;
+                write_field(out, "te", b"trailers");
+            }
             continue;
         }
         fields += 1;
@@ -229,11 +240,14 @@ pub struct ClientFraming {
 
 /// What a request's connection says that servers are told of: whether it is TLS
 /// (`X-Forwarded-Proto`), and the client certificate it verified (`X-Forwarded-Client-Cert`'s
-/// value, empty for none). Any `X-Forwarded-Client-Cert` a client sends is dropped.
+/// value, empty for none). Any `X-Forwarded-Client-Cert` a client sends is dropped. `trailers`:
+/// the client's `TE: trailers` goes on (a gRPC call, whose status comes in trailers, which
+/// herdsman relays); any other request's TE is dropped as hop-by-hop.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct Forwarded<'a> {
     pub secure: bool,
     pub client_certificate: &'a [u8],
+    pub trailers: bool,
 }
 
 /// Whole header lines (CRLF included) of herdsman's own that a response gets after the server's
@@ -368,6 +382,10 @@ mod tests {
     }
 
     fn forwarded(text: &str) -> String {
+        forwarded_as(text, Forwarded::default())
+    }
+
+    fn forwarded_as(text: &str, tls: Forwarded<'_>) -> String {
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; 32];
         let request = parse_request(text.as_bytes(), &mut headers, 8192)
             .unwrap()
@@ -378,7 +396,7 @@ mod tests {
             &request,
             &UpgradeProtocols::new(["websocket"]),
             &client,
-            Forwarded::default(),
+            tls,
             8192,
             &mut out,
         )
@@ -453,6 +471,7 @@ mod tests {
         let tls = Forwarded {
             secure: true,
             client_certificate: b"Hash=ab;Subject=\"CN=alice\"",
+            trailers: false,
         };
         write_request_head(&request, &upgrades, &client, tls, 8192, &mut out).unwrap();
         assert_eq!(
@@ -475,6 +494,21 @@ mod tests {
         let longest = "ffff:ffff:ffff:ffff:ffff:ffff:255.255.255.255";
         let ip: IpAddr = longest.parse().unwrap();
         assert_eq!(AddressText::new(ip).as_bytes(), ip.to_string().as_bytes());
+    }
+
+    #[test]
+    fn te_trailers_goes_on_only_for_a_call_that_needs_it() {
+        let call = "POST /s HTTP/1.1\r\nHost: a\r\nTE: gzip, trailers\r\nContent-Length: 0\r\n\r\n";
+        let grpc = Forwarded {
+            trailers: true,
+            ..Forwarded::default()
+        };
+        let got = forwarded_as(call, grpc);
+        assert!(got.contains("\r\nte: trailers\r\n"), "{got}");
+        let got = forwarded(call);
+        assert!(!got.to_ascii_lowercase().contains("te:"), "{got}");
+        let got = forwarded_as("GET / HTTP/1.1\r\nHost: a\r\nTE: gzip\r\n\r\n", grpc);
+        assert!(!got.to_ascii_lowercase().contains("te:"), "{got}");
     }
 
     #[test]

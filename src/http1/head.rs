@@ -125,6 +125,32 @@ pub struct Request<'h, 'b> {
 }
 
 impl Request<'_, '_> {
+    /// A gRPC call (a POST of `application/grpc` or `application/grpc+…`): never buffered either
+    /// way, its errors answered as gRPC statuses; with its deadline (`grpc-timeout`), if it has
+    /// one. `None` for any other request (read only for a POST).
+    pub fn grpc(&self) -> Option<GrpcCall> {
+        if self.method != Method::Post {
+            return None;
+        }
+        let mut call = None;
+        let mut timeout = None;
+        for field in self.headers {
+            if field.name.eq_ignore_ascii_case("content-type") {
+                let media = field.value.trim_ascii();
+                let grpc = media.len() >= 16
+                    && media[..16].eq_ignore_ascii_case(b"application/grpc")
+                    && matches!(media.get(16), None | Some(b'+' | b';'));
+                if !grpc {
+                    return None;
+                }
+                call = Some(());
+            } else if field.name.eq_ignore_ascii_case("grpc-timeout") {
+                timeout = grpc_timeout(field.value);
+            }
+        }
+        call.map(|()| GrpcCall { timeout })
+    }
+
     /// The path the request is for, as routes match it: the forwarded target, `/` for an
     /// absolute-form target with no path.
     pub fn path(&self) -> &[u8] {
@@ -134,6 +160,33 @@ impl Request<'_, '_> {
             Some(_) => target,
         }
     }
+}
+
+/// What herdsman keeps of a gRPC call's head.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct GrpcCall {
+    /// Its `grpc-timeout`: how long the client waits for the call at most.
+    pub timeout: Option<std::time::Duration>,
+}
+
+/// A `grpc-timeout` value (gRPC over HTTP/2: 1 to 8 digits and a unit, `H`, `M`, `S`, `m`, `u`
+/// or `n`); `None` if it is not one.
+fn grpc_timeout(value: &[u8]) -> Option<std::time::Duration> {
+    use std::time::Duration;
+    let (&unit, digits) = value.trim_ascii().split_last()?;
+    if digits.is_empty() || digits.len() > 8 || !digits.iter().all(u8::is_ascii_digit) {
+        return None;
+    }
+    let amount: u64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+    Some(match unit {
+        b'H' => Duration::from_secs(amount * 3600),
+        b'M' => Duration::from_secs(amount * 60),
+        b'S' => Duration::from_secs(amount),
+        b'm' => Duration::from_millis(amount),
+        b'u' => Duration::from_micros(amount),
+        b'n' => Duration::from_nanos(amount),
+        _ => return None,
+    })
 }
 
 /// A parsed, validated response head.
@@ -160,16 +213,19 @@ impl Response<'_, '_> {
     }
 
     /// The response is a stream its client must get as it comes, not when a buffer fills: an
-    /// event stream (`Content-Type: text/event-stream`), or a server that says so with nginx's
-    /// `X-Accel-Buffering: no`.
+    /// event stream (`Content-Type: text/event-stream`), a gRPC response (`application/grpc`,
+    /// whose messages a streaming call waits for one by one), or a server that says so with
+    /// nginx's `X-Accel-Buffering: no`.
     pub fn asks_to_stream(&self) -> bool {
         self.headers.iter().any(|header| {
             let value = header.value.trim_ascii();
             if header.name.eq_ignore_ascii_case("content-type") {
                 let media = value.split(|&b| b == b';').next().unwrap_or_default();
-                media
-                    .trim_ascii()
-                    .eq_ignore_ascii_case(b"text/event-stream")
+                let media = media.trim_ascii();
+                let grpc = media.len() >= 16
+                    && media[..16].eq_ignore_ascii_case(b"application/grpc")
+                    && matches!(media.get(16), None | Some(b'+'));
+                grpc || media.eq_ignore_ascii_case(b"text/event-stream")
             } else {
                 header.name.eq_ignore_ascii_case("x-accel-buffering")
                     && value.eq_ignore_ascii_case(b"no")

@@ -30,4 +30,6 @@ pub fn header_slots<'b>() -> HeaderSlots<'b> {
     [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS]
 }
 
-pub use head::{parse_request, parse_response, Body, HeadError, Method, Request, Response};
+pub use head::{
+    parse_request, parse_response, Body, GrpcCall, HeadError, Method, Request, Response,
+};

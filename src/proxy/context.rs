@@ -13,6 +13,7 @@ use tokio::sync::{mpsc, Notify};
 
 use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
+use crate::http2::servers::ServerConnections;
 use crate::stats::traffic::Ending;
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
 use crate::transport::{InUse, Stream};
@@ -33,6 +34,8 @@ pub struct ProxyContext {
     snapshot_local: RefCell<Rc<Arc<Snapshot>>>,
     idle: RefCell<IdleConnections>,
     idle_added: Notify,
+    /// HTTP/2 connections to servers, each carrying many requests at once.
+    http2_servers: ServerConnections,
     pub rng: RefCell<fastrand::Rng>,
     /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
     #[cfg(feature = "fault-injection")]
@@ -67,6 +70,7 @@ impl ProxyContext {
             snapshot_local: RefCell::new(Rc::new(current)),
             idle: RefCell::new(IdleConnections::new()),
             idle_added: Notify::new(),
+            http2_servers: ServerConnections::default(),
             rng: RefCell::new(fastrand::Rng::new()),
             #[cfg(feature = "fault-injection")]
             panic_next_accept: Cell::new(false),
@@ -160,6 +164,7 @@ impl ProxyContext {
         let mut idle = self.idle.borrow_mut();
         idle.clear();
         self.publish_idle_count(&idle);
+        self.http2_servers.stop();
     }
 
     /// Keeps a server connection, idle `since` then, for reuse by this worker's later requests,
@@ -218,6 +223,12 @@ impl ProxyContext {
             idle.purge();
         }
         self.publish_idle_count(&idle);
+        self.http2_servers.forget_ended();
+    }
+
+    /// This worker's HTTP/2 connections to servers.
+    pub fn http2_servers(&self) -> &ServerConnections {
+        &self.http2_servers
     }
 
     /// Counts a finished exchange that `took` so long: in the worker's requests, and in its

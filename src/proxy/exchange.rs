@@ -17,8 +17,10 @@ use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, Buffe
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::{tunnel, Client, Exchanged, Next};
 use crate::config::acme::AcmeBoard;
+use crate::config::tls::ALPN_H2;
+use crate::config::{ExchangeTimeouts, RouteBuffering};
 use crate::http1::error_response::{
-    write_acme_http01_answer, write_error_response, write_https_redirect,
+    write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
 };
 use crate::http1::forward::write_request_head;
 use crate::http1::forward::{client_ip, Forwarded, OwnFields};
@@ -26,6 +28,7 @@ use crate::http1::head::read_as_http11;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
+use crate::http2::servers::ConnectionSettings;
 use crate::stats::traffic::Ending;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream};
 use crate::upstream::choice::{choose, Choice};
@@ -137,14 +140,7 @@ async fn exchange<D: Downstream>(
     let Some(chosen) = facts.choice.server else {
         report(client, Failure::NoServer, None);
         outcome.failed(Failure::NoServer, false);
-        answer_error(
-            client,
-            Failure::NoServer,
-            Some(facts.method),
-            snapshot,
-            outcome,
-        )
-        .await;
+        answer_error(client, Failure::NoServer, Some(&facts), snapshot, outcome).await;
         return Next::Close { linger: true }.into();
     };
     let mut facts = facts;
@@ -171,7 +167,7 @@ async fn exchange<D: Downstream>(
     if let Err(failure) = read {
         report(client, failure, None);
         outcome.failed(failure, true);
-        answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
+        answer_error(client, failure, Some(&facts), snapshot, outcome).await;
         return Next::Close { linger: true }.into();
     }
     let (server, slot) = match take_slot(context, pool, chosen, &mut facts, deadline).await {
@@ -179,7 +175,7 @@ async fn exchange<D: Downstream>(
         Err(failure) => {
             report(client, failure, Some(&pool.servers[chosen]));
             outcome.failed(failure, false);
-            answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
+            answer_error(client, failure, Some(&facts), snapshot, outcome).await;
             return Next::Close { linger: true }.into();
         }
     };
@@ -204,7 +200,7 @@ async fn exchange<D: Downstream>(
         Err(failure) => {
             outcome.failed(failure, !upload.is_done());
             if !outcome.response_started {
-                answer_error(client, failure, Some(facts.method), snapshot, outcome).await;
+                answer_error(client, failure, Some(&facts), snapshot, outcome).await;
                 return Next::Close { linger: true }.into();
             }
             outcome.ending = Ending::Unanswered;
@@ -350,6 +346,12 @@ async fn read_request<D: Downstream>(
                     &mut context.rng.borrow_mut(),
                 );
                 let upgrades = snapshot.upgrade_protocols(listener);
+                let grpc = request.grpc();
+                let (timeouts, buffering) = grpc_bounds(
+                    grpc,
+                    snapshot.exchange_timeouts(choice.route),
+                    snapshot.route_buffering(choice.route),
+                );
                 let facts = RequestFacts {
                     method: request.method,
                     minor_version: request.minor_version,
@@ -359,8 +361,9 @@ async fn read_request<D: Downstream>(
                     continue_sent: false,
                     upgrade: upgrade::forwards(upgrades, &request),
                     choice,
-                    timeouts: snapshot.exchange_timeouts(choice.route),
-                    buffering: snapshot.route_buffering(choice.route),
+                    timeouts,
+                    buffering,
+                    grpc: grpc.is_some(),
                     secure,
                     answered_here: None,
                 };
@@ -371,6 +374,7 @@ async fn read_request<D: Downstream>(
                     Forwarded {
                         secure: facts.secure,
                         client_certificate: &client.client_certificate,
+                        trailers: facts.grpc,
                     },
                     limits.max_header_bytes,
                     scratch(&mut client.out),
@@ -489,11 +493,15 @@ async fn forward<'s, D: Downstream>(
                     }
                 }
                 drop(kept_request.take());
+                // A gRPC call is full duplex: the rest of its request goes on beside its
+                // response (an HTTP/1.1 request answered early ends with the answer instead).
+                let duplex_upload = (!upload_finished && facts.grpc).then_some(&mut *upload);
                 let answer = Answer {
                     server,
                     start,
                     upstream,
                     upload_finished,
+                    duplex_upload,
                 };
                 let relayed = respond::respond(context, client, snapshot, answer, outcome).await;
                 if let Err(failure) = relayed {
@@ -759,12 +767,23 @@ async fn server_connection(
         context.counters().count_backend_connection(true);
         return Ok((ServerStream::new(stream, in_use), true, now));
     }
+    let (deadline, expired) =
+        sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
+    let http2 = server.protocol.is_http2();
+    if http2 && !fresh_only {
+        // A stream on a connection this worker has to the server (or is making) with room.
+        let connections = context.http2_servers();
+        let tls = server.tls.is_some();
+        if let Some(stream) = connections.stream_or_wait(server.id, tls, deadline).await {
+            context.counters().count_backend_connection(true);
+            return Ok((ServerStream::new(stream, in_use), true, now));
+        }
+    }
+    let _connecting = http2.then(|| context.http2_servers().begin_connecting(server.id));
     context.counters().count_backend_connection(false);
     let pool = &snapshot.pools[sending.facts.choice.pool];
     pool.traffic.record_connection_opened(context.index);
     server.traffic.record_connection_opened(context.index);
-    let (deadline, expired) =
-        sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
     // Out of descriptors (the budget was set above the open-file limit, or something else holds
     // them): the request waits for one as it would for a slot, then gets 503; the server is not
     // blamed, and nothing was sent.
@@ -783,19 +802,68 @@ async fn server_connection(
                 connected => break connected.map_err(|e| Failure::ConnectFailed(e.kind()))?,
             }
         };
-        match &server.tls {
-            None => Ok(stream),
+        let stream = match &server.tls {
+            None => stream,
             Some(tls) => stream
                 .start_tls(tls)
                 .await
-                .map_err(|failure| Failure::server_tls(&failure)),
+                .map_err(|failure| Failure::server_tls(&failure))?,
+        };
+        if !http2 {
+            return Ok(stream);
         }
+        if server.tls.is_some() && !stream.agreed_alpn(ALPN_H2) {
+            return Err(Failure::ServerTls(
+                "the server did not agree to HTTP/2 (ALPN h2) for a pool with protocol = \"h2\"",
+            ));
+        }
+        let settings = ConnectionSettings {
+            stream_window: snapshot.http2.stream_window,
+            connection_window: snapshot.http2.connection_window,
+            idle: snapshot.timeouts.backend_idle,
+        };
+        context
+            .http2_servers()
+            .connect(server.id, stream, settings)
+            .await
+            .map_err(|error| {
+                tracing::debug!(server = %server.name, %error, "HTTP/2 to a server");
+                Failure::ServerIo(std::io::ErrorKind::ConnectionAborted)
+            })
     };
     match timeout_at(deadline, connect).await {
         Err(_) => Err(expired),
         Ok(Err(failure)) => Err(failure),
         Ok(Ok(stream)) => Ok((ServerStream::new(stream, in_use), false, Instant::now())),
     }
+}
+
+/// The timeouts and buffering of a request that may be a gRPC call: a call is never buffered
+/// either way (a streaming call's messages go one by one, and a bidirectional one would wait on
+/// itself), and its `grpc-timeout` bounds it as `[timeouts] request` does, the shorter winning.
+fn grpc_bounds(
+    grpc: Option<crate::http1::GrpcCall>,
+    timeouts: ExchangeTimeouts,
+    buffering: RouteBuffering,
+) -> (ExchangeTimeouts, RouteBuffering) {
+    let Some(call) = grpc else {
+        return (timeouts, buffering);
+    };
+    let request = match (timeouts.request, call.timeout) {
+        (Some(limit), Some(deadline)) => Some(limit.min(deadline)),
+        (limit, deadline) => limit.or(deadline),
+    };
+    let unbuffered = RouteBuffering {
+        request: false,
+        response: false,
+    };
+    (
+        ExchangeTimeouts {
+            request,
+            ..timeouts
+        },
+        unbuffered,
+    )
 }
 
 /// A request on a listener with `redirect_https`: its 308 to the same host and target over HTTPS,
@@ -859,6 +927,7 @@ fn answered_here(
         },
         timeouts: snapshot.timeouts.exchange(),
         buffering: snapshot.route_buffering(None),
+        grpc: false,
         secure: false,
         answered_here: Some(status),
     }
@@ -915,7 +984,7 @@ fn report<D: Downstream>(client: &Client<D>, failure: Failure, server: Option<&S
 async fn answer_error<D: Downstream>(
     client: &mut Client<D>,
     failure: Failure,
-    method: Option<Method>,
+    facts: Option<&RequestFacts>,
     snapshot: &Snapshot,
     outcome: &mut Outcome,
 ) {
@@ -924,13 +993,15 @@ async fn answer_error<D: Downstream>(
         return;
     };
     outcome.ending = Ending::Status(status);
-    let head_only = method == Some(Method::Head);
-    write_error_response(
-        status,
-        failure.detail(),
-        head_only,
-        scratch(&mut client.out),
-    );
+    let out = scratch(&mut client.out);
+    match facts {
+        // A gRPC client reads a status, not a page.
+        Some(facts) if facts.grpc => write_grpc_error(status, failure.detail(), out),
+        _ => {
+            let head_only = facts.is_some_and(|facts| facts.method == Method::Head);
+            write_error_response(status, failure.detail(), head_only, out);
+        }
+    }
     let deadline = Instant::now() + snapshot.timeouts.client_idle;
     let _ = client.downstream.send(&client.out, deadline).await;
 }

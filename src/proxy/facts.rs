@@ -27,6 +27,9 @@ pub struct RequestFacts {
     pub timeouts: ExchangeTimeouts,
     /// The buffering its route allows.
     pub buffering: RouteBuffering,
+    /// A gRPC call: never buffered, a `grpc-timeout` bounds it (in `timeouts.request`), and
+    /// herdsman's own errors reach it as gRPC statuses.
+    pub grpc: bool,
     /// It came over TLS: a sticky cookie set in its response is `Secure`.
     pub secure: bool,
     /// herdsman answered it itself with this status (a redirect to HTTPS), the response in the

@@ -15,6 +15,7 @@ use super::downstream::{BodySource, Downstream};
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
+use super::request_body::upload_failure;
 use super::spooled::{relay_spooled, Pace};
 use super::{Client, Exchanged, Next};
 use crate::http1::forward::{write_response_head, ClientFraming, OwnFields};
@@ -235,12 +236,15 @@ fn body_at_hand(body: Body, after_head: usize) -> bool {
 }
 
 /// A server's answer whose head arrived: who answered, the head, the connection it came on, and
-/// whether the request body was all sent (if not, both connections close after the response).
+/// whether the request body was all sent (if not, both connections close after the response,
+/// unless the call is full duplex and the rest of the upload goes on beside the response).
 pub struct Answer<'s> {
     pub server: &'s Server,
     pub start: ResponseStart,
     pub upstream: ServerStream,
     pub upload_finished: bool,
+    /// The upload still under way of a full-duplex call (gRPC), relayed beside the response.
+    pub duplex_upload: Option<&'s mut BodyRelay>,
 }
 
 /// Writes the response whose client-side head is in `client.out` to the client and streams its
@@ -257,6 +261,7 @@ pub async fn respond<D: Downstream>(
         start,
         mut upstream,
         upload_finished,
+        duplex_upload,
     } = answer;
     let timeouts = snapshot.timeouts;
     let mut download = BodyRelay::new(start.body, start.dechunk, 0);
@@ -280,13 +285,18 @@ pub async fn respond<D: Downstream>(
     if start.switching {
         return Ok(Exchanged::Switched(upstream.into_finished()));
     }
-    let keep = Keep {
+    let mut keep = Keep {
         context,
         server,
         start: &start,
         upload_finished,
     };
-    if !download.is_done() && start.spool && snapshot.buffering.response_memory > 0 {
+    if let Some(upload) = duplex_upload {
+        let relayed = relay_duplex(client, snapshot, &mut download, upload, &mut upstream).await;
+        outcome.body_bytes = download.data_seen();
+        keep.upload_finished = relayed?;
+        keep.release(upstream, &client.server_buffer, Instant::now());
+    } else if !download.is_done() && start.spool && snapshot.buffering.response_memory > 0 {
         relay_through_spool(
             context,
             client,
@@ -327,6 +337,52 @@ pub async fn respond<D: Downstream>(
         Next::KeepAlive
     }
     .into())
+}
+
+/// A full-duplex call's response body and the rest of its request body at once, each at its own
+/// pace (a bidirectional gRPC call's messages go both ways while it lasts). Returns whether the
+/// request body ended too: a response that ends first leaves the rest of the upload unsent, and
+/// the server connection is not kept.
+#[cold]
+async fn relay_duplex<D: Downstream>(
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    download: &mut BodyRelay,
+    upload: &mut BodyRelay,
+    upstream: &mut ServerStream,
+) -> Result<bool, Failure> {
+    let client_idle = snapshot.timeouts.client_idle;
+    let backend_read = snapshot.timeouts.backend_read;
+    let (mut client_read, received, mut client_write) = client.downstream.split();
+    let (mut server_read, mut server_write) = upstream.split();
+    let up = upload.relay(
+        &mut client_read,
+        received,
+        &mut server_write,
+        client_idle,
+        backend_read,
+    );
+    let down = download.relay(
+        &mut server_read,
+        &mut client.server_buffer,
+        &mut client_write,
+        backend_read,
+        client_idle,
+    );
+    tokio::pin!(up, down);
+    let mut upload_ended = false;
+    loop {
+        tokio::select! {
+            relayed = &mut down => {
+                relayed.map_err(download_failure)?;
+                return Ok(upload_ended);
+            }
+            sent = &mut up, if !upload_ended => {
+                sent.map_err(upload_failure)?;
+                upload_ended = true;
+            }
+        }
+    }
 }
 
 /// The rest of a response body through a spool: read at the server's pace, the server's
@@ -403,7 +459,9 @@ impl Keep<'_> {
             return;
         }
         let upstream = upstream.into_finished();
-        if self.start.server_keeps_alive {
+        // A multiplexed stream is done with its response; its connection stays with the room
+        // that made it.
+        if self.start.server_keeps_alive && !upstream.is_multiplexed() {
             let (caps, limit) = (self.server.idle_caps, self.start.server_idle_limit);
             self.context
                 .keep_idle(self.server.id, upstream, caps, since, limit);

@@ -315,6 +315,7 @@ mod tests {
                 traffic: std::sync::Arc::new(crate::stats::traffic::Traffic::new(1)),
                 set_cookie: None,
                 tls: None,
+                protocol: crate::config::ServerProtocol::Http1,
                 added_at_run_time: false,
             })
             .collect()

@@ -26,7 +26,7 @@ use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
     HealthCheck, Limits, ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig,
-    RouteIndex, ServerState, Timeouts, UpgradeProtocols,
+    RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
 };
 use crate::stats::traffic::Traffic;
 
@@ -204,6 +204,8 @@ pub struct Server {
     pub set_cookie: Option<Box<[Box<[u8]>; 2]>>,
     /// How its connections start TLS, in a pool with `[pool.tls]`.
     pub tls: Option<ServerTls>,
+    /// What it speaks (its pool's `protocol`).
+    pub protocol: ServerProtocol,
     /// Added through the admin API rather than the config file.
     pub added_at_run_time: bool,
 }
@@ -375,8 +377,15 @@ pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 /// pool, name, address and TLS settings, so a re-addressed server, or one spoken to another
 /// way, is a new server whose pooled connections are not reused), each pool's signing key, and
 /// the generation.
-/// Pool, name, address, and (for TLS) the pool's TLS fingerprint and the server's own SNI.
-type ServerIdentity = (String, String, SocketAddr, Option<(u64, Option<String>)>);
+/// Pool, name, address, (for TLS) the pool's TLS fingerprint and the server's own SNI, and the
+/// protocol.
+type ServerIdentity = (
+    String,
+    String,
+    SocketAddr,
+    Option<(u64, Option<String>)>,
+    ServerProtocol,
+);
 
 #[derive(Default)]
 pub struct Lineage {
@@ -461,6 +470,8 @@ impl Lineage {
                         .tls
                         .as_ref()
                         .map(|tls| tls.for_server(server.sni.as_deref(), server.addr));
+                    // Likewise one whose protocol changed: HTTP/1.1 idle connections are no
+                    // HTTP/2 ones.
                     let identity = (
                         pool.name.clone(),
                         server.name.clone(),
@@ -468,6 +479,7 @@ impl Lineage {
                         pool.tls
                             .as_ref()
                             .map(|tls| (tls.fingerprint, server.sni.clone())),
+                        pool.protocol,
                     );
                     let record = self.servers.remove(&identity).unwrap_or_else(|| {
                         self.next_id += 1;
@@ -521,6 +533,7 @@ impl Lineage {
                         traffic,
                         set_cookie,
                         tls,
+                        protocol: pool.protocol,
                         added_at_run_time: added_at_run_time
                             .contains(&(pool.name.clone(), server.name.clone())),
                     }
@@ -628,7 +641,7 @@ impl Lineage {
     pub fn healths(&self) -> impl Iterator<Item = (&str, u64, &Health)> {
         self.servers
             .iter()
-            .map(|((pool, _, _, _), record)| (pool.as_str(), record.id, &record.health))
+            .map(|((pool, _, _, _, _), record)| (pool.as_str(), record.id, &record.health))
     }
 
     /// The pool's signing key: from the secret in its `key_env` variable, or else the one

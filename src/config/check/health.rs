@@ -14,6 +14,13 @@ impl Checker {
     pub(super) fn health(&mut self, table: &Table, raw: &RawHealth) -> HealthCheck {
         let kind = match raw.check.as_ref().map(|c| c.get_ref().as_str()) {
             Some("tcp") => HealthKind::Tcp,
+            Some("grpc") => HealthKind::Grpc {
+                service: raw
+                    .service
+                    .as_ref()
+                    .map(|service| service.get_ref().clone())
+                    .unwrap_or_default(),
+            },
             None | Some("http") => HealthKind::Http {
                 method: self.health_method(table, &raw.method),
                 path: self.health_path(table, &raw.path),
@@ -26,7 +33,7 @@ impl Checker {
                     &table.key("check"),
                     check.span(),
                     &quoted(other),
-                    "unknown; accepted: http, tcp",
+                    "unknown; accepted: http, tcp, grpc",
                 );
                 HealthKind::Tcp
             }

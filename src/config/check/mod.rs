@@ -217,8 +217,8 @@ mod tests {
     use crate::config::{
         Balance, Buffering, Config, ConfigProblem, ExchangeTimeouts, HashKey, HostPattern,
         IntakeMode, Limits, ListenerConfig, LogFormat, LogLevel, LogSettings, Passive, PoolConfig,
-        RetryOn, RouteBuffering, RouteConfig, ServerConfig, ServerState, StickyConfig, Timeouts,
-        UpgradeProtocols,
+        RetryOn, RouteBuffering, RouteConfig, ServerConfig, ServerProtocol, ServerState,
+        StickyConfig, Timeouts, UpgradeProtocols,
     };
 
     /// A pool of `VALID`, with the keys that `VALID` leaves out at their defaults.
@@ -242,6 +242,7 @@ mod tests {
             retry_budget_percent: 20,
             retry_budget_floor: 10,
             queue_timeout: Duration::from_secs(2),
+            protocol: ServerProtocol::Http1,
             tls: None,
             servers,
         }

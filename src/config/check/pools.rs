@@ -8,10 +8,13 @@ use std::time::Duration;
 use toml::Spanned;
 
 use super::primitives::{is_token, quoted, PortZero, Zero};
-use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_STATES};
+use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_PROTOCOLS, SERVER_STATES};
 use super::{Checker, Table};
-use crate::config::raw::{RawPool, RawServer, RawSticky};
-use crate::config::{Balance, HashKey, Passive, PoolConfig, RetryOn, ServerConfig, StickyConfig};
+use crate::config::raw::{RawPool, RawPoolTls, RawServer, RawSticky};
+use crate::config::{
+    Balance, HashKey, HealthKind, Passive, PoolConfig, RetryOn, ServerConfig, ServerProtocol,
+    StickyConfig,
+};
 
 /// A server's `weight` when not written (see `ServerConfig::weight`).
 const DEFAULT_WEIGHT: u32 = 1;
@@ -27,6 +30,7 @@ impl Checker {
     pub(super) fn pool(&mut self, table: &Table, pool: &RawPool) -> PoolConfig {
         let name = self.name(table, &pool.name, "app");
         let balance = self.word(&table.key("balance"), &pool.balance, &BALANCES);
+        let protocol = self.word(&table.key("protocol"), &pool.protocol, &SERVER_PROTOCOLS);
         let sub_table = |checker: &Self, field: &str, start: usize| Table {
             path: table.key(field),
             line: checker.lines.line_of(start),
@@ -84,13 +88,45 @@ impl Checker {
                 Duration::from_secs(2),
                 Zero::Allowed,
             ),
-            tls: pool.tls.as_ref().and_then(|tls| {
-                let tls_table = sub_table(self, "tls", tls.span().start);
-                self.pool_tls(&tls_table, tls.get_ref())
-            }),
+            protocol,
+            tls: match (&pool.tls, protocol) {
+                (Some(_), ServerProtocol::H2c) => {
+                    let why = "h2c is HTTP/2 in cleartext; for HTTP/2 over TLS write \"h2\", or \
+                               remove [pool.tls]";
+                    let value = pool.protocol.as_ref().expect("h2c was written");
+                    self.reject(&table.key("protocol"), value.span(), "\"h2c\"", why);
+                    None
+                }
+                (Some(tls), _) => {
+                    let tls_table = sub_table(self, "tls", tls.span().start);
+                    self.pool_tls(&tls_table, tls.get_ref(), protocol)
+                }
+                // HTTP/2 over TLS with the defaults an empty [pool.tls] has.
+                (None, ServerProtocol::H2) => {
+                    let at = pool.protocol.as_ref().map_or(0, |p| p.span().start);
+                    let tls_table = sub_table(self, "tls", at);
+                    self.pool_tls(&tls_table, &RawPoolTls::default(), protocol)
+                }
+                (None, _) => None,
+            },
             servers: self.servers(table, &pool.servers),
         };
         self.server_names(table, pool, &checked);
+        let grpc_check = matches!(
+            checked.health.as_ref().map(|h| &h.kind),
+            Some(HealthKind::Grpc { .. })
+        );
+        if grpc_check && !protocol.is_http2() {
+            let check = pool
+                .health
+                .as_ref()
+                .and_then(|h| h.get_ref().check.as_ref());
+            if let Some(check) = check {
+                let why = "a gRPC check speaks HTTP/2: the pool needs protocol = \"h2c\" \
+                           (or \"h2\" over TLS)";
+                self.reject(&table.key("health.check"), check.span(), "\"grpc\"", why);
+            }
+        }
         checked
     }
 

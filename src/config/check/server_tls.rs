@@ -10,11 +10,17 @@ use crate::config::problem::ConfigProblem;
 use crate::config::raw::{RawPool, RawPoolTls};
 use crate::config::server_tls::{is_server_name, load_system_roots, PoolTls, Roots};
 use crate::config::tls::CaFile;
-use crate::config::PoolConfig;
+use crate::config::{PoolConfig, ServerProtocol};
 
 impl Checker {
     /// `[pool.tls]` of the pool `table` names; `None` when any problem was found.
-    pub(super) fn pool_tls(&mut self, table: &Table, raw: &RawPoolTls) -> Option<PoolTls> {
+    /// `protocol` decides what ALPN offers.
+    pub(super) fn pool_tls(
+        &mut self,
+        table: &Table,
+        raw: &RawPoolTls,
+        protocol: ServerProtocol,
+    ) -> Option<PoolTls> {
         let verify = raw.verify.as_ref().is_none_or(|verify| *verify.get_ref());
         let sni = raw.sni.as_ref().and_then(|sni| {
             self.server_name(&table.key("sni"), sni)
@@ -84,6 +90,7 @@ impl Checker {
             verify,
             client_certificate,
             &ca_pem,
+            protocol.is_http2(),
         ))
     }
 
@@ -161,6 +168,41 @@ mod tests {
         );
         let other = from_toml(&text.replace("sni = \"app", "sni = \"web"), "t.toml").unwrap();
         assert_ne!(other.pools[0].tls, config.pools[0].tls);
+    }
+
+    #[test]
+    fn a_pools_protocol_decides_its_tls_and_h2c_with_tls_is_refused_by_line() {
+        let with_protocol = |protocol: &str| {
+            MINIMAL.replace(
+                "name = \"app\"\n",
+                &format!("name = \"app\"\nprotocol = \"{protocol}\"\n"),
+            )
+        };
+        let h2 = from_toml(&with_protocol("h2"), "t.toml").unwrap();
+        let tls = h2.pools[0]
+            .tls
+            .as_ref()
+            .expect("h2 speaks TLS without [pool.tls]");
+        assert_eq!(tls.client_config.alpn_protocols, [b"h2".to_vec()]);
+        assert_eq!(h2.pools[0].protocol, crate::config::ServerProtocol::H2);
+        let h2c = from_toml(&with_protocol("h2c"), "t.toml").unwrap();
+        assert!(h2c.pools[0].tls.is_none());
+        let plain = from_toml(MINIMAL, "t.toml").unwrap();
+        assert_eq!(
+            plain.pools[0].protocol,
+            crate::config::ServerProtocol::Http1
+        );
+        let found = problems(&format!("{}[pool.tls]\n", with_protocol("h2c")));
+        assert_eq!(found.len(), 1, "{found:?}");
+        assert_eq!(found[0].key, "pool[0].protocol");
+        assert_eq!(found[0].line, Some(9));
+        assert!(found[0].message.contains("\"h2\""), "{}", found[0].message);
+        let unknown = problems(&with_protocol("http3"));
+        assert!(
+            unknown[0].message.contains("http1, h2, h2c"),
+            "{}",
+            unknown[0].message
+        );
     }
 
     #[test]

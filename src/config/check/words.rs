@@ -10,7 +10,8 @@ use crate::config::acme::ChallengeKind;
 use crate::config::certificates::UnknownName;
 use crate::config::tls::{ClientAuth, TlsVersion};
 use crate::config::{
-    AccessLogFormat, Balance, IntakeMode, LogFormat, LogLevel, RetryCondition, ServerState,
+    AccessLogFormat, Balance, IntakeMode, LogFormat, LogLevel, RetryCondition, ServerProtocol,
+    ServerState,
 };
 
 /// The words a key accepts, each with the value it stands for.
@@ -58,6 +59,16 @@ pub(in crate::config) const INTAKE_MODES: Words<IntakeMode> = Words {
     ],
     // No herd and a spread by load; see src/intake/handoff.rs.
     default: IntakeMode::Balanced,
+};
+
+/// A pool's `protocol`.
+pub(in crate::config) const SERVER_PROTOCOLS: Words<ServerProtocol> = Words {
+    accepted: &[
+        ("http1", ServerProtocol::Http1),
+        ("h2", ServerProtocol::H2),
+        ("h2c", ServerProtocol::H2c),
+    ],
+    default: ServerProtocol::Http1,
 };
 
 /// A pool's `balance`.

@@ -4,7 +4,8 @@
 # check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
 # headless) for the stats page, strace for the churn benchmark's system calls, curl and openssl
 # as TLS clients, h2load (Debian's nghttp2-client) for the tls benchmark's handshakes, and pebble
-# (Let's Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs.
+# (Let's Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio
+# (from PyPI) for tests/grpc.rs.
 # Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
 # runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
 # tests/tls_servers.rs (nginx as a TLS server behind herdsman),
@@ -38,8 +39,16 @@ have pebble && have pebble-challtestsrv || missing+=(pebble)
 # (tests/tls_servers.rs checks that they do not trust the test CA).
 [ -f /etc/ssl/certs/ca-certificates.crt ] || missing+=(ca-certificates)
 
+# A real gRPC client and server for tests/grpc.rs: Python's grpcio, from PyPI (Debian's
+# python3-grpcio where pip cannot install for the system's Python).
+if ! python3 -c 'import grpc' 2>/dev/null; then
+  python3 -m pip install --quiet grpcio 2>/dev/null \
+    || python3 -m pip install --quiet --break-system-packages grpcio 2>/dev/null \
+    || missing+=(python3-grpcio)
+fi
+
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

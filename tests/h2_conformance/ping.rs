@@ -1,0 +1,28 @@
+//! §6.7: PING.
+
+use crate::kit::*;
+
+cases! {
+    /// §6.7: a PING is answered with a PING ACK of the same payload.
+    fn s6_7_ping_is_answered_with_the_same_payload(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_ping(0, *b"h2ping!?");
+        conn.expect_ping_ack(*b"h2ping!?");
+    }
+
+    /// §6.7: a PING ACK must not be answered: the first acknowledgement herdsman sends is the
+    /// one for the PING after it.
+    fn s6_7_a_ping_ack_is_not_answered(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_ping(ACK, *b"unasked!");
+        conn.send_ping(0, *b"asked!!!");
+        conn.expect_ping_ack(*b"asked!!!");
+    }
+
+    /// §6.7: PING on a stream other than 0 is a connection error of type PROTOCOL_ERROR.
+    fn s6_7_ping_on_a_stream_is_protocol_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(PING, 0, 1, b"onstream");
+        conn.expect_goaway(PROTOCOL_ERROR);
+    }
+}

@@ -5,7 +5,9 @@
 //! other fields as they came, and the body's framing: its `content-length` when it has one,
 //! chunked when it has a body of unknown length, none when the HEADERS frame ended the stream.
 //! The `h2` crate has already refused what §8.2.2 forbids (connection-specific fields, `te` other
-//! than `trailers`, uppercase names) and malformed pseudo-fields, as stream errors.
+//! than `trailers`, uppercase names) and malformed pseudo-fields, as stream errors; what it lets
+//! through and §8 still calls malformed is refused here (`HeadProblem`), and the stream is reset
+//! with PROTOCOL_ERROR (§8.1.1), as the crate does — never answered.
 
 use http::request::Parts;
 use http::{header, Method};
@@ -22,15 +24,25 @@ pub enum BodyFraming {
     Chunked,
 }
 
-/// Why a stream's head cannot be a request (the stream is answered 400).
+/// Why a stream's head is a malformed request (RFC 9113 §8.1.1: a stream error of type
+/// PROTOCOL_ERROR, the stream reset).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 pub enum HeadProblem {
+    /// §8.3.1: `http` and `https` requests need one or the other.
     #[error("no :authority and no Host")]
     NoHost,
+    /// §8.3.1: either, when there, must not be empty.
+    #[error("an empty :authority or Host")]
+    EmptyHost,
+    /// §8.3.1: both, when there, must name the same host.
     #[error(":authority and Host name different hosts")]
     HostMismatch,
+    /// §8.1.1 (and RFC 9110 §8.6).
     #[error("content-length is not one number")]
     BadLength,
+    /// §8.2.1: a value must not start or end with whitespace (SP or HTAB).
+    #[error("a field value starts or ends with whitespace")]
+    PaddedValue,
 }
 
 /// Writes `head` as an HTTP/1.1 request head into `out` (emptied first); `ended` says the
@@ -46,6 +58,9 @@ pub fn write_request_head(
     let (field, another) = (hosts.next(), hosts.next());
     if another.is_some() {
         return Err(HeadProblem::HostMismatch);
+    }
+    if authority.is_some_and(str::is_empty) || field.is_some_and(|host| host.is_empty()) {
+        return Err(HeadProblem::EmptyHost);
     }
     let host = match (authority, field) {
         (Some(authority), Some(host)) => {
@@ -80,6 +95,11 @@ pub fn write_request_head(
     }
     let mut length = None;
     for (name, value) in &head.headers {
+        if let (Some(first), Some(last)) = (value.as_bytes().first(), value.as_bytes().last()) {
+            if [first, last].iter().any(|b| matches!(b, b' ' | b'\t')) {
+                return Err(HeadProblem::PaddedValue);
+            }
+        }
         if name == header::HOST || name == header::COOKIE {
             continue;
         }
@@ -184,6 +204,28 @@ mod tests {
         );
         let none = Request::get("/x").body(()).unwrap();
         assert_eq!(written(none, true).0, Err(HeadProblem::NoHost));
+        let empty = Request::get("/x").header("host", "").body(()).unwrap();
+        assert_eq!(written(empty, true).0, Err(HeadProblem::EmptyHost));
+    }
+
+    #[test]
+    fn values_may_not_start_or_end_with_whitespace() {
+        for bad in [" a", "a ", "\ta", "a\t"] {
+            let request = Request::get("https://e.example/")
+                .header("x-field", bad)
+                .body(())
+                .unwrap();
+            assert_eq!(
+                written(request, true).0,
+                Err(HeadProblem::PaddedValue),
+                "{bad:?}"
+            );
+        }
+        let inner = Request::get("https://e.example/")
+            .header("x-field", "a b\tc")
+            .body(())
+            .unwrap();
+        assert_eq!(written(inner, true).0, Ok(BodyFraming::None));
     }
 
     #[test]

@@ -145,6 +145,16 @@ cases! {
         malformed_field(transport, Block::get("/").literal_bytes(b"x-conformance", b"a\0b"));
     }
 
+    /// §8.2.1: a field value that starts with whitespace.
+    fn s8_2_1_a_field_value_starting_with_whitespace_is_malformed(transport) {
+        malformed(transport, Block::get("/").literal_bytes(b"x-conformance", b" padded"));
+    }
+
+    /// §8.2.1: a field value that ends with whitespace.
+    fn s8_2_1_a_field_value_ending_with_whitespace_is_malformed(transport) {
+        malformed(transport, Block::get("/").literal_bytes(b"x-conformance", b"padded\t"));
+    }
+
     /// §8.2.2: each connection-specific field makes a request malformed (one stream each, on
     /// one connection, which serves on after every reset).
     fn s8_2_2_connection_specific_fields_are_malformed(transport) {
@@ -250,6 +260,16 @@ cases! {
         malformed(transport, Block::get("/").field(":path", "/other"));
     }
 
+    /// §8.3.1: `:authority` and `Host` must name the same host.
+    fn s8_3_1_authority_and_host_that_differ_are_malformed(transport) {
+        malformed(transport, Block::get("/").field("host", "elsewhere.test"));
+    }
+
+    /// §8.3.1: for `http` and `https`, a request needs `:authority` or `Host`.
+    fn s8_3_1_no_authority_and_no_host_is_malformed(transport) {
+        malformed(transport, request_without(":authority"));
+    }
+
     /// §8.3.1: an `:authority` that is there must not be empty.
     fn s8_3_1_an_empty_authority_is_malformed(transport) {
         malformed(transport, request_without(":authority").field(":authority", ""));
@@ -272,6 +292,11 @@ cases! {
         conn.send_headers(1, END_STREAM, &block);
         let response = conn.expect_ok(1, "GET", "/same-host");
         assert_eq!(response.field("x-seen-host"), Some("conformance.test"));
+    }
+
+    /// §8.5: CONNECT without `:authority`.
+    fn s8_5_connect_without_authority_is_malformed(transport) {
+        malformed(transport, Block::new().field(":method", "CONNECT"));
     }
 
     /// §8.5: CONNECT with `:path` (which it must leave out).

@@ -220,10 +220,13 @@ async fn serve_stream(
     let framing = match write_request_head(&head, body.is_end_stream(), &mut head_bytes) {
         Ok(framing) => framing,
         Err(problem) => {
-            tracing::debug!(client = %peer, %problem, "HTTP/2 request refused");
-            let mut answer = http::Response::new(());
-            *answer.status_mut() = http::StatusCode::BAD_REQUEST;
-            let _ = respond.send_response(answer, true);
+            // Malformed (RFC 9113 §8.1.1): a stream error, as the h2 crate's own refusals are.
+            tracing::debug!(client = %peer, %problem, "HTTP/2 request malformed");
+            respond.send_reset(h2::Reason::PROTOCOL_ERROR);
+            context
+                .counters()
+                .http2
+                .reset_sent(h2::Reason::PROTOCOL_ERROR.into());
             return;
         }
     };

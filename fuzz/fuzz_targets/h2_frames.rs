@@ -1,5 +1,6 @@
-//! Fuzzes the count of an HTTP/2 client's frames (`session::h2::frames`) that decides a flood:
-//! never a panic, and the same verdict whether the bytes come whole or one at a time.
+//! Fuzzes the count of an HTTP/2 client's frames (`session::h2::frames`) that decides a flood
+//! or a frame that breaks the protocol by its header: never a panic, and the same verdicts
+//! whether the bytes come whole or one at a time.
 #![no_main]
 
 use herdsman::session::h2::frames::{Budget, FrameWatch};
@@ -20,4 +21,8 @@ fuzz_target!(|input: &[u8]| {
         bytewise.saw(std::slice::from_ref(byte), now);
     }
     assert_eq!(whole.spent(), bytewise.spent());
+    assert_eq!(
+        whole.breach().map(|b| b.code),
+        bytewise.breach().map(|b| b.code)
+    );
 });

@@ -30,6 +30,14 @@ cases! {
         conn.expect_stream_or_connection_error(1, PROTOCOL_ERROR);
     }
 
+    /// §6.9: WINDOW_UPDATE of a length other than 4 octets is a connection error of type
+    /// FRAME_SIZE_ERROR.
+    fn s6_9_window_update_of_the_wrong_length_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(WINDOW_UPDATE, 0, 0, &[0, 0, 0, 1, 0]);
+        conn.expect_goaway(FRAME_SIZE_ERROR);
+    }
+
     /// §6.9.1: with a stream window of 1, herdsman sends its response body one octet at a time
     /// as the window opens.
     fn s6_9_1_a_window_of_1_lets_one_octet_through(transport) {

@@ -25,4 +25,11 @@ cases! {
         conn.send_frame(PING, 0, 1, b"onstream");
         conn.expect_goaway(PROTOCOL_ERROR);
     }
+
+    /// §6.7: PING of a length other than 8 is a connection error of type FRAME_SIZE_ERROR.
+    fn s6_7_ping_of_the_wrong_length_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(PING, 0, 0, b"short");
+        conn.expect_goaway(FRAME_SIZE_ERROR);
+    }
 }

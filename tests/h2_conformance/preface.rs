@@ -20,4 +20,13 @@ cases! {
         conn.send_settings(&[]);
         conn.expect_closed_or_goaway(PROTOCOL_ERROR);
     }
+
+    /// The preface must be followed by a SETTINGS frame: anything else first is an invalid
+    /// preface (PROTOCOL_ERROR).
+    fn s3_4_a_preface_not_followed_by_settings_is_a_connection_error(transport) {
+        let mut conn = Conn::open(transport);
+        conn.send(PREFACE);
+        conn.send_ping(0, *b"notfirst");
+        conn.expect_closed_or_goaway(PROTOCOL_ERROR);
+    }
 }

@@ -29,6 +29,14 @@ cases! {
         conn.expect_goaway(PROTOCOL_ERROR);
     }
 
+    /// §6.3: a PRIORITY frame of a length other than 5 octets is a stream error of type
+    /// FRAME_SIZE_ERROR (herdsman may make it the connection's).
+    fn s6_3_priority_of_the_wrong_length_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(PRIORITY, 0, 1, &[0, 0, 0, 3, 15, 0]);
+        conn.expect_stream_or_connection_error(1, FRAME_SIZE_ERROR);
+    }
+
     /// §5.1: PRIORITY on an idle stream is allowed, and the stream can then be opened.
     fn s5_1_priority_on_an_idle_stream_is_allowed(transport) {
         let mut conn = Conn::start(transport);

@@ -17,6 +17,15 @@ cases! {
         conn.expect_goaway(PROTOCOL_ERROR);
     }
 
+    /// §6.4: RST_STREAM of a length other than 4 octets is a connection error of type
+    /// FRAME_SIZE_ERROR.
+    fn s6_4_rst_stream_of_the_wrong_length_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_post_head(1, "/reset-length");
+        conn.send_frame(RST_STREAM, 0, 1, &[0, 0, 0, 8, 0]);
+        conn.expect_goaway(FRAME_SIZE_ERROR);
+    }
+
     /// §6.4: the client's RST_STREAM ends a stream whose request is still coming: herdsman
     /// sends nothing more on it, and the connection serves other streams.
     fn s6_4_rst_stream_cancels_a_stream(transport) {

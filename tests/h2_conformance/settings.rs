@@ -11,11 +11,26 @@ cases! {
         conn.expect_settings_ack();
     }
 
+    /// §6.5: SETTINGS with ACK and a payload is a connection error of type FRAME_SIZE_ERROR.
+    fn s6_5_settings_ack_with_a_payload_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(SETTINGS, ACK, 0, &settings_payload(&[(ENABLE_PUSH, 0)]));
+        conn.expect_goaway(FRAME_SIZE_ERROR);
+    }
+
     /// §6.5: SETTINGS on a stream other than 0 is a connection error of type PROTOCOL_ERROR.
     fn s6_5_settings_on_a_stream_is_protocol_error(transport) {
         let mut conn = Conn::start(transport);
         conn.send_frame(SETTINGS, 0, 1, &settings_payload(&[(ENABLE_PUSH, 0)]));
         conn.expect_goaway(PROTOCOL_ERROR);
+    }
+
+    /// §6.5: a SETTINGS length that is not a multiple of 6 is a connection error of type
+    /// FRAME_SIZE_ERROR.
+    fn s6_5_settings_of_a_length_not_a_multiple_of_6_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(SETTINGS, 0, 0, &[0, ENABLE_PUSH as u8, 0, 0]);
+        conn.expect_goaway(FRAME_SIZE_ERROR);
     }
 
     /// §6.5.2: SETTINGS_ENABLE_PUSH other than 0 or 1 is a connection error of type

@@ -6,6 +6,11 @@
 //! CVE-2023-44487: streams opened and reset at once) all spend it; a client that spends it all
 //! is sent GOAWAY with ENHANCE_YOUR_CALM. A browser's cancelled streams and window updates stay
 //! far inside it.
+//!
+//! The same reading finds the frames whose header alone breaks RFC 9113 — a first frame that is
+//! not SETTINGS (§3.4), a control frame of the wrong length (§6.3 to §6.9: FRAME_SIZE_ERROR) —
+//! before the crate reads them: it would end the connection with PROTOCOL_ERROR, so herdsman
+//! keeps the frame from it and ends the connection with the code the RFC names (`Breach`).
 
 #[cfg(test)]
 use std::time::Duration;
@@ -19,10 +24,27 @@ const PRIORITY: u8 = 0x2;
 const RST_STREAM: u8 = 0x3;
 const SETTINGS: u8 = 0x4;
 const PING: u8 = 0x6;
+const GOAWAY: u8 = 0x7;
 const WINDOW_UPDATE: u8 = 0x8;
 const CONTINUATION: u8 = 0x9;
 /// END_STREAM on DATA and HEADERS.
 const END_STREAM: u8 = 0x1;
+/// ACK on SETTINGS and PING.
+const ACK: u8 = 0x1;
+
+/// The error codes (§7) of a `Breach`.
+pub const PROTOCOL_ERROR: u32 = 0x1;
+pub const FRAME_SIZE_ERROR: u32 = 0x6;
+
+/// A frame that ends the connection by its header alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Breach {
+    /// The error code of the connection error (§7).
+    pub code: u32,
+    /// How many of the bytes given to the `saw` call that found it came before the frame (the
+    /// crate may read those; none from the frame on).
+    pub before: usize,
+}
 
 /// The limits of the budget.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -70,6 +92,10 @@ pub struct FrameWatch {
     refilled: Instant,
     /// The budget ran out.
     spent: bool,
+    /// The next frame is the client's first, which must be SETTINGS (§3.4).
+    first: bool,
+    /// The frame that broke the protocol, once one did: nothing after it is read.
+    breach: Option<Breach>,
 }
 
 impl FrameWatch {
@@ -86,7 +112,14 @@ impl FrameWatch {
             left: budget.burst,
             refilled: now,
             spent: false,
+            first: preface > 0,
+            breach: None,
         }
+    }
+
+    /// The frame that broke the protocol, if one did.
+    pub fn breach(&self) -> Option<Breach> {
+        self.breach
     }
 
     /// Whether the client spent its whole budget.
@@ -96,7 +129,8 @@ impl FrameWatch {
 
     /// Reads `bytes`, the next the client sent; true when the budget ran out in them.
     pub fn saw(&mut self, mut bytes: &[u8], now: Instant) -> bool {
-        while !bytes.is_empty() {
+        let given = bytes.len();
+        while !bytes.is_empty() && self.breach.is_none() {
             match self.position {
                 Position::Preface(left) => {
                     let take = left.min(bytes.len());
@@ -107,6 +141,8 @@ impl FrameWatch {
                     };
                 }
                 Position::Header(read) => {
+                    // A header begun in an earlier call has no byte before this one's start.
+                    let before = given - bytes.len();
                     let take = (9 - read).min(bytes.len());
                     self.header[read..read + take].copy_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
@@ -116,6 +152,10 @@ impl FrameWatch {
                     }
                     let length =
                         u32::from_be_bytes([0, self.header[0], self.header[1], self.header[2]]);
+                    if let Some(code) = self.breaks(self.header[3], self.header[4], length) {
+                        self.breach = Some(Breach { code, before });
+                        break;
+                    }
                     self.frame(self.header[3], self.header[4], length, now);
                     self.position = match length {
                         0 => Position::Header(0),
@@ -133,6 +173,23 @@ impl FrameWatch {
             }
         }
         self.spent
+    }
+
+    /// The connection error a frame's header alone makes it (§3.4, and the fixed or bounded
+    /// lengths of §6.3 to §6.9), if any.
+    fn breaks(&mut self, kind: u8, flags: u8, length: u32) -> Option<u32> {
+        if std::mem::take(&mut self.first) && (kind != SETTINGS || flags & ACK != 0) {
+            return Some(PROTOCOL_ERROR);
+        }
+        let wrong_length = match kind {
+            PRIORITY => length != 5,
+            RST_STREAM | WINDOW_UPDATE => length != 4,
+            SETTINGS => !length.is_multiple_of(6) || (flags & ACK != 0 && length != 0),
+            PING => length != 8,
+            GOAWAY => length < 8,
+            _ => false,
+        };
+        wrong_length.then_some(FRAME_SIZE_ERROR)
     }
 
     /// Counts one frame by its header.
@@ -207,7 +264,9 @@ mod tests {
         let now = Instant::now();
         let mut watch = FrameWatch::new(SMALL, 24, now);
         assert!(!watch.saw(&[b'P'; 24], now), "the preface is not frames");
-        let pings: Vec<u8> = (0..10).flat_map(|_| frame(PING, 0, 8)).collect();
+        // SETTINGS first (§3.4), then PINGs: ten frames, the whole burst.
+        let mut pings = frame(SETTINGS, 0, 0);
+        pings.extend((0..9).flat_map(|_| frame(PING, 0, 8)));
         assert!(!watch.saw(&pings, now));
         // A request earns two more; the frames it brings cost nothing.
         let mut request = frame(HEADERS, 0x4, 20);
@@ -218,6 +277,68 @@ mod tests {
         assert!(!watch.saw(&frame(SETTINGS, 0, 0), now));
         assert!(watch.saw(&frame(PING, 0, 8), now), "the budget is spent");
         assert!(watch.spent());
+    }
+
+    #[test]
+    fn a_frame_that_breaks_the_protocol_by_its_header_is_found_before_it() {
+        let now = Instant::now();
+        let mut watch = FrameWatch::new(SMALL, 24, now);
+        let mut bytes = vec![b'P'; 24];
+        bytes.extend(frame(SETTINGS, 0, 6));
+        bytes.extend(frame(PING, 0, 8));
+        let before = bytes.len();
+        bytes.extend(frame(PING, 0, 7));
+        bytes.extend(frame(PING, 0, 8));
+        watch.saw(&bytes, now);
+        let breach = Some(Breach {
+            code: FRAME_SIZE_ERROR,
+            before,
+        });
+        assert_eq!(watch.breach(), breach);
+        // Byte by byte: the same frame, found with nothing of the call before it.
+        let mut bytewise = FrameWatch::new(SMALL, 24, now);
+        let found: Vec<Breach> = bytes
+            .iter()
+            .filter_map(|b| {
+                bytewise.saw(std::slice::from_ref(b), now);
+                bytewise.breach()
+            })
+            .collect();
+        assert_eq!(
+            found[0],
+            Breach {
+                code: FRAME_SIZE_ERROR,
+                before: 0
+            }
+        );
+        // A first frame other than SETTINGS is an invalid preface.
+        let mut first = FrameWatch::new(SMALL, 24, now);
+        let mut bytes = vec![b'P'; 24];
+        bytes.extend(frame(PING, 0, 8));
+        first.saw(&bytes, now);
+        assert_eq!(
+            first.breach(),
+            Some(Breach {
+                code: PROTOCOL_ERROR,
+                before: 24
+            })
+        );
+        for (kind, flags, length) in [
+            (SETTINGS, ACK, 6),
+            (SETTINGS, 0, 4),
+            (RST_STREAM, 0, 5),
+            (WINDOW_UPDATE, 0, 3),
+            (PRIORITY, 0, 6),
+            (GOAWAY, 0, 7),
+        ] {
+            let mut watch = FrameWatch::new(SMALL, 0, now);
+            watch.saw(&frame(kind, flags, length), now);
+            assert_eq!(
+                watch.breach().map(|b| b.code),
+                Some(FRAME_SIZE_ERROR),
+                "{kind}"
+            );
+        }
     }
 
     #[test]

@@ -86,11 +86,13 @@ pub async fn serve(
     // The frames are counted from the start: the preface is not read here yet, whatever of it
     // came with the first bytes.
     let calm = Rc::new(Notify::new());
+    let breach = Rc::new(Cell::new(None));
     let io = Prefixed {
         received,
         stream,
         watch: FrameWatch::new(budget, PREFACE.len(), Instant::now()),
         calm: Rc::clone(&calm),
+        breach: Rc::clone(&breach),
     };
     let mut connection =
         match timeout_at(handshake_deadline, builder.handshake::<_, Bytes>(io)).await {
@@ -122,6 +124,15 @@ pub async fn serve(
         let accepted = tokio::select! {
             accepted = connection.accept() => accepted,
             () = calm.notified(), if !calmed => {
+                if let Some(code) = breach.get() {
+                    // A frame that broke the protocol by its header (frames.rs).
+                    tracing::debug!(client = %peer, code, "HTTP/2 connection error");
+                    connection.abrupt_shutdown(h2::Reason::from(code));
+                    counters.goaway_sent(code);
+                    calmed = true;
+                    stopping = true;
+                    continue;
+                }
                 // The client spent its budget of frames that ask nothing (frames.rs).
                 tracing::warn!(client = %peer, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
                 connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
@@ -264,13 +275,15 @@ impl<F: FnMut()> Drop for OnDrop<F> {
 }
 
 /// The connection's stream with the bytes already read from it in front, its frames counted as
-/// they pass (`frames.rs`): once the client spent its budget, nothing more is read from it, and
-/// `calm` wakes the connection's task to send GOAWAY.
+/// they pass (`frames.rs`): once the client spent its budget, or sent a frame that breaks the
+/// protocol by its header (kept from the crate, its error code put in `breach`), nothing more is
+/// read from it, and `calm` wakes the connection's task to send GOAWAY.
 struct Prefixed {
     received: Buffer,
     stream: Stream,
     watch: FrameWatch,
     calm: Rc<Notify>,
+    breach: Rc<Cell<Option<u32>>>,
 }
 
 impl AsyncRead for Prefixed {
@@ -280,7 +293,7 @@ impl AsyncRead for Prefixed {
         out: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.watch.spent() {
+        if this.watch.spent() || this.watch.breach().is_some() {
             // Nothing more from this client: the connection's task sends GOAWAY and closes.
             return Poll::Pending;
         }
@@ -293,7 +306,16 @@ impl AsyncRead for Prefixed {
         } else {
             ready!(Pin::new(&mut this.stream).poll_read(cx, out))?;
         }
-        if this.watch.saw(&out.filled()[before..], Instant::now()) {
+        let spent = this.watch.saw(&out.filled()[before..], Instant::now());
+        if let Some(breach) = this.watch.breach() {
+            out.set_filled(before + breach.before);
+            this.breach.set(Some(breach.code));
+            this.calm.notify_one();
+            if breach.before == 0 {
+                // No bytes is not the end of the stream: the connection's task ends it.
+                return Poll::Pending;
+            }
+        } else if spent {
             this.calm.notify_one();
         }
         Poll::Ready(Ok(()))

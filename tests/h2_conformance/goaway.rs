@@ -10,6 +10,14 @@ cases! {
         conn.expect_goaway(PROTOCOL_ERROR);
     }
 
+    /// §6.8: a GOAWAY shorter than its 8 octets of last stream and error code is a connection
+    /// error of type FRAME_SIZE_ERROR (§4.2: a frame on stream 0).
+    fn s6_8_goaway_shorter_than_8_octets_is_frame_size_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(GOAWAY, 0, 0, &[0, 0, 0, 0, 0, 0]);
+        conn.expect_goaway(FRAME_SIZE_ERROR);
+    }
+
     /// §6.8: the client's GOAWAY (NO_ERROR, with debug data) says it opens no more streams;
     /// the connection is not broken by it: a PING is still answered, or it closes cleanly.
     fn s6_8_a_client_goaway_is_accepted(transport) {

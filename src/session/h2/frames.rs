@@ -9,8 +9,9 @@
 //!
 //! The same reading finds the frames whose header alone breaks RFC 9113 — a first frame that is
 //! not SETTINGS (§3.4), a control frame of the wrong length (§6.3 to §6.9: FRAME_SIZE_ERROR) —
-//! before the crate reads them: it would end the connection with PROTOCOL_ERROR, so herdsman
-//! keeps the frame from it and ends the connection with the code the RFC names (`Breach`).
+//! and a SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1 (§6.5.2: FLOW_CONTROL_ERROR), before the
+//! crate reads them: it would end the connection with PROTOCOL_ERROR, so herdsman keeps the
+//! frame from it and ends the connection with the code the RFC names (`Breach`).
 
 #[cfg(test)]
 use std::time::Duration;
@@ -35,6 +36,11 @@ const ACK: u8 = 0x1;
 /// The error codes (§7) of a `Breach`.
 pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const FRAME_SIZE_ERROR: u32 = 0x6;
+pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+
+/// SETTINGS_INITIAL_WINDOW_SIZE (§6.5.2), and the largest window it may set (§6.9.1).
+const INITIAL_WINDOW_SIZE: u16 = 0x4;
+const MAX_WINDOW: u32 = (1 << 31) - 1;
 
 /// A frame that ends the connection by its header alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -96,6 +102,10 @@ pub struct FrameWatch {
     first: bool,
     /// The frame that broke the protocol, once one did: nothing after it is read.
     breach: Option<Breach>,
+    /// Where in the bytes of this `saw` call the frame being read began (0: in an earlier one).
+    frame_start: usize,
+    /// In a SETTINGS frame's payload: the parameter being read and how many of its 6 bytes.
+    setting: Option<([u8; 6], usize)>,
 }
 
 impl FrameWatch {
@@ -114,6 +124,8 @@ impl FrameWatch {
             spent: false,
             first: preface > 0,
             breach: None,
+            frame_start: 0,
+            setting: None,
         }
     }
 
@@ -130,6 +142,7 @@ impl FrameWatch {
     /// Reads `bytes`, the next the client sent; true when the budget ran out in them.
     pub fn saw(&mut self, mut bytes: &[u8], now: Instant) -> bool {
         let given = bytes.len();
+        self.frame_start = 0;
         while !bytes.is_empty() && self.breach.is_none() {
             match self.position {
                 Position::Preface(left) => {
@@ -143,6 +156,9 @@ impl FrameWatch {
                 Position::Header(read) => {
                     // A header begun in an earlier call has no byte before this one's start.
                     let before = given - bytes.len();
+                    if read == 0 {
+                        self.frame_start = before;
+                    }
                     let take = (9 - read).min(bytes.len());
                     self.header[read..read + take].copy_from_slice(&bytes[..take]);
                     bytes = &bytes[take..];
@@ -157,6 +173,7 @@ impl FrameWatch {
                         break;
                     }
                     self.frame(self.header[3], self.header[4], length, now);
+                    self.setting = (self.header[3] == SETTINGS).then_some(([0; 6], 0));
                     self.position = match length {
                         0 => Position::Header(0),
                         n => Position::Payload(n),
@@ -164,6 +181,7 @@ impl FrameWatch {
                 }
                 Position::Payload(left) => {
                     let take = (left as usize).min(bytes.len());
+                    self.read_settings(&bytes[..take]);
                     bytes = &bytes[take..];
                     self.position = match left - take as u32 {
                         0 => Position::Header(0),
@@ -173,6 +191,31 @@ impl FrameWatch {
             }
         }
         self.spent
+    }
+
+    /// Reads SETTINGS parameters as their bytes pass: an initial window size above the largest
+    /// window is a breach (the frame's bytes withheld from its start).
+    fn read_settings(&mut self, bytes: &[u8]) {
+        let Some((mut setting, mut filled)) = self.setting else {
+            return;
+        };
+        for &byte in bytes {
+            setting[filled] = byte;
+            filled += 1;
+            if filled < 6 {
+                continue;
+            }
+            filled = 0;
+            let id = u16::from_be_bytes([setting[0], setting[1]]);
+            let value = u32::from_be_bytes([setting[2], setting[3], setting[4], setting[5]]);
+            if id == INITIAL_WINDOW_SIZE && value > MAX_WINDOW {
+                self.breach = Some(Breach {
+                    code: FLOW_CONTROL_ERROR,
+                    before: self.frame_start,
+                });
+            }
+        }
+        self.setting = Some((setting, filled));
     }
 
     /// The connection error a frame's header alone makes it (§3.4, and the fixed or bounded
@@ -321,6 +364,21 @@ mod tests {
             Some(Breach {
                 code: PROTOCOL_ERROR,
                 before: 24
+            })
+        );
+        // A window too large for §6.9.1, its SETTINGS frame split over two calls: withheld from
+        // the frame's start, which the first call already passed.
+        let mut window = FrameWatch::new(SMALL, 0, now);
+        let mut settings = frame(SETTINGS, 0, 12);
+        settings[9..21].copy_from_slice(&[0, 3, 0, 0, 0, 9, 0, 4, 0x80, 0, 0, 0]);
+        window.saw(&settings[..15], now);
+        assert_eq!(window.breach(), None);
+        window.saw(&settings[15..], now);
+        assert_eq!(
+            window.breach(),
+            Some(Breach {
+                code: FLOW_CONTROL_ERROR,
+                before: 0
             })
         );
         for (kind, flags, length) in [

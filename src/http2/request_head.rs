@@ -40,6 +40,9 @@ pub enum HeadProblem {
     /// §8.1.1 (and RFC 9110 §8.6).
     #[error("content-length is not one number")]
     BadLength,
+    /// §8.3.1: `*` (asterisk-form) is a `:path` for OPTIONS alone.
+    #[error(":path * on a request other than OPTIONS")]
+    AsteriskPath,
     /// §8.2.1: a value must not start or end with whitespace (SP or HTAB).
     #[error("a field value starts or ends with whitespace")]
     PaddedValue,
@@ -79,6 +82,9 @@ pub fn write_request_head(
         out.extend_from_slice(host);
     } else {
         let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        if target == "*" && head.method != Method::OPTIONS {
+            return Err(HeadProblem::AsteriskPath);
+        }
         out.extend_from_slice(target.as_bytes());
     }
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
@@ -209,34 +215,47 @@ mod tests {
     }
 
     #[test]
+    fn an_asterisk_path_is_for_options_alone() {
+        let asterisk = Request::get("*")
+            .header("host", "h.example")
+            .body(())
+            .unwrap();
+        assert_eq!(written(asterisk, true).0, Err(HeadProblem::AsteriskPath));
+        let options = Request::options("*")
+            .header("host", "h.example")
+            .body(())
+            .unwrap();
+        let (framing, head) = written(options, true);
+        assert_eq!(framing, Ok(BodyFraming::None));
+        assert!(head.starts_with("OPTIONS * HTTP/1.1\r\n"), "{head}");
+    }
+
+    /// What a POST (its body to come) with `name: value` is written as.
+    fn with_field(name: &str, value: &str) -> Result<BodyFraming, HeadProblem> {
+        let request = Request::post("https://e.example/")
+            .header(name, value)
+            .body(())
+            .unwrap();
+        written(request, false).0
+    }
+
+    #[test]
     fn values_may_not_start_or_end_with_whitespace() {
         for bad in [" a", "a ", "\ta", "a\t"] {
-            let request = Request::get("https://e.example/")
-                .header("x-field", bad)
-                .body(())
-                .unwrap();
             assert_eq!(
-                written(request, true).0,
+                with_field("x-field", bad),
                 Err(HeadProblem::PaddedValue),
                 "{bad:?}"
             );
         }
-        let inner = Request::get("https://e.example/")
-            .header("x-field", "a b\tc")
-            .body(())
-            .unwrap();
-        assert_eq!(written(inner, true).0, Ok(BodyFraming::None));
+        assert_eq!(with_field("x-field", "a b\tc"), Ok(BodyFraming::Chunked));
     }
 
     #[test]
     fn content_lengths_must_be_one_number() {
         for bad in ["", "-1", "1,2", "x"] {
-            let request = Request::post("https://e.example/")
-                .header("content-length", bad)
-                .body(())
-                .unwrap();
             assert_eq!(
-                written(request, false).0,
+                with_field("content-length", bad),
                 Err(HeadProblem::BadLength),
                 "{bad:?}"
             );

@@ -230,6 +230,23 @@ cases! {
         malformed(transport, request_without(":path").field(":path", ""));
     }
 
+    /// §8.3.1: a `:path` that is neither an absolute path nor `*` (for OPTIONS).
+    fn s8_3_1_a_path_without_a_leading_slash_is_malformed(transport) {
+        malformed(transport, request_without(":path").field(":path", "relative"));
+    }
+
+    /// §8.3.1: `*` is a `:path` for OPTIONS only.
+    fn s8_3_1_an_asterisk_path_is_malformed_but_for_options(transport) {
+        malformed(transport, request_without(":path").field(":path", "*"));
+    }
+
+    /// §8.3.1: OPTIONS `*` (asterisk-form) is served; the server sees `OPTIONS *`.
+    fn s8_3_1_options_asterisk_is_served(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_headers(1, END_STREAM, &Block::request("OPTIONS", "*"));
+        conn.expect_ok(1, "OPTIONS", "*");
+    }
+
     /// §8.3.1: no `:method`.
     fn s8_3_1_no_method_is_malformed(transport) {
         malformed(transport, request_without(":method"));

@@ -117,6 +117,12 @@ cases! {
         conn.expect_reset(1, PROTOCOL_ERROR);
     }
 
+    /// §8.1.1: a content-length above 0 on a request the HEADERS frame ended (no DATA at all).
+    fn s8_1_1_content_length_without_data_is_malformed(transport) {
+        let block = Block::request("POST", "/").field("content-length", "5");
+        malformed(transport, block);
+    }
+
     /// §8.1.1: a content-length that is not a number.
     fn s8_1_1_a_content_length_that_is_no_number_is_malformed(transport) {
         let mut conn = Conn::start(transport);

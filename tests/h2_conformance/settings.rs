@@ -85,6 +85,18 @@ cases! {
         assert_eq!(response.data_frames[0], 1, "{:?}", response.data_frames);
     }
 
+    /// §6.5.2 with RFC 7541 §4.2: a client's SETTINGS_HEADER_TABLE_SIZE of 0 bounds herdsman's
+    /// encoder: across responses (whose fields repeat), it refers to no entry of a dynamic
+    /// table the client does not keep.
+    fn s6_5_2_a_header_table_size_of_0_is_kept_to(transport) {
+        let mut conn = Conn::open(transport);
+        conn.handshake(&[(HEADER_TABLE_SIZE, 0)]);
+        for stream in [1, 3, 5] {
+            conn.send_get(stream, "/no-table");
+            conn.expect_ok(stream, "GET", "/no-table");
+        }
+    }
+
     /// §4.2 and §6.5.2: herdsman keeps to the client's SETTINGS_MAX_FRAME_SIZE (the default,
     /// 2^14): a body of 40,000 octets comes back in DATA frames of at most that.
     fn s6_5_2_response_frames_keep_to_the_clients_max_frame_size(transport) {

@@ -163,6 +163,11 @@ impl Conn {
     /// The preface and a SETTINGS frame of `settings`; herdsman's SETTINGS read and
     /// acknowledged, and its acknowledgement of ours read.
     pub fn handshake(&mut self, settings: &[(u16, u32)]) {
+        for &(id, value) in settings {
+            if id == HEADER_TABLE_SIZE {
+                self.decoder.allow(value as usize);
+            }
+        }
         self.send(PREFACE);
         self.send_frame(SETTINGS, 0, 0, &settings_payload(settings));
         match self.next() {

@@ -225,12 +225,15 @@ pub fn string(out: &mut Vec<u8>, text: &[u8], huffman: bool) {
     }
 }
 
-/// Decodes herdsman's field blocks, keeping the dynamic table (4,096 octets, the default
-/// SETTINGS_HEADER_TABLE_SIZE the cases never change for herdsman's encoder).
+/// Decodes herdsman's field blocks, keeping the dynamic table within the client's
+/// SETTINGS_HEADER_TABLE_SIZE (4,096 octets unless the client's SETTINGS said otherwise).
 pub struct Decoder {
     table: VecDeque<(String, String)>,
     size: usize,
+    /// The table's size, as herdsman's last size update set it.
     max: usize,
+    /// What the client allows (its SETTINGS_HEADER_TABLE_SIZE).
+    limit: usize,
 }
 
 impl Default for Decoder {
@@ -239,11 +242,19 @@ impl Default for Decoder {
             table: VecDeque::new(),
             size: 0,
             max: 4096,
+            limit: 4096,
         }
     }
 }
 
 impl Decoder {
+    /// The client's SETTINGS_HEADER_TABLE_SIZE is `limit`: herdsman's encoder may keep no more.
+    pub fn allow(&mut self, limit: usize) {
+        self.limit = limit;
+        self.max = self.max.min(limit);
+        self.evict(0);
+    }
+
     /// The fields of `block`; panics (failing the case) on bytes herdsman should not have sent.
     pub fn decode(&mut self, block: &[u8]) -> Vec<(String, String)> {
         let mut fields = Vec::new();
@@ -255,6 +266,12 @@ impl Decoder {
                 fields.push(self.entry(index));
             } else if first & 0xe0 == 0x20 {
                 self.max = read_integer(block, &mut at, 5);
+                assert!(
+                    self.max <= self.limit,
+                    "herdsman's table size update to {} is above the client's {}",
+                    self.max,
+                    self.limit
+                );
                 self.evict(0);
             } else {
                 let (bits, indexing) = if first & 0xc0 == 0x40 {

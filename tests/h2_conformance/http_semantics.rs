@@ -72,10 +72,10 @@ cases! {
     /// §8.1: a POST with trailers (a HEADERS frame with END_STREAM after the DATA) is served.
     fn s8_1_a_post_with_trailers_is_served(transport) {
         let mut conn = Conn::start(transport);
-        conn.send_post_head(1, "/trailers");
+        conn.send_post_head(1, "/with-trailers");
         conn.send_frame(DATA, 0, 1, b"with trailers");
         conn.send_headers(1, END_STREAM, &Block::new().field("x-checksum", "abc"));
-        conn.expect_echo(1, "/trailers", b"with trailers");
+        conn.expect_echo(1, "/with-trailers", b"with trailers");
     }
 
     /// §8.1: a second HEADERS frame without END_STREAM (trailers that do not end the stream)
@@ -234,6 +234,28 @@ cases! {
     /// §8.3.1: an empty `:path`.
     fn s8_3_1_an_empty_path_is_malformed(transport) {
         malformed(transport, request_without(":path").field(":path", ""));
+    }
+
+    /// §8.1: a response's trailer section comes as a last HEADERS frame with END_STREAM, with
+    /// no pseudo-header field in it.
+    fn s8_1_response_trailers_end_the_stream(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_get(1, "/trailers");
+        let response = conn.expect_response(1);
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.body, b"hello");
+        assert_eq!(response.trailers, [("x-checksum".to_string(), "42".to_string())]);
+    }
+
+    /// §8.1: an interim response (100) is a HEADERS frame without END_STREAM before the final
+    /// one.
+    fn s8_1_an_interim_response_comes_before_the_final_one(transport) {
+        let mut conn = Conn::start(transport);
+        let block = Block::request("POST", "/continue").field("expect", "100-continue");
+        conn.send_headers(1, 0, &block);
+        conn.expect_interim(1, 100);
+        conn.send_frame(DATA, END_STREAM, 1, b"continued");
+        conn.expect_echo(1, "/continue", b"continued");
     }
 
     /// §8.3.1: a `:path` that is neither an absolute path nor `*` (for OPTIONS).

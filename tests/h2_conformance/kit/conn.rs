@@ -462,6 +462,27 @@ impl Conn {
         }
     }
 
+    /// An interim response with `status` on `stream`: a HEADERS frame without END_STREAM.
+    pub fn expect_interim(&mut self, stream: u32, status: u16) {
+        let (fields, end_stream) = self.wait_for(
+            &format!("a {status} on stream {stream}"),
+            |event| match event {
+                Event::Headers {
+                    stream: s,
+                    end_stream,
+                    fields,
+                } if *s == stream => Some((fields.clone(), *end_stream)),
+                _ => None,
+            },
+        );
+        let head = Response {
+            fields,
+            ..Response::default()
+        };
+        assert_eq!(head.status(), status, "{head:?}");
+        assert!(!end_stream, "an interim response does not end the stream");
+    }
+
     /// The content of the next DATA frame with content on `stream`.
     pub fn expect_data(&mut self, stream: u32) -> Vec<u8> {
         self.wait_for(&format!("DATA on stream {stream}"), |event| match event {

@@ -42,9 +42,13 @@ const ECHOED: [(&str, &str); 4] = [
 /// The server behind every herdsman: 200 with the request's body (or [`GREETING`]), the
 /// method and target, and the fields of [`ECHOED`]; a HEAD is answered with the length of
 /// the greeting and no body; `/connection-fields` is answered chunked, with the fields HTTP/2
-/// forbids (§8.2.2) that herdsman must leave out.
+/// forbids (§8.2.2) that herdsman must leave out; `/trailers` is answered chunked with a trailer
+/// section; a request that expects `100-continue` gets it first.
 fn mock_server() -> Mock {
     Mock::start(|ex| {
+        if ex.head.has_token("expect", "100-continue") {
+            ex.write(b"HTTP/1.1 100 Continue\r\n\r\n")?;
+        }
         let body = ex.read_body()?;
         let method = ex.head.method().to_string();
         let target = ex.head.target().to_string();
@@ -52,6 +56,13 @@ fn mock_server() -> Mock {
             ex.write(
                 b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nKeep-Alive: timeout=5\r\n\
                   Transfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n",
+            )?;
+            return Ok(Flow::KeepAlive);
+        }
+        if target == "/trailers" {
+            ex.write(
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nTrailer: x-checksum\r\n\r\n\
+                  5\r\nhello\r\n0\r\nx-checksum: 42\r\n\r\n",
             )?;
             return Ok(Flow::KeepAlive);
         }

@@ -26,10 +26,13 @@ cases! {
         conn.expect_goaway(PROTOCOL_ERROR);
     }
 
-    /// §6.7: PING of a length other than 8 is a connection error of type FRAME_SIZE_ERROR.
+    /// §6.7: PING of a length other than 8 is a connection error of type FRAME_SIZE_ERROR (its
+    /// GOAWAY naming the stream served before it as the last).
     fn s6_7_ping_of_the_wrong_length_is_frame_size_error(transport) {
         let mut conn = Conn::start(transport);
+        conn.send_get(1, "/before-the-ping");
+        conn.expect_ok(1, "GET", "/before-the-ping");
         conn.send_frame(PING, 0, 0, b"short");
-        conn.expect_goaway(FRAME_SIZE_ERROR);
+        assert_eq!(conn.expect_goaway(FRAME_SIZE_ERROR), 1, "the last stream");
     }
 }

@@ -173,10 +173,20 @@ cases! {
     }
 
     /// §5.4.1: after a connection error herdsman sends GOAWAY and closes the TCP connection (a
-    /// PING on stream 3 is one).
+    /// PING on stream 3 is one); §6.8: the GOAWAY names the last stream it served (1), so the
+    /// client knows which requests it may send again.
     fn s5_4_1_a_connection_error_closes_the_connection(transport) {
         let mut conn = Conn::start(transport);
+        conn.send_get(1, "/before-the-error");
+        conn.expect_ok(1, "GET", "/before-the-error");
         conn.send_frame(PING, 0, 3, b"onstream");
-        conn.expect_goaway(PROTOCOL_ERROR);
+        assert_eq!(conn.expect_goaway(PROTOCOL_ERROR), 1, "the last stream");
+    }
+
+    /// §6.8: a connection error before any stream names stream 0 as the last.
+    fn s6_8_a_goaway_before_any_stream_names_stream_0(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_frame(PING, 0, 3, b"onstream");
+        assert_eq!(conn.expect_goaway(PROTOCOL_ERROR), 0, "the last stream");
     }
 }

@@ -332,16 +332,22 @@ impl Conn {
     }
 
     /// A connection error (§5.4.1): GOAWAY with `code`, then the connection closed.
-    pub fn expect_goaway(&mut self, code: u32) {
-        let got = self.wait_for(
-            &format!("GOAWAY {}", code_name(code)),
-            |event| match event {
-                Event::Frame(frame) if frame.kind == GOAWAY => frame.error_code(),
-                _ => None,
-            },
-        );
+    /// Returns the GOAWAY's last stream identifier.
+    pub fn expect_goaway(&mut self, code: u32) -> u32 {
+        let (got, last_stream) =
+            self.wait_for(
+                &format!("GOAWAY {}", code_name(code)),
+                |event| match event {
+                    Event::Frame(frame) if frame.kind == GOAWAY => {
+                        let last = u32::from_be_bytes(frame.payload.get(..4)?.try_into().ok()?);
+                        Some((frame.error_code()?, last & 0x7fff_ffff))
+                    }
+                    _ => None,
+                },
+            );
         assert_eq!(code_name(got), code_name(code), "GOAWAY's error code");
         self.expect_closed();
+        last_stream
     }
 
     /// The connection closes (frames before the close are let pass).

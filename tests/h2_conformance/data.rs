@@ -37,7 +37,6 @@ cases! {
     }
 
     /// §6.1: DATA on a stream not open (half-closed (remote) here) is STREAM_CLOSED.
-    #[ignore = "h2 crate: DATA on a stream the client ended is a PROTOCOL_ERROR to it"]
     fn s6_1_data_on_a_stream_not_open_is_stream_closed(transport) {
         let mut conn = Conn::start(transport);
         conn.send_post_head(1, "/ended");

@@ -44,7 +44,6 @@ cases! {
     /// a stream error of type STREAM_CLOSED — DATA after END_STREAM. (Whether the response
     /// closed the stream first is a race the client cannot see: then it is closed, and the
     /// error is the connection's, of the same type.)
-    #[ignore = "h2 crate: DATA on a stream the client ended is a PROTOCOL_ERROR to it"]
     fn s5_1_half_closed_remote_data_is_stream_closed(transport) {
         let mut conn = Conn::start(transport);
         conn.send_get(1, "/half-closed");

@@ -8,8 +8,9 @@
 //! far inside it.
 //!
 //! The same reading finds the frames whose header alone breaks RFC 9113 — a first frame that is
-//! not SETTINGS (§3.4), a control frame of the wrong length (§6.3 to §6.9: FRAME_SIZE_ERROR) —
-//! and a SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1 (§6.5.2: FLOW_CONTROL_ERROR), before the
+//! not SETTINGS (§3.4), a control frame of the wrong length (§6.3 to §6.9: FRAME_SIZE_ERROR),
+//! DATA on a stream the client already ended (§5.1: STREAM_CLOSED) — and a
+//! SETTINGS_INITIAL_WINDOW_SIZE above 2^31-1 (§6.5.2: FLOW_CONTROL_ERROR), before the
 //! crate reads them: it would end the connection with PROTOCOL_ERROR, so herdsman keeps the
 //! frame from it and ends the connection with the code the RFC names (`Breach`).
 
@@ -32,11 +33,17 @@ const CONTINUATION: u8 = 0x9;
 const END_STREAM: u8 = 0x1;
 /// ACK on SETTINGS and PING.
 const ACK: u8 = 0x1;
+/// END_HEADERS on HEADERS and CONTINUATION.
+const END_HEADERS: u8 = 0x4;
 
 /// The error codes (§7) of a `Breach`.
 pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const FRAME_SIZE_ERROR: u32 = 0x6;
 pub const FLOW_CONTROL_ERROR: u32 = 0x3;
+pub const STREAM_CLOSED: u32 = 0x5;
+
+/// How many of the streams the client ended last are remembered, for DATA after their end.
+const ENDED_STREAMS: usize = 16;
 
 /// SETTINGS_INITIAL_WINDOW_SIZE (§6.5.2), and the largest window it may set (§6.9.1).
 const INITIAL_WINDOW_SIZE: u16 = 0x4;
@@ -106,6 +113,12 @@ pub struct FrameWatch {
     frame_start: usize,
     /// In a SETTINGS frame's payload: the parameter being read and how many of its 6 bytes.
     setting: Option<([u8; 6], usize)>,
+    /// The streams the client ended (END_STREAM) last, a ring (0: none), and where the next goes.
+    ended: [u32; ENDED_STREAMS],
+    ended_next: usize,
+    /// A field block still open (HEADERS without END_HEADERS): its stream, and whether its
+    /// HEADERS ended the stream (which it does once the block is whole).
+    block: Option<(u32, bool)>,
 }
 
 impl FrameWatch {
@@ -126,6 +139,9 @@ impl FrameWatch {
             breach: None,
             frame_start: 0,
             setting: None,
+            ended: [0; ENDED_STREAMS],
+            ended_next: 0,
+            block: None,
         }
     }
 
@@ -168,10 +184,18 @@ impl FrameWatch {
                     }
                     let length =
                         u32::from_be_bytes([0, self.header[0], self.header[1], self.header[2]]);
-                    if let Some(code) = self.breaks(self.header[3], self.header[4], length) {
+                    let stream = u32::from_be_bytes([
+                        self.header[5],
+                        self.header[6],
+                        self.header[7],
+                        self.header[8],
+                    ]) & 0x7fff_ffff;
+                    if let Some(code) = self.breaks(self.header[3], self.header[4], length, stream)
+                    {
                         self.breach = Some(Breach { code, before });
                         break;
                     }
+                    self.follow_ends(self.header[3], self.header[4], stream);
                     self.frame(self.header[3], self.header[4], length, now);
                     self.setting = (self.header[3] == SETTINGS).then_some(([0; 6], 0));
                     self.position = match length {
@@ -218,11 +242,16 @@ impl FrameWatch {
         self.setting = Some((setting, filled));
     }
 
-    /// The connection error a frame's header alone makes it (§3.4, and the fixed or bounded
-    /// lengths of §6.3 to §6.9), if any.
-    fn breaks(&mut self, kind: u8, flags: u8, length: u32) -> Option<u32> {
+    /// The connection error a frame's header alone makes it (§3.4, §5.1, and the fixed or
+    /// bounded lengths of §6.3 to §6.9), if any.
+    fn breaks(&mut self, kind: u8, flags: u8, length: u32, stream: u32) -> Option<u32> {
         if std::mem::take(&mut self.first) && (kind != SETTINGS || flags & ACK != 0) {
             return Some(PROTOCOL_ERROR);
+        }
+        // DATA after the client's END_STREAM: the stream is half-closed (remote) or closed,
+        // STREAM_CLOSED either way (inside a field block, DATA is the crate's PROTOCOL_ERROR).
+        if kind == DATA && stream != 0 && self.block.is_none() && self.ended.contains(&stream) {
+            return Some(STREAM_CLOSED);
         }
         let wrong_length = match kind {
             PRIORITY => length != 5,
@@ -233,6 +262,26 @@ impl FrameWatch {
             _ => false,
         };
         wrong_length.then_some(FRAME_SIZE_ERROR)
+    }
+
+    /// Notes the streams the client ends: by DATA or HEADERS with END_STREAM, the latter once
+    /// its field block is whole.
+    fn follow_ends(&mut self, kind: u8, flags: u8, stream: u32) {
+        let ends = match kind {
+            HEADERS if flags & END_HEADERS == 0 => {
+                self.block = Some((stream, flags & END_STREAM != 0));
+                false
+            }
+            HEADERS | DATA => flags & END_STREAM != 0,
+            CONTINUATION if flags & END_HEADERS != 0 => {
+                self.block.take().is_some_and(|(_, ended)| ended)
+            }
+            _ => false,
+        };
+        if ends {
+            self.ended[self.ended_next] = stream;
+            self.ended_next = (self.ended_next + 1) % ENDED_STREAMS;
+        }
     }
 
     /// Counts one frame by its header.
@@ -381,6 +430,18 @@ mod tests {
                 before: 0
             })
         );
+        // DATA on a stream the client ended: STREAM_CLOSED; on one whose block is open, not
+        // this watch's to judge.
+        let mut after_end = FrameWatch::new(SMALL, 0, now);
+        let mut bytes = frame(HEADERS, END_STREAM | END_HEADERS, 4);
+        bytes.extend(frame(DATA, 0, 4));
+        after_end.saw(&bytes, now);
+        assert_eq!(after_end.breach().map(|b| b.code), Some(STREAM_CLOSED));
+        let mut in_block = FrameWatch::new(SMALL, 0, now);
+        let mut bytes = frame(HEADERS, END_STREAM, 4);
+        bytes.extend(frame(DATA, 0, 4));
+        in_block.saw(&bytes, now);
+        assert_eq!(in_block.breach(), None);
         for (kind, flags, length) in [
             (SETTINGS, ACK, 6),
             (SETTINGS, 0, 4),

@@ -121,6 +121,23 @@ fn h2c_with_prior_knowledge_and_http11_share_a_port() {
 }
 
 #[test]
+fn a_broken_preface_on_an_h2c_port_gets_goaway_protocol_error_not_an_http11_status() {
+    let server = Mock::echo();
+    let proxy = start(&server, "h2c = true", "");
+    let got = flood(
+        proxy.addr,
+        b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n\0\0\0\x04\0\0\0\0\0".to_vec(),
+    );
+    assert!(has_goaway(&got, 1), "{got:?}");
+    assert!(
+        !got.starts_with(b"HTTP/1.1"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
+    assert!(server.heads().is_empty());
+}
+
+#[test]
 fn bodies_stream_both_ways_with_and_without_a_length() {
     let server = Mock::echo();
     let proxy = start(&server, "h2c = true", "");

@@ -92,6 +92,11 @@ pub async fn serve<Q>(
     if stream.agreed_alpn(ALPN_H2) || (h2c && h2::is_preface(received.data())) {
         return h2::serve(context, stream, received, peer, listener).await;
     }
+    if h2c && h2::is_broken_preface(received.data()) {
+        // A connection error, answered in HTTP/2 rather than with an HTTP/1.1 status.
+        let _ = stream.try_write(&h2::GOAWAY_BROKEN_PREFACE);
+        return;
+    }
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
     let mut quiet_since = Instant::now();

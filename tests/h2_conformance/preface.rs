@@ -14,8 +14,8 @@ cases! {
 
     /// A preface that starts as HTTP/2's and then differs is a connection error of type
     /// PROTOCOL_ERROR; the GOAWAY may be left out, the close may not. (On h2c, where HTTP/1.1
-    /// shares the port, herdsman reads such bytes as an HTTP/1.1 request and answers its error
-    /// status before the close; h2spec's own invalid preface fails there for that reason.)
+    /// shares the port, herdsman sends GOAWAY PROTOCOL_ERROR rather than an HTTP/1.1 status:
+    /// `tests/http2.rs`.)
     fn s3_4_an_invalid_preface_closes_the_connection(transport) {
         let mut conn = Conn::open(transport);
         conn.send(b"PRI * HTTP/2.0\r\n\r\nXX\r\n\r\n");

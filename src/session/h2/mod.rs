@@ -46,6 +46,19 @@ const LAST_CALL: Duration = Duration::from_millis(250);
 /// Bytes a stream may have queued for the client beyond its window.
 const MAX_SEND_BUFFER: usize = 64 * 1024;
 
+/// The preface's request line: no HTTP/1.1 client sends it.
+const PREFACE_LINE: &[u8] = b"PRI * HTTP/2.0\r\n";
+
+/// What a cleartext client whose preface is broken gets before the close (§3.4): GOAWAY naming
+/// no stream, PROTOCOL_ERROR.
+pub const GOAWAY_BROKEN_PREFACE: [u8; 17] = [0, 0, 8, 7, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 1];
+
+/// Whether `received`, the first bytes of a cleartext connection, start HTTP/2's preface and then
+/// differ from it: a client speaking HTTP/2 wrongly, not an HTTP/1.1 request to answer.
+pub fn is_broken_preface(received: &[u8]) -> bool {
+    received.starts_with(PREFACE_LINE) && !is_preface(received)
+}
+
 /// Whether `received`, the first bytes of a cleartext connection, begin (or may yet begin) the
 /// HTTP/2 preface.
 pub fn is_preface(received: &[u8]) -> bool {

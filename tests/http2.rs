@@ -462,3 +462,96 @@ fn the_http2_section_sets_what_the_connection_advertises_and_refuses_what_cannot
     assert!(error.contains("http2.stream_window"), "{error}");
     assert!(error.contains("line: Some("), "{error}");
 }
+
+/// An HTTP/1.1 server that switches any request with an Upgrade to it and echoes the tunnel's
+/// bytes until the peer closes; it records the handshake it got.
+fn websocket_echo() -> Mock {
+    Mock::start(|ex| {
+        ex.read_body()?;
+        if ex.head.header("upgrade").is_none() {
+            ex.respond(400, &[], b"not a handshake")?;
+            return Ok(Flow::Close);
+        }
+        ex.write(
+            b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+              Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
+        )?;
+        loop {
+            let bytes = ex.conn.read_some()?;
+            if bytes.is_empty() {
+                return Ok(Flow::Close);
+            }
+            ex.write(&bytes)?;
+        }
+    })
+}
+
+#[test]
+fn an_extended_connect_carries_a_websocket_to_an_http11_server() {
+    let server = websocket_echo();
+    let proxy = start(&server, "h2c = true", "");
+    let addr = proxy.addr;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (status, fields, echoed, ended) = runtime.block_on(async move {
+        let socket = tokio::net::TcpStream::connect(addr).await.unwrap();
+        let (send, connection) = h2::client::handshake(socket).await.unwrap();
+        tokio::spawn(async move {
+            let _ = connection.await;
+        });
+        // herdsman's SETTINGS allow extended CONNECT (SETTINGS_ENABLE_CONNECT_PROTOCOL).
+        let mut send = send.ready().await.unwrap();
+        for _ in 0..100 {
+            if send.is_extended_connect_protocol_enabled() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        assert!(send.is_extended_connect_protocol_enabled());
+        let mut request = http::Request::connect(format!("http://{addr}/chat"))
+            .header("sec-websocket-version", "13")
+            .body(())
+            .unwrap();
+        request
+            .extensions_mut()
+            .insert(h2::ext::Protocol::from_static("websocket"));
+        let (response, mut stream) = send.send_request(request, false).unwrap();
+        let (head, mut body) = response.await.unwrap().into_parts();
+        stream
+            .send_data(bytes::Bytes::from_static(b"frame bytes"), false)
+            .unwrap();
+        let mut echoed = Vec::new();
+        while echoed.len() < 11 {
+            let data = body.data().await.unwrap().unwrap();
+            let _ = body.flow_control().release_capacity(data.len());
+            echoed.extend_from_slice(&data);
+        }
+        // The client ends its side; the server closes, and so the stream ends.
+        stream.send_data(bytes::Bytes::new(), true).unwrap();
+        let rest = async {
+            let mut rest = Vec::new();
+            while let Some(data) = body.data().await {
+                rest.extend_from_slice(&data.unwrap());
+            }
+            rest
+        };
+        let rest = tokio::time::timeout(std::time::Duration::from_secs(5), rest).await;
+        let ended = rest.as_deref() == Ok(&b""[..]);
+        (head.status.as_u16(), head.headers, echoed, ended)
+    });
+    assert_eq!(status, 200, "{fields:?}");
+    assert!(fields.get("sec-websocket-accept").is_none(), "{fields:?}");
+    assert!(fields.get("upgrade").is_none(), "{fields:?}");
+    assert_eq!(echoed, b"frame bytes");
+    assert!(ended, "the stream did not end after the tunnel closed");
+    let heads = server.heads();
+    assert_eq!(heads.len(), 1);
+    let handshake = &heads[0];
+    assert_eq!(handshake.first_line, "GET /chat HTTP/1.1");
+    assert_eq!(handshake.header("upgrade"), Some("websocket"));
+    assert_eq!(handshake.header("sec-websocket-version"), Some("13"));
+    let key = handshake.header("sec-websocket-key").expect("a key");
+    assert_eq!(key.len(), 24, "{key}");
+}

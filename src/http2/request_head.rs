@@ -8,6 +8,12 @@
 //! than `trailers`, uppercase names) and malformed pseudo-fields, as stream errors; what it lets
 //! through and §8 still calls malformed is refused here (`HeadProblem`), and the stream is reset
 //! with PROTOCOL_ERROR (§8.1.1), as the crate does — never answered.
+//!
+//! An extended CONNECT (RFC 8441: `:protocol = websocket`) is written as the HTTP/1.1 WebSocket
+//! handshake a server expects (§5): a GET of `:path` with `Upgrade: websocket`, `Connection:
+//! upgrade` and a `Sec-WebSocket-Key` of its own (HTTP/2 has none); its DATA frames are the
+//! tunnel's bytes (`BodyFraming::Tunnel`), and the server's 101 goes back as a 200
+//! (`response::ResponseReader::for_tunnel`).
 
 use http::request::Parts;
 use http::{header, Method};
@@ -22,6 +28,9 @@ pub enum BodyFraming {
     /// A body of unknown length, written in the chunked coding (its trailers as the trailer
     /// section).
     Chunked,
+    /// An extended CONNECT's tunnel: the DATA frames' bytes as they come, after a head that has
+    /// no body of its own.
+    Tunnel,
 }
 
 /// Why a stream's head is a malformed request (RFC 9113 §8.1.1: a stream error of type
@@ -46,6 +55,9 @@ pub enum HeadProblem {
     /// §8.2.1: a value must not start or end with whitespace (SP or HTAB).
     #[error("a field value starts or ends with whitespace")]
     PaddedValue,
+    /// RFC 8441 §4: an extended CONNECT for a protocol herdsman cannot carry (WebSocket alone).
+    #[error("an extended CONNECT for a protocol other than websocket")]
+    UnknownProtocol,
 }
 
 /// Writes `head` as an HTTP/1.1 request head into `out` (emptied first); `ended` says the
@@ -76,11 +88,21 @@ pub fn write_request_head(
         (None, Some(host)) => host.as_bytes(),
         (None, None) => return Err(HeadProblem::NoHost),
     };
-    out.extend_from_slice(head.method.as_str().as_bytes());
-    out.push(b' ');
-    if head.method == Method::CONNECT {
+    let protocol = head.extensions.get::<h2::ext::Protocol>();
+    let tunnel = head.method == Method::CONNECT && protocol.is_some();
+    if tunnel {
+        if !protocol.is_some_and(|p| p.as_str().eq_ignore_ascii_case("websocket")) {
+            return Err(HeadProblem::UnknownProtocol);
+        }
+        let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
+        out.extend_from_slice(b"GET ");
+        out.extend_from_slice(target.as_bytes());
+    } else if head.method == Method::CONNECT {
+        out.extend_from_slice(b"CONNECT ");
         out.extend_from_slice(host);
     } else {
+        out.extend_from_slice(head.method.as_str().as_bytes());
+        out.push(b' ');
         let target = head.uri.path_and_query().map_or("/", |p| p.as_str());
         if target == "*" && head.method != Method::OPTIONS {
             return Err(HeadProblem::AsteriskPath);
@@ -90,6 +112,11 @@ pub fn write_request_head(
     out.extend_from_slice(b" HTTP/1.1\r\nhost: ");
     out.extend_from_slice(host);
     out.extend_from_slice(b"\r\n");
+    if tunnel {
+        out.extend_from_slice(b"upgrade: websocket\r\nconnection: upgrade\r\nsec-websocket-key: ");
+        out.extend_from_slice(&websocket_key(fastrand::u128(..)));
+        out.extend_from_slice(b"\r\n");
+    }
     let mut cookies = 0;
     for cookie in head.headers.get_all(header::COOKIE) {
         out.extend_from_slice(if cookies == 0 { b"cookie: " } else { b"; " });
@@ -107,6 +134,10 @@ pub fn write_request_head(
             }
         }
         if name == header::HOST || name == header::COOKIE {
+            continue;
+        }
+        // The handshake's key is herdsman's own (the client sent none over HTTP/2).
+        if tunnel && name.as_str() == "sec-websocket-key" {
             continue;
         }
         if name == header::CONTENT_LENGTH {
@@ -129,6 +160,7 @@ pub fn write_request_head(
         out.extend_from_slice(b"\r\n");
     }
     let framing = match (length, ended) {
+        _ if tunnel => BodyFraming::Tunnel,
         (Some(length), _) => BodyFraming::Length(length),
         (None, true) => BodyFraming::None,
         (None, false) => {
@@ -138,6 +170,24 @@ pub fn write_request_head(
     };
     out.extend_from_slice(b"\r\n");
     Ok(framing)
+}
+
+/// A `Sec-WebSocket-Key` (RFC 6455 §4.1): 16 random bytes in base64.
+fn websocket_key(random: u128) -> [u8; 24] {
+    const ALPHABET: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let bytes = random.to_be_bytes();
+    let mut key = [b'='; 24];
+    for (group, out) in bytes.chunks(3).zip(key.chunks_mut(4)) {
+        let n = group
+            .iter()
+            .enumerate()
+            .fold(0u32, |n, (i, &b)| n | u32::from(b) << (16 - 8 * i));
+        let chars = group.len() + 1;
+        for (i, slot) in out.iter_mut().take(chars).enumerate() {
+            *slot = ALPHABET[(n >> (18 - 6 * i) & 63) as usize];
+        }
+    }
+    key
 }
 
 #[cfg(test)]
@@ -166,6 +216,43 @@ mod tests {
             head,
             "GET /a?b=1 HTTP/1.1\r\nhost: example.com\r\ncookie: a=1; b=2\r\naccept: */*\r\n\r\n"
         );
+    }
+
+    #[test]
+    fn an_extended_connect_becomes_a_websocket_handshake_of_herdsmans_own() {
+        let mut request = Request::connect("https://chat.test/room?x=1")
+            .header("sec-websocket-version", "13")
+            .header("sec-websocket-key", "from-the-client")
+            .header("origin", "https://chat.test")
+            .body(())
+            .unwrap();
+        request
+            .extensions_mut()
+            .insert(h2::ext::Protocol::from_static("websocket"));
+        let (framing, head) = written(request, false);
+        assert_eq!(framing, Ok(BodyFraming::Tunnel));
+        let (start, rest) = head.split_at(head.find("sec-websocket-key: ").unwrap());
+        assert_eq!(
+            start,
+            "GET /room?x=1 HTTP/1.1\r\nhost: chat.test\r\nupgrade: websocket\r\n\
+             connection: upgrade\r\n"
+        );
+        let key = &rest["sec-websocket-key: ".len()..][..24];
+        assert!(key.ends_with("=="), "{key}");
+        assert!(!head.contains("from-the-client"), "{head}");
+        assert!(head.ends_with("sec-websocket-version: 13\r\norigin: https://chat.test\r\n\r\n"));
+        let mut other = Request::connect("https://chat.test/").body(()).unwrap();
+        other
+            .extensions_mut()
+            .insert(h2::ext::Protocol::from_static("connect-udp"));
+        assert_eq!(written(other, false).0, Err(HeadProblem::UnknownProtocol));
+    }
+
+    #[test]
+    fn a_websocket_key_is_16_bytes_in_base64() {
+        // RFC 6455 §1.3's example nonce.
+        let key = websocket_key(u128::from_be_bytes(*b"the sample nonce"));
+        assert_eq!(&key, b"dGhlIHNhbXBsZSBub25jZQ==");
     }
 
     #[test]

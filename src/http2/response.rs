@@ -11,7 +11,7 @@ use http::{HeaderMap, StatusCode};
 
 use super::body::{forbidden_in_http2, BodyError, BodyPiece, BodyReader, HeadBytes};
 use crate::http1::chunked::ChunkedError;
-use crate::http1::{parse_response, Method, Response};
+use crate::http1::{parse_response, Body, Method, Response};
 
 /// Largest response head the exchange writes (its own limit for a server's head, and room).
 const MAX_HEAD: usize = 96 * 1024;
@@ -74,6 +74,9 @@ impl From<BodyPiece> for Piece {
 #[derive(Debug)]
 pub struct ResponseReader {
     method: Method,
+    /// The request was an extended CONNECT (RFC 8441): a 101 is its success, a 200 to the
+    /// client, and the tunnel's bytes follow as its body.
+    tunnel: bool,
     /// The head's bytes while they come in more than one write.
     head: HeadBytes,
     /// The body, once the final head went.
@@ -85,8 +88,18 @@ impl ResponseReader {
     pub fn new(method: Method) -> ResponseReader {
         ResponseReader {
             method,
+            tunnel: false,
             head: HeadBytes::default(),
             body: None,
+        }
+    }
+
+    /// A reader for the response to an extended CONNECT, written to the server as a WebSocket
+    /// handshake (`request_head`).
+    pub fn for_tunnel() -> ResponseReader {
+        ResponseReader {
+            tunnel: true,
+            ..ResponseReader::new(Method::Get)
         }
     }
 
@@ -118,7 +131,7 @@ impl ResponseReader {
     }
 
     fn read_head(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
-        let method = self.method;
+        let (method, tunnel) = (self.method, self.tunnel);
         let (taken, made) = self
             .head
             .parse(input, |bytes| -> Result<_, ResponseError> {
@@ -128,6 +141,15 @@ impl ResponseReader {
                 let Some(response) = parsed else {
                     return Ok(None);
                 };
+                if tunnel && response.code == 101 {
+                    // RFC 8441 §5: the tunnel is open; its bytes are the stream's DATA.
+                    let mut head = http2_response(&Response {
+                        code: 200,
+                        ..response
+                    })?;
+                    head.headers_mut().remove("sec-websocket-accept");
+                    return Ok(Some(((head, false, Body::UntilClose), response.head_len)));
+                }
                 let head = http2_response(&response)?;
                 let made = (head, response.is_interim(), response.body);
                 Ok(Some((made, response.head_len)))

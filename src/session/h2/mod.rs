@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 
 use crate::http1::Method;
-use crate::http2::request_head::write_request_head;
+use crate::http2::request_head::{write_request_head, BodyFraming};
 use crate::http2::response::ResponseReader;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
 use crate::transport::{Buffer, Stream, TlsFacts};
@@ -90,7 +90,9 @@ pub async fn serve(
         .max_header_list_size(max_header)
         .max_pending_accept_reset_streams(limits.max_pending_resets as usize)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
-        .max_send_buffer_size(MAX_SEND_BUFFER);
+        .max_send_buffer_size(MAX_SEND_BUFFER)
+        // RFC 8441: WebSockets over HTTP/2, carried to HTTP/1.1 WebSocket servers.
+        .enable_connect_protocol();
     let budget = Budget {
         burst: limits.frame_burst,
         per_stream: limits.frames_per_stream,
@@ -254,13 +256,16 @@ async fn serve_stream(
             return;
         }
     };
-    let method = Method::named(head.method.as_str());
+    let reader = match framing {
+        BodyFraming::Tunnel => ResponseReader::for_tunnel(),
+        _ => ResponseReader::new(Method::named(head.method.as_str())),
+    };
     let stream = H2Stream::new(
         peer,
         tls,
         &head_bytes,
         RequestBody::new(body, framing),
-        ResponseSide::new(respond, ResponseReader::new(method)),
+        ResponseSide::new(respond, reader),
     );
     let mut client = Client::new(stream);
     let snapshot = context.snapshot();

@@ -476,13 +476,7 @@ fn websocket_echo() -> Mock {
             b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
               Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\r\n",
         )?;
-        loop {
-            let bytes = ex.conn.read_some()?;
-            if bytes.is_empty() {
-                return Ok(Flow::Close);
-            }
-            ex.write(&bytes)?;
-        }
+        ex.echo_until_closed()
     })
 }
 

@@ -20,13 +20,7 @@ fn switching_echo() -> Mock {
             format!("HTTP/1.1 101 Switching Protocols\r\nUpgrade: {protocol}\r\nConnection: Upgrade\r\n\r\n")
                 .as_bytes(),
         )?;
-        loop {
-            let bytes = ex.conn.read_some()?;
-            if bytes.is_empty() {
-                return Ok(Flow::Close);
-            }
-            ex.write(&bytes)?;
-        }
+        ex.echo_until_closed()
     })
 }
 

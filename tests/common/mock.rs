@@ -78,6 +78,17 @@ impl Exchange<'_> {
         self.conn.stream.write_all(bytes)
     }
 
+    /// After a 101: echoes the tunnel's bytes until the peer closes, then closes.
+    pub fn echo_until_closed(&mut self) -> io::Result<Flow> {
+        loop {
+            let bytes = self.conn.read_some()?;
+            if bytes.is_empty() {
+                return Ok(Flow::Close);
+            }
+            self.write(&bytes)?;
+        }
+    }
+
     /// Answers with a Content-Length response.
     pub fn respond(
         &mut self,

@@ -195,6 +195,33 @@ fn a_goaway_from_the_server_costs_no_request() {
 }
 
 #[test]
+fn a_stream_the_server_refused_goes_again_on_a_new_connection_whatever_its_method() {
+    let server = H2Server::start(H2Options {
+        refuse_stream: Some(2),
+        ..H2Options::default()
+    });
+    let proxy = start(server.addr, "h2c");
+    let mut conn = proxy.connect();
+    assert_eq!(conn.roundtrip(&get_request("/", "")).status(), 200);
+    // The second stream on that connection is refused: a POST, which goes again only because
+    // the server said it did not process it.
+    let post =
+        conn.roundtrip(b"POST /echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: 4\r\n\r\nonce");
+    assert_eq!(post.status(), 200);
+    assert_eq!(post.body, b"once");
+    let posts: Vec<_> = server
+        .requests()
+        .into_iter()
+        .filter(|r| r.method == "POST")
+        .collect();
+    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(
+        server.connections.load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+}
+
+#[test]
 fn grpc_trailers_and_a_trailers_only_error_reach_the_client_intact() {
     let server = H2Server::start(H2Options::default());
     let proxy = start(server.addr, "h2c");

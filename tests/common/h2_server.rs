@@ -42,6 +42,9 @@ pub struct H2Options {
     pub goaway_after: Option<usize>,
     /// The pause between the two messages of `/grpc`.
     pub grpc_pause: Duration,
+    /// This stream of each connection (1 for the first) is refused (RST_STREAM REFUSED_STREAM:
+    /// not processed, §8.7) and not recorded.
+    pub refuse_stream: Option<usize>,
 }
 
 impl Default for H2Options {
@@ -50,6 +53,7 @@ impl Default for H2Options {
             max_streams: 100,
             goaway_after: None,
             grpc_pause: Duration::from_millis(10),
+            refuse_stream: None,
         }
     }
 }
@@ -125,8 +129,13 @@ async fn serve_connection(
     };
     let open = Arc::new(AtomicUsize::new(0));
     let mut taken = 0;
-    while let Some(Ok((request, respond))) = connection.accept().await {
+    while let Some(Ok((request, mut respond))) = connection.accept().await {
         taken += 1;
+        if options.refuse_stream == Some(taken) {
+            respond.send_reset(h2::Reason::REFUSED_STREAM);
+            drop(request);
+            continue;
+        }
         let now = open.fetch_add(1, Ordering::SeqCst) + 1;
         peak.fetch_max(now, Ordering::SeqCst);
         let (open, seen) = (Arc::clone(&open), Arc::clone(&seen));

@@ -397,3 +397,46 @@ fn a_grpc_health_check_takes_a_server_that_is_not_serving_out_and_back() {
     // HealthCheckRequest { service: "test.Echo" }, length-prefixed.
     assert_eq!(check.body, b"\0\0\0\0\x0b\x0a\x09test.Echo");
 }
+
+/// herdsman with a TLS listener serving `cert` (HTTP/2 offered when `http2`) in front of `server`.
+fn tls_front(server: SocketAddr, cert: &CertFiles, http2: bool) -> Proxy {
+    Proxy::start(&format!(
+        "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\
+         http2 = {http2}\n{}\n[[pool]]\nname = \"app\"\n\
+         servers = [{{ name = \"a\", addr = \"{server}\" }}]\n",
+        tls_table(&[cert], "")
+    ))
+}
+
+#[test]
+fn protocol_h2_speaks_http2_over_tls_agreed_by_alpn_and_refuses_a_server_without_it() {
+    let backend = Mock::echo();
+    let cert = CertFiles::issue("h2-server", &["h2.test"]);
+    // The server herdsman speaks HTTP/2 to is another herdsman, over TLS.
+    let h2_server = tls_front(backend.addr, &cert, true);
+    let http1_server = tls_front(backend.addr, &cert, false);
+    let front = |server: SocketAddr| {
+        Proxy::start(&format!(
+            "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
+             [[pool]]\nname = \"app\"\nprotocol = \"h2\"\nretries = 0\n\
+             servers = [{{ name = \"a\", addr = \"{server}\" }}]\n\n[pool.tls]\nca = \"{}\"\n\
+             sni = \"h2.test\"\n",
+            test_ca().pem_file.display()
+        ))
+    };
+    let proxy = front(h2_server.addr);
+    let response = proxy.get_from_host("site.test", "/over-h2", "");
+    assert_eq!(response.status(), 200);
+    let heads = backend.heads();
+    let head = heads.last().expect("the request reached the backend");
+    assert_eq!(head.target(), "/over-h2");
+    assert_eq!(head.header("host"), Some("site.test"));
+    // The second herdsman took it over TLS.
+    assert_eq!(head.header("x-forwarded-proto"), Some("https"));
+
+    // A TLS server that does not offer h2: no HTTP/2, so no request.
+    let proxy = front(http1_server.addr);
+    let refused = proxy.get_from_host("site.test", "/not-h2", "");
+    assert_eq!(refused.status(), 502);
+    assert!(backend.heads().iter().all(|h| h.target() != "/not-h2"));
+}

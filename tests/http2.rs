@@ -7,9 +7,8 @@
 
 mod common;
 
-use std::io::Write;
 use std::net::SocketAddr;
-use std::process::{Command, Stdio};
+use std::process::Command;
 
 use common::*;
 
@@ -21,80 +20,6 @@ fn start(server: &Mock, listener: &str, tls: &str) -> Proxy {
     let at = text.find(end_of_listener).unwrap() + end_of_listener.len();
     let text = format!("{}{listener}\n{tls}\n{}", &text[..at - 1], &text[at..]);
     Proxy::start(&text)
-}
-
-/// curl with `args` against `url`, `stdin` piped in when given: (status line of `-w`, body).
-fn curl(args: &[&str], url: &str, stdin: Option<&[u8]>) -> (String, Vec<u8>) {
-    let mut child = Command::new("curl")
-        .args(["--silent", "--show-error", "--max-time", "20"])
-        .args(args)
-        .args(["--write-out", "\n%{http_version} %{http_code}"])
-        .arg(url)
-        .stdin(if stdin.is_some() {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        })
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("curl runs (scripts/test installs it)");
-    if let Some(bytes) = stdin {
-        let mut pipe = child.stdin.take().unwrap();
-        pipe.write_all(bytes).unwrap();
-    }
-    let output = child.wait_with_output().unwrap();
-    let mut body = output.stdout;
-    let at = body
-        .iter()
-        .rposition(|&b| b == b'\n')
-        .expect("curl's -w line");
-    let status = String::from_utf8_lossy(&body[at + 1..]).into_owned();
-    body.truncate(at);
-    assert!(
-        output.status.success(),
-        "curl {args:?} {url} failed: {status} {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    (status, body)
-}
-
-/// The client's preface and an empty SETTINGS frame: how every raw HTTP/2 client here starts.
-const PREFACE_AND_SETTINGS: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\0\0\0\x04\0\0\0\0\0";
-
-/// A raw connection to `addr` with a 5 s read timeout; with the preface and SETTINGS sent when
-/// `started`.
-fn raw_connection(addr: SocketAddr, started: bool) -> std::net::TcpStream {
-    let mut conn = std::net::TcpStream::connect(addr).unwrap();
-    conn.set_read_timeout(Some(std::time::Duration::from_secs(5)))
-        .unwrap();
-    if started {
-        conn.write_all(PREFACE_AND_SETTINGS).unwrap();
-    }
-    conn
-}
-
-/// Sends `bytes` on a fresh raw connection to `addr` (from a thread of its own: the write fails
-/// once herdsman has closed, which is the point) and returns all herdsman sent until its close.
-fn flood(addr: SocketAddr, bytes: Vec<u8>) -> Vec<u8> {
-    use std::io::Read;
-    let mut conn = raw_connection(addr, false);
-    let writer = {
-        let mut conn = conn.try_clone().unwrap();
-        std::thread::spawn(move || {
-            let _ = conn.write_all(&bytes);
-        })
-    };
-    let mut got = Vec::new();
-    let _ = conn.read_to_end(&mut got);
-    writer.join().unwrap();
-    got
-}
-
-/// Whether `got` holds a GOAWAY frame (type 7, stream 0) with error `code`.
-fn has_goaway(got: &[u8], code: u8) -> bool {
-    got.windows(17)
-        .any(|w| w[3] == 7 && w[5..9] == [0, 0, 0, 0] && w[13..17] == [0, 0, 0, code])
 }
 
 fn h2c_url(addr: SocketAddr, path: &str) -> String {
@@ -237,17 +162,6 @@ fn ping_flood(frames: usize) -> Vec<u8> {
         bytes.extend_from_slice(&(i as u64).to_be_bytes());
     }
     bytes
-}
-
-/// The sum over workers of the /metrics samples named `name` whose labels include `label`.
-fn metric(proxy: &Proxy, name: &str, label: &str) -> f64 {
-    let admin = proxy.server().admin_addr().expect("an admin listener");
-    let mut conn = Conn::connect(admin);
-    let text = conn.roundtrip(&admin_get_request("/metrics")).body_text();
-    text.lines()
-        .filter(|line| line.starts_with(&format!("{name}{{")) && line.contains(label))
-        .map(|line| line.rsplit(' ').next().unwrap().parse::<f64>().unwrap())
-        .sum()
 }
 
 #[test]

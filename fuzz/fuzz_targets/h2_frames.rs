@@ -12,6 +12,8 @@ fuzz_target!(|input: &[u8]| {
         burst: 20,
         per_stream: 2,
         per_second: 100,
+        reset_burst: 5,
+        resets_per_second: 10,
     };
     let now = Instant::now();
     let mut whole = FrameWatch::new(budget, 24, now);

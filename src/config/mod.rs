@@ -332,6 +332,27 @@ pub struct Http2Limits {
     pub frame_burst: u32,
     pub frames_per_stream: u32,
     pub frames_per_second: u32,
+    /// The budget of streams the client resets (RST_STREAM), beside the frame budget, since a
+    /// stream opened earns more frames than its reset costs: what a connection may reset at
+    /// once, and what each second earns back. Spent: GOAWAY ENHANCE_YOUR_CALM (rapid reset on
+    /// streams already taken, CVE-2023-44487). Defaults 100 and 10.
+    pub reset_burst: u32,
+    pub resets_per_second: u32,
+    /// Streams (requests) one connection may open; at the last, GOAWAY NO_ERROR and the streams
+    /// in flight finish, as an HTTP/1.1 keep-alive limit (nginx's `keepalive_requests`, which
+    /// HTTP/2 follows there too). Default 1000.
+    pub max_requests_per_connection: u32,
+    /// SETTINGS_MAX_FRAME_SIZE: the largest frame payload a client may send, bytes. Default 16384
+    /// (the protocol's least, every client's default).
+    pub max_frame_size: u32,
+    /// SETTINGS_MAX_HEADER_LIST_SIZE: a request's decoded header list, bytes (RFC 9113 §6.5.2,
+    /// each field's name and value and 32). Larger gets 431; four times larger (an HPACK bomb:
+    /// a few bytes that decode to a large list) ends the connection. Default `None`:
+    /// `[limits] max_header_bytes`, as HTTP/1.1's heads.
+    pub max_header_list_size: Option<u32>,
+    /// SETTINGS_HEADER_TABLE_SIZE: the HPACK dynamic table the client may fill, bytes; a table
+    /// size update above it is a connection error. Default 4096 (the protocol's).
+    pub header_table_size: u32,
 }
 
 impl Default for Http2Limits {
@@ -344,6 +365,12 @@ impl Default for Http2Limits {
             frame_burst: 1000,
             frames_per_stream: 10,
             frames_per_second: 100,
+            reset_burst: 100,
+            resets_per_second: 10,
+            max_requests_per_connection: 1000,
+            max_frame_size: 16_384,
+            max_header_list_size: None,
+            header_table_size: 4096,
         }
     }
 }

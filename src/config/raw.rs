@@ -190,6 +190,12 @@ pub struct RawHttp2 {
     pub frame_burst: Option<Spanned<i64>>,
     pub frames_per_stream: Option<Spanned<i64>>,
     pub frames_per_second: Option<Spanned<i64>>,
+    pub reset_burst: Option<Spanned<i64>>,
+    pub resets_per_second: Option<Spanned<i64>>,
+    pub max_requests_per_connection: Option<Spanned<i64>>,
+    pub max_frame_size: Option<Spanned<i64>>,
+    pub max_header_list_size: Option<Spanned<i64>>,
+    pub header_table_size: Option<Spanned<i64>>,
 }
 
 /// `[buffering]`: what herdsman reads from a client before a server is involved.

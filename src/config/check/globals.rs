@@ -138,6 +138,51 @@ impl Checker {
                 "0 to 1000000 (default 100)",
                 default.frames_per_second,
             ),
+            reset_burst: number(
+                "reset_burst",
+                &raw.reset_burst,
+                1..=1_000_000,
+                "1 to 1000000 (default 100)",
+                default.reset_burst,
+            ),
+            resets_per_second: number(
+                "resets_per_second",
+                &raw.resets_per_second,
+                0..=1_000_000,
+                "0 to 1000000 (default 10)",
+                default.resets_per_second,
+            ),
+            max_requests_per_connection: number(
+                "max_requests_per_connection",
+                &raw.max_requests_per_connection,
+                1..=1_000_000_000,
+                "1 to 1000000000 (default 1000)",
+                default.max_requests_per_connection,
+            ),
+            max_frame_size: number(
+                "max_frame_size",
+                &raw.max_frame_size,
+                16_384..=16_777_215,
+                "16384 to 16777215 bytes (default 16384)",
+                default.max_frame_size,
+            ),
+            // Absent: `[limits] max_header_bytes` (the session reads it there).
+            max_header_list_size: raw.max_header_list_size.as_ref().map(|_| {
+                number(
+                    "max_header_list_size",
+                    &raw.max_header_list_size,
+                    1024..=16_777_216,
+                    "1024 to 16777216 bytes (default: [limits] max_header_bytes)",
+                    65_536,
+                )
+            }),
+            header_table_size: number(
+                "header_table_size",
+                &raw.header_table_size,
+                0..=65_536,
+                "0 to 65536 bytes (default 4096)",
+                default.header_table_size,
+            ),
         }
     }
 

@@ -5,7 +5,9 @@
 //! 2019 (CVE-2019-9512 to 9518: ping, settings, reset, empty-frame floods) and 2023 (rapid reset,
 //! CVE-2023-44487: streams opened and reset at once) all spend it; a client that spends it all
 //! is sent GOAWAY with ENHANCE_YOUR_CALM. A browser's cancelled streams and window updates stay
-//! far inside it.
+//! far inside it. Resets have a budget of their own besides, which new streams do not refill: a
+//! stream opened earns more frames than its reset costs, so without it a client that opens each
+//! stream, lets it reach a server and resets it could go on for ever.
 //!
 //! The same reading finds the frames whose header alone breaks RFC 9113 — a first frame that is
 //! not SETTINGS (§3.4), a control frame of the wrong length (§6.3 to §6.9: FRAME_SIZE_ERROR),
@@ -69,17 +71,24 @@ pub struct Budget {
     pub per_stream: u32,
     /// Frames each second earns (a keep-alive PING now and then, settings changes).
     pub per_second: u32,
+    /// Streams the client may reset (RST_STREAM) before it has earned any, and each second's
+    /// earnings: only time refills these.
+    pub reset_burst: u32,
+    pub resets_per_second: u32,
 }
 
-/// The defaults (`[http2]`'s): a burst of 1,000, 10 per stream, 100 a second. A rapid-reset
-/// client (a HEADERS and a RST_STREAM per stream) earns 10 for each reset it spends 1 on, so
-/// resets alone are not what ends it: the `h2` crate's limit on streams reset before they are
-/// served is (`max_pending_resets`, 20 at once), with this budget against the rest.
+/// The defaults (`[http2]`'s): a burst of 1,000, 10 per stream, 100 a second; 100 resets, 10 a
+/// second. A rapid-reset client (a HEADERS and a RST_STREAM per stream) earns 10 frames for each
+/// reset it spends 1 on, so the frame budget alone does not end it: the reset budget does (after
+/// 100 resets, plus 10 a second), and sooner the `h2` crate's limit on streams reset before they
+/// are served (`max_pending_resets`, 20 at once).
 #[cfg(test)]
 pub const DEFAULT_BUDGET: Budget = Budget {
     burst: 1000,
     per_stream: 10,
     per_second: 100,
+    reset_burst: 100,
+    resets_per_second: 10,
 };
 
 /// Where the reading of the client's byte stream is.
@@ -93,17 +102,63 @@ enum Position {
     Payload(u32),
 }
 
+/// Something a client may spend, `burst` at most, refilled by the clock (`per_second`) and
+/// by whatever else earns it.
+#[derive(Debug)]
+struct Bucket {
+    burst: u32,
+    per_second: u32,
+    /// Left to spend.
+    left: u32,
+    /// When `left` was last refilled by the clock.
+    refilled: Instant,
+}
+
+impl Bucket {
+    fn new(burst: u32, per_second: u32, now: Instant) -> Bucket {
+        Bucket {
+            burst,
+            per_second,
+            left: burst,
+            refilled: now,
+        }
+    }
+
+    fn earn(&mut self, units: u32) {
+        self.left = self.left.saturating_add(units).min(self.burst);
+    }
+
+    /// Spends one; false when none is left, even after what the clock earned.
+    fn spend(&mut self, now: Instant) -> bool {
+        if self.left == 0 {
+            let seconds = now.saturating_duration_since(self.refilled).as_secs_f64();
+            let earned = (seconds * f64::from(self.per_second)) as u32;
+            if earned > 0 {
+                self.earn(earned);
+                self.refilled = now;
+            }
+        }
+        match self.left.checked_sub(1) {
+            Some(left) => {
+                self.left = left;
+                true
+            }
+            None => false,
+        }
+    }
+}
+
 /// Counts a connection's frames as their bytes pass.
 #[derive(Debug)]
 pub struct FrameWatch {
     budget: Budget,
     position: Position,
     header: [u8; 9],
-    /// Frames left to spend.
-    left: u32,
-    /// When `left` was last refilled by the clock.
-    refilled: Instant,
-    /// The budget ran out.
+    /// Frames that ask nothing.
+    frames: Bucket,
+    /// Streams reset by the client.
+    resets: Bucket,
+    /// A budget ran out.
     spent: bool,
     /// The next frame is the client's first, which must be SETTINGS (§3.4).
     first: bool,
@@ -132,8 +187,8 @@ impl FrameWatch {
                 n => Position::Preface(n),
             },
             header: [0; 9],
-            left: budget.burst,
-            refilled: now,
+            frames: Bucket::new(budget.burst, budget.per_second, now),
+            resets: Bucket::new(budget.reset_burst, budget.resets_per_second, now),
             spent: false,
             first: preface > 0,
             breach: None,
@@ -290,36 +345,23 @@ impl FrameWatch {
             // A new stream's HEADERS earns; a trailer section's HEADERS (END_STREAM on an open
             // stream) is not told apart here and earns too, once per request at most.
             HEADERS => {
-                self.earn(self.budget.per_stream);
+                self.frames.earn(self.budget.per_stream);
                 false
             }
             DATA => length == 0 && flags & END_STREAM == 0,
             CONTINUATION => length == 0,
-            PRIORITY | RST_STREAM | SETTINGS | PING | WINDOW_UPDATE => true,
+            RST_STREAM => {
+                if !self.resets.spend(now) {
+                    self.spent = true;
+                }
+                true
+            }
+            PRIORITY | SETTINGS | PING | WINDOW_UPDATE => true,
             // Unknown types are ignored by the h2 crate (§5.5) but still cost a read.
             _ => true,
         };
-        if costs {
-            self.spend(now);
-        }
-    }
-
-    fn earn(&mut self, frames: u32) {
-        self.left = self.left.saturating_add(frames).min(self.budget.burst);
-    }
-
-    fn spend(&mut self, now: Instant) {
-        if self.left == 0 {
-            let seconds = now.saturating_duration_since(self.refilled).as_secs_f64();
-            let earned = (seconds * f64::from(self.budget.per_second)) as u32;
-            if earned > 0 {
-                self.earn(earned);
-                self.refilled = now;
-            }
-        }
-        match self.left.checked_sub(1) {
-            Some(left) => self.left = left,
-            None => self.spent = true,
+        if costs && !self.frames.spend(now) {
+            self.spent = true;
         }
     }
 }
@@ -349,6 +391,8 @@ mod tests {
         burst: 10,
         per_stream: 2,
         per_second: 100,
+        reset_burst: 100,
+        resets_per_second: 10,
     };
 
     #[test]
@@ -488,5 +532,33 @@ mod tests {
         );
         assert_eq!(lasts(DEFAULT_BUDGET, 1100), Some(Duration::from_secs(1)));
         assert_eq!(lasts(DEFAULT_BUDGET, 50), None);
+    }
+
+    #[test]
+    fn streams_opened_do_not_refill_the_resets() {
+        let now = Instant::now();
+        let budget = Budget {
+            reset_burst: 5,
+            resets_per_second: 10,
+            ..DEFAULT_BUDGET
+        };
+        let mut watch = FrameWatch::new(budget, 0, now);
+        // Each stream opened and reset earns 10 frames and spends 1: the frame budget grows, the
+        // resets run out at the sixth.
+        let stream = |watch: &mut FrameWatch, at| {
+            let mut bytes = frame(HEADERS, 0x5, 6);
+            bytes.extend(frame(RST_STREAM, 0, 4));
+            watch.saw(&bytes, at)
+        };
+        for _ in 0..5 {
+            assert!(!stream(&mut watch, now));
+        }
+        assert!(stream(&mut watch, now), "the sixth reset is one too many");
+        // A tenth of a second later, one more would have been earned.
+        let mut watch = FrameWatch::new(budget, 0, now);
+        for _ in 0..5 {
+            stream(&mut watch, now);
+        }
+        assert!(!stream(&mut watch, now + Duration::from_millis(100)));
     }
 }

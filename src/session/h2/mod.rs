@@ -9,7 +9,8 @@
 pub mod frames;
 mod stream;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
+use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -77,10 +78,12 @@ pub async fn serve(
 ) {
     let tls = stream.tls_facts().map(Rc::new);
     let snapshot = context.snapshot();
-    let max_header = u32::try_from(snapshot.limits.max_header_bytes).unwrap_or(u32::MAX);
+    let limits = snapshot.http2;
+    let max_header = limits
+        .max_header_list_size
+        .unwrap_or_else(|| u32::try_from(snapshot.limits.max_header_bytes).unwrap_or(u32::MAX));
     let handshake_deadline = Instant::now() + snapshot.timeouts.client_header;
     let idle = snapshot.timeouts.client_idle;
-    let limits = snapshot.http2;
     drop(snapshot);
     let mut builder = h2::server::Builder::new();
     builder
@@ -88,6 +91,8 @@ pub async fn serve(
         .initial_window_size(limits.stream_window)
         .initial_connection_window_size(limits.connection_window)
         .max_header_list_size(max_header)
+        .max_frame_size(limits.max_frame_size)
+        .header_table_size(limits.header_table_size)
         .max_pending_accept_reset_streams(limits.max_pending_resets as usize)
         .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
         .max_send_buffer_size(MAX_SEND_BUFFER)
@@ -97,6 +102,8 @@ pub async fn serve(
         burst: limits.frame_burst,
         per_stream: limits.frames_per_stream,
         per_second: limits.frames_per_second,
+        reset_burst: limits.reset_burst,
+        resets_per_second: limits.resets_per_second,
     };
     // The frames are counted from the start: the preface is not read here yet, whatever of it
     // came with the first bytes.
@@ -129,6 +136,8 @@ pub async fn serve(
     });
     let mut stopping = false;
     let mut calmed = false;
+    // Streams accepted, against `max_requests_per_connection`.
+    let mut requests = 0u32;
     // After a stop's first GOAWAY: when to look whether the connection can close.
     let mut last_call: Option<Instant> = None;
     loop {
@@ -158,12 +167,8 @@ pub async fn serve(
                 continue;
             }
             () = context.stopped(), if !stopping => {
-                // GOAWAY with the last stream id at 2^31-1, then, a round trip later, the real
-                // one (the h2 crate's two steps); the streams in flight finish.
-                connection.graceful_shutdown();
-                counters.goaway_sent(h2::Reason::NO_ERROR.into());
+                last_call = Some(close_gracefully(&mut connection, counters));
                 stopping = true;
-                last_call = Some(Instant::now() + LAST_CALL);
                 continue;
             }
             () = sleep_until_some(last_call) => {
@@ -191,6 +196,13 @@ pub async fn serve(
         };
         match accepted {
             Some(Ok((request, respond))) => {
+                requests += 1;
+                if requests == limits.max_requests_per_connection && !stopping {
+                    // The last request this connection may make: served, and the client told
+                    // to go on on a new connection, as with HTTP/1.1's keep-alive limit.
+                    last_call = Some(close_gracefully(&mut connection, counters));
+                    stopping = true;
+                }
                 let context = Rc::clone(context);
                 let tls = tls.clone();
                 let streams = Rc::clone(&streams);
@@ -208,6 +220,17 @@ pub async fn serve(
                 if error.is_go_away() && !error.is_remote() {
                     let code = error.reason().unwrap_or(h2::Reason::PROTOCOL_ERROR);
                     counters.goaway_sent(code.into());
+                    if code == h2::Reason::ENHANCE_YOUR_CALM {
+                        // The crate's own flood limits: a CONTINUATION flood, a header list
+                        // decoded four times larger than allowed (an HPACK bomb), streams reset
+                        // faster than they are taken (`max_pending_resets`), too many streams
+                        // reset for the client's errors.
+                        tracing::warn!(client = %peer, %error, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
+                        counters.flood();
+                    } else {
+                        tracing::info!(client = %peer, %error, "HTTP/2 connection ended by a protocol error");
+                    }
+                    break;
                 }
                 tracing::debug!(client = %peer, %error, "HTTP/2 connection ended");
                 break;
@@ -215,6 +238,19 @@ pub async fn serve(
             None => break,
         }
     }
+}
+
+/// Begins a graceful close (a stop's, or the last request a connection may make): GOAWAY with
+/// the last stream id at 2^31-1, then, a round trip later, the real one (the h2 crate's two
+/// steps); the streams in flight finish. Returns when to look whether a quiet client can be
+/// given the last GOAWAY without waiting for its PING ack.
+fn close_gracefully(
+    connection: &mut h2::server::Connection<Prefixed, Bytes>,
+    counters: &crate::stats::http2::Http2Counters,
+) -> Instant {
+    connection.graceful_shutdown();
+    counters.goaway_sent(h2::Reason::NO_ERROR.into());
+    Instant::now() + LAST_CALL
 }
 
 /// Completes at `deadline`; never without one.
@@ -260,26 +296,40 @@ async fn serve_stream(
         BodyFraming::Tunnel => ResponseReader::for_tunnel(),
         _ => ResponseReader::new(Method::named(head.method.as_str())),
     };
+    let response = Rc::new(RefCell::new(ResponseSide::new(respond, reader)));
     let stream = H2Stream::new(
         peer,
         tls,
         &head_bytes,
         RequestBody::new(body, framing),
-        ResponseSide::new(respond, reader),
+        Rc::clone(&response),
     );
     let mut client = Client::new(stream);
     let snapshot = context.snapshot();
-    let (next, _) = serve_one(context, &mut client, &snapshot, listener).await;
-    let reason = match next {
-        Next::Reset => h2::Reason::CANCEL,
-        Next::KeepAlive | Next::Close { .. } => h2::Reason::INTERNAL_ERROR,
+    // A stream the client resets before its answer began is abandoned where it is — queued,
+    // uploading, or waiting for the server, whose connection is then reset (`ServerStream`) so
+    // the server stops working on it. Without this, each stream of a rapid reset on streams
+    // already taken would still cost a server a whole request. Once the answer began, the
+    // exchange itself watches for the reset (`BodySource::closed`).
+    let reset_before_answer = poll_fn(|cx| response.borrow_mut().poll_reset_before_head(cx));
+    let next = tokio::select! {
+        biased;
+        (next, _) = serve_one(context, &mut client, &snapshot, listener) => Some(next),
+        () = reset_before_answer => None,
     };
+    drop(client);
     let counters = &context.counters().http2;
-    let mut response = client.downstream().response.borrow_mut();
+    let mut response = response.borrow_mut();
     if let Some(reset) = response.reset_by_client() {
         counters.reset_received(reset.into());
-    } else if let Some(sent) = response.finish(reason) {
-        counters.reset_sent(sent.into());
+    } else if let Some(next) = next {
+        let reason = match next {
+            Next::Reset => h2::Reason::CANCEL,
+            Next::KeepAlive | Next::Close { .. } => h2::Reason::INTERNAL_ERROR,
+        };
+        if let Some(sent) = response.finish(reason) {
+            counters.reset_sent(sent.into());
+        }
     }
 }
 

@@ -18,7 +18,7 @@ use std::task::{ready, Context, Poll};
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{RecvStream, SendStream};
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use crate::http2::request_head::BodyFraming;
@@ -187,6 +187,15 @@ impl ResponseSide {
         }
     }
 
+    /// Completes when the client reset the stream before the response's head went; never once
+    /// it went (the exchange watches from then on, `BodySource::closed`).
+    pub fn poll_reset_before_head(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        match self.send {
+            None => self.respond.poll_reset(cx).map(|_| ()),
+            Some(_) => Poll::Pending,
+        }
+    }
+
     /// Completes when the client reset the stream.
     fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<()> {
         let reset = match &mut self.send {
@@ -196,13 +205,39 @@ impl ResponseSide {
         reset.map(|_| ())
     }
 
+    /// Takes all of `bytes` at once, body bytes queued whatever the client's window: for the
+    /// exchange's `send` (a head, the body bytes that came with it within the head's buffer, an
+    /// error answer), which is few bytes. Waiting there for a window the client never opens would
+    /// hold the exchange, and its server, until `client_idle`; the body relay after the head
+    /// applies the slow-reader rule instead, and frees the server as soon as it is done.
+    fn take_all(&mut self, bytes: &[u8]) -> io::Result<()> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut taken = 0;
+        while taken < bytes.len() {
+            match self.poll_take(&mut cx, &bytes[taken..], false) {
+                Poll::Ready(Ok(n)) => taken += n,
+                Poll::Ready(Err(error)) => return Err(error),
+                // Only a wait for the window returns Pending, and none is made here.
+                Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// Takes what it can of `buf`: heads at once, body bytes as the client's window lets them go
-    /// (never more than it allows: the rest stays with the exchange).
-    fn poll_take(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    /// when `within_window` (never more than it allows: the rest stays with the exchange), else
+    /// all of them (the h2 crate queues what the window does not let go yet).
+    fn poll_take(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+        within_window: bool,
+    ) -> Poll<io::Result<usize>> {
         let mut taken = 0;
         while taken < buf.len() {
             let mut input = &buf[taken..];
-            if let (Some(send), true) = (&mut self.send, self.reader.in_body()) {
+            if let (Some(send), true, true) = (&mut self.send, self.reader.in_body(), within_window)
+            {
                 let room = loop {
                     let room = send.capacity();
                     if room > 0 {
@@ -293,7 +328,7 @@ impl AsyncWrite for ResponseSink<'_> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        self.0.borrow_mut().poll_take(cx, buf)
+        self.0.borrow_mut().poll_take(cx, buf, true)
     }
 
     fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -337,7 +372,8 @@ pub struct H2Stream {
     /// The request head (HTTP/1.1 form), then body bytes `receive` read.
     received: Buffer,
     body: RequestBody,
-    pub response: RefCell<ResponseSide>,
+    /// Shared with the stream's task, which watches for a reset before the answer.
+    pub response: Rc<RefCell<ResponseSide>>,
     stream_id: u32,
 }
 
@@ -347,7 +383,7 @@ impl H2Stream {
         tls: Option<Rc<TlsFacts>>,
         head: &[u8],
         body: RequestBody,
-        response: ResponseSide,
+        response: Rc<RefCell<ResponseSide>>,
     ) -> H2Stream {
         let mut received = Buffer::new();
         let _ = received.read_now(head.len().max(BUFFER_INITIAL), head.len(), |room| {
@@ -356,13 +392,13 @@ impl H2Stream {
             }
             Ok(head.len())
         });
-        let stream_id = response.respond.stream_id().into();
+        let stream_id = response.borrow().respond.stream_id().into();
         H2Stream {
             peer,
             tls,
             received,
             body,
-            response: RefCell::new(response),
+            response,
             stream_id,
         }
     }
@@ -406,12 +442,9 @@ impl Downstream for H2Stream {
         bytes: &[u8],
         deadline: Instant,
     ) -> impl Future<Output = Option<io::Result<()>>> {
-        let response = &self.response;
-        async move {
-            let mut sink = ResponseSink(response);
-            tokio::time::timeout_at(deadline, sink.write_all(bytes))
-                .await
-                .ok()
-        }
+        // No wait, so no deadline: `take_all` queues the bytes at once.
+        let _ = deadline;
+        let taken = self.response.borrow_mut().take_all(bytes);
+        std::future::ready(Some(taken))
     }
 }

@@ -30,7 +30,9 @@ have strace || missing+=(strace)
 have curl || missing+=(curl)
 have openssl || missing+=(openssl)
 # h2load drives full TLS handshakes for the tls benchmark (bench/tests/tls_short.rs), which also
-# uses openssl's s_time; nghttp, from the same package, is an HTTP/2 client of tests/http2.rs.
+# uses openssl's s_time, and is the legitimate HTTP/2 clients of h2-attacks
+# (bench/tests/h2_attacks_short.rs); nghttp, from the same package, is an HTTP/2 client of
+# tests/http2.rs.
 have h2load && have nghttp || missing+=(nghttp2-client)
 # An ACME CA to obtain certificates from, started by tests/acme.rs, which fails without it.
 have pebble && have pebble-challtestsrv || missing+=(pebble)

@@ -32,6 +32,10 @@
 //!   connections that never send a ClientHello (timed out and opened again), and a storm of new
 //!   handshakes beside established connections: per-worker handshakes and CPU, their spread, and
 //!   the established connections' p99 (issue 16)
+//! - `h2-attacks`  — HTTP/2 attacks from one connection (rapid reset, CONTINUATION, SETTINGS, PING,
+//!   empty-DATA, WINDOW_UPDATE and PRIORITY floods, HPACK abuse, streams never or slowly read):
+//!   the legitimate clients' requests/s and p99 beside each, how herdsman ended it, what reached
+//!   a server
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
@@ -39,6 +43,7 @@ mod churn;
 mod compare;
 mod fairness;
 mod fd_flood;
+mod h2_attacks;
 mod health_checks;
 mod herd;
 mod kit;
@@ -86,6 +91,10 @@ enum Command {
     /// files: legitimate clients' requests/s, p99 and failures, the status page and recovery;
     /// writes bench/results/fd-flood.md.
     FdFlood(fd_flood::FdFloodArgs),
+    /// HTTP/2 attacks from one connection beside 50 legitimate HTTP/2 clients: their requests/s
+    /// and p99 against a baseline, how each attack ended, what reached a server; writes
+    /// bench/results/h2-attacks.md.
+    H2Attacks(h2_attacks::H2AttacksArgs),
     /// Spread of connections over herdsman's workers per intake mode; writes bench/results/fairness.md.
     Fairness(fairness::FairnessArgs),
     /// One client process of `fairness` (started by it).
@@ -153,6 +162,7 @@ fn main() -> anyhow::Result<()> {
         Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
+        Command::H2Attacks(args) => h2_attacks::run(args),
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),

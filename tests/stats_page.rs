@@ -1,7 +1,8 @@
 //! The live stats page (`GET /stats`) in a real browser: Debian's headless Chromium, driven over
 //! the DevTools protocol (`headless_chrome`), against the herdsman binary with three in-process
 //! mock servers and traffic flowing. The page's own script must fill its tables from the API, show
-//! what `/api/pools` says, draw its chart, and change a server's state with a button; with a token
+//! what `/api/pools` says, draw its chart, show each worker's HTTP/2 connections and streams in
+//! flight, and change a server's state with a button; with a token
 //! configured it must ask for the token in a form and then work the same. A screenshot of each
 //! case is left in `target/` for a person to look at.
 //!
@@ -12,6 +13,7 @@
 //! (`bench/scripts/install-peers.sh`, which CI runs). Every wait is bounded.
 
 mod admin_support;
+mod browser_support;
 mod common;
 
 use std::ffi::OsStr;
@@ -20,16 +22,15 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::thread::{self, JoinHandle};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use headless_chrome::protocol::cdp::Page::CaptureScreenshotFormatOption;
-use headless_chrome::{Browser, LaunchOptions, Tab};
-use serde_json::Value;
+use headless_chrome::Tab;
+use serde_json::{json, Value};
 
+use browser_support::{eval, wait_for, Chromium, WAIT};
 use common::*;
 
-/// The longest any one thing may take to show on the page.
-const WAIT: Duration = Duration::from_secs(15);
 /// Workers, so that the workers table and the chart have several rows and lines.
 const WORKERS: usize = 3;
 /// The variable the binary reads its admin token from, in the token case.
@@ -173,114 +174,6 @@ impl Drop for Traffic {
             let _ = sender.join();
         }
     }
-}
-
-/// Debian's Chromium, or a failure that says how to install it.
-fn chromium() -> PathBuf {
-    let on_path = std::env::var_os("PATH").and_then(|path| {
-        std::env::split_paths(&path)
-            .map(|dir| dir.join("chromium"))
-            .find(|candidate| candidate.is_file())
-    });
-    on_path.unwrap_or_else(|| {
-        panic!(
-            "chromium is not installed, and the stats page is tested in it: run \
-             bench/scripts/install-peers.sh (CI does), or `apt-get install chromium`"
-        )
-    })
-}
-
-/// A headless Chromium of its own, with a fresh profile under `target/tmp`; closed when dropped.
-struct Chromium {
-    browser: Option<Browser>,
-    profile: PathBuf,
-}
-
-impl Chromium {
-    /// New headless mode (plain `--headless` is the new one since Chromium 132); no sandbox,
-    /// since tests may run as root.
-    fn launch() -> Chromium {
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        let profile = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
-            "stats-page-chromium-{}-{}",
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let options = LaunchOptions {
-            path: Some(chromium()),
-            headless: true,
-            sandbox: false,
-            window_size: Some((1200, 1000)),
-            // Not the crate's own temporary profile in /tmp, which the browser's helper
-            // processes, still exiting, sometimes write to after it is removed.
-            user_data_dir: Some(profile.clone()),
-            // How long any one DevTools call may wait for its answer.
-            idle_browser_timeout: Duration::from_secs(30),
-            ..LaunchOptions::default()
-        };
-        let browser = Browser::new(options)
-            .unwrap_or_else(|error| panic!("cannot start chromium: {error:#}"));
-        Chromium {
-            browser: Some(browser),
-            profile,
-        }
-    }
-
-    /// Opens `url` in a new tab and waits for it to load.
-    fn open(&self, url: &str) -> Arc<Tab> {
-        let browser = self.browser.as_ref().expect("running");
-        let tab = browser.new_tab().expect("a new tab");
-        tab.set_default_timeout(WAIT);
-        tab.navigate_to(url)
-            .and_then(|tab| tab.wait_until_navigated())
-            .unwrap_or_else(|error| panic!("cannot load {url}: {error:#}"));
-        tab
-    }
-}
-
-impl Drop for Chromium {
-    fn drop(&mut self) {
-        // Kills the browser and waits for it; then the profile. Its helper processes may still
-        // be writing there for a moment, so a few tries; what is left is in target/tmp.
-        drop(self.browser.take());
-        for _ in 0..10 {
-            if std::fs::remove_dir_all(&self.profile).is_ok() || !self.profile.exists() {
-                break;
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-    }
-}
-
-/// The value of the JavaScript expression `expression`, through JSON.
-fn eval(tab: &Tab, expression: &str) -> Value {
-    let result = tab
-        .evaluate(&format!("JSON.stringify({expression})"), false)
-        .unwrap_or_else(|error| panic!("cannot evaluate {expression}: {error:#}"));
-    match result.value {
-        Some(Value::String(json)) => serde_json::from_str(&json).unwrap(),
-        // JSON.stringify(undefined) is undefined.
-        _ => Value::Null,
-    }
-}
-
-/// Waits until the JavaScript expression `condition` is true; fails saying `what` did not
-/// happen, with what the page shows, after WAIT.
-fn wait_for(tab: &Tab, condition: &str, what: &str) {
-    let deadline = Instant::now() + WAIT;
-    while Instant::now() < deadline {
-        if eval(tab, &format!("Boolean({condition})")) == Value::Bool(true) {
-            return;
-        }
-        thread::sleep(Duration::from_millis(100));
-    }
-    panic!(
-        "{what}: not within {WAIT:?}. The page says {}",
-        eval(
-            tab,
-            "[document.body.dataset, document.getElementById('status').textContent]"
-        )
-    );
 }
 
 /// Waits for a refresh after now: the page has redrawn from the API since this was called.
@@ -499,6 +392,62 @@ fn the_page_shows_the_pools_and_workers_and_drains_a_server() {
     assert_no_page_errors(&tab);
     let saved = screenshot(&tab, "stats-page.png");
     eprintln!("screenshot: {}", saved.display());
+}
+
+/// The workers' (HTTP/2 connections, HTTP/2 streams) cells as the page shows them, in order.
+fn http2_cells_on_page(tab: &Tab) -> Value {
+    eval(
+        tab,
+        "[...document.querySelectorAll('#workers tr[data-worker]')].map((row) =>
+            [Number(row.querySelector('td.h2conns').textContent),
+             Number(row.querySelector('td.h2streams').textContent)])",
+    )
+}
+
+#[test]
+fn the_page_shows_http2_connections_and_streams_in_flight() {
+    let gate = Gate::new();
+    let herdsman = HoldingH2c::start(WORKERS, &gate);
+    let admin = herdsman.admin;
+    let browser = Chromium::launch();
+    let tab = browser.open(&format!("http://{admin}/stats"));
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables",
+    );
+    assert_eq!(
+        http2_cells_on_page(&tab),
+        serde_json::json!([[0, 0], [0, 0], [0, 0]])
+    );
+
+    // A request held at the server: one worker shows its connection and its stream.
+    let mut held = herdsman.hold("/held");
+    wait_for(
+        &tab,
+        "document.getElementById('http2').textContent === \
+         'HTTP/2 open, all workers: 1 connections, 1 streams'",
+        "the HTTP/2 totals counting the stream in flight",
+    );
+    let mut cells: Vec<Value> = http2_cells_on_page(&tab).as_array().unwrap().clone();
+    cells.sort_by_key(|pair| pair.to_string());
+    assert_eq!(cells, [json!([0, 0]), json!([0, 0]), json!([1, 1])]);
+    let saved = screenshot(&tab, "stats-page-http2.png");
+    eprintln!("screenshot: {}", saved.display());
+
+    // Answered: the stream is gone, the connection stays.
+    gate.open();
+    assert!(
+        held.wait_for(b"held"),
+        "the held request was never answered"
+    );
+    wait_for(
+        &tab,
+        "document.getElementById('http2').textContent === \
+         'HTTP/2 open, all workers: 1 connections, 0 streams'",
+        "the HTTP/2 totals without the stream",
+    );
+    assert_no_page_errors(&tab);
 }
 
 #[test]

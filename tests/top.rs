@@ -1,6 +1,6 @@
 //! `herdsman top --once` as a script runs it: the built binary against a herdsman binary with
 //! mock backends while a client sends steady traffic, its rows checked against what the client
-//! sent; and its message when no herdsman answers.
+//! sent; its HTTP/2 columns while a stream is in flight; and its message when no herdsman answers.
 
 mod admin_support;
 mod common;
@@ -100,6 +100,20 @@ impl Drop for SteadyClient {
     }
 }
 
+const WORKER_HEADINGS: [&str; 11] = [
+    "WORKER",
+    "USR%",
+    "SYS%",
+    "LAT%",
+    "CONNS",
+    "H2CONNS",
+    "H2STREAMS",
+    "ACCEPT/S",
+    "REQ/S",
+    "CONN/REQ",
+    "SHED/S",
+];
+
 /// A row's cells, split on blanks (no cell `top` prints holds one).
 fn words(line: &str) -> Vec<&str> {
     line.split_whitespace().collect()
@@ -154,8 +168,9 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
 
     let text = &outcome.stdout;
     let lines: Vec<&str> = text.lines().collect();
-    // The summary, the worker table (headings and 2 workers), the server table (headings and 3).
-    assert_eq!(lines.len(), 1 + 3 + 4, "{text}");
+    // The summary, the worker table (headings, 2 workers and their sum), the server table
+    // (headings and 3).
+    assert_eq!(lines.len(), 1 + 4 + 4, "{text}");
     // The drain published a generation after the first.
     let summary = format!(
         "herdsman pid {}, intake balanced, generation 2, listen queue: ",
@@ -172,15 +187,11 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
     let span: f64 = span.strip_suffix(" s").unwrap().parse().unwrap();
     assert!((0.9..=1.5).contains(&span), "{text}");
 
-    assert_eq!(
-        words(lines[1]),
-        ["WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ", "SHED/S"],
-        "{text}"
-    );
+    assert_eq!(words(lines[1]), WORKER_HEADINGS, "{text}");
     let mut worker_requests = 0.0;
     for (worker, line) in lines[2..4].iter().enumerate() {
         let cells = words(line);
-        assert_eq!(cells.len(), 9, "{text}");
+        assert_eq!(cells.len(), 11, "{text}");
         assert_eq!(cells[0], worker.to_string(), "{text}");
         for cell in &cells[1..3] {
             assert!(figure(cell, line) <= 100.0, "{text}");
@@ -189,25 +200,34 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
             figure(cells[3], line);
         }
         cells[4].parse::<u32>().expect("CONNS is a count");
-        figure(cells[5], line);
-        worker_requests += figure(cells[6], line);
+        // The client speaks HTTP/1.1 only.
+        assert_eq!(cells[5..7], ["0", "0"], "{text}");
+        figure(cells[7], line);
+        worker_requests += figure(cells[8], line);
         // Server connections opened per request: none without requests, and at this steady
         // pace the worker reuses the few it opened.
-        if cells[7] != "-" {
-            let opened: f64 = cells[7].parse().expect("connections opened per request");
+        if cells[9] != "-" {
+            let opened: f64 = cells[9].parse().expect("connections opened per request");
             assert!(opened < 0.05, "{text}");
         }
         // No cap reached: nothing shed.
-        assert_eq!(cells[8], "0.0", "{text}");
+        assert_eq!(cells[10], "0.0", "{text}");
     }
     assert!(worker_requests > 0.0, "{text}");
+    // The sum of the two, within the rounding of each to one place.
+    let all = words(lines[4]);
+    assert_eq!(all[0], "all", "{text}");
+    assert!(
+        (figure(all[8], lines[4]) - worker_requests).abs() <= 0.1,
+        "{text}"
+    );
 
     assert_eq!(
-        words(lines[4]),
+        words(lines[5]),
         ["POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ"],
         "{text}"
     );
-    let servers: Vec<Vec<&str>> = lines[5..].iter().map(|line| words(line)).collect();
+    let servers: Vec<Vec<&str>> = lines[6..].iter().map(|line| words(line)).collect();
     for (cells, (name, state)) in
         servers
             .iter()
@@ -218,7 +238,7 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
     }
     let server_requests: Vec<f64> = servers
         .iter()
-        .zip(&lines[5..])
+        .zip(&lines[6..])
         .map(|(cells, line)| figure(cells[4], line))
         .collect();
     // Round robin over the two that take requests; the drained one gets none, so no p99.
@@ -250,6 +270,52 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
         (0.5 * counted..=1.5 * counted).contains(&worker_requests),
         "the workers' {worker_requests:.1}/s and the servers' {counted:.1}/s disagree: {text}"
     );
+}
+
+/// Each worker row's (H2CONNS, H2STREAMS) from `top --once`'s text, the `all` row's last.
+fn http2_open(text: &str) -> Vec<(String, u32, u32)> {
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(words(lines[1]), WORKER_HEADINGS, "{text}");
+    lines[2..]
+        .iter()
+        .take_while(|line| !line.starts_with("POOL"))
+        .map(|line| {
+            let cells = words(line);
+            let count = |cell: &str| cell.parse::<u32>().unwrap_or_else(|_| panic!("{line:?}"));
+            (cells[0].to_string(), count(cells[5]), count(cells[6]))
+        })
+        .collect()
+}
+
+#[test]
+fn once_shows_an_http2_connection_and_its_stream_in_flight() {
+    let gate = Gate::new();
+    let herdsman = HoldingH2c::start(2, &gate);
+    let admin = herdsman.admin;
+    let mut held = herdsman.hold("/held");
+
+    // The request waits at the server: one connection, one stream, on one of the two workers.
+    let outcome = top(admin, &["--once", "--interval", "0.2"]);
+    assert_eq!(outcome.code, Some(0), "{outcome:?}");
+    let mut rows = http2_open(&outcome.stdout);
+    let all = rows.pop().unwrap();
+    assert_eq!(all, ("all".to_string(), 1, 1), "{}", outcome.stdout);
+    let mut workers: Vec<(u32, u32)> = rows.iter().map(|&(_, c, s)| (c, s)).collect();
+    workers.sort_unstable();
+    assert_eq!(workers, [(0, 0), (1, 1)], "{}", outcome.stdout);
+
+    // Answered, the stream is done and the connection stays open.
+    gate.open();
+    assert!(
+        held.wait_for(b"held"),
+        "the held request was never answered"
+    );
+    let mut last = String::new();
+    let settled = eventually(Duration::from_secs(5), || {
+        last = top(admin, &["--once", "--interval", "0.1"]).stdout;
+        http2_open(&last).last() == Some(&("all".to_string(), 1, 0))
+    });
+    assert!(settled, "{last}");
 }
 
 #[test]

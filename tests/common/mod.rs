@@ -3,7 +3,7 @@
 //! as the binary. Every socket read is bounded by a timeout so a proxy bug fails, never hangs.
 //!
 //! One module a job: `heads` (reading heads and responses), `raw` (the connection), `sync`
-//! (latches and polling), `mock` (backends), `one_at_a_time` (a server like gunicorn's sync workers), `body` (deterministic content), `h2` (HTTP/2 clients: curl and raw frames), `start` (herdsman in
+//! (latches and polling), `mock` (backends), `one_at_a_time` (a server like gunicorn's sync workers), `body` (deterministic content), `h2` (HTTP/2 clients: curl and raw frames), `h2_stream` (an HTTP/2 stream held in flight), `start` (herdsman in
 //! this process), `binary` (the herdsman binary), `pools` (what the tests of pools share), `tls` (a test CA, certificates and a TLS client) and `pebble` (Let's Encrypt's test CA, started by a test); all
 //! re-exported here, so a test writes `use common::*;`.
 #![allow(dead_code)]
@@ -11,6 +11,7 @@
 mod binary;
 mod body;
 mod h2;
+mod h2_stream;
 mod heads;
 mod mock;
 mod one_at_a_time;
@@ -27,8 +28,8 @@ use std::time::Duration;
 // not use would be reported as an unused import.
 #[allow(unused_imports)]
 pub use self::{
-    binary::*, body::*, h2::*, heads::*, mock::*, one_at_a_time::*, pebble::*, pools::*, raw::*,
-    start::*, sync::*, tls::*,
+    binary::*, body::*, h2::*, h2_stream::*, heads::*, mock::*, one_at_a_time::*, pebble::*,
+    pools::*, raw::*, start::*, sync::*, tls::*,
 };
 
 /// Every read and write a test makes gives up after this long.

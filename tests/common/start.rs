@@ -26,6 +26,9 @@ pub struct Setup {
     buffering: Vec<(String, String)>,
     intake: Option<String>,
     admin: Option<String>,
+    /// Lines added to the listener (each ending in a newline), its subtables (`[listener.tls]`)
+    /// last.
+    listener_lines: String,
 }
 
 impl Default for Setup {
@@ -46,12 +49,28 @@ impl Setup {
             buffering: Vec::new(),
             intake: None,
             admin: None,
+            listener_lines: String::new(),
         }
     }
 
     /// Sets `intake = "mode"` (otherwise the default, balanced).
     pub fn intake(mut self, mode: &str) -> Setup {
         self.intake = Some(mode.into());
+        self
+    }
+
+    /// Adds `h2c = true` to the listener: HTTP/2 with prior knowledge beside HTTP/1.1.
+    pub fn h2c(self) -> Setup {
+        self.listener("h2c = true\n")
+    }
+
+    /// Adds `lines` to the listener (after any added before): keys, then subtables such as
+    /// `[listener.tls]`.
+    pub fn listener(mut self, lines: &str) -> Setup {
+        self.listener_lines.push_str(lines);
+        if !lines.ends_with('\n') {
+            self.listener_lines.push('\n');
+        }
         self
     }
 
@@ -118,6 +137,7 @@ impl Setup {
             "workers = {}\nshutdown_grace = {:?}\n\n[[listener]]\nname = \"web\"\nbind = {bind:?}\npool = \"app\"\n\n",
             self.workers, self.grace
         );
+        text.insert_str(text.len() - 1, &self.listener_lines);
         if let Some(intake) = &self.intake {
             text.insert_str(0, &format!("intake = {intake:?}\n"));
         }

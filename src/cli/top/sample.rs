@@ -62,6 +62,17 @@ pub struct WorkerFigures {
     /// Absent from herdsman before it read /proc for CPU: none.
     #[serde(default)]
     pub cpu: CpuFigures,
+    /// Absent from herdsman before it spoke HTTP/2: none.
+    #[serde(default)]
+    pub http2: Http2Figures,
+}
+
+/// A worker's HTTP/2 client connections and streams open now (`top` shows only these two of
+/// `/api/workers`' `http2` counters: what is in flight, beside CONNS).
+#[derive(Debug, Clone, Copy, Default, Deserialize)]
+pub struct Http2Figures {
+    pub connections_open: u32,
+    pub streams_open: u32,
 }
 
 /// A worker thread's CPU time and run-queue wait since it started, in seconds.

@@ -282,7 +282,7 @@ mod tests {
         assert_eq!(shown[4], "");
         assert_eq!(shown[5..7], expected[3..5], "{shown:?}");
         let cells: Vec<&str> = shown[3].split_whitespace().collect();
-        assert_eq!(cells[6..], ["20.0", "0.000", "0.0"], "{shown:?}");
+        assert_eq!(cells[8..], ["20.0", "0.000", "0.0"], "{shown:?}");
 
         view.update(Err(CtlError::TokenMissing));
         let shown = screen_text(&view);

@@ -54,9 +54,19 @@ pub struct Tables {
 }
 
 const WORKER_HEADINGS: &[&str] = &[
-    "WORKER", "USR%", "SYS%", "LAT%", "CONNS", "ACCEPT/S", "REQ/S", "CONN/REQ", "SHED/S",
+    "WORKER",
+    "USR%",
+    "SYS%",
+    "LAT%",
+    "CONNS",
+    "H2CONNS",
+    "H2STREAMS",
+    "ACCEPT/S",
+    "REQ/S",
+    "CONN/REQ",
+    "SHED/S",
 ];
-const WORKER_NUMERIC: &[bool] = &[true; 9];
+const WORKER_NUMERIC: &[bool] = &[true; 11];
 const SERVER_HEADINGS: &[&str] = &[
     "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ",
 ];
@@ -134,45 +144,89 @@ fn summary(earlier: &WorkersReply, later: &Sample, seconds: f64) -> String {
     line
 }
 
-/// `WORKER USR% SYS% LAT% CONNS ACCEPT/S REQ/S CONN/REQ SHED/S`, a row per worker in `later`
-/// (SHED/S: quiet connections closed to make room at the client cap).
+/// `WORKER USR% SYS% LAT% CONNS H2CONNS H2STREAMS ACCEPT/S REQ/S CONN/REQ SHED/S`, a row per
+/// worker in `later` (H2CONNS and H2STREAMS: its HTTP/2 connections and streams open now, the
+/// connections among CONNS; SHED/S: quiet connections closed to make room at the client cap) and,
+/// with several workers, a row `all` of their sums (CPU shares summed too: 150.0 is one and a half
+/// CPUs).
 fn worker_rows(
     earlier: &[WorkerFigures],
     later: &[WorkerFigures],
     seconds: f64,
 ) -> Vec<Vec<String>> {
     let from_zero = WorkerFigures::default();
-    later
+    let then_of = |now: &WorkerFigures| {
+        earlier
+            .iter()
+            .find(|then| then.worker == now.worker)
+            .unwrap_or(&from_zero)
+    };
+    let mut rows: Vec<Vec<String>> = later
         .iter()
-        .map(|now| {
-            let then = earlier
-                .iter()
-                .find(|then| then.worker == now.worker)
-                .unwrap_or(&from_zero);
-            let cpu_share = |now: f64, then: f64| percent((now - then).max(0.0) / seconds);
-            let run_queue_wait = match now.cpu.run_queue_wait_seconds {
-                Some(wait) => cpu_share(wait, then.cpu.run_queue_wait_seconds.unwrap_or(0.0)),
-                None => "-".to_string(),
-            };
-            vec![
-                now.worker.to_string(),
-                cpu_share(now.cpu.user_seconds, then.cpu.user_seconds),
-                cpu_share(now.cpu.system_seconds, then.cpu.system_seconds),
-                run_queue_wait,
-                now.active.to_string(),
-                per_second(now.accepted.saturating_sub(then.accepted), seconds),
-                per_second(now.requests.saturating_sub(then.requests), seconds),
-                per_request(
-                    now.backend_connects.saturating_sub(then.backend_connects),
-                    now.requests.saturating_sub(then.requests),
-                ),
-                per_second(
-                    now.shed_for_room.saturating_sub(then.shed_for_room),
-                    seconds,
-                ),
-            ]
-        })
-        .collect()
+        .map(|now| worker_row(now.worker.to_string(), then_of(now), now, seconds))
+        .collect();
+    if later.len() > 1 {
+        // The workers of `later`, each against its own earlier figures: one that is gone by now
+        // has nothing to show.
+        let then = sum(later.iter().map(then_of));
+        let now = sum(later.iter());
+        rows.push(worker_row("all".to_string(), &then, &now, seconds));
+    }
+    rows
+}
+
+/// One row of the worker table, named `label`, for the span from `then` to `now`.
+fn worker_row(
+    label: String,
+    then: &WorkerFigures,
+    now: &WorkerFigures,
+    seconds: f64,
+) -> Vec<String> {
+    let cpu_share = |now: f64, then: f64| percent((now - then).max(0.0) / seconds);
+    let run_queue_wait = match now.cpu.run_queue_wait_seconds {
+        Some(wait) => cpu_share(wait, then.cpu.run_queue_wait_seconds.unwrap_or(0.0)),
+        None => "-".to_string(),
+    };
+    vec![
+        label,
+        cpu_share(now.cpu.user_seconds, then.cpu.user_seconds),
+        cpu_share(now.cpu.system_seconds, then.cpu.system_seconds),
+        run_queue_wait,
+        now.active.to_string(),
+        now.http2.connections_open.to_string(),
+        now.http2.streams_open.to_string(),
+        per_second(now.accepted.saturating_sub(then.accepted), seconds),
+        per_second(now.requests.saturating_sub(then.requests), seconds),
+        per_request(
+            now.backend_connects.saturating_sub(then.backend_connects),
+            now.requests.saturating_sub(then.requests),
+        ),
+        per_second(
+            now.shed_for_room.saturating_sub(then.shed_for_room),
+            seconds,
+        ),
+    ]
+}
+
+/// The sum of `workers`' figures, as one worker's. Run-queue wait is summed over the workers
+/// that report it (all or none: it is the kernel's), `None` when none does.
+fn sum<'a>(workers: impl Iterator<Item = &'a WorkerFigures>) -> WorkerFigures {
+    let mut total = WorkerFigures::default();
+    for worker in workers {
+        total.accepted += worker.accepted;
+        total.active += worker.active;
+        total.requests += worker.requests;
+        total.backend_connects += worker.backend_connects;
+        total.shed_for_room += worker.shed_for_room;
+        total.cpu.user_seconds += worker.cpu.user_seconds;
+        total.cpu.system_seconds += worker.cpu.system_seconds;
+        if let Some(wait) = worker.cpu.run_queue_wait_seconds {
+            *total.cpu.run_queue_wait_seconds.get_or_insert(0.0) += wait;
+        }
+        total.http2.connections_open += worker.http2.connections_open;
+        total.http2.streams_open += worker.http2.streams_open;
+    }
+    total
 }
 
 /// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS CONN/REQ`, a row per server in `later` (and one saying so
@@ -263,6 +317,7 @@ mod tests {
         (requests, backend_connects): (u64, u64),
         cpu: serde_json::Value,
     ) -> serde_json::Value {
+        let by_code = [0u64; 14];
         json!({
             "worker": worker, "tid": 4000 + worker, "accepted": accepted, "active": active,
             "parked": 0, "pending_handoffs": 0, "handoffs_sent": 0, "handoffs_received": 0,
@@ -272,6 +327,12 @@ mod tests {
             "handoff_wait_us": { "count": 0, "total": 0, "max": 0 },
             "context_switches": { "voluntary": 0, "involuntary": 0 },
             "cpu": cpu,
+            // Worker w has w HTTP/2 connections open with 3·w streams.
+            "http2": {
+                "connections": 10, "connections_open": worker, "streams": 40,
+                "streams_open": 3 * worker, "resets_received": by_code, "resets_sent": by_code,
+                "goaways_sent": by_code, "floods": 0,
+            },
         })
     }
 
@@ -425,9 +486,10 @@ mod tests {
         let tables = Tables::between(&earlier, &later);
         let expected = "\
 herdsman pid 1234, intake balanced, generation 4, listen queue: 1 overflows, 2 drops in 2.0 s
-WORKER  USR%  SYS%  LAT%  CONNS  ACCEPT/S  REQ/S  CONN/REQ  SHED/S
-     0  12.0   8.0   0.5     25      10.0  950.0     0.010     2.0
-     1   0.0   1.0     -      2       0.0    5.0     0.000     0.0
+WORKER  USR%  SYS%  LAT%  CONNS  H2CONNS  H2STREAMS  ACCEPT/S  REQ/S  CONN/REQ  SHED/S
+     0  12.0   8.0   0.5     25        0          0      10.0  950.0     0.010     2.0
+     1   0.0   1.0     -      2        1          3       0.0    5.0     0.000     0.0
+   all  12.0   9.0   0.5     27        1          3      10.0  955.0     0.010     2.0
 POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS  CONN/REQ
 demo   a             ready  up       300.0    6.0   1.75     0.010
 demo   backend-b     drain  ejected    0.0    0.0      -         -
@@ -435,7 +497,7 @@ demo   c             ready  up         5.0    0.0   0.10     0.000
 empty  (no servers)
 ";
         assert_eq!(tables.plain_text(), expected);
-        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 8, 5, 8, 6]);
+        assert_eq!(tables.workers.widths(), [6, 4, 4, 4, 5, 7, 9, 8, 5, 8, 6]);
     }
 
     #[test]
@@ -451,7 +513,7 @@ empty  (no servers)
             tables.summary
         );
         // Worker 0: 2900 requests in its 2 s.
-        assert_eq!(tables.workers.rows[0][6], "1450.0");
+        assert_eq!(tables.workers.rows[0][8], "1450.0");
         // Server a: 1600 requests, 20 5xx + 2 unanswered.
         assert_eq!(tables.servers.rows[0][4..6], ["800.0", "11.0"]);
     }

@@ -26,7 +26,7 @@ use crate::kit::environment;
 use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
 use crate::kit::progress::Progress;
-use crate::kit::proxies::{Plan, ProxyKind, Target};
+use crate::kit::proxies::{self, Plan, ProxyKind, Target};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::tools::{self, Tool};
@@ -49,20 +49,7 @@ pub fn run(args: ChurnArgs) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => tools::herdsman_binary(&workspace, args.output.no_build)?,
     };
-    let mut targets = Vec::new();
-    for &proxy in &settings.proxies {
-        let program = match proxy {
-            ProxyKind::Herdsman => herdsman.clone(),
-            ProxyKind::Haproxy => tools::ensure_installed(&[&tools::HAPROXY])?.remove(0),
-            ProxyKind::Nginx => tools::ensure_installed(&[&tools::NGINX])?.remove(0),
-        };
-        targets.push(Target {
-            label: proxy.to_string(),
-            kind: proxy,
-            program,
-            intake: None,
-        });
-    }
+    let targets = proxies::targets(&settings.proxies, &herdsman)?;
     let wrk = tools::ensure_installed(&[&tools::WRK])?.remove(0);
     let strace = match settings.serial {
         0 => None,

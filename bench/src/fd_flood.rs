@@ -33,7 +33,7 @@ use anyhow::{bail, Context};
 use crate::kit::load::{Load, Shape, Tally};
 use crate::kit::periodic::Periodic;
 use crate::kit::process::{free_port, probe_path, raise_descriptor_limit};
-use crate::kit::proxies::{ProxyKind, Target};
+use crate::kit::proxies::{self, Target};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::silent::SilentClients;
@@ -76,27 +76,11 @@ pub fn run(args: FdFloodArgs) -> anyhow::Result<()> {
         None => tools::herdsman_binary(&workspace, args.output.no_build)?,
     };
     // Each peer installed if missing, before the machine's load is looked at.
-    let mut targets = Vec::new();
-    for &kind in &settings.proxies {
-        let program = match kind {
-            ProxyKind::Herdsman => herdsman.clone(),
-            ProxyKind::Haproxy => tools::ensure_installed(&[&tools::HAPROXY])?.remove(0),
-            ProxyKind::Nginx => tools::ensure_installed(&[&tools::NGINX])?.remove(0),
-        };
-        targets.push(Target {
-            label: kind.to_string(),
-            kind,
-            program,
-            intake: None,
-        });
-    }
+    let targets = proxies::targets(&settings.proxies, &herdsman)?;
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
     let mut setup = environment::machine_lines(&herdsman, busy);
-    for target in targets.iter().filter(|t| t.kind != ProxyKind::Herdsman) {
-        let version = tools::version_line(&target.program, &["-v"]);
-        setup.push((target.kind.written().into(), version));
-    }
+    setup.extend(proxies::peer_version_lines(&targets));
     setup.push(environment::descriptor_limit_line(own_limit));
     let mut session = Session::new(RunFacts::new(setup), settings.clone());
     let scratch = ScratchDir::create()?;

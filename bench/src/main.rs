@@ -12,6 +12,8 @@
 //! - `fd-flood`    — herdsman vs HAProxy vs nginx when idle connections outnumber the open-files
 //!   limit: both kinds of legitimate client's requests/s, p99 and failures, the status page, and
 //!   recovery (issue 49)
+//! - `h2`          — herdsman vs HAProxy vs nginx under h2load over TLS and h2c: requests/s, p99,
+//!   CPU per request (user and kernel apart) and memory, per worker count and load (issue 37)
 //! - `fairness`    — how evenly each intake mode spreads connections over workers, and wake-ups
 //! - `stall`       — connect-to-first-byte latency while one worker is blocked
 //! - `slowloris`   — the others' requests/s with and without 1,000 slow clients open
@@ -43,6 +45,7 @@ mod churn;
 mod compare;
 mod fairness;
 mod fd_flood;
+mod h2;
 mod h2_attacks;
 mod health_checks;
 mod herd;
@@ -95,6 +98,10 @@ enum Command {
     /// and p99 against a baseline, how each attack ended, what reached a server; writes
     /// bench/results/h2-attacks.md.
     H2Attacks(h2_attacks::H2AttacksArgs),
+    /// herdsman, HAProxy and nginx under h2load, over TLS (ALPN h2) and h2c, 50 connections × 10
+    /// streams and 10 × 100: requests/s, p99, CPU per request and memory; writes
+    /// bench/results/h2.md.
+    H2(h2::H2Args),
     /// Spread of connections over herdsman's workers per intake mode; writes bench/results/fairness.md.
     Fairness(fairness::FairnessArgs),
     /// One client process of `fairness` (started by it).
@@ -163,6 +170,7 @@ fn main() -> anyhow::Result<()> {
         Command::Herd(args) => herd::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
+        Command::H2(args) => h2::run(args),
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),
         Command::Stall(args) => stall::run(args),

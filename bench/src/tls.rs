@@ -36,7 +36,7 @@ use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
 use crate::kit::procstat;
 use crate::kit::progress::Progress;
-use crate::kit::proxies::{Plan, ProxyKind, Target, TlsListener};
+use crate::kit::proxies::{self, Plan, ProxyKind, Target, TlsListener};
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::tls_client::{self, KEEP_ALIVE_GET};
@@ -59,20 +59,7 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
         Some(path) => path.clone(),
         None => tools::herdsman_binary_in_target_dir(&workspace, args.output.no_build)?,
     };
-    let mut targets = Vec::new();
-    for &proxy in &settings.proxies {
-        let program = match proxy {
-            ProxyKind::Herdsman => herdsman.clone(),
-            ProxyKind::Haproxy => tools::ensure_installed(&[&tools::HAPROXY])?.remove(0),
-            ProxyKind::Nginx => tools::ensure_installed(&[&tools::NGINX])?.remove(0),
-        };
-        targets.push(Target {
-            label: proxy.to_string(),
-            kind: proxy,
-            program,
-            intake: None,
-        });
-    }
+    let targets = proxies::targets(&settings.proxies, &herdsman)?;
     let clients = tools::TlsClients::ensure_installed()?;
     let (wrk, h2load, openssl) = (&clients.wrk, &clients.h2load, &clients.openssl);
     let descriptor_limit = raise_descriptor_limit()?;
@@ -95,14 +82,7 @@ pub fn run(args: TlsArgs) -> anyhow::Result<()> {
     let busy = environment::busy_share(Duration::from_secs(1));
     environment::warn_if_busy(busy);
     let mut setup = environment::machine_lines(&herdsman, busy);
-    for target in &targets {
-        if target.kind != ProxyKind::Herdsman {
-            setup.push((
-                target.kind.written().into(),
-                tools::version_line(&target.program, &["-v"]),
-            ));
-        }
-    }
+    setup.extend(proxies::peer_version_lines(&targets));
     setup.extend(clients.version_lines());
     setup.push(environment::descriptor_limit_line(descriptor_limit));
     let mut session = Session::new(RunFacts::new(setup), settings.clone());
@@ -200,10 +180,12 @@ impl Bench<'_> {
             TlsListener {
                 port: ecdsa_port,
                 certificate: self.certificates.ecdsa.clone(),
+                http2: false,
             },
             TlsListener {
                 port: rsa_port,
                 certificate: self.certificates.rsa.clone(),
+                http2: false,
             },
         ])
     }

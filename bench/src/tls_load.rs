@@ -182,6 +182,7 @@ impl<'a> Bench<'a> {
         let listener = TlsListener {
             port,
             certificate: certificates.ecdsa.clone(),
+            http2: false,
         };
         let config = config(plan, &listener, admin_port, settings.tls_handshake);
         let pinned = tls_client::read_certificates(&[&certificates.ecdsa.chain])?;
@@ -453,6 +454,7 @@ mod tests {
                 key: "/s/ecdsa.key".into(),
                 combined: "/s/ecdsa.combined.pem".into(),
             },
+            http2: false,
         };
         let text = config(plan, &listener, 4300, Some(2));
         assert!(

@@ -6,7 +6,9 @@
 //! measure only herdsman. herdsman runs with the idle server connections a user gets by default;
 //! HAProxy and nginx are told to keep every server connection the run opens. Each
 //! configuration also comes with TLS on its listeners (`Target::tls_config`): the same certificate
-//! files for all three, TLS 1.2 and 1.3, ALPN http/1.1, session tickets and a TLS 1.2 session cache.
+//! files for all three, TLS 1.2 and 1.3, ALPN http/1.1 (and h2 before it on a listener that speaks
+//! HTTP/2), session tickets and a TLS 1.2 session cache; and with HTTP/2 with prior knowledge in
+//! cleartext (h2c, `Target::h2c_config`).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -18,6 +20,7 @@ use anyhow::Context;
 
 use crate::kit::backend::BACKLOG;
 use crate::kit::process::Supervised;
+use crate::kit::tools;
 
 /// Which program a benchmark target runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -87,6 +90,41 @@ pub struct Target {
     pub intake: Option<IntakeMode>,
 }
 
+/// A row for each of `kinds`, in order, with the default intake: `herdsman` for herdsman, and each
+/// peer's program installed first if missing (before the machine's load is looked at).
+pub fn targets(kinds: &[ProxyKind], herdsman: &Path) -> anyhow::Result<Vec<Target>> {
+    kinds
+        .iter()
+        .map(|&kind| {
+            let program = match kind {
+                ProxyKind::Herdsman => herdsman.to_path_buf(),
+                ProxyKind::Haproxy => tools::ensure_installed(&[&tools::HAPROXY])?.remove(0),
+                ProxyKind::Nginx => tools::ensure_installed(&[&tools::NGINX])?.remove(0),
+            };
+            Ok(Target {
+                label: kind.to_string(),
+                kind,
+                program,
+                intake: None,
+            })
+        })
+        .collect()
+}
+
+/// The peers' versions (`-v`), as a results file's setup lines named as it writes them.
+pub fn peer_version_lines(targets: &[Target]) -> Vec<(String, String)> {
+    targets
+        .iter()
+        .filter(|target| target.kind != ProxyKind::Herdsman)
+        .map(|target| {
+            (
+                target.kind.written().into(),
+                tools::version_line(&target.program, &["-v"]),
+            )
+        })
+        .collect()
+}
+
 /// How long every proxy lets a keep-alive client connection sit idle between requests: longer
 /// than the idle sweep holds its idle clients, so no proxy closes them on a timer (herdsman's
 /// `client_idle`, HAProxy's `timeout client` and `timeout http-keep-alive`, nginx's
@@ -151,21 +189,88 @@ pub struct TlsCertificate {
     pub combined: PathBuf,
 }
 
-/// One TLS listener: where, and the certificate it serves.
+/// One TLS listener: where, the certificate it serves, and whether it speaks HTTP/2.
 #[derive(Debug, Clone)]
 pub struct TlsListener {
     /// On 127.0.0.1.
     pub port: u16,
     pub certificate: TlsCertificate,
+    /// Offers ALPN h2 before http/1.1 (herdsman's `http2 = true`, HAProxy's `alpn h2,http/1.1`,
+    /// nginx's `listen … ssl http2`); http/1.1 alone otherwise.
+    pub http2: bool,
+}
+
+/// Each proxy's words for its listener's HTTP/2, in its configuration.
+struct Http2Words {
+    herdsman: &'static str,
+    haproxy: &'static str,
+    nginx: &'static str,
+}
+
+/// On a TLS listener: the ALPN list with h2 first (herdsman's is a key of the listener, before its
+/// `[listener.tls]`).
+const TLS_HTTP2: Http2Words = Http2Words {
+    herdsman: "http2 = true\n",
+    haproxy: "alpn h2,http/1.1",
+    nginx: " http2",
+};
+
+/// On a TLS listener without HTTP/2: ALPN http/1.1.
+const TLS_HTTP1: Http2Words = Http2Words {
+    herdsman: "",
+    haproxy: "alpn http/1.1",
+    nginx: "",
+};
+
+/// On a cleartext listener: HTTP/2 with prior knowledge. herdsman and HAProxy (`proto h2`) take
+/// it beside HTTP/1.1 or alone; nginx 1.22's `listen … http2` without ssl speaks only h2c.
+const H2C: Http2Words = Http2Words {
+    herdsman: "h2c = true\n",
+    haproxy: " proto h2",
+    nginx: " http2",
+};
+
+/// On a cleartext listener without HTTP/2.
+const CLEARTEXT_HTTP1: Http2Words = Http2Words {
+    herdsman: "",
+    haproxy: "",
+    nginx: "",
+};
+
+impl TlsListener {
+    fn http2_words(&self) -> &'static Http2Words {
+        if self.http2 {
+            &TLS_HTTP2
+        } else {
+            &TLS_HTTP1
+        }
+    }
 }
 
 impl Target {
     /// The configuration file's name and text. `dir` is this target's private scratch directory.
     pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
+        self.cleartext_config(plan, dir, &CLEARTEXT_HTTP1)
+    }
+
+    /// `config` with HTTP/2 with prior knowledge (h2c) on its listener.
+    pub fn h2c_config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
+        self.cleartext_config(plan, dir, &H2C)
+    }
+
+    fn cleartext_config(
+        &self,
+        plan: Plan,
+        dir: &Path,
+        words: &Http2Words,
+    ) -> (&'static str, String) {
         match self.kind {
-            ProxyKind::Herdsman => ("herdsman.toml", herdsman_config(plan, self.intake)),
-            ProxyKind::Haproxy => ("haproxy.cfg", haproxy_config(plan)),
-            ProxyKind::Nginx => ("nginx.conf", nginx_config(plan, dir)),
+            ProxyKind::Herdsman => (
+                "herdsman.toml",
+                herdsman_listener_config(plan, self.intake, words.herdsman),
+            ),
+            ProxyKind::Haproxy => ("haproxy.cfg", haproxy_bind_config(plan, words.haproxy)),
+            ProxyKind::Nginx => ("nginx.conf", nginx_listen_config(plan, dir, words.nginx)),
         }
     }
 
@@ -264,6 +369,15 @@ pub fn start_herdsman(
 
 /// herdsman's configuration; `intake` adds the top-level `intake = "MODE"` line.
 pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
+    herdsman_listener_config(plan, intake, "")
+}
+
+/// herdsman's configuration with `listener_lines` (each ending in a newline) in its listener.
+fn herdsman_listener_config(
+    plan: Plan,
+    intake: Option<IntakeMode>,
+    listener_lines: &str,
+) -> String {
     let Plan {
         workers,
         port,
@@ -281,7 +395,7 @@ client_idle = "{CLIENT_IDLE_SECONDS}s"
 name = "bench"
 bind = "127.0.0.1:{port}"
 pool = "backend"
-
+{listener_lines}
 [[pool]]
 name = "backend"
 servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
@@ -291,7 +405,8 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 
 /// herdsman's configuration with TLS on every one of `listeners` (named "tls-PORT"), in front of
 /// the one backend, and its admin API on `admin_port` when given. Its TLS defaults are the
-/// equivalent settings: TLS 1.2 and 1.3, ALPN http/1.1, tickets and a TLS 1.2 session cache.
+/// equivalent settings: TLS 1.2 and 1.3, ALPN http/1.1 (h2 first with `http2 = true` on a
+/// listener that speaks HTTP/2), tickets and a TLS 1.2 session cache.
 pub fn herdsman_tls_config(
     plan: Plan,
     listeners: &[TlsListener],
@@ -313,13 +428,14 @@ pub fn herdsman_tls_config(
 name = "tls-{port}"
 bind = "127.0.0.1:{port}"
 pool = "backend"
-[listener.tls]
+{http2}[listener.tls]
 certificates = [{{ chain = "{chain}", key = "{key}" }}]
 min_version = "1.2"
 "#,
             port = listener.port,
             chain = chain.display(),
-            key = key.display()
+            key = key.display(),
+            http2 = listener.http2_words().herdsman
         );
     }
     if let Some(admin_port) = admin_port {
@@ -337,13 +453,18 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 }
 
 pub fn haproxy_config(plan: Plan) -> String {
+    haproxy_bind_config(plan, "")
+}
+
+/// HAProxy's configuration with `bind_options` (each after a blank) on its bind line.
+fn haproxy_bind_config(plan: Plan, bind_options: &str) -> String {
     let Plan {
         port, backend_port, ..
     } = plan;
     format!(
         r#"{head}
 frontend bench
-    bind 127.0.0.1:{port}
+    bind 127.0.0.1:{port}{bind_options}
     option forwardfor
     http-request set-header X-Forwarded-Proto http
     http-request set-header X-Forwarded-Host %[req.hdr(host)]
@@ -357,16 +478,18 @@ backend backend
 }
 
 /// HAProxy's configuration with TLS on every one of `listeners` (`bind … ssl crt` with the
-/// certificate and key in one file, TLS 1.2 at least, ALPN http/1.1), in front of the one
+/// certificate and key in one file, TLS 1.2 at least, ALPN http/1.1, or h2 and http/1.1 on a
+/// listener that speaks HTTP/2), in front of the one
 /// backend. HAProxy's defaults give the rest: tickets, and a TLS 1.2 session cache of 20,000.
 pub fn haproxy_tls_config(plan: Plan, listeners: &[TlsListener]) -> String {
     let mut binds = String::new();
     for listener in listeners {
         let _ = writeln!(
             binds,
-            "    bind 127.0.0.1:{} ssl crt {} ssl-min-ver TLSv1.2 alpn http/1.1",
+            "    bind 127.0.0.1:{} ssl crt {} ssl-min-ver TLSv1.2 {}",
             listener.port,
-            listener.certificate.combined.display()
+            listener.certificate.combined.display(),
+            listener.http2_words().haproxy
         );
     }
     format!(
@@ -428,6 +551,11 @@ defaults
 }
 
 pub fn nginx_config(plan: Plan, dir: &Path) -> String {
+    nginx_listen_config(plan, dir, "")
+}
+
+/// nginx's configuration with `listen_options` (each after a blank) on its listen line.
+fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str) -> String {
     let Plan {
         port,
         backend_port,
@@ -443,7 +571,7 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
     }}
 
     server {{
-        listen 127.0.0.1:{port} backlog={BACKLOG};
+        listen 127.0.0.1:{port}{listen_options} backlog={BACKLOG};
         location / {{
             proxy_pass http://backend;
             proxy_http_version 1.1;
@@ -461,7 +589,7 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
 
 /// nginx's configuration with TLS on every one of `listeners` (a `server` each, `listen … ssl`), in
 /// front of the one backend: TLS 1.2 and 1.3, a shared session cache of 10 MB, tickets on. nginx
-/// offers ALPN http/1.1 on an ssl listener without HTTP/2.
+/// offers ALPN http/1.1 on an ssl listener without `http2`, h2 first with it.
 pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> String {
     let Plan {
         backend_port,
@@ -475,7 +603,7 @@ pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> St
             servers,
             r#"
     server {{
-        listen 127.0.0.1:{port} ssl backlog={BACKLOG};
+        listen 127.0.0.1:{port} ssl{http2} backlog={BACKLOG};
         ssl_certificate {chain};
         ssl_certificate_key {key};
         location / {{
@@ -490,7 +618,8 @@ pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> St
 "#,
             port = listener.port,
             chain = chain.display(),
-            key = key.display()
+            key = key.display(),
+            http2 = listener.http2_words().nginx
         );
     }
     format!(
@@ -662,6 +791,7 @@ mod tests {
                     key: PathBuf::from(format!("/tmp/x/{name}.key")),
                     combined: PathBuf::from(format!("/tmp/x/{name}.combined.pem")),
                 },
+                http2: false,
             })
             .collect()
     }
@@ -728,6 +858,54 @@ mod tests {
         );
         // Braces balance: every block nginx opens is closed.
         assert_eq!(nginx.matches('{').count(), nginx.matches('}').count());
+    }
+
+    #[test]
+    fn http2_is_spoken_where_asked_in_each_proxy_s_words() {
+        let dir = Path::new("/tmp/x");
+        let target = |kind: ProxyKind| Target {
+            label: kind.to_string(),
+            kind,
+            program: PathBuf::from("/bin/true"),
+            intake: None,
+        };
+        let h2c = |kind| target(kind).h2c_config(PLAN, dir).1;
+        assert_contains_all(
+            &h2c(ProxyKind::Herdsman),
+            &["bind = \"127.0.0.1:4100\"\npool = \"backend\"\nh2c = true\n\n[[pool]]"],
+        );
+        assert_contains_all(
+            &h2c(ProxyKind::Haproxy),
+            &["    bind 127.0.0.1:4100 proto h2\n"],
+        );
+        assert_contains_all(
+            &h2c(ProxyKind::Nginx),
+            &["listen 127.0.0.1:4100 http2 backlog=4096;"],
+        );
+        // The HTTP/1.1 configs are the same as before HTTP/2 was asked for anywhere.
+        assert!(!herdsman_config(PLAN, None).contains("h2c"));
+        assert!(haproxy_config(PLAN).contains("    bind 127.0.0.1:4100\n"));
+
+        let listeners: Vec<TlsListener> = tls_listeners()
+            .into_iter()
+            .map(|listener| TlsListener {
+                http2: true,
+                ..listener
+            })
+            .collect();
+        assert_contains_all(
+            &herdsman_tls_config(PLAN, &listeners[..1], None),
+            &["pool = \"backend\"\nhttp2 = true\n[listener.tls]\n"],
+        );
+        assert_contains_all(
+            &haproxy_tls_config(PLAN, &listeners[..1]),
+            &["ssl-min-ver TLSv1.2 alpn h2,http/1.1\n"],
+        );
+        assert_contains_all(
+            &nginx_tls_config(PLAN, &listeners[..1], dir),
+            &["listen 127.0.0.1:4101 ssl http2 backlog=4096;"],
+        );
+        assert!(!herdsman_tls_config(PLAN, &tls_listeners(), None).contains("http2"));
     }
 
     #[test]

@@ -32,15 +32,6 @@ fn len() -> u64 {
 /// A piece of the upload, and of what is asked of the window at a time.
 const PIECE: usize = 64 * 1024;
 
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
-}
-
 /// The binary with one worker and an h2c listener in front of `server`.
 fn start_binary(server: SocketAddr) -> (ChildGuard, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();

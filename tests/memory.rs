@@ -13,15 +13,6 @@ const LEN: u64 = 1024 * MIB;
 /// at least LEN; a few relay buffers (64 KiB each) and allocator slack stay far under this.
 const ALLOWED_GROWTH_KIB: u64 = 8 * 1024;
 
-fn peak_rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
-    status
-        .lines()
-        .find_map(|line| line.strip_prefix("VmHWM:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmHWM in /proc/PID/status")
-}
-
 #[test]
 fn large_bodies_pass_through_the_binary_in_bounded_memory() {
     let server = Mock::start(|ex| {

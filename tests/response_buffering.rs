@@ -136,10 +136,7 @@ fn read_big_body(client: &mut Conn, size: u64) {
 
 /// Peak resident memory of process `pid`, in bytes.
 fn peak_rss(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    let line = status.lines().find(|l| l.starts_with("VmHWM:")).unwrap();
-    let kib: u64 = line.split_whitespace().nth(1).unwrap().parse().unwrap();
-    kib * 1024
+    peak_rss_kib(pid) * 1024
 }
 
 /// The most herdsman's memory may grow to while a gibibyte passes through it.

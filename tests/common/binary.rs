@@ -311,3 +311,13 @@ pub fn wait_pid_catches(pid: u32, signal: libc::c_int, timeout: Duration) -> boo
             .is_some_and(|mask| mask & (1 << (signal - 1)) != 0)
     })
 }
+
+/// The peak resident memory of process `pid` so far (VmHWM), in KiB.
+pub fn peak_rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).expect("/proc status");
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status")
+}

@@ -15,9 +15,9 @@ use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
 use super::respond::{self, Answer, Expected, ResponseStart};
+use super::server_connection::server_connection;
 use super::{tunnel, Client, Exchanged, Next};
 use crate::config::acme::AcmeBoard;
-use crate::config::tls::ALPN_H2;
 use crate::config::{ExchangeTimeouts, RouteBuffering};
 use crate::http1::error_response::{
     write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
@@ -28,7 +28,6 @@ use crate::http1::head::read_as_http11;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
-use crate::http2::servers::ConnectionSettings;
 use crate::stats::traffic::Ending;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream};
 use crate::upstream::choice::{choose, Choice};
@@ -400,18 +399,18 @@ async fn read_request<D: Downstream>(
 
 /// A request on its way to servers: what is known of it, and the clock it runs against.
 #[derive(Debug, Clone, Copy)]
-struct Sending {
-    facts: RequestFacts,
+pub(super) struct Sending {
+    pub(super) facts: RequestFacts,
     /// `[timeouts] request`'s deadline, if set: no attempt waits past it, and none starts after.
-    deadline: Option<Instant>,
+    pub(super) deadline: Option<Instant>,
     /// When the first attempt began (a clock reading that serves more than this).
-    began: Instant,
+    pub(super) began: Instant,
 }
 
 impl Sending {
     /// The earlier of an attempt's own deadline and the request's, with the failure its
     /// expiry means.
-    fn bound(&self, own: Instant, own_failure: Failure) -> (Instant, Failure) {
+    pub(super) fn bound(&self, own: Instant, own_failure: Failure) -> (Instant, Failure) {
         match self.deadline {
             Some(request) if request <= own => (request, Failure::RequestTimeout),
             _ => (own, own_failure),
@@ -740,102 +739,6 @@ async fn send_streaming<D: Downstream>(
         }
     };
     Ok((upstream, head?, upload_finished))
-}
-
-/// How often a connect that found no free descriptor is tried again.
-const DESCRIPTOR_RETRY: std::time::Duration = std::time::Duration::from_millis(10);
-
-/// The process (EMFILE) or the system (ENFILE) has no descriptor to spare.
-fn is_out_of_descriptors(error: &std::io::Error) -> bool {
-    matches!(error.raw_os_error(), Some(libc::EMFILE | libc::ENFILE))
-}
-
-/// An idle connection to `server` from this worker, or a new one; with whether it was idle,
-/// and when it was ready (the attempt's start for an idle one, fresh from the clock after
-/// connecting).
-async fn server_connection(
-    context: &ProxyContext,
-    snapshot: &Snapshot,
-    server: &Server,
-    fresh_only: bool,
-    sending: &Sending,
-) -> Result<(ServerStream, bool, Instant), Failure> {
-    let now = sending.began;
-    let max_idle = (!fresh_only).then_some(snapshot.timeouts.backend_idle);
-    let (idle, in_use) = context.take_idle(server.id, max_idle, now);
-    if let Some(stream) = idle {
-        context.counters().count_backend_connection(true);
-        return Ok((ServerStream::new(stream, in_use), true, now));
-    }
-    let (deadline, expired) =
-        sending.bound(now + snapshot.timeouts.connect, Failure::ConnectTimeout);
-    let http2 = server.protocol.is_http2();
-    if http2 && !fresh_only {
-        // A stream on a connection this worker has to the server (or is making) with room.
-        let connections = context.http2_servers();
-        let tls = server.tls.is_some();
-        if let Some(stream) = connections.stream_or_wait(server.id, tls, deadline).await {
-            context.counters().count_backend_connection(true);
-            return Ok((ServerStream::new(stream, in_use), true, now));
-        }
-    }
-    let _connecting = http2.then(|| context.http2_servers().begin_connecting(server.id));
-    context.counters().count_backend_connection(false);
-    let pool = &snapshot.pools[sending.facts.choice.pool];
-    pool.traffic.record_connection_opened(context.index);
-    server.traffic.record_connection_opened(context.index);
-    // Out of descriptors (the budget was set above the open-file limit, or something else holds
-    // them): the request waits for one as it would for a slot, then gets 503; the server is not
-    // blamed, and nothing was sent.
-    let wait_for_descriptor = now + pool.queue_timeout.min(snapshot.timeouts.connect);
-    // The deadline covers a TLS handshake too.
-    let connect = async {
-        let stream = loop {
-            match Stream::connect(server.addr).await {
-                Err(error) if is_out_of_descriptors(&error) => {
-                    // Given up a retry early, so that the connect deadline does not fire first.
-                    if Instant::now() + DESCRIPTOR_RETRY >= wait_for_descriptor {
-                        return Err(Failure::NoDescriptor);
-                    }
-                    tokio::time::sleep(DESCRIPTOR_RETRY).await;
-                }
-                connected => break connected.map_err(|e| Failure::ConnectFailed(e.kind()))?,
-            }
-        };
-        let stream = match &server.tls {
-            None => stream,
-            Some(tls) => stream
-                .start_tls(tls)
-                .await
-                .map_err(|failure| Failure::server_tls(&failure))?,
-        };
-        if !http2 {
-            return Ok(stream);
-        }
-        if server.tls.is_some() && !stream.agreed_alpn(ALPN_H2) {
-            return Err(Failure::ServerTls(
-                "the server did not agree to HTTP/2 (ALPN h2) for a pool with protocol = \"h2\"",
-            ));
-        }
-        let settings = ConnectionSettings {
-            stream_window: snapshot.http2.stream_window,
-            connection_window: snapshot.http2.connection_window,
-            idle: snapshot.timeouts.backend_idle,
-        };
-        context
-            .http2_servers()
-            .connect(server.id, stream, settings)
-            .await
-            .map_err(|error| {
-                tracing::debug!(server = %server.name, %error, "HTTP/2 to a server");
-                Failure::ServerIo(std::io::ErrorKind::ConnectionAborted)
-            })
-    };
-    match timeout_at(deadline, connect).await {
-        Err(_) => Err(expired),
-        Ok(Err(failure)) => Err(failure),
-        Ok(Ok(stream)) => Ok((ServerStream::new(stream, in_use), false, Instant::now())),
-    }
 }
 
 /// The timeouts and buffering of a request that may be a gRPC call: a call is never buffered

@@ -16,6 +16,7 @@ mod outcome;
 mod replay;
 mod request_body;
 mod respond;
+mod server_connection;
 mod spooled;
 mod tunnel;
 

@@ -6,6 +6,7 @@
 //! Of the data path, only this module names a socket type.
 
 mod buffer;
+mod client_tcp;
 mod listen;
 mod multiplexed;
 pub mod recycle;

@@ -99,6 +99,11 @@ impl Connection {
         }
     }
 
+    /// Closing with no stream left on it: nothing will use it again.
+    fn is_spent(&self) -> bool {
+        self.closing.get() && self.open.get() == 0
+    }
+
     fn going_away(&self) {
         self.closing.set(true);
     }
@@ -130,7 +135,7 @@ impl ServerConnections {
     pub fn stream(&self, server: u64, tls: bool) -> Option<Stream> {
         let mut by_server = self.by_server.borrow_mut();
         let connections = by_server.get_mut(&server)?;
-        connections.retain(|connection| !connection.closing.get() || connection.open.get() > 0);
+        connections.retain(|connection| !connection.is_spent());
         let connection = connections.iter().find(|c| c.takes_a_stream())?;
         let stream = ServerStream::new(Rc::clone(connection), tls);
         Some(Stream::Multiplexed(Box::new(stream)))
@@ -249,13 +254,8 @@ impl ServerConnections {
     /// Forgets connections that ended (their servers may be gone for good).
     pub fn forget_ended(&self) {
         self.by_server.borrow_mut().retain(|_, connections| {
-            connections.retain(|c| !c.closing.get() || c.open.get() > 0);
+            connections.retain(|connection| !connection.is_spent());
             !connections.is_empty()
         });
-    }
-
-    /// Connections open to any server, for the counters.
-    pub fn count(&self) -> usize {
-        self.by_server.borrow().values().map(Vec::len).sum()
     }
 }

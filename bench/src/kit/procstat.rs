@@ -460,9 +460,18 @@ mod tests {
         let spin = std::thread::Builder::new()
             .name("procstat-spin".into())
             .spawn(|| {
+                // The kernel counts CPU in ticks of 10 ms, and a loaded machine may give a thread
+                // none in a short spin: it spins until a tick is counted (5 s at most).
                 let started = std::time::Instant::now();
-                while started.elapsed() < Duration::from_millis(50) {}
-                thread_cpu(std::process::id(), "procstat-spin")
+                loop {
+                    let spun = std::time::Instant::now();
+                    while spun.elapsed() < Duration::from_millis(20) {}
+                    let cpu = thread_cpu(std::process::id(), "procstat-spin");
+                    let counted = cpu.as_ref().is_some_and(|cpu| cpu.total() > Duration::ZERO);
+                    if counted || started.elapsed() > Duration::from_secs(5) {
+                        return cpu;
+                    }
+                }
             })
             .unwrap();
         let cpu = spin.join().unwrap().expect("the thread by its name");

@@ -6,6 +6,8 @@
 //! response written back as HTTP/1.1 bytes, over connections each worker multiplexes.
 
 pub mod body;
+// HPACK (RFC 7541) for herdsman's own HTTP/2 connections: compact decoder table, stateless encoder.
+pub mod hpack;
 // Public for the fuzz targets (fuzz/), which feed them arbitrary bytes.
 pub mod request_head;
 pub mod response;

@@ -17,6 +17,8 @@ mod table;
 
 pub use decoder::Decoder;
 pub use encoder::{encode_field, encode_field_huffman, encode_field_never_indexed, encode_status};
+// For whoever writes blocks by hand (benchmarks, attack tests): §5.1's integer.
+pub use primitives::write_integer;
 
 /// Why a header block cannot be decoded: each is a connection error COMPRESSION_ERROR (RFC 9113
 /// §4.3). A plain value — no allocation, no formatting until displayed.

@@ -80,7 +80,7 @@ impl<'a> Reader<'a> {
 
 /// Appends `value` as an integer with a `prefix_bits`-bit prefix, the bits above the prefix in
 /// the first byte set to `flags` (§5.1).
-pub(super) fn write_integer(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
+pub fn write_integer(out: &mut Vec<u8>, flags: u8, prefix_bits: u32, value: usize) {
     let all_ones = (1usize << prefix_bits) - 1;
     if value < all_ones {
         out.push(flags | value as u8);

@@ -20,6 +20,9 @@ pub(super) fn hex(digits: &str) -> Vec<u8> {
 
 type Fields = Vec<(Vec<u8>, Vec<u8>)>;
 
+/// What one block of a sequence decodes to: its fields, then the table (newest first) and size.
+type Step<'a> = (Fields, Vec<(&'a str, &'a str)>, usize);
+
 /// Every field `block` decodes to, with `scratch` kept by the caller.
 fn decode_with(
     decoder: &mut Decoder,
@@ -95,11 +98,7 @@ fn the_field_representations_of_c2() {
 
 /// Each block decoded in turn on one connection, checking its fields, then the dynamic table's
 /// entries (newest first) and size after it; one scratch buffer for all.
-fn in_sequence(
-    decoder: &mut Decoder,
-    blocks: [&str; 3],
-    expected: [(Fields, Vec<(&str, &str)>, usize); 3],
-) {
+fn in_sequence(decoder: &mut Decoder, blocks: [&str; 3], expected: [Step; 3]) {
     let mut scratch = Vec::new();
     for (block, (list, dynamic, size)) in blocks.iter().zip(expected) {
         assert_eq!(

@@ -7,6 +7,7 @@
 
 mod common;
 
+use std::io::Write;
 use std::net::SocketAddr;
 use std::process::Command;
 
@@ -92,10 +93,11 @@ fn bodies_stream_both_ways_with_and_without_a_length() {
 }
 
 #[test]
-fn a_tls_listener_with_http2_agrees_h2_by_alpn() {
+fn a_tls_listener_agrees_h2_by_alpn_unless_told_not_to() {
     let certs = CertFiles::issue("h2-alpn", &["app.test"]);
     let server = Mock::named("hello");
-    let proxy = start(&server, "http2 = true", &tls_table(&[&certs], ""));
+    // `http2` unwritten: on.
+    let proxy = start(&server, "", &tls_table(&[&certs], ""));
     let url = format!("https://app.test:{}/", proxy.addr.port());
     let resolve = format!("app.test:{}:127.0.0.1", proxy.addr.port());
     let ca = test_ca().pem_file.display().to_string();
@@ -110,6 +112,16 @@ fn a_tls_listener_with_http2_agrees_h2_by_alpn() {
     );
     let (status, _) = curl(
         &["--http1.1", "--cacert", &ca, "--resolve", &resolve],
+        &url,
+        None,
+    );
+    assert_eq!(status, "1.1 200");
+    // `http2 = false`: ALPN offers HTTP/1.1 alone, and curl settles for it.
+    let off = start(&server, "http2 = false", &tls_table(&[&certs], ""));
+    let url = format!("https://app.test:{}/", off.addr.port());
+    let resolve = format!("app.test:{}:127.0.0.1", off.addr.port());
+    let (status, _) = curl(
+        &["--http2", "--cacert", &ca, "--resolve", &resolve],
         &url,
         None,
     );
@@ -462,4 +474,128 @@ fn an_extended_connect_carries_a_websocket_to_an_http11_server() {
     assert_eq!(handshake.header("sec-websocket-version"), Some("13"));
     let key = handshake.header("sec-websocket-key").expect("a key");
     assert_eq!(key.len(), 24, "{key}");
+}
+
+/// The status of a response head herdsman encoded (`:status` indexed for 200, else a literal).
+fn status_of(head: &Frame) -> u16 {
+    match head.payload.as_slice() {
+        [0x88, ..] => 200,
+        [0x08, 3, a, b, c, ..] => {
+            let digits = [*a, *b, *c];
+            std::str::from_utf8(&digits).unwrap().parse().unwrap()
+        }
+        other => panic!("a head herdsman does not write: {other:?}"),
+    }
+}
+
+#[test]
+fn a_quiet_connection_parks_and_its_next_stream_uses_the_table_it_left() {
+    let server = Mock::named("hello");
+    let proxy = start(&server, "h2c = true", "");
+    let mut conn = raw_connection(proxy.addr, true);
+    // `:authority: parked.example` with incremental indexing (name index 1): the client's
+    // table now holds it at index 62.
+    let mut first = vec![0x82, 0x86, 0x84, 0x41, 14];
+    first.extend_from_slice(b"parked.example");
+    conn.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &first))
+        .unwrap();
+    let frames = read_frames_until(&mut conn, |f| f.stream == 1 && f.flags & END_STREAM != 0);
+    let head = frames.iter().find(|f| f.kind == HEADERS).unwrap();
+    assert_eq!(status_of(head), 200);
+    assert!(
+        eventually(std::time::Duration::from_secs(3), || proxy.parked() == 1),
+        "a quiet HTTP/2 connection was not parked"
+    );
+    // The second stream names the authority by its index alone (0xbe = 62): only a connection
+    // whose table came back whole from the lot can read it.
+    conn.write_all(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        3,
+        &[0x82, 0x86, 0x84, 0xbe],
+    ))
+    .unwrap();
+    let frames = read_frames_until(&mut conn, |f| f.stream == 3 && f.flags & END_STREAM != 0);
+    let head = frames.iter().find(|f| f.kind == HEADERS).unwrap();
+    assert_eq!(status_of(head), 200);
+    let hosts: Vec<String> = server
+        .heads()
+        .iter()
+        .map(|head| head.header("host").unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(hosts, ["parked.example", "parked.example"]);
+    let workers = proxy.server().stats().report();
+    let open: u32 = workers.iter().map(|w| w.http2.connections_open).sum();
+    assert_eq!(open, 1, "the resumed connection is counted open once");
+}
+
+#[test]
+fn a_parked_tls_connection_resumes_and_gets_goaway_at_client_idle() {
+    let certs = CertFiles::issue("h2-park", &["app.test"]);
+    let server = Mock::named("hello");
+    let text = Setup::new()
+        .server("a", server.addr)
+        .timeout("client_idle", "1500ms")
+        .toml("127.0.0.1:0");
+    let end_of_listener = "pool = \"app\"\n\n";
+    let at = text.find(end_of_listener).unwrap() + end_of_listener.len();
+    let text = format!(
+        "{}{}\n{}",
+        &text[..at - 1],
+        tls_table(&[&certs], ""),
+        &text[at..]
+    );
+    let proxy = Proxy::start(&text);
+    let mut config = (*client_config()).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    let mut conn = TlsConn::try_connect(proxy.addr, "app.test", &std::sync::Arc::new(config))
+        .expect("a TLS connection agreeing h2");
+    conn.send(PREFACE_AND_SETTINGS);
+    let mut first = vec![0x82, 0x87, 0x84, 0x41, 8];
+    first.extend_from_slice(b"app.test");
+    conn.send(&frame(HEADERS, END_STREAM | END_HEADERS, 1, &first));
+    let frames = read_frames_until(&mut conn.stream, |f| {
+        f.stream == 1 && f.flags & END_STREAM != 0
+    });
+    assert_eq!(
+        status_of(frames.iter().find(|f| f.kind == HEADERS).unwrap()),
+        200
+    );
+    assert!(
+        eventually(std::time::Duration::from_secs(1), || proxy.parked() == 1),
+        "a quiet HTTP/2 connection over TLS was not parked"
+    );
+    // Resumed: its TLS and HPACK state came back with it (index 62 is `:authority: app.test`).
+    conn.send(&frame(
+        HEADERS,
+        END_STREAM | END_HEADERS,
+        3,
+        &[0x82, 0x87, 0x84, 0xbe],
+    ));
+    let frames = read_frames_until(&mut conn.stream, |f| {
+        f.stream == 3 && f.flags & END_STREAM != 0
+    });
+    assert_eq!(
+        status_of(frames.iter().find(|f| f.kind == HEADERS).unwrap()),
+        200
+    );
+    // Quiet again, past client_idle in the lot: GOAWAY NO_ERROR naming stream 3, then the close.
+    let started = std::time::Instant::now();
+    let goaway = read_frames_until(&mut conn.stream, |f| f.kind == GOAWAY);
+    let goaway = goaway.last().unwrap();
+    assert_eq!(goaway.error_code(), Some(0));
+    assert_eq!(&goaway.payload[..4], &3u32.to_be_bytes());
+    let waited = started.elapsed();
+    assert!(
+        waited > std::time::Duration::from_millis(1000)
+            && waited < std::time::Duration::from_secs(4),
+        "GOAWAY after {waited:?}"
+    );
+    let mut rest = [0u8; 64];
+    use std::io::Read;
+    assert!(
+        matches!(conn.stream.read(&mut rest), Ok(0) | Err(_)),
+        "the connection closed"
+    );
+    assert_eq!(server.heads().len(), 2);
 }

@@ -73,8 +73,8 @@ fn the_listening_line_names_tls_and_alpn_refusals_are_logged_at_most_once_a_whil
     let cert = CertFiles::issue("log-alpn", &["app.test"]);
     let addr: std::net::SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
     let text = format!(
-        "workers = 1\n[[listener]]\nname = \"secure\"\nbind = \"{addr}\"\npool = \"app\"\n{}\
-         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        "workers = 1\n[[listener]]\nname = \"secure\"\nbind = \"{addr}\"\npool = \"app\"\n\
+         http2 = false\n{}[[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
         tls_table(&[&cert], ""),
         app.addr
     );
@@ -95,7 +95,8 @@ fn the_listening_line_names_tls_and_alpn_refusals_are_logged_at_most_once_a_whil
         "{listening}"
     );
 
-    // A client that speaks only HTTP/2 (a gRPC client, say): refused, three times over.
+    // A client that speaks only HTTP/2 (a gRPC client, say), on a listener with HTTP/2 turned
+    // off: refused, three times over.
     let mut h2_only = (*client_config()).clone();
     h2_only.alpn_protocols = vec![b"h2".to_vec()];
     let h2_only = std::sync::Arc::new(h2_only);

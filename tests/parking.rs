@@ -11,16 +11,6 @@ use common::*;
 /// Longer than herdsman's `PARK_AFTER` (100 ms), so a connection quiet this long is parked.
 const QUIET: Duration = Duration::from_millis(900);
 
-fn parked(proxy: &Proxy) -> u32 {
-    proxy
-        .server()
-        .stats()
-        .report()
-        .iter()
-        .map(|w| w.parked)
-        .sum()
-}
-
 /// herdsman with `client_idle`, in front of a server named "a".
 fn proxy_with_client_idle(client_idle: &str) -> (Mock, Proxy) {
     let server = Mock::named("a");
@@ -36,7 +26,7 @@ fn parked_connection(proxy: &Proxy) -> Conn {
     let mut client = proxy.connect();
     assert_eq!(client.roundtrip(&get_request("/", "")).status(), 200);
     assert!(
-        eventually(Duration::from_secs(3), || parked(proxy) == 1),
+        eventually(Duration::from_secs(3), || proxy.parked() == 1),
         "a connection quiet for {QUIET:?} was not parked"
     );
     client
@@ -52,12 +42,12 @@ fn a_quiet_connection_is_parked_and_served_when_it_speaks_again() {
     let mut client = proxy.connect();
     assert_eq!(client.roundtrip(&get_request("/before", "")).status(), 200);
     assert_eq!(
-        parked(&proxy),
+        proxy.parked(),
         0,
         "a connection that just spoke is not parked"
     );
     assert!(
-        eventually(Duration::from_secs(3), || parked(&proxy) == 1),
+        eventually(Duration::from_secs(3), || proxy.parked() == 1),
         "a connection quiet for {QUIET:?} was not parked"
     );
     assert_eq!(
@@ -77,7 +67,7 @@ fn a_quiet_connection_is_parked_and_served_when_it_speaks_again() {
     assert_eq!(second.status(), 200);
     assert_eq!(second.header("X-Target"), Some("/upload"));
     assert_eq!(second.body_text(), "hello");
-    assert_eq!(parked(&proxy), 0, "a connection that spoke left the lot");
+    assert_eq!(proxy.parked(), 0, "a connection that spoke left the lot");
 }
 
 #[test]
@@ -94,7 +84,7 @@ fn a_parked_connection_is_closed_at_the_idle_timeout() {
         lived >= Duration::from_millis(1400) && lived < Duration::from_millis(2500),
         "closed {lived:?} after its last response; client_idle is 1.5 s"
     );
-    assert!(eventually(Duration::from_secs(2), || parked(&proxy) == 0
+    assert!(eventually(Duration::from_secs(2), || proxy.parked() == 0
         && proxy.active_connections() == 0));
 }
 
@@ -106,13 +96,13 @@ fn a_parked_connection_the_client_closes_is_forgotten() {
         assert_eq!(client.roundtrip(&get_request("/", "")).status(), 200);
     }
     std::thread::sleep(QUIET);
-    assert!(eventually(Duration::from_secs(3), || parked(&proxy) == 20));
+    assert!(eventually(Duration::from_secs(3), || proxy.parked() == 20));
     clients.truncate(5);
     assert!(
-        eventually(Duration::from_secs(3), || parked(&proxy) == 5
+        eventually(Duration::from_secs(3), || proxy.parked() == 5
             && proxy.active_connections() == 5),
         "parked {} active {} after 15 of 20 parked clients closed",
-        parked(&proxy),
+        proxy.parked(),
         proxy.active_connections()
     );
     for client in &mut clients {

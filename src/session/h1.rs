@@ -44,9 +44,10 @@ pub async fn serve<Q>(
     peer: SocketAddr,
     listener: usize,
     parks: bool,
+    resumed_h2: Option<h2::Parked>,
     quiet: Q,
 ) where
-    Q: FnOnce(Detached, Instant),
+    Q: FnOnce(Detached, Option<h2::Parked>, Instant),
 {
     let context = &context;
     let mut received = Buffer::new();
@@ -74,6 +75,12 @@ pub async fn serve<Q>(
             }
         }
     };
+    if resumed_h2.is_some() {
+        // A parked HTTP/2 connection that woke: its state goes on where it stopped.
+        drop(snapshot);
+        let quiet = parks.then_some(quiet);
+        return h2::serve(context, stream, received, peer, listener, resumed_h2, quiet).await;
+    }
     let h2c = snapshot.listener_h2c(listener);
     let first_bytes_by = Instant::now() + snapshot.timeouts.client_header;
     let most = snapshot.limits.max_header_bytes;
@@ -90,7 +97,8 @@ pub async fn serve<Q>(
     // HTTP/2: agreed by ALPN over TLS, or, on an h2c listener, a connection that starts with its
     // preface (a fresh one: the first bytes are all here, or it is read for the rest of them).
     if stream.agreed_alpn(ALPN_H2) || (h2c && h2::is_preface(received.data())) {
-        return h2::serve(context, stream, received, peer, listener).await;
+        let quiet = parks.then_some(quiet);
+        return h2::serve(context, stream, received, peer, listener, None, quiet).await;
     }
     if h2c && h2::is_broken_preface(received.data()) {
         // A connection error, answered in HTTP/2 rather than with an HTTP/1.1 status.
@@ -109,7 +117,7 @@ pub async fn serve<Q>(
                 Waited::Quiet { deadline } => {
                     let (stream, _) = client.into_parts().0.into_parts();
                     if let Ok(stream) = stream.detach() {
-                        quiet(stream, deadline);
+                        quiet(stream, None, deadline);
                     }
                     return;
                 }

@@ -94,12 +94,20 @@ impl WorkerContext {
         };
         let mut guard = self.connection_guard(listener);
         guard.client = client;
-        self.spawn_connection_task(stream, peer, listener, guard);
+        self.spawn_connection_task(stream, peer, listener, guard, None);
     }
 
     /// Serves a parked connection that woke up, in a new task.
     pub(super) fn resume(self: &Rc<Self>, parked: Parked<ConnectionGuard>) {
-        self.spawn_connection_task(parked.stream, parked.peer, parked.listener, parked.guard);
+        let Parked {
+            stream,
+            peer,
+            listener,
+            guard,
+            h2,
+            ..
+        } = parked;
+        self.spawn_connection_task(stream, peer, listener, guard, h2.map(|h2| *h2));
     }
 
     fn spawn_connection_task(
@@ -108,11 +116,22 @@ impl WorkerContext {
         peer: SocketAddr,
         listener: usize,
         guard: ConnectionGuard,
+        resumed_h2: Option<session::h2::Parked>,
     ) {
         let context = Rc::clone(self);
         let parks = self.parking.is_some();
-        let quiet = move |stream, deadline| context.park(stream, peer, listener, guard, deadline);
-        let session = session::serve(Rc::clone(&self.proxy), stream, peer, listener, parks, quiet);
+        let quiet = move |stream, h2, deadline| {
+            context.park(stream, peer, listener, guard, h2, deadline);
+        };
+        let session = session::serve(
+            Rc::clone(&self.proxy),
+            stream,
+            peer,
+            listener,
+            parks,
+            resumed_h2,
+            quiet,
+        );
         // Boxed first: the session's future is 1,152 bytes, and tokio's task moves its stage
         // whole about seven times between spawn and end (about 950 instructions of memcpy a
         // connection under callgrind); a box is one allocation and one copy
@@ -128,6 +147,7 @@ impl WorkerContext {
         peer: SocketAddr,
         listener: usize,
         guard: ConnectionGuard,
+        h2: Option<session::h2::Parked>,
         deadline: tokio::time::Instant,
     ) {
         let Some(lot) = &self.parking else {
@@ -138,6 +158,7 @@ impl WorkerContext {
             peer,
             listener,
             guard,
+            h2: h2.map(Box::new),
             deadline,
         };
         if lot.park(parked).is_err() {

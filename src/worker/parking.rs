@@ -44,6 +44,9 @@ pub struct Parked<G> {
     pub listener: usize,
     /// Counts the connection as open while it waits here.
     pub guard: G,
+    /// An HTTP/2 connection's state (settings, windows, the client's HPACK table), boxed so
+    /// that an HTTP/1.1 connection's slot stays small.
+    pub h2: Option<Box<crate::session::h2::Parked>>,
     /// When it is closed unless the client sends something first.
     pub deadline: Instant,
 }
@@ -164,7 +167,7 @@ impl<G> ParkingLot<G> {
                     }
                     return;
                 }
-                () = sleep_until(next_deadline) => self.close_expired(),
+                () = sleep_until(next_deadline) => self.close_expired(&mut resume),
                 () = self.parked_into_empty.notified(), if next_deadline.is_none() => {}
             }
         }
@@ -191,10 +194,20 @@ impl<G> ParkingLot<G> {
         n
     }
 
-    /// Closes the connections whose deadline has passed.
-    fn close_expired(&self) {
+    /// Closes the connections whose deadline has passed. An HTTP/2 one is handed to `resume`
+    /// marked expired instead: its task sends GOAWAY before the close (over TLS too).
+    fn close_expired(&self, resume: &mut impl FnMut(Parked<G>)) {
         let now = Instant::now();
-        while self.close_oldest_if(|deadline| deadline <= now) {}
+        while let Some(mut parked) = self.take_oldest_if(|deadline| deadline <= now) {
+            match &mut parked.h2 {
+                Some(h2) => {
+                    h2.expire();
+                    resume(parked);
+                }
+                // Dropping it closes the socket and uncounts the connection.
+                None => drop(parked),
+            }
+        }
     }
 
     /// Closes the connection parked longest (the first in line for its idle timeout), to make
@@ -206,13 +219,17 @@ impl<G> ParkingLot<G> {
     /// Closes the oldest parked connection if `due` says so of its deadline; false when there is
     /// none, or it is not due. Entries of connections that left the lot are skipped.
     fn close_oldest_if(&self, due: impl Fn(Instant) -> bool) -> bool {
+        // Dropping it closes the socket and uncounts the connection.
+        self.take_oldest_if(due).is_some()
+    }
+
+    /// Takes the oldest parked connection out of the lot if `due` says so of its deadline.
+    fn take_oldest_if(&self, due: impl Fn(Instant) -> bool) -> Option<Parked<G>> {
         loop {
             let front = self.deadlines.borrow().front().copied();
-            let Some((deadline, key, serial)) = front else {
-                return false;
-            };
+            let (deadline, key, serial) = front?;
             if !due(deadline) {
-                return false;
+                return None;
             }
             self.deadlines.borrow_mut().pop_front();
             let current = self
@@ -221,9 +238,7 @@ impl<G> ParkingLot<G> {
                 .get(key as usize)
                 .is_some_and(|slot| slot.serial == serial);
             if current {
-                // Dropping it closes the socket and uncounts the connection.
-                drop(self.unpark(key as usize));
-                return true;
+                return self.unpark(key as usize);
             }
         }
     }

@@ -34,6 +34,7 @@ pub const NO_ERROR: u32 = 0x0;
 pub const PROTOCOL_ERROR: u32 = 0x1;
 pub const CANCEL: u32 = 0x8;
 pub const ENHANCE_YOUR_CALM: u32 = 0xb;
+pub const COMPRESSION_ERROR: u32 = 0x9;
 
 /// An HPACK block for `GET /` with `:authority` "a" (three indexed fields from the static table
 /// and a literal without indexing): the smallest request.
@@ -278,4 +279,23 @@ pub fn h2c_get(addr: SocketAddr, path: &str) -> (String, Vec<u8>) {
         &format!("http://{addr}{path}"),
         None,
     )
+}
+
+/// Reads frames from `conn` until one matches `last` (which is returned last); fails after 5 s.
+pub fn read_frames_until(conn: &mut impl Read, last: impl Fn(&Frame) -> bool) -> Vec<Frame> {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let (mut bytes, mut frames) = (Vec::new(), Vec::new());
+    let mut chunk = [0u8; 16384];
+    while Instant::now() < deadline {
+        let n = conn.read(&mut chunk).expect("herdsman's frames");
+        assert!(n > 0, "closed before the frame expected: {frames:?}");
+        bytes.extend_from_slice(&chunk[..n]);
+        let used = parse_frames(&bytes, &mut frames);
+        bytes.drain(..used);
+        if let Some(at) = frames.iter().position(&last) {
+            frames.truncate(at + 1);
+            return frames;
+        }
+    }
+    panic!("no such frame in 5 s: {frames:?}");
 }

@@ -238,6 +238,16 @@ impl Proxy {
     }
 
     /// The running server, to read its counters or its admin address.
+    /// Connections waiting in the workers' parking lots, all workers together.
+    pub fn parked(&self) -> u32 {
+        self.server()
+            .stats()
+            .report()
+            .iter()
+            .map(|w| w.parked)
+            .sum()
+    }
+
     pub fn server(&self) -> &herdsman::Server {
         self.server.as_ref().expect("running")
     }

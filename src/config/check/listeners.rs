@@ -15,10 +15,10 @@ use crate::config::raw::{RawListener, RawPool};
 use crate::config::upgrade;
 use crate::config::{AccessLogConfig, ListenerConfig, UpgradeProtocols, STANDARD_OUTPUT};
 
-/// Whether a TLS listener offers HTTP/2 by ALPN: `http2`. Off unless written true while HTTP/2
-/// is being built (issue 37): its flood limits, parking and logging come first.
+/// Whether a TLS listener offers HTTP/2 by ALPN: `http2`, on unless written false (every
+/// browser offers `h2` first, and an idle HTTP/2 connection parks as an HTTP/1.1 one does).
 fn http2(listener: &RawListener) -> bool {
-    listener.http2.as_ref().is_some_and(|on| *on.get_ref())
+    listener.http2.as_ref().is_none_or(|on| *on.get_ref())
 }
 
 /// `backlog` when not written (see `ListenerConfig::backlog`).

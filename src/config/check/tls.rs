@@ -265,17 +265,18 @@ mod tests {
         assert_eq!(names, &["example.test", "*.example.test"]);
         assert!(tls.certificates.select(Some("a.example.test")).is_some());
         assert!(tls.certificates.select(Some("other.test")).is_none());
-        assert_eq!(tls.server_config.alpn_protocols, [b"http/1.1".to_vec()]);
-        // The same files read again make an equal config (a reload that changes nothing).
-        assert_eq!(config, from_toml(&text, "t.toml").unwrap());
-        // With `http2`, ALPN offers h2 first.
-        let http2 = text.replacen("[listener.tls]", "http2 = true\n[listener.tls]", 1);
-        let config = from_toml(&http2, "t.toml").unwrap();
-        let tls = config.listeners[0].tls.as_ref().expect("a TLS listener");
+        // HTTP/2 unless told otherwise: ALPN offers h2 first.
         assert_eq!(
             tls.server_config.alpn_protocols,
             [b"h2".to_vec(), b"http/1.1".to_vec()]
         );
+        // The same files read again make an equal config (a reload that changes nothing).
+        assert_eq!(config, from_toml(&text, "t.toml").unwrap());
+        // With `http2 = false`, ALPN offers HTTP/1.1 alone.
+        let http1 = text.replacen("[listener.tls]", "http2 = false\n[listener.tls]", 1);
+        let config = from_toml(&http1, "t.toml").unwrap();
+        let tls = config.listeners[0].tls.as_ref().expect("a TLS listener");
+        assert_eq!(tls.server_config.alpn_protocols, [b"http/1.1".to_vec()]);
     }
 
     #[test]

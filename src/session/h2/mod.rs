@@ -1,51 +1,47 @@
 //! An HTTP/2 client connection (RFC 9113), over TLS (ALPN `h2`) or cleartext with prior
-//! knowledge (h2c): the `h2` crate speaks the protocol, and every stream is one request through
-//! the same exchange as HTTP/1.1 (`stream`: the stream as a `Downstream`; `http2::request_head`
-//! and `http2::response`: the heads and framing between the two forms), on a task of its own beside the
-//! connection's. The connection's task reads and writes the frames of all its streams; a stop
-//! sends GOAWAY in two steps (RFC 9113 §6.8) and lets the streams in flight finish.
+//! knowledge (h2c), spoken by herdsman's own code: `connection` keeps the protocol's state
+//! without I/O, `stream` is a stream as the exchange's `Downstream`, and this module is the
+//! connection's task — it moves the bytes (all the frames of a turn in one write), spawns a task
+//! per stream (one request through the same exchange as HTTP/1.1), closes a connection idle for
+//! `client_idle`, stops in two GOAWAY steps (RFC 9113 §6.8) letting the streams in flight
+//! finish, and parks a quiet connection like an HTTP/1.1 one: its socket goes to the worker's
+//! lot with its state (settings, windows, the client's HPACK table), its buffers freed.
 
-// Public for the fuzz targets (fuzz/), which feed them arbitrary bytes.
-pub mod frames;
+mod budget;
+mod connection;
 mod stream;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::future::poll_fn;
 use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::RecvStream;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::sync::Notify;
 use tokio::time::{timeout_at, Instant};
 
 use crate::http1::Method;
-use crate::http2::request_head::{write_request_head, BodyFraming};
+use crate::http2::frame::{self, code};
+use crate::http2::request_head::BodyFraming;
 use crate::http2::response::ResponseReader;
-use crate::proxy::{serve_one, Client, Next, ProxyContext};
-use crate::transport::{Buffer, Stream, TlsFacts};
-use frames::{Budget, FrameWatch};
-use stream::{H2Stream, RequestBody, ResponseSide};
+use crate::proxy::{serve_one, Client, ProxyContext};
+use crate::stats::http2::Http2Counters;
+use crate::transport::{Buffer, Detached, Stream, TlsFacts};
+// Public for the fuzz target h2_frames, which feeds the state arbitrary frames.
+pub use connection::{ConnError, Connection, Opened, Step};
+use stream::{H2Stream, RequestBody, ResponseSide, StreamRef};
 
-/// The connection preface a client speaking HTTP/2 with prior knowledge starts with (§3.4).
-pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+pub use frame::PREFACE;
 
-/// Streams herdsman may reset for a client's errors before the connection ends (the same
-/// defence against a client that provokes resets).
-const MAX_ERROR_RESETS: usize = 1024;
-
-/// After a stop's first GOAWAY, how long a connection with no stream open waits for the client's
-/// requests already on their way (as HTTP/1.1's last call) before its last GOAWAY and close.
+/// After a stop's first GOAWAY, how long a connection waits for the client's PING ack (its
+/// requests already on their way) before its last GOAWAY.
 const LAST_CALL: Duration = Duration::from_millis(250);
 
-/// Bytes a stream may have queued for the client beyond its window.
-const MAX_SEND_BUFFER: usize = 64 * 1024;
+/// How long the last frames (a GOAWAY) may take to go out before the close.
+const LAST_WRITE: Duration = Duration::from_secs(1);
 
 /// The preface's request line: no HTTP/1.1 client sends it.
 const PREFACE_LINE: &[u8] = b"PRI * HTTP/2.0\r\n";
@@ -67,16 +63,58 @@ pub fn is_preface(received: &[u8]) -> bool {
     n > 0 && received[..n] == PREFACE[..n]
 }
 
-/// Serves an HTTP/2 connection until the client or a stop ends it. `received`: its first bytes,
-/// already read (the preface, on a cleartext listener).
-pub async fn serve(
+/// A quiet HTTP/2 connection's state while its socket waits in the worker's parking lot.
+pub struct Parked {
+    connection: Box<Connection>,
+    /// Its idle timeout passed in the lot: resumed only to send GOAWAY and close.
+    expired: bool,
+    /// Counts the connection as open while it waits (a parked connection is open).
+    open: Open,
+}
+
+/// Counts an HTTP/2 connection as open in its worker's counters until dropped: parked or
+/// served, closed in the lot or by its task.
+struct Open(Rc<ProxyContext>);
+
+impl Open {
+    fn new(context: &Rc<ProxyContext>) -> Open {
+        context.counters().http2.connection_opened();
+        Open(Rc::clone(context))
+    }
+}
+
+impl Drop for Open {
+    fn drop(&mut self) {
+        self.0.counters().http2.connection_closed();
+    }
+}
+
+impl Parked {
+    /// Marks the connection as past its idle timeout.
+    pub fn expire(&mut self) {
+        self.expired = true;
+    }
+
+    /// Bytes the parked state holds (the connection's state and the client's HPACK table).
+    pub fn size(&self) -> usize {
+        std::mem::size_of::<Connection>() + self.connection.heap_bytes()
+    }
+}
+
+/// Serves an HTTP/2 connection until the client or a stop ends it, or it parks. `received`: its
+/// first bytes, already read (the preface, on a cleartext listener). `resumed`: the state of a
+/// parked connection that woke.
+pub async fn serve<Q>(
     context: &Rc<ProxyContext>,
     stream: Stream,
     received: Buffer,
     peer: SocketAddr,
     listener: usize,
-) {
-    let tls = stream.tls_facts().map(Rc::new);
+    resumed: Option<Parked>,
+    quiet: Option<Q>,
+) where
+    Q: FnOnce(Detached, Option<Parked>, Instant),
+{
     let snapshot = context.snapshot();
     let limits = snapshot.http2;
     let max_header = limits
@@ -85,225 +123,459 @@ pub async fn serve(
     let handshake_deadline = Instant::now() + snapshot.timeouts.client_header;
     let idle = snapshot.timeouts.client_idle;
     drop(snapshot);
-    let mut builder = h2::server::Builder::new();
-    builder
-        .max_concurrent_streams(limits.max_concurrent_streams)
-        .initial_window_size(limits.stream_window)
-        .initial_connection_window_size(limits.connection_window)
-        .max_header_list_size(max_header)
-        .max_frame_size(limits.max_frame_size)
-        .header_table_size(limits.header_table_size)
-        .max_pending_accept_reset_streams(limits.max_pending_resets as usize)
-        .max_local_error_reset_streams(Some(MAX_ERROR_RESETS))
-        .max_send_buffer_size(MAX_SEND_BUFFER)
-        // RFC 8441: WebSockets over HTTP/2, carried to HTTP/1.1 WebSocket servers.
-        .enable_connect_protocol();
-    let budget = Budget {
-        burst: limits.frame_burst,
-        per_stream: limits.frames_per_stream,
-        per_second: limits.frames_per_second,
-        reset_burst: limits.reset_burst,
-        resets_per_second: limits.resets_per_second,
-    };
-    // The frames are counted from the start: the preface is not read here yet, whatever of it
-    // came with the first bytes.
-    let calm = Rc::new(Notify::new());
-    let breach = Rc::new(Cell::new(None));
-    let io = Prefixed {
-        received,
-        stream,
-        watch: FrameWatch::new(budget, PREFACE.len(), Instant::now()),
-        calm: Rc::clone(&calm),
-        breach: Rc::clone(&breach),
-    };
-    let mut connection =
-        match timeout_at(handshake_deadline, builder.handshake::<_, Bytes>(io)).await {
-            Ok(Ok(connection)) => connection,
-            Ok(Err(error)) => {
-                tracing::debug!(client = %peer, %error, "HTTP/2 connection preface refused");
-                return;
-            }
-            Err(_) => return,
-        };
     let counters = &context.counters().http2;
-    counters.connection_opened();
-    let _open = OnDrop(|| counters.connection_closed());
-    // Streams being served, and when the last one ended: a connection without streams for
-    // `client_idle` is closed, as an idle HTTP/1.1 one is.
-    let streams = Rc::new(Streams {
-        open: Cell::new(0),
-        quiet_since: Cell::new(Instant::now()),
-    });
-    let mut stopping = false;
-    let mut calmed = false;
-    // Streams accepted, against `max_requests_per_connection`.
-    let mut requests = 0u32;
-    // After a stop's first GOAWAY: when to look whether the connection can close.
-    let mut last_call: Option<Instant> = None;
-    loop {
-        let idle_check = match streams.open.get() {
-            0 => streams.quiet_since.get() + idle,
-            _ => Instant::now() + idle,
-        };
-        let accepted = tokio::select! {
-            accepted = connection.accept() => accepted,
-            () = calm.notified(), if !calmed => {
-                if let Some(code) = breach.get() {
-                    // A frame that broke the protocol by its header (frames.rs).
-                    tracing::debug!(client = %peer, code, "HTTP/2 connection error");
-                    connection.abrupt_shutdown(h2::Reason::from(code));
-                    counters.goaway_sent(code);
-                    calmed = true;
-                    stopping = true;
-                    continue;
-                }
-                // The client spent its budget of frames that ask nothing (frames.rs).
-                tracing::warn!(client = %peer, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
-                connection.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                counters.flood();
-                counters.goaway_sent(h2::Reason::ENHANCE_YOUR_CALM.into());
-                calmed = true;
-                stopping = true;
-                continue;
+    let fresh = resumed.is_none();
+    let expired = resumed.as_ref().is_some_and(|parked| parked.expired);
+    let (connection, open) = match resumed {
+        Some(parked) => (parked.connection, parked.open),
+        None => (
+            Box::new(Connection::new(limits, max_header, Instant::now())),
+            Open::new(context),
+        ),
+    };
+    let mut task = Task {
+        context,
+        connection: Rc::new(RefCell::new(*connection)),
+        io: Io {
+            tls: stream.tls_facts().map(Rc::new),
+            stream,
+            input: Vec::new(),
+            input_at: 0,
+            writing: Vec::new(),
+            written: 0,
+            preface_left: if fresh { PREFACE.len() } else { 0 },
+        },
+        peer,
+        listener,
+        counters,
+    };
+    let mut received = received;
+    task.io.input.extend_from_slice(received.data());
+    received.consume(received.len());
+    received.release_if_empty();
+    if expired {
+        // Idle past `client_idle` in the lot: one GOAWAY naming the last stream, and the close.
+        {
+            let mut connection = task.connection.borrow_mut();
+            let last = connection.last_stream();
+            connection.send_goaway(last, code::NO_ERROR);
+        }
+        counters.goaway_sent(code::NO_ERROR);
+        task.flush_last().await;
+        return;
+    }
+    let ended = task.run(idle, handshake_deadline, quiet.is_some()).await;
+    if let (Ended::Quiet(deadline), Some(quiet)) = (ended, quiet) {
+        let Task { connection, io, .. } = task;
+        // The stream tasks have all ended: the state is the task's alone again.
+        if let Ok(connection) = Rc::try_unwrap(connection) {
+            let mut connection = connection.into_inner();
+            connection.shrink();
+            connection.driver = None;
+            if let Ok(detached) = io.stream.detach() {
+                let parked = Parked {
+                    connection: Box::new(connection),
+                    expired: false,
+                    open,
+                };
+                quiet(detached, Some(parked), deadline);
             }
-            () = context.stopped(), if !stopping => {
-                last_call = Some(close_gracefully(&mut connection, counters));
-                stopping = true;
-                continue;
-            }
-            () = sleep_until_some(last_call) => {
-                // The second step waits for the client's PING ack; a client that sent nothing
-                // since the first GOAWAY and has no stream open gets the last one now.
-                if streams.open.get() == 0 {
-                    connection.abrupt_shutdown(h2::Reason::NO_ERROR);
-                    counters.goaway_sent(h2::Reason::NO_ERROR.into());
-                    last_call = None;
-                } else {
-                    last_call = Some(Instant::now() + LAST_CALL);
-                }
-                continue;
-            }
-            () = tokio::time::sleep_until(idle_check), if !stopping => {
-                if streams.open.get() == 0 && streams.quiet_since.get() + idle <= Instant::now() {
-                    // No stream in flight to spare: one GOAWAY naming the last stream, and the
-                    // close (the graceful two steps would wait for a quiet client's PING ack).
-                    connection.abrupt_shutdown(h2::Reason::NO_ERROR);
-                    counters.goaway_sent(h2::Reason::NO_ERROR.into());
-                    stopping = true;
-                }
-                continue;
-            }
-        };
-        match accepted {
-            Some(Ok((request, respond))) => {
-                requests += 1;
-                if requests == limits.max_requests_per_connection && !stopping {
-                    // The last request this connection may make: served, and the client told
-                    // to go on on a new connection, as with HTTP/1.1's keep-alive limit.
-                    last_call = Some(close_gracefully(&mut connection, counters));
-                    stopping = true;
-                }
-                let context = Rc::clone(context);
-                let tls = tls.clone();
-                let streams = Rc::clone(&streams);
-                streams.open.set(streams.open.get() + 1);
-                counters.stream_opened();
-                tokio::task::spawn_local(async move {
-                    serve_stream(&context, request, respond, peer, tls, listener).await;
-                    context.counters().http2.stream_closed();
-                    streams.open.set(streams.open.get() - 1);
-                    streams.quiet_since.set(Instant::now());
-                });
-            }
-            Some(Err(error)) => {
-                // A breach of the protocol the h2 crate answered with GOAWAY.
-                if error.is_go_away() && !error.is_remote() {
-                    let code = error.reason().unwrap_or(h2::Reason::PROTOCOL_ERROR);
-                    counters.goaway_sent(code.into());
-                    if code == h2::Reason::ENHANCE_YOUR_CALM {
-                        // The crate's own flood limits: a CONTINUATION flood, a header list
-                        // decoded four times larger than allowed (an HPACK bomb), streams reset
-                        // faster than they are taken (`max_pending_resets`), too many streams
-                        // reset for the client's errors.
-                        tracing::warn!(client = %peer, %error, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
-                        counters.flood();
-                    } else {
-                        tracing::info!(client = %peer, %error, "HTTP/2 connection ended by a protocol error");
+        }
+    }
+}
+
+/// The connection's socket and its bytes.
+struct Io {
+    stream: Stream,
+    tls: Option<Rc<TlsFacts>>,
+    /// Bytes read and not yet made into frames (`input[input_at..]`).
+    input: Vec<u8>,
+    input_at: usize,
+    /// Frames being written (taken from the connection's `out` whole), and how much of them is.
+    writing: Vec<u8>,
+    written: usize,
+    /// Bytes of the client's preface still to read.
+    preface_left: usize,
+}
+
+/// What the connection's task does after a turn.
+enum Next {
+    Go,
+    /// Begin a graceful close (the connection's last request came).
+    BeginGoaway,
+    /// Write what is queued, then close.
+    Close,
+}
+
+/// How the connection's task ended.
+enum Ended {
+    Closed,
+    /// Quiet: to be parked until this deadline (its idle timeout).
+    Quiet(Instant),
+}
+
+/// What ended a turn of the connection's I/O.
+enum Turn {
+    /// The task must look again at what it decides on (`Connection::notice`).
+    Notice,
+    /// The client closed, or the connection failed.
+    Gone,
+    /// The client broke the protocol (or spent a budget).
+    Error(ConnError),
+}
+
+struct Task<'a> {
+    context: &'a Rc<ProxyContext>,
+    connection: Rc<RefCell<Connection>>,
+    io: Io,
+    peer: SocketAddr,
+    listener: usize,
+    counters: &'a Http2Counters,
+}
+
+impl Task<'_> {
+    /// Runs the connection until it ends, or is quiet long enough to park (`parks`).
+    async fn run(&mut self, idle: Duration, first_frames_by: Instant, parks: bool) -> Ended {
+        let mut stopping = false;
+        // After a stop's first GOAWAY: when to send the last one even without the PING's ack.
+        let mut last_call: Option<Instant> = None;
+        let mut quiet_since = Instant::now();
+        let parks = parks && idle > super::PARK_AFTER;
+        let max_requests = self
+            .connection
+            .borrow()
+            .limits()
+            .max_requests_per_connection;
+        loop {
+            let is_quiet = self.connection.borrow().is_quiet();
+            let quiet_now = is_quiet && self.io.is_idle();
+            let deadline = match (stopping, last_call) {
+                (_, Some(at)) => at,
+                (true, None) => Instant::now() + idle,
+                (false, None) if !quiet_now => Instant::now() + idle,
+                (false, None) if self.io.preface_left > 0 => first_frames_by,
+                (false, None) if parks => quiet_since + super::PARK_AFTER,
+                (false, None) => quiet_since + idle,
+            };
+            let context = self.context;
+            let stop = tokio::select! {
+                turn = poll_fn(|cx| self.poll_turn(cx)) => match turn {
+                    Turn::Notice => false,
+                    Turn::Gone => break,
+                    Turn::Error(error) => {
+                        self.end_with(error).await;
+                        break;
                     }
+                },
+                () = context.stopped(), if !stopping => true,
+                () = tokio::time::sleep_until(deadline) => false,
+            };
+            if stop {
+                stopping = true;
+                last_call = Some(self.begin_goaway());
+            }
+            let now = Instant::now();
+            let next = {
+                let mut connection = self.connection.borrow_mut();
+                if connection.open_streams() > 0 || !connection.is_quiet() {
+                    quiet_since = now;
+                }
+                if !stopping && connection.requests >= max_requests {
+                    // The last request this connection may make: served, and the client told to
+                    // go on on a new connection, as with HTTP/1.1's keep-alive limit.
+                    Next::BeginGoaway
+                } else {
+                    if let Some(at) = last_call {
+                        if connection.ping_acked || at <= now {
+                            // The second step: the real last stream.
+                            let last = connection.last_stream();
+                            connection.send_goaway(last, code::NO_ERROR);
+                            self.counters.goaway_sent(code::NO_ERROR);
+                            last_call = None;
+                        }
+                    }
+                    let ending = connection.client_gone || (stopping && last_call.is_none());
+                    let quiet = !stopping && connection.is_quiet() && self.io.is_idle();
+                    if ending && connection.open_streams() == 0 {
+                        // Nothing in flight is left: the last frames go out, then the close.
+                        Next::Close
+                    } else if self.io.preface_left > 0 && now >= first_frames_by {
+                        Next::Close
+                    } else if quiet && quiet_since + idle <= now {
+                        // Idle: one GOAWAY naming the last stream, and the close.
+                        let last = connection.last_stream();
+                        connection.send_goaway(last, code::NO_ERROR);
+                        self.counters.goaway_sent(code::NO_ERROR);
+                        Next::Close
+                    } else if quiet
+                        && parks
+                        && quiet_since + super::PARK_AFTER <= now
+                        && self.io.preface_left == 0
+                    {
+                        return Ended::Quiet(quiet_since + idle);
+                    } else {
+                        Next::Go
+                    }
+                }
+            };
+            match next {
+                Next::Go => {}
+                Next::BeginGoaway => {
+                    stopping = true;
+                    last_call = Some(self.begin_goaway());
+                }
+                Next::Close => {
+                    self.flush_last().await;
                     break;
                 }
-                tracing::debug!(client = %peer, %error, "HTTP/2 connection ended");
-                break;
             }
-            None => break,
+        }
+        self.connection.borrow_mut().abandon_all();
+        Ended::Closed
+    }
+
+    /// The first step of a graceful close.
+    fn begin_goaway(&mut self) -> Instant {
+        self.connection.borrow_mut().begin_goaway();
+        self.counters.goaway_sent(code::NO_ERROR);
+        Instant::now() + LAST_CALL
+    }
+
+    /// A connection error: GOAWAY with its code, sent before the close.
+    async fn end_with(&mut self, error: ConnError) {
+        if error.code == code::ENHANCE_YOUR_CALM {
+            tracing::warn!(client = %self.peer, reason = error.reason, "HTTP/2 flood: GOAWAY with ENHANCE_YOUR_CALM");
+            self.counters.flood();
+        } else {
+            tracing::info!(client = %self.peer, code = frame::code::name(error.code), reason = error.reason, "HTTP/2 connection error");
+        }
+        {
+            let mut connection = self.connection.borrow_mut();
+            let last = connection.last_stream();
+            connection.send_goaway(last, error.code);
+            connection.abandon_all();
+        }
+        self.counters.goaway_sent(error.code);
+        self.flush_last().await;
+    }
+
+    /// Writes what is queued, for at most `LAST_WRITE`, before a close.
+    async fn flush_last(&mut self) {
+        let deadline = Instant::now() + LAST_WRITE;
+        let _ = timeout_at(
+            deadline,
+            poll_fn(|cx| loop {
+                match self.poll_write_out(cx) {
+                    Poll::Ready(Ok(true)) => continue,
+                    Poll::Ready(Ok(false)) => return Poll::Ready(()),
+                    Poll::Ready(Err(_)) => return Poll::Ready(()),
+                    Poll::Pending => return Poll::Pending,
+                }
+            }),
+        )
+        .await;
+    }
+
+    /// Writes queued frames: Ready(true) when it wrote something, Ready(false) when nothing is
+    /// queued.
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<bool>> {
+        let io = &mut self.io;
+        if io.writing.is_empty() {
+            let mut connection = self.connection.borrow_mut();
+            if connection.out.is_empty() {
+                return Poll::Ready(Ok(false));
+            }
+            std::mem::swap(&mut connection.out, &mut io.writing);
+            io.written = 0;
+        }
+        let n = match Pin::new(&mut io.stream).poll_write(cx, &io.writing[io.written..]) {
+            Poll::Ready(Ok(0)) => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+            Poll::Ready(Ok(n)) => n,
+            Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+            Poll::Pending => return Poll::Pending,
+        };
+        io.written += n;
+        if io.written == io.writing.len() {
+            let _ = Pin::new(&mut io.stream).poll_flush(cx)?;
+            io.writing.clear();
+            io.written = 0;
+            if io.writing.capacity() > 4 * connection::MAX_OUT {
+                io.writing = Vec::new();
+            }
+            self.connection.borrow_mut().out_drained();
+        }
+        Poll::Ready(Ok(true))
+    }
+
+    /// Moves bytes both ways until nothing more can be done now: Pending then (woken by the
+    /// socket or a stream), Ready when the connection must end.
+    fn poll_turn(&mut self, cx: &mut Context<'_>) -> Poll<Turn> {
+        {
+            let mut connection = self.connection.borrow_mut();
+            match &connection.driver {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => connection.driver = Some(cx.waker().clone()),
+            }
+        }
+        loop {
+            if std::mem::take(&mut self.connection.borrow_mut().notice) {
+                return Poll::Ready(Turn::Notice);
+            }
+            let mut progress = false;
+            match self.poll_write_out(cx) {
+                Poll::Ready(Ok(wrote)) => progress |= wrote,
+                Poll::Ready(Err(_)) => return Poll::Ready(Turn::Gone),
+                Poll::Pending => {}
+            }
+            // A client that does not read what it asks for (PING acks, SETTINGS acks) is not
+            // read from until it does.
+            let backlog = self.connection.borrow().out.len() + self.io.writing.len();
+            if backlog <= 4 * connection::MAX_OUT {
+                match self.poll_read_frames(cx) {
+                    Poll::Ready(Ok(true)) => progress = true,
+                    Poll::Ready(Ok(false)) => return Poll::Ready(Turn::Gone),
+                    Poll::Ready(Err(turn)) => return Poll::Ready(turn),
+                    Poll::Pending => {}
+                }
+            }
+            if !progress {
+                return Poll::Pending;
+            }
         }
     }
-}
 
-/// Begins a graceful close (a stop's, or the last request a connection may make): GOAWAY with
-/// the last stream id at 2^31-1, then, a round trip later, the real one (the h2 crate's two
-/// steps); the streams in flight finish. Returns when to look whether a quiet client can be
-/// given the last GOAWAY without waiting for its PING ack.
-fn close_gracefully(
-    connection: &mut h2::server::Connection<Prefixed, Bytes>,
-    counters: &crate::stats::http2::Http2Counters,
-) -> Instant {
-    connection.graceful_shutdown();
-    counters.goaway_sent(h2::Reason::NO_ERROR.into());
-    Instant::now() + LAST_CALL
-}
+    /// Handles the whole frames held, or else reads what the socket has: Ready(true) when
+    /// either did something, Ready(false) at the end of the stream.
+    fn poll_read_frames(&mut self, cx: &mut Context<'_>) -> Poll<Result<bool, Turn>> {
+        if self.handle_frames(Instant::now())? {
+            return Poll::Ready(Ok(true));
+        }
+        let max_frame = self.connection.borrow().max_frame_bytes();
+        let io = &mut self.io;
+        // Room for a whole frame beside what is held (a partial frame), the rest compacted.
+        if io.input_at > 0 {
+            io.input.drain(..io.input_at);
+            io.input_at = 0;
+        }
+        let held = io.input.len();
+        let want = max_frame.min(held + 16 * 1024).max(held + 4096);
+        io.input.reserve(want - held);
+        let spare = io.input.spare_capacity_mut();
+        let mut buf = ReadBuf::uninit(spare);
+        match Pin::new(&mut io.stream).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => {
+                let n = buf.filled().len();
+                if n == 0 {
+                    return Poll::Ready(Ok(false));
+                }
+                // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
+                unsafe { io.input.set_len(held + n) };
+                Poll::Ready(Ok(true))
+            }
+            Poll::Ready(Err(_)) => Poll::Ready(Ok(false)),
+            Poll::Pending => {
+                if io.input.is_empty() && io.input.capacity() > 0 {
+                    // Nothing held while the client is quiet.
+                    io.input = Vec::new();
+                }
+                Poll::Pending
+            }
+        }
+    }
 
-/// Completes at `deadline`; never without one.
-async fn sleep_until_some(deadline: Option<Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
+    /// Handles the whole frames held (the preface first, on a new connection); true when it
+    /// used any bytes.
+    fn handle_frames(&mut self, now: Instant) -> Result<bool, Turn> {
+        let mut handled = false;
+        if self.io.preface_left > 0 {
+            let io = &mut self.io;
+            let take = io.preface_left.min(io.input.len() - io.input_at);
+            let at = PREFACE.len() - io.preface_left;
+            if io.input[io.input_at..io.input_at + take] != PREFACE[at..at + take] {
+                return Err(Turn::Error(ConnError {
+                    code: code::PROTOCOL_ERROR,
+                    reason: "a broken connection preface",
+                }));
+            }
+            io.preface_left -= take;
+            io.input_at += take;
+            if io.preface_left > 0 {
+                return Ok(take > 0);
+            }
+            handled = take > 0;
+        }
+        loop {
+            let step = {
+                let mut connection = self.connection.borrow_mut();
+                connection.read_frame(&self.io.input[self.io.input_at..], now)
+            };
+            match step.map_err(Turn::Error)? {
+                Step::NeedMore => return Ok(handled),
+                Step::Read(n) => self.io.input_at += n,
+                Step::Opened(n, opened) => {
+                    self.io.input_at += n;
+                    self.spawn_stream(opened);
+                }
+            }
+            handled = true;
+        }
+    }
+
+    /// Serves a stream the client opened, in a task of its own.
+    fn spawn_stream(&self, opened: Opened) {
+        let connection = self.connection.borrow();
+        let head = &connection.head;
+        let reader = match opened.framing {
+            BodyFraming::Tunnel => ResponseReader::for_tunnel(),
+            _ => {
+                let method = std::str::from_utf8(head.method()).unwrap_or("");
+                ResponseReader::new(Method::named(method))
+            }
+        };
+        let stream_ref = StreamRef {
+            connection: Rc::clone(&self.connection),
+            slot: opened.slot,
+        };
+        let response = Rc::new(RefCell::new(ResponseSide::new(stream_ref.clone(), reader)));
+        let stream = H2Stream::new(
+            self.peer,
+            self.io.tls.clone(),
+            &head.out,
+            opened.id,
+            RequestBody::new(stream_ref.clone(), opened.framing),
+            Rc::clone(&response),
+        );
+        drop(connection);
+        let context = Rc::clone(self.context);
+        let listener = self.listener;
+        self.counters.stream_opened();
+        tokio::task::spawn_local(async move {
+            stream_ref
+                .connection
+                .borrow_mut()
+                .task_started(stream_ref.slot);
+            serve_stream(&context, stream, response, &stream_ref, listener).await;
+            context.counters().http2.stream_closed();
+        });
     }
 }
 
-/// The streams of one connection being served, for its idle timeout.
-struct Streams {
-    open: Cell<usize>,
-    quiet_since: Cell<Instant>,
+impl Io {
+    /// Nothing read and unhandled, nothing being written.
+    fn is_idle(&self) -> bool {
+        self.input_at == self.input.len() && self.writing.is_empty()
+    }
 }
 
-/// One stream: its head checked and written in HTTP/1.1 form, served as one exchange, then its
-/// response ended (or reset, if the exchange could not finish it).
+/// One stream served as one exchange, then its response ended (or reset, if the exchange could
+/// not finish it).
 async fn serve_stream(
     context: &ProxyContext,
-    request: http::Request<RecvStream>,
-    mut respond: SendResponse<Bytes>,
-    peer: SocketAddr,
-    tls: Option<Rc<TlsFacts>>,
+    stream: H2Stream,
+    response: Rc<RefCell<ResponseSide>>,
+    stream_ref: &StreamRef,
     listener: usize,
 ) {
-    let (head, body) = request.into_parts();
-    let mut head_bytes = Vec::new();
-    let framing = match write_request_head(&head, body.is_end_stream(), &mut head_bytes) {
-        Ok(framing) => framing,
-        Err(problem) => {
-            // Malformed (RFC 9113 §8.1.1): a stream error, as the h2 crate's own refusals are.
-            tracing::debug!(client = %peer, %problem, "HTTP/2 request malformed");
-            respond.send_reset(h2::Reason::PROTOCOL_ERROR);
-            context
-                .counters()
-                .http2
-                .reset_sent(h2::Reason::PROTOCOL_ERROR.into());
-            return;
-        }
-    };
-    let reader = match framing {
-        BodyFraming::Tunnel => ResponseReader::for_tunnel(),
-        _ => ResponseReader::new(Method::named(head.method.as_str())),
-    };
-    let response = Rc::new(RefCell::new(ResponseSide::new(respond, reader)));
-    let stream = H2Stream::new(
-        peer,
-        tls,
-        &head_bytes,
-        RequestBody::new(body, framing),
-        Rc::clone(&response),
-    );
     let mut client = Client::new(stream);
     let snapshot = context.snapshot();
     // A stream the client resets before its answer began is abandoned where it is — queued,
@@ -318,92 +590,19 @@ async fn serve_stream(
         () = reset_before_answer => None,
     };
     drop(client);
+    drop(snapshot);
+    let finished = response.borrow_mut().finish();
     let counters = &context.counters().http2;
-    let mut response = response.borrow_mut();
-    if let Some(reset) = response.reset_by_client() {
-        counters.reset_received(reset.into());
-    } else if let Some(next) = next {
-        let reason = match next {
-            Next::Reset => h2::Reason::CANCEL,
-            Next::KeepAlive | Next::Close { .. } => h2::Reason::INTERNAL_ERROR,
-        };
-        if let Some(sent) = response.finish(reason) {
-            counters.reset_sent(sent.into());
-        }
+    let mut connection = stream_ref.connection.borrow_mut();
+    if let Some(reset) = connection.reset_by_client(stream_ref.slot) {
+        counters.reset_received(reset);
     }
-}
-
-/// Runs a closure when dropped: the end of a count, on every way out.
-struct OnDrop<F: FnMut()>(F);
-
-impl<F: FnMut()> Drop for OnDrop<F> {
-    fn drop(&mut self) {
-        (self.0)();
-    }
-}
-
-/// The connection's stream with the bytes already read from it in front, its frames counted as
-/// they pass (`frames.rs`): once the client spent its budget, or sent a frame that breaks the
-/// protocol by its header (kept from the crate, its error code put in `breach`), nothing more is
-/// read from it, and `calm` wakes the connection's task to send GOAWAY.
-struct Prefixed {
-    received: Buffer,
-    stream: Stream,
-    watch: FrameWatch,
-    calm: Rc<Notify>,
-    breach: Rc<Cell<Option<u32>>>,
-}
-
-impl AsyncRead for Prefixed {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        out: &mut ReadBuf<'_>,
-    ) -> Poll<io::Result<()>> {
-        let this = &mut *self;
-        if this.watch.spent() || this.watch.breach().is_some() {
-            // Nothing more from this client: the connection's task sends GOAWAY and closes.
-            return Poll::Pending;
-        }
-        let before = out.filled().len();
-        if !this.received.is_empty() {
-            let take = this.received.len().min(out.remaining());
-            out.put_slice(&this.received.data()[..take]);
-            this.received.consume(take);
-            this.received.release_if_empty();
-        } else {
-            ready!(Pin::new(&mut this.stream).poll_read(cx, out))?;
-        }
-        let spent = this.watch.saw(&out.filled()[before..], Instant::now());
-        if let Some(breach) = this.watch.breach() {
-            out.set_filled(before + breach.before);
-            this.breach.set(Some(breach.code));
-            this.calm.notify_one();
-            if breach.before == 0 {
-                // No bytes is not the end of the stream: the connection's task ends it.
-                return Poll::Pending;
-            }
-        } else if spent {
-            this.calm.notify_one();
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl AsyncWrite for Prefixed {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.stream).poll_write(cx, buf)
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.stream).poll_shutdown(cx)
+    let error = match next {
+        Some(crate::proxy::Next::Reset) => code::CANCEL,
+        _ if finished => code::NO_ERROR,
+        _ => code::INTERNAL_ERROR,
+    };
+    if let Some(sent) = connection.task_ended(stream_ref.slot, error) {
+        counters.reset_sent(sent);
     }
 }

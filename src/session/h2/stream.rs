@@ -1,11 +1,11 @@
 //! One HTTP/2 stream as the exchange sees it: a `Downstream` whose request head is the stream's
-//! head in HTTP/1.1 form (`request_head`), whose body source reads the stream's DATA frames (in
-//! the chunked coding when the length is unknown, the trailers as its trailer section), and whose
-//! response sink reads back what the exchange writes (`response`) into HEADERS, DATA and trailers.
-//! Flow control follows the other side: a DATA frame's window is given back only once the
-//! exchange has taken its bytes (so a slow server slows the client), and the response's bytes
-//! are taken from the exchange only as the client's window lets them go (so a slow client slows
-//! the server): memory per stream stays bounded either way.
+//! head in HTTP/1.1 form (`request_head`), whose body source reads the stream's DATA (in the
+//! chunked coding when the length is unknown, the trailers as its trailer section), and whose
+//! response sink reads back what the exchange writes (`response`) into HEADERS, DATA and
+//! trailers. Flow control follows the other side: a DATA frame's window is given back only once
+//! the exchange has taken its bytes (so a slow server slows the client), and the response's
+//! bytes are taken from the exchange only as the client's window lets them go (so a slow client
+//! slows the server): memory per stream stays bounded either way.
 
 use std::cell::RefCell;
 use std::future::{poll_fn, Future};
@@ -13,26 +13,32 @@ use std::io;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::rc::Rc;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
-use bytes::Bytes;
-use h2::server::SendResponse;
-use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
+use super::connection::{BodyEvent, Connection};
+use crate::http2::hpack;
 use crate::http2::request_head::BodyFraming;
 use crate::http2::response::{Piece, ResponseError, ResponseReader};
 use crate::proxy::{BodySource, Downstream};
 use crate::transport::{Buffer, TlsFacts, BUFFER_INITIAL};
 
+/// A stream's place in its connection: the shared state and its slot there.
+#[derive(Clone)]
+pub struct StreamRef {
+    pub connection: Rc<RefCell<Connection>>,
+    pub slot: usize,
+}
+
 /// The request body as the exchange reads it.
 pub struct RequestBody {
-    recv: RecvStream,
+    stream: StreamRef,
     framing: BodyFraming,
-    /// The DATA frame being read, and where in it (chunked: with its size line first).
-    frame: Bytes,
-    /// Bytes of framing to give before or after `frame` (chunked sizes, line ends, the last
+    /// Bytes of the current piece still to give (chunked: the chunk announced by its size line).
+    piece_left: usize,
+    /// Bytes of framing to give before or after a piece (chunked sizes, line ends, the last
     /// chunk and the trailer section).
     framing_bytes: Vec<u8>,
     framing_at: usize,
@@ -41,11 +47,11 @@ pub struct RequestBody {
 }
 
 impl RequestBody {
-    pub fn new(recv: RecvStream, framing: BodyFraming) -> RequestBody {
+    pub fn new(stream: StreamRef, framing: BodyFraming) -> RequestBody {
         RequestBody {
-            recv,
+            stream,
             framing,
-            frame: Bytes::new(),
+            piece_left: 0,
             framing_bytes: Vec::new(),
             framing_at: 0,
             ended: framing == BodyFraming::None,
@@ -85,124 +91,88 @@ impl AsyncRead for RequestBody {
             if this.give_framing(out) {
                 return Poll::Ready(Ok(()));
             }
-            if !this.frame.is_empty() {
-                let take = this.frame.len().min(out.remaining());
-                out.put_slice(&this.frame[..take]);
-                let _ = this.frame.split_to(take);
-                // The window goes back as the exchange takes the bytes.
-                let _ = this.recv.flow_control().release_capacity(take);
-                if this.frame.is_empty() && this.framing == BodyFraming::Chunked {
+            if this.piece_left > 0 {
+                let mut connection = this.stream.connection.borrow_mut();
+                let room = out.remaining().min(this.piece_left);
+                let n = connection.read_body(this.stream.slot, out.initialize_unfilled_to(room));
+                drop(connection);
+                out.advance(n);
+                this.piece_left -= n;
+                if this.piece_left == 0 && this.framing == BodyFraming::Chunked {
                     this.set_framing(b"\r\n");
+                }
+                if n == 0 {
+                    // The stream went meanwhile.
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()));
                 }
                 return Poll::Ready(Ok(()));
             }
             if this.ended {
                 return Poll::Ready(Ok(()));
             }
-            match ready!(this.recv.poll_data(cx)) {
-                Some(Ok(frame)) if frame.is_empty() => continue,
-                Some(Ok(frame)) => {
+            let event = this
+                .stream
+                .connection
+                .borrow_mut()
+                .poll_body(this.stream.slot, cx);
+            match event {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(BodyEvent::Bytes(n)) => {
+                    this.piece_left = n;
                     if this.framing == BodyFraming::Chunked {
-                        let size = format!("{:x}\r\n", frame.len());
+                        let size = format!("{n:x}\r\n");
                         this.set_framing(size.as_bytes());
                     }
-                    this.frame = frame;
                 }
-                Some(Err(error)) => return Poll::Ready(Err(stream_error(error))),
-                None => {
+                Poll::Ready(BodyEvent::Ended) => {
                     this.ended = true;
-                    if this.framing == BodyFraming::Chunked {
-                        let trailers = ready!(this.recv.poll_trailers(cx)).map_err(stream_error)?;
-                        let mut end = b"0\r\n".to_vec();
-                        for (name, value) in trailers.iter().flat_map(|t| t.iter()) {
-                            end.extend_from_slice(name.as_str().as_bytes());
-                            end.extend_from_slice(b": ");
-                            end.extend_from_slice(value.as_bytes());
-                            end.extend_from_slice(b"\r\n");
-                        }
-                        end.extend_from_slice(b"\r\n");
-                        this.set_framing(&end);
+                    let ending = this
+                        .stream
+                        .connection
+                        .borrow_mut()
+                        .take_ending(this.stream.slot);
+                    if let (BodyFraming::Chunked, Some(ending)) = (this.framing, ending) {
+                        this.set_framing(&ending);
                     }
+                }
+                Poll::Ready(BodyEvent::Reset) => {
+                    return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()))
                 }
             }
         }
     }
 }
 
-/// An h2 error as the exchange's I/O error: a reset by the client reads as the connection reset.
-fn stream_error(error: h2::Error) -> io::Error {
-    match error.reason() {
-        Some(_) if error.is_remote() => io::Error::new(io::ErrorKind::ConnectionReset, error),
-        _ => io::Error::other(error),
-    }
-}
-
-/// Where the response goes: before its head, the stream's `SendResponse`; after it, its
-/// `SendStream`; and what reads the exchange's bytes back into HTTP/2 pieces.
+/// Where the response goes: what reads the exchange's bytes back into HTTP/2 pieces, sent on
+/// the stream.
 pub struct ResponseSide {
-    respond: SendResponse<Bytes>,
-    send: Option<SendStream<Bytes>>,
+    stream: StreamRef,
     reader: ResponseReader,
 }
 
 impl ResponseSide {
-    pub fn new(respond: SendResponse<Bytes>, reader: ResponseReader) -> ResponseSide {
-        ResponseSide {
-            respond,
-            send: None,
-            reader,
-        }
+    pub fn new(stream: StreamRef, reader: ResponseReader) -> ResponseSide {
+        ResponseSide { stream, reader }
     }
 
-    /// The exchange is over: ends a body that ended with it; a response never started, or cut
-    /// short, is reset (`reason`), so the client does not wait for more. The reset, if one was
-    /// sent.
-    pub fn finish(&mut self, reason: h2::Reason) -> Option<h2::Reason> {
+    /// The exchange is over: ends a body that ended with it. False when the response was never
+    /// whole (never started, or cut short): the stream is then reset when its task ends.
+    pub fn finish(&mut self) -> bool {
         if let Some(Piece::End) = self.reader.finish() {
-            if let Some(send) = &mut self.send {
-                let _ = send.send_data(Bytes::new(), true);
-            }
-            return None;
+            let mut connection = self.stream.connection.borrow_mut();
+            return connection.send_data(self.stream.slot, &[], true).is_ok();
         }
-        if self.reader.is_done() {
-            return None;
-        }
-        match &mut self.send {
-            Some(send) => send.send_reset(reason),
-            None => self.respond.send_reset(reason),
-        }
-        Some(reason)
+        self.reader.is_done()
     }
 
-    /// The client's reset of the stream, if one came.
-    pub fn reset_by_client(&mut self) -> Option<h2::Reason> {
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        let reset = match &mut self.send {
-            Some(send) => send.poll_reset(&mut cx),
-            None => self.respond.poll_reset(&mut cx),
-        };
-        match reset {
-            Poll::Ready(Ok(reason)) => Some(reason),
-            _ => None,
-        }
-    }
-
-    /// Completes when the client reset the stream before the response's head went; never once
-    /// it went (the exchange watches from then on, `BodySource::closed`).
+    /// Completes when the stream was reset before the response's head went; never once it
+    /// went (the exchange watches from then on, `BodySource::closed`).
     pub fn poll_reset_before_head(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        match self.send {
-            None => self.respond.poll_reset(cx).map(|_| ()),
-            Some(_) => Poll::Pending,
+        let mut connection = self.stream.connection.borrow_mut();
+        if connection.head_sent(self.stream.slot) {
+            return Poll::Pending;
         }
-    }
-
-    /// Completes when the client reset the stream.
-    fn poll_reset(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        let reset = match &mut self.send {
-            Some(send) => send.poll_reset(cx),
-            None => self.respond.poll_reset(cx),
-        };
-        reset.map(|_| ())
+        connection.poll_reset(self.stream.slot, cx)
     }
 
     /// Takes all of `bytes` at once, body bytes queued whatever the client's window: for the
@@ -217,87 +187,59 @@ impl ResponseSide {
             match self.poll_take(&mut cx, &bytes[taken..], false) {
                 Poll::Ready(Ok(n)) => taken += n,
                 Poll::Ready(Err(error)) => return Err(error),
-                // Only a wait for the window returns Pending, and none is made here.
                 Poll::Pending => return Err(io::ErrorKind::WouldBlock.into()),
             }
         }
         Ok(())
     }
 
-    /// Takes what it can of `buf`: heads at once, body bytes as the client's window lets them go
-    /// when `within_window` (never more than it allows: the rest stays with the exchange), else
-    /// all of them (the h2 crate queues what the window does not let go yet).
+    /// Takes what it can of `buf`: heads at once, body bytes as the client's windows let them
+    /// go when `within_window` (never more than they allow: the rest stays with the exchange),
+    /// else all of them (queued beyond the windows: few bytes, see `take_all`).
     fn poll_take(
         &mut self,
         cx: &mut Context<'_>,
         buf: &[u8],
         within_window: bool,
     ) -> Poll<io::Result<usize>> {
+        let slot = self.stream.slot;
         let mut taken = 0;
         while taken < buf.len() {
             let mut input = &buf[taken..];
-            if let (Some(send), true, true) = (&mut self.send, self.reader.in_body(), within_window)
-            {
-                let room = loop {
-                    let room = send.capacity();
-                    if room > 0 {
-                        break room;
-                    }
-                    send.reserve_capacity(input.len());
-                    match send.poll_capacity(cx) {
-                        Poll::Ready(Some(Ok(_))) => continue,
-                        Poll::Ready(Some(Err(error))) => {
-                            return Poll::Ready(Err(stream_error(error)))
-                        }
-                        Poll::Ready(None) => {
-                            return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into()))
-                        }
-                        Poll::Pending if taken == 0 => return Poll::Pending,
-                        Poll::Pending => return Poll::Ready(Ok(taken)),
-                    }
-                };
-                input = &input[..room.min(input.len())];
+            if self.reader.in_body() && within_window {
+                let room = self.stream.connection.borrow_mut().poll_send_room(slot, cx);
+                match room {
+                    Poll::Ready(Ok(room)) => input = &input[..room.min(input.len())],
+                    Poll::Ready(Err(error)) => return Poll::Ready(Err(error)),
+                    Poll::Pending if taken == 0 => return Poll::Pending,
+                    Poll::Pending => return Poll::Ready(Ok(taken)),
+                }
             }
             let (used, piece) = self.reader.read(input).map_err(response_error)?;
             taken += used;
+            let mut connection = self.stream.connection.borrow_mut();
             match piece {
                 None if used == 0 => break,
                 None => {}
                 Some(Piece::Head {
                     head,
-                    interim: true,
-                    ..
-                }) => {
-                    self.respond
-                        .send_informational(head)
-                        .map_err(io::Error::other)?;
-                }
-                Some(Piece::Head { head, ends, .. }) => {
-                    let send = self
-                        .respond
-                        .send_response(head, ends)
-                        .map_err(io::Error::other)?;
-                    self.send = Some(send);
-                }
+                    interim,
+                    ends,
+                }) => connection.send_head(slot, interim, ends, |out| {
+                    hpack::encode_status(out, head.status().as_u16());
+                    for (name, value) in head.headers() {
+                        hpack::encode_field(out, name.as_str().as_bytes(), value.as_bytes());
+                    }
+                })?,
                 Some(Piece::Data { len, last }) => {
-                    let send = self
-                        .send
-                        .as_mut()
-                        .ok_or_else(|| io::Error::other("data before a head"))?;
-                    send.send_data(Bytes::copy_from_slice(&input[..len]), last)
-                        .map_err(io::Error::other)?;
+                    connection.send_data(slot, &input[..len], last)?;
                 }
-                Some(Piece::Trailers(trailers)) => {
-                    if let Some(send) = &mut self.send {
-                        send.send_trailers(trailers).map_err(io::Error::other)?;
+                Some(Piece::Trailers(trailers)) => connection.send_trailers(slot, |out| {
+                    for (name, value) in &trailers {
+                        hpack::encode_field(out, name.as_str().as_bytes(), value.as_bytes());
                     }
-                }
-                Some(Piece::End) => {
-                    if let Some(send) = &mut self.send {
-                        send.send_data(Bytes::new(), true)
-                            .map_err(io::Error::other)?;
-                    }
-                }
+                })?,
+                Some(Piece::End) => connection.send_data(slot, &[], true)?,
             }
         }
         if taken == 0 && !buf.is_empty() {
@@ -306,10 +248,8 @@ impl ResponseSide {
         // A body of known length that these bytes completed ends the stream now, not at the
         // exchange's next write (there is none).
         if let Ok((0, Some(Piece::End))) = self.reader.read(&[]) {
-            if let Some(send) = &mut self.send {
-                send.send_data(Bytes::new(), true)
-                    .map_err(io::Error::other)?;
-            }
+            let mut connection = self.stream.connection.borrow_mut();
+            connection.send_data(slot, &[], true)?;
         }
         Poll::Ready(Ok(taken))
     }
@@ -337,7 +277,7 @@ impl AsyncWrite for ResponseSink<'_> {
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        let _ = self.0.borrow_mut().finish(h2::Reason::NO_ERROR);
+        let _ = self.0.borrow_mut().finish();
         Poll::Ready(Ok(()))
     }
 }
@@ -345,7 +285,6 @@ impl AsyncWrite for ResponseSink<'_> {
 /// The request body source the exchange reads from.
 pub struct RequestSource<'a> {
     body: &'a mut RequestBody,
-    response: &'a RefCell<ResponseSide>,
 }
 
 impl AsyncRead for RequestSource<'_> {
@@ -360,8 +299,8 @@ impl AsyncRead for RequestSource<'_> {
 
 impl BodySource for RequestSource<'_> {
     fn closed(&mut self) -> impl Future<Output = ()> {
-        let response = self.response;
-        poll_fn(move |cx| response.borrow_mut().poll_reset(cx))
+        let stream = self.body.stream.clone();
+        poll_fn(move |cx| stream.connection.borrow_mut().poll_reset(stream.slot, cx))
     }
 }
 
@@ -382,6 +321,7 @@ impl H2Stream {
         peer: SocketAddr,
         tls: Option<Rc<TlsFacts>>,
         head: &[u8],
+        stream_id: u32,
         body: RequestBody,
         response: Rc<RefCell<ResponseSide>>,
     ) -> H2Stream {
@@ -392,7 +332,6 @@ impl H2Stream {
             }
             Ok(head.len())
         });
-        let stream_id = response.borrow().respond.stream_id().into();
         H2Stream {
             peer,
             tls,
@@ -432,7 +371,6 @@ impl Downstream for H2Stream {
     fn split(&mut self) -> (RequestSource<'_>, &mut Buffer, ResponseSink<'_>) {
         let source = RequestSource {
             body: &mut self.body,
-            response: &self.response,
         };
         (source, &mut self.received, ResponseSink(&self.response))
     }

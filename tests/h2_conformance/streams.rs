@@ -61,6 +61,16 @@ cases! {
         conn.expect_stream_or_connection_error_among(1, &[STREAM_CLOSED, PROTOCOL_ERROR]);
     }
 
+    /// §5.1, closed: once both sides ended a stream (its response read whole), HEADERS on it is
+    /// a connection error of type STREAM_CLOSED (h2spec's 5.1/12, strict).
+    fn s5_1_closed_headers_is_a_connection_error(transport) {
+        let mut conn = Conn::start(transport);
+        conn.send_get(1, "/closed");
+        conn.expect_ok(1, "GET", "/closed");
+        conn.send_get(1, "/closed");
+        conn.expect_goaway(STREAM_CLOSED);
+    }
+
     /// §5.1, half-closed (remote): CONTINUATION (which also follows no open field block: a
     /// PROTOCOL_ERROR by §6.10, the type herdsman gives it).
     fn s5_1_half_closed_remote_continuation_is_an_error(transport) {

@@ -771,7 +771,8 @@ impl Connection {
                     "HEADERS on a stream below the last one",
                 );
             }
-            return self.stream_error(id, code::STREAM_CLOSED);
+            // §5.1, closed: the stream ended both ways; HEADERS cannot belong to it.
+            return fail(code::STREAM_CLOSED, "HEADERS on a closed stream");
         };
         let stream = &self.streams[slot];
         if let Some((_, by_client)) = stream.reset {

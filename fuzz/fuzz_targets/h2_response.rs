@@ -17,18 +17,16 @@ struct Read {
     refused: bool,
 }
 
-fn note(read: &mut Read, piece: Piece, input: &[u8]) {
+fn note(read: &mut Read, piece: Piece, input: &[u8], block: &[u8]) {
     match piece {
         Piece::Head {
-            head,
+            status,
             interim,
             ends,
         } => {
-            read.heads.push(format!(
-                "{} {interim} {ends} {:?}",
-                head.status(),
-                head.headers()
-            ));
+            // The field block as encoded: the same whichever way the bytes came.
+            read.heads
+                .push(format!("{status} {interim} {ends} {block:?}"));
             read.ends += usize::from(ends);
         }
         Piece::Data { len, last } => {
@@ -63,7 +61,7 @@ fn feed(method: Method, bytes: &[u8], step: usize) -> Read {
             match reader.read(&write[at..]) {
                 Ok((used, piece)) => {
                     if let Some(piece) = piece {
-                        note(&mut read, piece, &write[at..]);
+                        note(&mut read, piece, &write[at..], &reader.block);
                     } else if used == 0 {
                         panic!("no progress at {at} of a write of {}", write.len());
                     }
@@ -79,10 +77,10 @@ fn feed(method: Method, bytes: &[u8], step: usize) -> Read {
     }
     // A body of known length ends with its bytes; one ending with the exchange ends now.
     if let Ok((0, Some(piece))) = reader.read(&[]) {
-        note(&mut read, piece, &[]);
+        note(&mut read, piece, &[], &reader.block);
     }
     if let Some(piece) = reader.finish() {
-        note(&mut read, piece, &[]);
+        note(&mut read, piece, &[], &reader.block);
     }
     read
 }

@@ -215,12 +215,15 @@ impl BodyReader {
 
 /// Fields a message in HTTP/2 must not carry (RFC 9113 §8.2.2).
 pub fn forbidden_in_http2(name: &HeaderName) -> bool {
-    use http::header::{CONNECTION, TRANSFER_ENCODING, UPGRADE};
-    name == CONNECTION
-        || name == TRANSFER_ENCODING
-        || name == UPGRADE
-        || name.as_str() == "keep-alive"
-        || name.as_str() == "proxy-connection"
+    forbidden_name(name.as_str().as_bytes())
+}
+
+/// [`forbidden_in_http2`] for a lowercase name's bytes.
+pub fn forbidden_name(name: &[u8]) -> bool {
+    matches!(
+        name,
+        b"connection" | b"transfer-encoding" | b"upgrade" | b"keep-alive" | b"proxy-connection"
+    )
 }
 
 /// The trailer section's field lines (each ending CRLF, as the chunked decoder checked them) as

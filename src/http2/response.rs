@@ -1,15 +1,16 @@
 //! The exchange's response to a stream, read back from the HTTP/1.1 bytes it writes into the
-//! pieces of an HTTP/2 response (RFC 9113 §8.1): each head (interim 1xx, then the final one) as
-//! a `http::Response` without the fields HTTP/2 forbids (§8.2.2: `Connection` and the fields it
-//! names, `Keep-Alive`, `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`), the body's bytes as
-//! they come (a chunked body decoded, its trailer fields as HTTP/2 trailers), and its end. The
-//! exchange writes what it would to an HTTP/1.1 client, so this is the one place that knows the
-//! two differ.
+//! pieces of an HTTP/2 response (RFC 9113 §8.1): each head (interim 1xx, then the final one)
+//! encoded by HPACK straight from the parsed HTTP/1.1 fields, names lowercased, without the
+//! fields HTTP/2 forbids (§8.2.2: `Connection` and the fields it names, `Keep-Alive`,
+//! `Proxy-Connection`, `Transfer-Encoding`, `Upgrade`) — no map of the fields is built; the
+//! body's bytes as they come (a chunked body decoded, its trailer fields as HTTP/2 trailers),
+//! and its end. The exchange writes what it would to an HTTP/1.1 client, so this is the one
+//! place that knows the two differ.
 
-use http::header::{HeaderName, HeaderValue};
-use http::{HeaderMap, StatusCode};
+use http::HeaderMap;
 
-use super::body::{forbidden_in_http2, BodyError, BodyPiece, BodyReader, HeadBytes};
+use super::body::{forbidden_name, BodyError, BodyPiece, BodyReader, HeadBytes};
+use super::hpack;
 use crate::http1::chunked::ChunkedError;
 use crate::http1::{parse_response, Body, Method, Response};
 
@@ -22,10 +23,10 @@ const MAX_FIELDS: usize = 256;
 /// One piece of the HTTP/2 response.
 #[derive(Debug)]
 pub enum Piece {
-    /// A head; `interim` for a 1xx other than 101. `ends`: no body follows (the HEADERS frame
-    /// ends the stream).
+    /// A head, its field block in `ResponseReader::block`; `interim` for a 1xx other than 101.
+    /// `ends`: no body follows (the HEADERS frame ends the stream).
     Head {
-        head: http::Response<()>,
+        status: u16,
         interim: bool,
         ends: bool,
     },
@@ -81,6 +82,8 @@ pub struct ResponseReader {
     head: HeadBytes,
     /// The body, once the final head went.
     body: Option<BodyReader>,
+    /// The last head's field block (HPACK, `:status` first), kept from head to head.
+    pub block: Vec<u8>,
 }
 
 impl ResponseReader {
@@ -91,6 +94,7 @@ impl ResponseReader {
             tunnel: false,
             head: HeadBytes::default(),
             body: None,
+            block: Vec::new(),
         }
     }
 
@@ -132,6 +136,7 @@ impl ResponseReader {
 
     fn read_head(&mut self, input: &[u8]) -> Result<(usize, Option<Piece>), ResponseError> {
         let (method, tunnel) = (self.method, self.tunnel);
+        let block = &mut self.block;
         let (taken, made) = self
             .head
             .parse(input, |bytes| -> Result<_, ResponseError> {
@@ -143,25 +148,25 @@ impl ResponseReader {
                 };
                 if tunnel && response.code == 101 {
                     // RFC 8441 §5: the tunnel is open; its bytes are the stream's DATA.
-                    let mut head = http2_response(&Response {
-                        code: 200,
-                        ..response
-                    })?;
-                    head.headers_mut().remove("sec-websocket-accept");
-                    return Ok(Some(((head, false, Body::UntilClose), response.head_len)));
+                    encode_head(&response, 200, &[b"sec-websocket-accept"], block)?;
+                    let made = (200, false, Body::UntilClose);
+                    return Ok(Some((made, response.head_len)));
                 }
-                let head = http2_response(&response)?;
-                let made = (head, response.is_interim(), response.body);
+                if response.code == 101 {
+                    return Err(ResponseError::Switching);
+                }
+                encode_head(&response, response.code, &[], block)?;
+                let made = (response.code, response.is_interim(), response.body);
                 Ok(Some((made, response.head_len)))
             })?;
-        let Some((head, interim, body)) = made else {
+        let Some((status, interim, body)) = made else {
             return Ok((taken, None));
         };
         if interim {
             return Ok((
                 taken,
                 Some(Piece::Head {
-                    head,
+                    status,
                     interim,
                     ends: false,
                 }),
@@ -174,7 +179,7 @@ impl ResponseReader {
         Ok((
             taken,
             Some(Piece::Head {
-                head,
+                status,
                 interim,
                 ends,
             }),
@@ -182,32 +187,68 @@ impl ResponseReader {
     }
 }
 
-/// The HTTP/2 form of `response`'s head: its status, and its fields but those HTTP/2 forbids.
-fn http2_response(response: &Response<'_, '_>) -> Result<http::Response<()>, ResponseError> {
-    if response.code == 101 {
-        return Err(ResponseError::Switching);
-    }
-    let status = StatusCode::from_u16(response.code)
-        .map_err(|_| ResponseError::Head(format!("status {}", response.code)))?;
-    let mut head = http::Response::new(());
-    *head.status_mut() = status;
-    let fields = head.headers_mut();
+/// Encodes `response`'s head with `status` into `block` (emptied first): its fields but those
+/// HTTP/2 forbids, those its Connection field names and those in `dropped`, names lowercased.
+fn encode_head(
+    response: &Response<'_, '_>,
+    status: u16,
+    dropped: &[&[u8]],
+    block: &mut Vec<u8>,
+) -> Result<(), ResponseError> {
+    block.clear();
+    hpack::encode_status(block, status);
+    // Names are lowercased on the stack (a longer one, which no response of a server should
+    // have, is refused).
+    let mut lower = [0u8; 256];
     for field in response.headers {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| ResponseError::Head(format!("field name {:?}", field.name)))?;
-        if forbidden_in_http2(&name) || response.connection.names(field.name) {
+        let name = field.name.as_bytes();
+        let Some(lower) = lower.get_mut(..name.len()) else {
+            return Err(ResponseError::Head(format!("field name {:?}", field.name)));
+        };
+        for (to, from) in lower.iter_mut().zip(name) {
+            *to = from.to_ascii_lowercase();
+        }
+        let lower = &*lower;
+        if forbidden_name(lower)
+            || dropped.contains(&lower)
+            || response.connection.names(field.name)
+        {
             continue;
         }
-        let value = HeaderValue::from_bytes(field.value)
-            .map_err(|_| ResponseError::Head(format!("value of {}", field.name)))?;
-        fields.append(name, value);
+        if lower == b"set-cookie" {
+            // The one response field that carries a secret: never indexed by any hop.
+            hpack::encode_field_never_indexed(block, lower, field.value);
+        } else {
+            hpack::encode_field(block, lower, field.value);
+        }
     }
-    Ok(head)
+    Ok(())
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A head's field block as its fields, `{"name": "value", …}`, its `:status` checked.
+    fn decoded(block: &[u8], status: u16) -> String {
+        let mut decoder = hpack::Decoder::new(4096);
+        let mut fields = Vec::new();
+        decoder
+            .decode(block, &mut Vec::new(), |name, value| -> Result<(), ()> {
+                fields.push((
+                    String::from_utf8_lossy(name).into_owned(),
+                    String::from_utf8_lossy(value).into_owned(),
+                ));
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(fields[0], (":status".to_string(), status.to_string()));
+        let rest: Vec<String> = fields[1..]
+            .iter()
+            .map(|(name, value)| format!("{name:?}: {value:?}"))
+            .collect();
+        format!("{{{}}}", rest.join(", "))
+    }
 
     /// Every piece `bytes` make, fed in writes of at most `step` bytes; data as text.
     fn pieces(method: Method, bytes: &[u8], step: usize) -> Vec<String> {
@@ -220,13 +261,12 @@ mod tests {
                 let (taken, piece) = reader.read(&pending).unwrap();
                 match piece {
                     Some(Piece::Head {
-                        head,
+                        status,
                         interim,
                         ends,
                     }) => out.push(format!(
-                        "head {} {:?} interim={interim} ends={ends}",
-                        head.status().as_u16(),
-                        head.headers()
+                        "head {status} {} interim={interim} ends={ends}",
+                        decoded(&reader.block, status)
                     )),
                     Some(Piece::Data { len, last }) => {
                         out.push(format!("data {}", String::from_utf8_lossy(&pending[..len])));

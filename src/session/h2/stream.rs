@@ -221,16 +221,11 @@ impl ResponseSide {
             match piece {
                 None if used == 0 => break,
                 None => {}
-                Some(Piece::Head {
-                    head,
-                    interim,
-                    ends,
-                }) => connection.send_head(slot, interim, ends, |out| {
-                    hpack::encode_status(out, head.status().as_u16());
-                    for (name, value) in head.headers() {
-                        hpack::encode_field(out, name.as_str().as_bytes(), value.as_bytes());
-                    }
-                })?,
+                Some(Piece::Head { interim, ends, .. }) => {
+                    let block = &self.reader.block;
+                    connection
+                        .send_head(slot, interim, ends, |out| out.extend_from_slice(block))?;
+                }
                 Some(Piece::Data { len, last }) => {
                     connection.send_data(slot, &input[..len], last)?;
                 }

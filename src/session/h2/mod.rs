@@ -29,6 +29,7 @@ use crate::http2::request_head::BodyFraming;
 use crate::http2::response::ResponseReader;
 use crate::proxy::{serve_one, Client, ProxyContext};
 use crate::stats::http2::Http2Counters;
+use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached, Stream, TlsFacts};
 // Public for the fuzz target h2_frames, which feeds the state arbitrary frames.
 pub use connection::{ConnError, Connection, Opened, Step};
@@ -549,14 +550,16 @@ impl Task<'_> {
         let context = Rc::clone(self.context);
         let listener = self.listener;
         self.counters.stream_opened();
-        tokio::task::spawn_local(async move {
+        // The stream's future (the exchange's within it, some 2 KiB) lives in a recycled block:
+        // the task moves only a pointer, and the block is reused from stream to stream.
+        tokio::task::spawn_local(Recycled::new(move || async move {
             stream_ref
                 .connection
                 .borrow_mut()
                 .task_started(stream_ref.slot);
             serve_stream(&context, stream, response, &stream_ref, listener).await;
             context.counters().http2.stream_closed();
-        });
+        }));
     }
 }
 

@@ -645,7 +645,12 @@ fn a_parked_tls_connection_holds_its_tls_state_and_no_buffer() {
     // worker, a TLS listener.
     let server = Mock::named("a");
     let cert = CertFiles::issue("parked-memory", &["app.test"]);
-    let setup = Setup::new().workers(1).server("a", server.addr);
+    // Idle for 10 minutes: on a loaded machine the 3,000 handshakes can take longer than the
+    // default minute, which would close the first connections before the last check.
+    let setup = Setup::new()
+        .workers(1)
+        .server("a", server.addr)
+        .timeout("client_idle", "600s");
     let port = free_port();
     let addr: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
     let text = with_tls(&setup, &tls_table(&[&cert], "")).replace("127.0.0.1:0", &addr.to_string());

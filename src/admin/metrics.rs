@@ -329,7 +329,7 @@ impl Figures {
             ("herdsman_worker_http2_connections", "gauge", "HTTP/2 client connections the worker has open now.", |r| f64::from(r.connections_open)),
             ("herdsman_worker_http2_streams_total", "counter", "HTTP/2 streams (requests) the worker took.", |r| r.streams as f64),
             ("herdsman_worker_http2_streams", "gauge", "HTTP/2 streams being served now.", |r| f64::from(r.streams_open)),
-            ("herdsman_worker_http2_floods_total", "counter", "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM for a flood: their budget of frames that ask nothing or of resets spent, or one of the h2 crate's limits passed (CONTINUATION frames, a header list four times too large, streams reset before they were taken).", |r| r.floods as f64),
+            ("herdsman_worker_http2_floods_total", "counter", "HTTP/2 connections ended with GOAWAY ENHANCE_YOUR_CALM for a flood: their budget of frames that ask nothing or of resets spent, or a limit of [http2] passed (a field block that does not end, a header list four times too large, streams reset before they were taken).", |r| r.floods as f64),
         ];
         for (name, kind, help, value) in plain {
             out.family(name, kind, help);

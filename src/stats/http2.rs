@@ -32,8 +32,8 @@ pub struct Http2Counters {
     pub resets_received: [AtomicU64; 14],
     pub resets_sent: [AtomicU64; 14],
     pub goaways_sent: [AtomicU64; 14],
-    /// Connections ended with GOAWAY ENHANCE_YOUR_CALM: a budget of `session::h2::frames`
-    /// spent, or one of the h2 crate's flood limits passed.
+    /// Connections ended with GOAWAY ENHANCE_YOUR_CALM: a budget of `session::h2::budget`
+    /// spent, or one of `[http2]`'s flood limits passed.
     pub floods: AtomicU64,
 }
 

@@ -378,7 +378,8 @@ impl Connection {
         self.wake_driver();
     }
 
-    /// A stream error for the client's fault (§5.4.2): a budget of them, like the h2 crate's.
+    /// A stream error for the client's fault (§5.4.2): past `MAX_ERROR_RESETS` of them, the
+    /// connection's (a client that provokes resets is a flood too).
     fn stream_error(&mut self, id: u32, error: u32) -> Result<(), ConnError> {
         self.reset_stream(id, error);
         self.error_resets += 1;

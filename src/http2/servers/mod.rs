@@ -6,7 +6,8 @@
 //! takes no new streams and closes when its last one ends; one without streams for the pool's
 //! idle timeout closes, as do all once the worker stops and they are quiet.
 
-mod request;
+// Public for the fuzz target h2_server_request, which feeds it arbitrary bytes.
+pub mod request;
 mod response;
 mod stream;
 

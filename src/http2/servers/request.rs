@@ -143,7 +143,12 @@ fn http2_request(
         }
         // §8.2.2: te only as "trailers" (gRPC sends it; an HTTP/1.1 client's other codings mean
         // nothing to an HTTP/2 server).
-        if name == http::header::TE && !field.value.eq_ignore_ascii_case(b"trailers") {
+        if name == http::header::TE {
+            // HTTP/1.1's tokens are case-insensitive; HTTP/2's te is "trailers" exactly, which a
+            // strict server holds it to (found by the fuzz target h2_server_request).
+            if field.value.eq_ignore_ascii_case(b"trailers") {
+                fields.append(name, HeaderValue::from_static("trailers"));
+            }
             continue;
         }
         let value = HeaderValue::from_bytes(field.value)
@@ -213,8 +218,9 @@ mod tests {
     #[test]
     fn a_chunked_grpc_body_is_decoded_with_te_trailers_kept_and_its_trailers_passed() {
         let request = b"POST /pkg.Svc/Call HTTP/1.1\r\nhost: grpc.test\r\n\
-                        content-type: application/grpc\r\nte: trailers\r\n\
+                        content-type: application/grpc\r\nte: Trailers\r\n\
                         transfer-encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\nx-t: 1\r\n\r\n";
+        // `Trailers`, as HTTP/1.1 allows, goes to the server as HTTP/2's `trailers`.
         for step in [1, 3, request.len()] {
             let (lines, data, last) = pieces(request, step);
             assert_eq!(

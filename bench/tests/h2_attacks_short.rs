@@ -2,7 +2,7 @@
 //! rot. It builds herdsman's release binary and runs each of its twelve attacks for 3 s beside 10
 //! h2load clients. It checks what a user would see: a row per attack with figures in every
 //! column; the legitimate clients were served beside each; every flood's connections ended in
-//! GOAWAY (ENHANCE_YOUR_CALM, or PROTOCOL_ERROR for the HPACK table size) and counted as floods
+//! GOAWAY (ENHANCE_YOUR_CALM, or COMPRESSION_ERROR for the HPACK table size, RFC 7541 §4.2) and counted as floods
 //! where herdsman counts them; a rapid reset of streams reset at once caused no request at the
 //! server; a stream never read was reset (the short run's slow-reader window is 1 s) and a slow
 //! reader above the minimum rate was not. How the figures compare with the baseline is for a
@@ -32,7 +32,7 @@ fn the_short_h2_attacks_run_has_every_attack_ended_as_it_should() {
         ("empty DATA flood", "GOAWAY ENHANCE_YOUR_CALM"),
         ("WINDOW_UPDATE flood", "GOAWAY ENHANCE_YOUR_CALM"),
         ("PRIORITY flood", "GOAWAY ENHANCE_YOUR_CALM"),
-        ("HPACK table size over the limit", "GOAWAY PROTOCOL_ERROR"),
+        ("HPACK table size over the limit", "GOAWAY COMPRESSION_ERROR"),
         ("HPACK bomb", "GOAWAY ENHANCE_YOUR_CALM"),
     ];
     for (attack, ending) in floods {

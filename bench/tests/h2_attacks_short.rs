@@ -32,7 +32,10 @@ fn the_short_h2_attacks_run_has_every_attack_ended_as_it_should() {
         ("empty DATA flood", "GOAWAY ENHANCE_YOUR_CALM"),
         ("WINDOW_UPDATE flood", "GOAWAY ENHANCE_YOUR_CALM"),
         ("PRIORITY flood", "GOAWAY ENHANCE_YOUR_CALM"),
-        ("HPACK table size over the limit", "GOAWAY COMPRESSION_ERROR"),
+        (
+            "HPACK table size over the limit",
+            "GOAWAY COMPRESSION_ERROR",
+        ),
         ("HPACK bomb", "GOAWAY ENHANCE_YOUR_CALM"),
     ];
     for (attack, ending) in floods {

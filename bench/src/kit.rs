@@ -10,6 +10,8 @@
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
 //! - `servers`     — the servers behind the proxies, the own backend or a real nginx, started on
 //!   ports of their own
+//! - `grpc_server` — the own h2c gRPC server (unary calls echoed, calls counted) and one checked
+//!   call to it
 //! - `server_status` — what a server has accepted and answered, read from it (stub_status's shape)
 //! - `proxies`     — the proxies' equivalent configurations (cleartext or TLS) and command lines
 //! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
@@ -50,6 +52,7 @@ pub mod certificates;
 pub mod cpu;
 pub mod environment;
 pub mod exchange;
+pub mod grpc_server;
 pub mod h2load;
 pub mod holders;
 pub mod json;

@@ -98,6 +98,12 @@ enum Command {
     /// and p99 against a baseline, how each attack ended, what reached a server; writes
     /// bench/results/h2-attacks.md.
     H2Attacks(h2_attacks::H2AttacksArgs),
+    /// The h2c gRPC server of `h2` (started by it): every unary call answered with its message.
+    #[command(hide = true)]
+    GrpcServer {
+        #[arg(long, default_value = "127.0.0.1:9001")]
+        listen: SocketAddr,
+    },
     /// herdsman, HAProxy and nginx under h2load, over TLS (ALPN h2) and h2c, 50 connections × 10
     /// streams and 10 × 100: requests/s, p99, CPU per request and memory; writes
     /// bench/results/h2.md.
@@ -170,6 +176,7 @@ fn main() -> anyhow::Result<()> {
         Command::Herd(args) => herd::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
+        Command::GrpcServer { listen } => kit::grpc_server::run(listen),
         Command::H2(args) => h2::run(args),
         Command::Fairness(args) => fairness::run(args),
         Command::FairnessClient(args) => fairness::client::run(args),

@@ -1,9 +1,10 @@
 //! End to end: `herdsman-bench h2 --short`, so that the HTTP/2 benchmark cannot rot. It builds
 //! herdsman's release binary and runs it, HAProxy and nginx with one worker, each speaking HTTP/2
 //! over TLS (ALPN h2) and over h2c, under h2load's two loads (50 connections × 10 streams, 10 ×
-//! 100). It checks what a user would see: every cell has a row for every proxy with every figure a
-//! positive, finite number; every run answered requests over HTTP/2 and none failed; every
-//! target was judged. Whether a target was met is for the results file, not a pass or fail here:
+//! 100), and with gRPC unary calls over h2c to the bench's h2c gRPC server (50 × 10). It checks
+//! what a user would see: every cell, the gRPC one in its own section, has a row for every proxy
+//! with every figure a positive, finite number; every run answered requests (or calls) over
+//! HTTP/2 and none failed; every target was judged. Whether a target was met is for the results file, not a pass or fail here:
 //! timing on a shared machine is no test.
 //!
 //! It puts load on the machine, so it takes /tmp/herdsman-bench.lock first, like every benchmark
@@ -19,6 +20,8 @@ const CELLS: [&str; 4] = [
     "1 worker, h2c, 50 × 10",
     "1 worker, h2c, 10 × 100",
 ];
+/// The gRPC cells of the short run, in a section of their own.
+const GRPC_CELLS: [&str; 1] = ["1 worker, gRPC, 50 × 10"];
 const PROXIES: [&str; 3] = ["herdsman", "HAProxy", "nginx"];
 
 /// The bold median of a figures cell: "**51,234** (…)" → 51234.
@@ -30,16 +33,11 @@ fn bold_figure(cell: &str) -> f64 {
     )
 }
 
-#[test]
-fn the_short_h2_run_measures_every_cell_for_every_proxy() {
-    let _lock = take_benchmark_lock();
-    let run = run_short("h2");
-    let md = &run.md;
-
-    // requests/s, p99, CPU-µs per request, user, kernel, RSS: a row per cell and proxy.
-    let figures = table_after(md, "## Figures");
-    assert_eq!(figures.len(), CELLS.len() * PROXIES.len(), "{figures:?}");
-    for cell in CELLS {
+/// Every cell of `cells` has a row in `figures` for every proxy, each figure positive and finite,
+/// user and kernel adding up to the whole.
+fn check_figures(figures: &[Vec<String>], cells: &[&str], md: &str) {
+    assert_eq!(figures.len(), cells.len() * PROXIES.len(), "{figures:?}");
+    for &cell in cells {
         for proxy in PROXIES {
             let row = figures
                 .iter()
@@ -59,20 +57,49 @@ fn the_short_h2_run_measures_every_cell_for_every_proxy() {
             assert!((user + kernel - whole).abs() <= 0.02, "{row:?}");
         }
     }
+}
+
+#[test]
+fn the_short_h2_run_measures_every_cell_for_every_proxy() {
+    let _lock = take_benchmark_lock();
+    let run = run_short("h2");
+    let md = &run.md;
+
+    // requests/s, p99, CPU-µs per request, user, kernel, RSS: a row per cell and proxy; calls/s
+    // and CPU-µs per call for gRPC.
+    check_figures(&table_after(md, "## Figures"), &CELLS, md);
+    check_figures(&table_after(md, "### gRPC figures"), &GRPC_CELLS, md);
 
     // Every run answered over HTTP/2 (a run that agreed anything else stops the benchmark) and
     // none failed.
     let runs = table_after(md, "## Every run");
-    assert_eq!(runs.len(), CELLS.len() * PROXIES.len(), "{runs:?}");
+    let cells = CELLS.len() + GRPC_CELLS.len();
+    assert_eq!(runs.len(), cells * PROXIES.len(), "{runs:?}");
+    for cell in GRPC_CELLS {
+        assert_eq!(
+            runs.iter().filter(|row| row[1] == cell).count(),
+            PROXIES.len(),
+            "{runs:?}"
+        );
+    }
     for row in &runs {
         assert!(value(&row[3]) > 0.0, "nothing answered: {row:?}");
         assert_eq!(value(&row[4]), 0.0, "failed requests: {row:?}");
     }
 
-    // Every target judged, whatever the verdict: five per cell.
+    // Every target judged, whatever the verdict: five per cell, and gRPC's one against the
+    // better peer, which it names.
     let targets = table_after(md, "## Targets");
     assert_eq!(targets.len(), CELLS.len() * 5, "{targets:?}");
-    for row in &targets {
+    let grpc_targets = table_after(md, "### gRPC targets");
+    assert_eq!(grpc_targets.len(), GRPC_CELLS.len(), "{grpc_targets:?}");
+    for row in &grpc_targets {
+        assert!(
+            row[1].ends_with("(HAProxy)") || row[1].ends_with("(nginx)"),
+            "{row:?}"
+        );
+    }
+    for row in targets.iter().chain(&grpc_targets) {
         assert!(!row[3].contains("not measured"), "{row:?}");
     }
 
@@ -84,12 +111,20 @@ fn the_short_h2_run_measures_every_cell_for_every_proxy() {
         "alpn h2,http/1.1",
         " http2 backlog=",
         " ssl http2 backlog=",
+        "protocol = \"h2c\"",
+        "grpc_pass grpc://backend;",
     ] {
         assert!(
             md.contains(line),
             "{line:?} missing from the configurations:\n{md}"
         );
     }
+    // HAProxy speaks h2c to the gRPC server.
+    assert!(
+        md.lines()
+            .any(|line| line.starts_with("    server b1 127.0.0.1:") && line.ends_with(" proto h2")),
+        "no `server … proto h2` in the configurations:\n{md}"
+    );
     assert!(
         run.stdout
             .starts_with("h2: medians over 1 round(s) of 2 s\n"),

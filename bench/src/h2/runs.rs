@@ -1,36 +1,36 @@
 //! What one h2load run against one proxy measured, and the figures it gives: requests/s, p99,
-//! CPU-µs per request (user and kernel apart) and resident memory.
+//! CPU-µs per request (user and kernel apart) and resident memory. A gRPC call is a request here.
 
 use crate::kit::h2load::{StreamLoad, StreamReport};
 use crate::kit::procstat::CpuTime;
 use crate::kit::proxies::ProxyKind;
 
-use super::settings::Transport;
+use super::settings::Traffic;
 
-/// Where a run sits in the results: a worker count, a transport and a load. A future gRPC section
-/// adds its own cells beside these rather than changing them.
+/// Where a run sits in the results: a worker count, a traffic (GETs over a transport, or gRPC
+/// calls) and a load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Cell {
     pub workers: u32,
-    pub transport: Transport,
+    pub traffic: Traffic,
     /// Its `seconds` are the run's; cells are told apart by clients and streams.
     pub load: StreamLoad,
 }
 
 impl Cell {
-    /// Whether `other` is the same cell (the same worker count, transport, clients and streams).
+    /// Whether `other` is the same cell (the same worker count, traffic, clients and streams).
     pub fn is(&self, other: &Cell) -> bool {
         self.workers == other.workers
-            && self.transport == other.transport
+            && self.traffic == other.traffic
             && (self.load.clients, self.load.streams) == (other.load.clients, other.load.streams)
     }
 
-    /// "1 worker, TLS, 50 × 10".
+    /// "1 worker, TLS, 50 × 10"; "1 worker, gRPC, 50 × 10".
     pub fn written(&self) -> String {
         format!(
             "{}, {}, {}",
             crate::kit::markdown::worker_count(self.workers),
-            self.transport,
+            self.traffic,
             self.load.written()
         )
     }
@@ -87,6 +87,7 @@ impl H2Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::h2::settings::Transport;
     use std::time::Duration;
 
     #[test]
@@ -95,7 +96,7 @@ mod tests {
             round: 1,
             cell: Cell {
                 workers: 1,
-                transport: Transport::Tls,
+                traffic: Traffic::Requests(Transport::Tls),
                 load: StreamLoad {
                     clients: 50,
                     streams: 10,
@@ -132,5 +133,11 @@ mod tests {
             ..run.cell
         };
         assert!(run.cell.is(&other));
+        let grpc = Cell {
+            traffic: Traffic::Grpc,
+            ..run.cell
+        };
+        assert!(!run.cell.is(&grpc));
+        assert_eq!(grpc.written(), "1 worker, gRPC, 50 × 10");
     }
 }

@@ -3,9 +3,10 @@
 //! as the caller wants; what the batches reported, summed. No client has a session to offer, so
 //! every handshake is full. For `tls` (handshakes per CPU-second) and `tls-load` (a handshake
 //! storm). And timed HTTP/2 load (`-c` connections × `-m` streams for `-D` seconds, over TLS or
-//! h2c by the URL's scheme), with every request's latency from its `--log-file`, for `h2`.
+//! h2c by the URL's scheme), with every request's latency from its `--log-file`, for `h2`: GETs,
+//! or POSTs of a file's bytes with header fields of their own (gRPC's unary calls).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::Duration;
 
@@ -169,19 +170,47 @@ pub struct StreamLoad {
     pub seconds: u32,
 }
 
+/// What each request of a load asks: h2load's GET by default, or a POST of a file's bytes with
+/// header fields of its own (a gRPC call: the message, `content-type: application/grpc`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Asking {
+    /// `-d`: the body of every request, which makes each a POST.
+    pub body: Option<PathBuf>,
+    /// `-H`: header fields added to every request, "name: value".
+    pub headers: Vec<String>,
+}
+
+impl Asking {
+    /// h2load's arguments for it, before the URL.
+    fn args(&self) -> Vec<String> {
+        let mut args = Vec::new();
+        for header in &self.headers {
+            args.push("-H".into());
+            args.push(header.clone());
+        }
+        if let Some(body) = &self.body {
+            args.push("-d".into());
+            args.push(body.display().to_string());
+        }
+        args
+    }
+}
+
 impl StreamLoad {
-    /// The arguments after `h2load` for `url` (`https://…` negotiates h2 by ALPN, `http://…` is
-    /// h2c with prior knowledge), every request's latency written to `log`. One h2load thread,
-    /// as wrk runs one.
-    pub fn args(&self, url: &str, log: &Path) -> Vec<String> {
-        vec![
+    /// The arguments after `h2load` for `asking` of `url` (`https://…` negotiates h2 by ALPN,
+    /// `http://…` is h2c with prior knowledge), every request's latency written to `log`. One
+    /// h2load thread, as wrk runs one.
+    pub fn args(&self, url: &str, asking: &Asking, log: &Path) -> Vec<String> {
+        let mut args = vec![
             "-t1".into(),
             format!("-c{}", self.clients),
             format!("-m{}", self.streams),
             format!("-D{}", self.seconds),
             format!("--log-file={}", log.display()),
-            url.into(),
-        ]
+        ];
+        args.extend(asking.args());
+        args.push(url.into());
+        args
     }
 
     /// How it is written in tables: "50 × 10".
@@ -209,14 +238,15 @@ pub struct StreamReport {
 /// A run may last this long beyond its seconds before h2load is killed.
 const STREAM_LIMIT_SLACK: Duration = Duration::from_secs(30);
 
-/// Runs `load` against `url`, its log at `log` (read, then removed).
+/// Runs `load` of `asking` against `url`, its log at `log` (read, then removed).
 pub fn stream_load(
     h2load: &Path,
     url: &str,
     load: StreamLoad,
+    asking: &Asking,
     log: &Path,
 ) -> anyhow::Result<StreamReport> {
-    let args = load.args(url, log);
+    let args = load.args(url, asking, log);
     let limit = Duration::from_secs(u64::from(load.seconds)) + STREAM_LIMIT_SLACK;
     let report = run_h2load(h2load, &args, limit)?;
     let text =
@@ -359,10 +389,35 @@ time for request:      198us     53.54ms     13.53ms     11.03ms    76.82%
             streams: 10,
             seconds: 5,
         };
+        let log = Path::new("/tmp/log");
         assert_eq!(
-            load.args("https://127.0.0.1:PORT/", Path::new("/tmp/log"))
+            load.args("https://127.0.0.1:PORT/", &Asking::default(), log)
                 .join(" "),
             "-t1 -c50 -m10 -D5 --log-file=/tmp/log https://127.0.0.1:PORT/"
+        );
+        let call = Asking {
+            body: Some(PathBuf::from("/tmp/message")),
+            headers: vec![
+                "content-type: application/grpc".into(),
+                "te: trailers".into(),
+            ],
+        };
+        assert_eq!(
+            load.args("http://127.0.0.1:PORT/p.S/M", &call, log),
+            [
+                "-t1",
+                "-c50",
+                "-m10",
+                "-D5",
+                "--log-file=/tmp/log",
+                "-H",
+                "content-type: application/grpc",
+                "-H",
+                "te: trailers",
+                "-d",
+                "/tmp/message",
+                "http://127.0.0.1:PORT/p.S/M"
+            ]
         );
         assert_eq!(load.written(), "50 × 10");
     }

@@ -338,10 +338,22 @@ pub fn start_own_server(
     port: u16,
     log: &Path,
 ) -> anyhow::Result<Supervised> {
+    start_own_server_checked(subcommand, args, port, log, probe)
+}
+
+/// `start_own_server`, waiting until `probe(port)` succeeds rather than a `GET /` over HTTP/1.1:
+/// for a server that speaks something else.
+pub fn start_own_server_checked(
+    subcommand: &str,
+    args: &[String],
+    port: u16,
+    log: &Path,
+    probe: impl Fn(u16) -> anyhow::Result<()>,
+) -> anyhow::Result<Supervised> {
     let mut command = Command::new(std::env::current_exe()?);
     command.arg(subcommand).args(args);
     let mut server = Supervised::spawn(subcommand, command, log)?;
-    server.wait_until_serving(port, Duration::from_secs(10))?;
+    server.wait_until_answering(port, Duration::from_secs(10), probe)?;
     Ok(server)
 }
 

@@ -7,8 +7,9 @@
 //! HAProxy and nginx are told to keep every server connection the run opens. Each
 //! configuration also comes with TLS on its listeners (`Target::tls_config`): the same certificate
 //! files for all three, TLS 1.2 and 1.3, ALPN http/1.1 (and h2 before it on a listener that speaks
-//! HTTP/2), session tickets and a TLS 1.2 session cache; and with HTTP/2 with prior knowledge in
-//! cleartext (h2c, `Target::h2c_config`).
+//! HTTP/2), session tickets and a TLS 1.2 session cache; with HTTP/2 with prior knowledge in
+//! cleartext (h2c, `Target::h2c_config`); and for gRPC, h2c on both sides (`Target::grpc_config`:
+//! herdsman's pool `protocol = "h2c"`, HAProxy's `server … proto h2`, nginx's `grpc_pass`).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -237,6 +238,41 @@ const CLEARTEXT_HTTP1: Http2Words = Http2Words {
     nginx: "",
 };
 
+/// Each proxy's words for what it speaks to its server: its pool's lines (herdsman), its `server`
+/// line's options (HAProxy), its `location /` block's body (nginx).
+struct ServerWords {
+    herdsman: &'static str,
+    haproxy: &'static str,
+    nginx: &'static str,
+}
+
+/// HTTP/1.1 with keep-alive, the X-Forwarded fields added (herdsman and HAProxy add them by
+/// default or by the frontend's lines).
+const HTTP1_SERVER: ServerWords = ServerWords {
+    herdsman: "",
+    haproxy: "",
+    nginx: r#"            proxy_pass http://backend;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";
+            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            proxy_set_header X-Forwarded-Proto $scheme;
+            proxy_set_header X-Forwarded-Host $host;
+"#,
+};
+
+/// HTTP/2 with prior knowledge (h2c), as a gRPC server speaks it, the same X-Forwarded fields
+/// added. nginx 1.22's `grpc_pass` puts each stream on a server connection of its own, kept by
+/// the upstream's `keepalive`; herdsman and HAProxy put many streams on one.
+const H2C_SERVER: ServerWords = ServerWords {
+    herdsman: "protocol = \"h2c\"\n",
+    haproxy: " proto h2",
+    nginx: r#"            grpc_pass grpc://backend;
+            grpc_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
+            grpc_set_header X-Forwarded-Proto $scheme;
+            grpc_set_header X-Forwarded-Host $host;
+"#,
+};
+
 impl TlsListener {
     fn http2_words(&self) -> &'static Http2Words {
         if self.http2 {
@@ -250,12 +286,17 @@ impl TlsListener {
 impl Target {
     /// The configuration file's name and text. `dir` is this target's private scratch directory.
     pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
-        self.cleartext_config(plan, dir, &CLEARTEXT_HTTP1)
+        self.cleartext_config(plan, dir, &CLEARTEXT_HTTP1, &HTTP1_SERVER)
     }
 
     /// `config` with HTTP/2 with prior knowledge (h2c) on its listener.
     pub fn h2c_config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
-        self.cleartext_config(plan, dir, &H2C)
+        self.cleartext_config(plan, dir, &H2C, &HTTP1_SERVER)
+    }
+
+    /// `h2c_config` in front of a gRPC server: h2c to the server as well.
+    pub fn grpc_config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
+        self.cleartext_config(plan, dir, &H2C, &H2C_SERVER)
     }
 
     fn cleartext_config(
@@ -263,14 +304,21 @@ impl Target {
         plan: Plan,
         dir: &Path,
         words: &Http2Words,
+        server: &ServerWords,
     ) -> (&'static str, String) {
         match self.kind {
             ProxyKind::Herdsman => (
                 "herdsman.toml",
-                herdsman_listener_config(plan, self.intake, words.herdsman),
+                herdsman_listener_config(plan, self.intake, words.herdsman, server.herdsman),
             ),
-            ProxyKind::Haproxy => ("haproxy.cfg", haproxy_bind_config(plan, words.haproxy)),
-            ProxyKind::Nginx => ("nginx.conf", nginx_listen_config(plan, dir, words.nginx)),
+            ProxyKind::Haproxy => (
+                "haproxy.cfg",
+                haproxy_bind_config(plan, words.haproxy, server.haproxy),
+            ),
+            ProxyKind::Nginx => (
+                "nginx.conf",
+                nginx_listen_config(plan, dir, words.nginx, server.nginx),
+            ),
         }
     }
 
@@ -369,7 +417,7 @@ pub fn start_herdsman(
 
 /// herdsman's configuration; `intake` adds the top-level `intake = "MODE"` line.
 pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
-    herdsman_listener_config(plan, intake, "")
+    herdsman_listener_config(plan, intake, "", "")
 }
 
 /// herdsman's `[http2]` where a listener speaks HTTP/2: `max_requests_per_connection` (1,000 by
@@ -378,11 +426,13 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
 /// a busy run counted a few failed requests per connection.
 const HERDSMAN_HTTP2_SECTION: &str = "\n[http2]\nmax_requests_per_connection = 1000000000\n";
 
-/// herdsman's configuration with `listener_lines` (each ending in a newline) in its listener.
+/// herdsman's configuration with `listener_lines` in its listener and `pool_lines` in its pool
+/// (each line ending in a newline).
 fn herdsman_listener_config(
     plan: Plan,
     intake: Option<IntakeMode>,
     listener_lines: &str,
+    pool_lines: &str,
 ) -> String {
     let Plan {
         workers,
@@ -409,7 +459,7 @@ pool = "backend"
 {listener_lines}
 [[pool]]
 name = "backend"
-servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
+{pool_lines}servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 "#
     )
 }
@@ -467,11 +517,12 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 }
 
 pub fn haproxy_config(plan: Plan) -> String {
-    haproxy_bind_config(plan, "")
+    haproxy_bind_config(plan, "", "")
 }
 
-/// HAProxy's configuration with `bind_options` (each after a blank) on its bind line.
-fn haproxy_bind_config(plan: Plan, bind_options: &str) -> String {
+/// HAProxy's configuration with `bind_options` on its bind line and `server_options` on its server
+/// line (each option after a blank).
+fn haproxy_bind_config(plan: Plan, bind_options: &str, server_options: &str) -> String {
     let Plan {
         port, backend_port, ..
     } = plan;
@@ -485,7 +536,7 @@ frontend bench
     default_backend backend
 
 backend backend
-    server b1 127.0.0.1:{backend_port}
+    server b1 127.0.0.1:{backend_port}{server_options}
 "#,
         head = haproxy_head(plan)
     )
@@ -565,11 +616,12 @@ defaults
 }
 
 pub fn nginx_config(plan: Plan, dir: &Path) -> String {
-    nginx_listen_config(plan, dir, "")
+    nginx_listen_config(plan, dir, "", HTTP1_SERVER.nginx)
 }
 
-/// nginx's configuration with `listen_options` (each after a blank) on its listen line.
-fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str) -> String {
+/// nginx's configuration with `listen_options` (each after a blank) on its listen line and
+/// `location` as its `location /` block's body.
+fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str, location: &str) -> String {
     let Plan {
         port,
         backend_port,
@@ -587,13 +639,7 @@ fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str) -> String {
     server {{
         listen 127.0.0.1:{port}{listen_options} backlog={BACKLOG};
         location / {{
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header X-Forwarded-Host $host;
-        }}
+{location}        }}
     }}
 }}
 "#,
@@ -621,19 +667,14 @@ pub fn nginx_tls_config(plan: Plan, listeners: &[TlsListener], dir: &Path) -> St
         ssl_certificate {chain};
         ssl_certificate_key {key};
         location / {{
-            proxy_pass http://backend;
-            proxy_http_version 1.1;
-            proxy_set_header Connection "";
-            proxy_set_header X-Forwarded-For $proxy_add_x_forwarded_for;
-            proxy_set_header X-Forwarded-Proto $scheme;
-            proxy_set_header X-Forwarded-Host $host;
-        }}
+{location}        }}
     }}
 "#,
             port = listener.port,
             chain = chain.display(),
             key = key.display(),
-            http2 = listener.http2_words().nginx
+            http2 = listener.http2_words().nginx,
+            location = HTTP1_SERVER.nginx
         );
     }
     format!(
@@ -920,6 +961,51 @@ mod tests {
             &["listen 127.0.0.1:4101 ssl http2 backlog=4096;"],
         );
         assert!(!herdsman_tls_config(PLAN, &tls_listeners(), None).contains("http2"));
+    }
+
+    #[test]
+    fn grpc_is_h2c_on_both_sides_in_each_proxy_s_words() {
+        let dir = Path::new("/tmp/x");
+        let grpc = |kind: ProxyKind| {
+            Target {
+                label: kind.to_string(),
+                kind,
+                program: PathBuf::from("/bin/true"),
+                intake: None,
+            }
+            .grpc_config(PLAN, dir)
+            .1
+        };
+        assert_contains_all(
+            &grpc(ProxyKind::Herdsman),
+            &[
+                "pool = \"backend\"\nh2c = true\n",
+                "[[pool]]\nname = \"backend\"\nprotocol = \"h2c\"\nservers = [{ name = \"b1\", \
+                 addr = \"127.0.0.1:4200\" }]\n",
+                "max_requests_per_connection",
+            ],
+        );
+        assert_contains_all(
+            &grpc(ProxyKind::Haproxy),
+            &[
+                "    bind 127.0.0.1:4100 proto h2\n",
+                "    server b1 127.0.0.1:4200 proto h2\n",
+            ],
+        );
+        let nginx = grpc(ProxyKind::Nginx);
+        assert_contains_all(
+            &nginx,
+            &[
+                "listen 127.0.0.1:4100 http2 backlog=4096;",
+                "location / {\n            grpc_pass grpc://backend;\n",
+                "keepalive 64;",
+            ],
+        );
+        assert!(!nginx.contains("proxy_pass"));
+        assert_eq!(nginx.matches('{').count(), nginx.matches('}').count());
+        // The HTTP/1.1 servers' configs keep their words.
+        assert!(!herdsman_config(PLAN, None).contains("protocol"));
+        assert!(nginx_config(PLAN, dir).contains("proxy_pass http://backend;"));
     }
 
     #[test]

@@ -196,8 +196,10 @@ pub struct TlsListener {
     /// On 127.0.0.1.
     pub port: u16,
     pub certificate: TlsCertificate,
-    /// Offers ALPN h2 before http/1.1 (herdsman's `http2 = true`, HAProxy's `alpn h2,http/1.1`,
-    /// nginx's `listen … ssl http2`); http/1.1 alone otherwise.
+    /// Offers ALPN h2 before http/1.1 (herdsman's default, HAProxy's `alpn h2,http/1.1`, nginx's
+    /// `listen … ssl http2`); http/1.1 alone otherwise (but for herdsman, whose default this is
+    /// not told from: every client of a listener without HTTP/2 offers http/1.1 alone, and agrees
+    /// it with all three).
     pub http2: bool,
 }
 
@@ -208,10 +210,10 @@ struct Http2Words {
     nginx: &'static str,
 }
 
-/// On a TLS listener: the ALPN list with h2 first (herdsman's is a key of the listener, before its
-/// `[listener.tls]`).
+/// On a TLS listener: the ALPN list with h2 first, which a herdsman TLS listener offers by default
+/// (its `http2` key, true unless written false).
 const TLS_HTTP2: Http2Words = Http2Words {
-    herdsman: "http2 = true\n",
+    herdsman: "",
     haproxy: "alpn h2,http/1.1",
     nginx: " http2",
 };
@@ -466,8 +468,8 @@ name = "backend"
 
 /// herdsman's configuration with TLS on every one of `listeners` (named "tls-PORT"), in front of
 /// the one backend, and its admin API on `admin_port` when given. Its TLS defaults are the
-/// equivalent settings: TLS 1.2 and 1.3, ALPN http/1.1 (h2 first with `http2 = true` on a
-/// listener that speaks HTTP/2), tickets and a TLS 1.2 session cache.
+/// equivalent settings: TLS 1.2 and 1.3, ALPN h2 and http/1.1, tickets and a TLS 1.2 session
+/// cache; a listener that speaks HTTP/2 adds `[http2]`'s raised request count.
 pub fn herdsman_tls_config(
     plan: Plan,
     listeners: &[TlsListener],
@@ -950,7 +952,10 @@ mod tests {
             .collect();
         assert_contains_all(
             &herdsman_tls_config(PLAN, &listeners[..1], None),
-            &["pool = \"backend\"\nhttp2 = true\n[listener.tls]\n"],
+            &[
+                "pool = \"backend\"\n[listener.tls]\n",
+                "max_requests_per_connection",
+            ],
         );
         assert_contains_all(
             &haproxy_tls_config(PLAN, &listeners[..1]),

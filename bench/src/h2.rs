@@ -296,11 +296,12 @@ impl Bench<'_> {
                     for turn in turn_order(here.len(), round) {
                         let one = &mut running[here[turn]];
                         let run = self.run(one, cell, round)?;
+                        let (rate_unit, per) = cell.units();
                         progress.report(
                             planned,
                             &format!("round {round}/{}, {}", settings.rounds, cell.written()),
                             &format!(
-                                "{:<8} {} req/s, p99 {:.2} ms, {:.2} CPU-µs/req",
+                                "{:<8} {} {rate_unit}, p99 {:.2} ms, {:.2} CPU-µs/{per}",
                                 one.proxy.to_string(),
                                 thousands(run.requests_per_sec()),
                                 run.p99_ms(),

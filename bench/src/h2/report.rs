@@ -169,15 +169,6 @@ impl Section {
     }
 }
 
-/// How `cell`'s summary line writes a rate and "per request": "req/s" and "req", or "calls/s"
-/// and "call" in a gRPC cell.
-fn nouns(cell: &Cell) -> (&'static str, &'static str) {
-    match cell.traffic {
-        Traffic::Grpc => ("calls/s", "call"),
-        Traffic::Requests(_) => ("req/s", "req"),
-    }
-}
-
 fn two_places(value: f64) -> String {
     format!("{value:.2}")
 }
@@ -535,7 +526,7 @@ impl Results for Session {
                 ) else {
                     continue;
                 };
-                let (rate_unit, per) = nouns(&cell);
+                let (rate_unit, per) = cell.units();
                 let _ = writeln!(
                     text,
                     "{:<24} {:<9} {} {rate_unit}, p99 {p99:.2} ms, {cpu:.2} CPU-µs/{per} (user \

@@ -25,6 +25,15 @@ impl Cell {
             && (self.load.clients, self.load.streams) == (other.load.clients, other.load.streams)
     }
 
+    /// How a rate and "per request" are written for it: "req/s" and "req", or "calls/s" and
+    /// "call" in a gRPC cell.
+    pub fn units(&self) -> (&'static str, &'static str) {
+        match self.traffic {
+            Traffic::Grpc => ("calls/s", "call"),
+            Traffic::Requests(_) => ("req/s", "req"),
+        }
+    }
+
     /// "1 worker, TLS, 50 × 10"; "1 worker, gRPC, 50 × 10".
     pub fn written(&self) -> String {
         format!(

@@ -142,6 +142,27 @@ fn an_http1_request_reaches_an_h2c_server_as_a_stream_and_its_answer_comes_back(
     );
 }
 
+/// Bodies far larger than every flow-control window go both ways: herdsman sends the upload only
+/// as the server's windows open, and gives the server window back as it relays the download.
+#[test]
+fn a_16_mib_upload_and_its_echo_pass_through_the_windows_both_ways() {
+    let server = H2Server::start(H2Options::default());
+    let proxy = start(server.addr, "h2c");
+    let body: Vec<u8> = (0..16 << 20).map(|i: u32| (i % 251) as u8).collect();
+    let mut conn = proxy.connect();
+    conn.set_read_timeout(Duration::from_secs(30));
+    let head = format!(
+        "POST /echo HTTP/1.1\r\nHost: site.test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    conn.send(head.as_bytes());
+    conn.send(&body);
+    let echoed = conn.response();
+    assert_eq!(echoed.status(), 200);
+    assert_eq!(echoed.body.len(), body.len());
+    assert!(echoed.body == body, "the echo differs from the upload");
+}
+
 #[test]
 fn requests_at_once_share_connections_within_the_servers_stream_limit() {
     let server = H2Server::start(H2Options {

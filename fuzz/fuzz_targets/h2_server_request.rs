@@ -1,11 +1,13 @@
 //! Fuzzes the reader that turns the exchange's request to an HTTP/2 server (HTTP/1.1 bytes) into
 //! the stream's pieces (`http2::servers::request`): never a panic; the same pieces — the head,
 //! body bytes, trailers, the end — or the same refusal, whether the bytes come whole or one at a
-//! time (but for a broken head one way calls incomplete, see below); a head it makes has a method, an authority and a path, and none of the fields HTTP/2
-//! forbids (RFC 9113 §8.2.2).
+//! time (but for a broken head one way calls incomplete, see below); a head it makes is an HPACK
+//! block that decodes, whose pseudo-fields come first — a method, a scheme, an authority and a
+//! path — and whose fields are lowercase, none of them one HTTP/2 forbids (RFC 9113 §8.2.2).
 #![no_main]
 
-use herdsman::http2::body::{forbidden_in_http2, BodyPiece};
+use herdsman::http2::body::{forbidden_name, BodyPiece};
+use herdsman::http2::hpack::Decoder;
 use herdsman::http2::servers::request::{RequestPiece, RequestReader};
 use libfuzzer_sys::fuzz_target;
 
@@ -21,17 +23,31 @@ struct Read {
 
 fn note(read: &mut Read, piece: RequestPiece, input: &[u8]) {
     match piece {
-        RequestPiece::Head { head, ends } => {
-            assert!(head.uri().authority().is_some(), "{head:?}");
-            assert!(!head.uri().path().is_empty(), "{head:?}");
-            for name in head.headers().keys() {
-                assert!(!forbidden_in_http2(name), "{name} in {head:?}");
-                if name == "te" {
-                    assert_eq!(head.headers()["te"], "trailers");
+        RequestPiece::Head { block, ends, .. } => {
+            let mut fields = Vec::new();
+            Decoder::new(4096)
+                .decode(&block, &mut Vec::new(), |name, value| {
+                    fields.push((name.to_vec(), value.to_vec()));
+                    Ok::<(), ()>(())
+                })
+                .expect("a head's block decodes");
+            let pseudo: Vec<&[u8]> = fields
+                .iter()
+                .take_while(|(name, _)| name.starts_with(b":"))
+                .map(|(name, _)| &name[..])
+                .collect();
+            assert_eq!(pseudo, [&b":method"[..], b":scheme", b":authority", b":path"]);
+            assert!(!fields[2].1.is_empty() && !fields[3].1.is_empty(), "{fields:?}");
+            for (name, value) in &fields[4..] {
+                assert!(!name.starts_with(b":"), "a late pseudo-field in {fields:?}");
+                assert!(!name.iter().any(u8::is_ascii_uppercase), "{fields:?}");
+                assert!(!forbidden_name(name), "{fields:?}");
+                if name == b"te" {
+                    assert_eq!(value, b"trailers");
                 }
             }
             assert!(read.head.is_none(), "a second head");
-            read.head = Some(format!("{head:?} {ends}"));
+            read.head = Some(format!("{fields:?} {ends}"));
             read.ends += usize::from(ends);
         }
         RequestPiece::Body(BodyPiece::Data { len, last }) => {

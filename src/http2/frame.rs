@@ -82,6 +82,30 @@ pub mod setting {
     pub const ENABLE_CONNECT_PROTOCOL: u16 = 0x8;
 }
 
+/// A connection error (RFC 9113 §5.4.1): GOAWAY with `code`, then the close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConnError {
+    pub code: u32,
+    /// What the peer did, for the log.
+    pub reason: &'static str,
+}
+
+/// A connection error, as an `Err`.
+pub fn fail<T>(code: u32, reason: &'static str) -> Result<T, ConnError> {
+    Err(ConnError { code, reason })
+}
+
+/// A GOAWAY's checks (§6.8): on stream 0, at least 8 bytes; the last stream it names.
+pub fn goaway_last_stream(header: FrameHeader, payload: &[u8]) -> Result<u32, ConnError> {
+    if header.stream != 0 {
+        return fail(code::PROTOCOL_ERROR, "GOAWAY on a stream");
+    }
+    if payload.len() < 8 {
+        return fail(code::FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes");
+    }
+    Ok(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff)
+}
+
 /// A frame's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {

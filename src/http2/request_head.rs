@@ -428,7 +428,7 @@ impl Trailers {
 }
 
 /// RFC 9113 §8.2.1 and §8.2.2 for one regular field.
-fn check_field(name: &[u8], value: &[u8]) -> Result<(), HeadProblem> {
+pub(crate) fn check_field(name: &[u8], value: &[u8]) -> Result<(), HeadProblem> {
     if name.is_empty() || !name.iter().all(|&b| is_token(b) && !b.is_ascii_uppercase()) {
         return Err(HeadProblem::BadName);
     }
@@ -454,7 +454,7 @@ fn is_token(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-fn parse_length(value: &[u8]) -> Option<u64> {
+pub(crate) fn parse_length(value: &[u8]) -> Option<u64> {
     if value.is_empty() || value.len() > 19 || !value.iter().all(u8::is_ascii_digit) {
         return None;
     }

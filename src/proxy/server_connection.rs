@@ -95,14 +95,7 @@ pub(super) async fn server_connection(
             connection_window: snapshot.http2.connection_window,
             idle: snapshot.timeouts.backend_idle,
         };
-        context
-            .http2_servers()
-            .connect(server.id, stream, settings)
-            .await
-            .map_err(|error| {
-                tracing::debug!(server = %server.name, %error, "HTTP/2 to a server");
-                Failure::ServerIo(std::io::ErrorKind::ConnectionAborted)
-            })
+        Ok(context.http2_servers().connect(server.id, stream, settings))
     };
     match timeout_at(deadline, connect).await {
         Err(_) => Err(expired),

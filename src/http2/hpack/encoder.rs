@@ -39,7 +39,7 @@ pub fn encode_status(out: &mut Vec<u8>, status: u16) {
         _ => 0,
     };
     if index != 0 {
-        out.push(0x80 | index);
+        encode_indexed(out, index);
         return;
     }
     // The decimal digits, most significant first (a status has 3; a u16 at most 5).
@@ -56,6 +56,13 @@ pub fn encode_status(out: &mut Vec<u8>, status: u16) {
     }
     write_integer(out, WITHOUT_INDEXING, 4, STATUS_NAME);
     write_raw_string(out, &digits[start..]);
+}
+
+/// Appends an Indexed Header Field (§6.1) naming a whole static entry (1 to 61): a request's
+/// `:method: GET`, `:scheme: https`, `:path: /`, a response's common statuses.
+pub fn encode_indexed(out: &mut Vec<u8>, index: u8) {
+    debug_assert!((1..=61).contains(&index), "a static table entry");
+    out.push(0x80 | index);
 }
 
 /// Appends a field as a literal without indexing, its value raw. `name` must be lowercase

@@ -1,7 +1,8 @@
 //! HPACK (RFC 7541), the header compression of HTTP/2, for herdsman's own client-side
 //! connections: a [`Decoder`] per connection whose dynamic table is stored compactly (one byte
 //! buffer and 12 bytes an entry, nothing until the first insertion), and a stateless encoder for
-//! responses (literals without indexing: no encoder table to keep). It imports nothing from the
+//! responses and for requests to HTTP/2 servers (literals without indexing: no encoder table to
+//! keep). It imports nothing from the
 //! rest of the crate.
 //!
 //! `decoder.rs` decodes a block and keeps the table's limits, `table.rs` is the dynamic table,
@@ -16,7 +17,9 @@ mod static_table;
 mod table;
 
 pub use decoder::Decoder;
-pub use encoder::{encode_field, encode_field_huffman, encode_field_never_indexed, encode_status};
+pub use encoder::{
+    encode_field, encode_field_huffman, encode_field_never_indexed, encode_indexed, encode_status,
+};
 // For whoever writes blocks by hand (benchmarks, attack tests): §5.1's integer.
 pub use primitives::write_integer;
 

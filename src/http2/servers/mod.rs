@@ -6,6 +6,8 @@
 //! takes no new streams and closes when its last one ends; one without streams for the pool's
 //! idle timeout closes, as do all once the worker stops and they are quiet.
 
+// Public for the fuzz target h2_server_frames, which feeds it arbitrary frames.
+pub mod connection;
 // Public for the fuzz target h2_server_request, which feeds it arbitrary bytes.
 pub mod request;
 mod response;
@@ -13,23 +15,27 @@ mod stream;
 
 use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
-use std::future::Future;
+use std::io;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use bytes::Bytes;
-use h2::client::SendRequest;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::transport::Stream;
+use connection::{Failed, State, MAX_FRAME, MAX_OUT};
 
+pub use connection::ConnectionSettings;
 pub use stream::ServerStream;
 
 /// Streams a connection takes before the server's SETTINGS say how many it allows (RFC 9113
 /// §6.5.2 recommends servers allow at least 100).
 const STREAMS_BEFORE_SETTINGS: u32 = 100;
+
+/// Reads a connection's task makes in one turn before it lets the worker's other tasks run.
+const READS_PER_TURN: usize = 16;
 
 /// One worker's HTTP/2 connections to servers, by server id.
 #[derive(Debug, Default)]
@@ -65,70 +71,135 @@ impl Drop for Connecting<'_> {
     }
 }
 
-/// What a connection's windows and life are.
-#[derive(Debug, Clone, Copy)]
-pub struct ConnectionSettings {
-    pub stream_window: u32,
-    pub connection_window: u32,
-    /// Without a stream for this long, the connection closes.
-    pub idle: Duration,
-}
-
 /// One HTTP/2 connection to a server, shared by the streams on it and its task.
 #[derive(Debug)]
 pub(crate) struct Connection {
-    send_request: SendRequest<Bytes>,
-    open: Cell<u32>,
-    /// The server's SETTINGS_MAX_CONCURRENT_STREAMS, as its task last saw it.
-    limit: Cell<u32>,
-    /// GOAWAY came, or the connection ended: no new streams.
-    closing: Cell<bool>,
-    quiet_since: Cell<Instant>,
+    state: RefCell<State>,
     wake: Rc<Notify>,
 }
 
 impl Connection {
-    fn stream_opened(&self) {
-        self.open.set(self.open.get() + 1);
-    }
-
-    fn stream_closed(&self) {
-        self.open.set(self.open.get() - 1);
-        if self.open.get() == 0 {
-            self.quiet_since.set(Instant::now());
-            self.wake.notify_waiters();
-        }
-    }
-
     /// Closing with no stream left on it: nothing will use it again.
     fn is_spent(&self) -> bool {
-        self.closing.get() && self.open.get() == 0
+        let state = self.state.borrow();
+        state.closing && state.open == 0
     }
 
-    fn going_away(&self) {
-        self.closing.set(true);
-    }
-
-    /// Whether it takes a new stream now: not closing (a GOAWAY it was sent ends the h2 crate's
-    /// readiness at once), and under the server's limit.
+    /// Whether it takes a new stream now: not closing, and under the server's limit.
     fn takes_a_stream(&self) -> bool {
-        if self.closing.get() || self.open.get() >= self.limit.get() {
-            return false;
-        }
-        let mut send_request = self.send_request.clone();
-        let mut cx = Context::from_waker(std::task::Waker::noop());
-        if let Poll::Ready(Err(_)) = send_request.poll_ready(&mut cx) {
-            self.closing.set(true);
-            return false;
-        }
-        true
+        self.state.borrow().takes_a_stream()
     }
 }
 
-/// Why a new connection could not be made ready.
-#[derive(Debug, thiserror::Error)]
-#[error("HTTP/2 handshake with the server failed: {0}")]
-pub struct HandshakeError(#[from] h2::Error);
+/// The socket side of a connection's task: bytes read and not yet made into frames, frames
+/// being written.
+struct Io {
+    stream: Stream,
+    input: Vec<u8>,
+    input_at: usize,
+    writing: Vec<u8>,
+    written: usize,
+}
+
+/// Why a connection's task stopped moving bytes.
+enum Ended {
+    /// The server closed the connection (or the socket failed).
+    Closed(io::ErrorKind),
+    /// A connection error herdsman found; its GOAWAY is written before the close.
+    Error(crate::http2::frame::ConnError),
+}
+
+impl Io {
+    /// Writes what the connection has to send, until it is all written or the socket is full.
+    fn poll_write_out(
+        &mut self,
+        connection: &Connection,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        loop {
+            if self.written == self.writing.len() {
+                self.writing.clear();
+                self.written = 0;
+                let mut state = connection.state.borrow_mut();
+                if state.out.is_empty() {
+                    return Poll::Ready(Ok(()));
+                }
+                std::mem::swap(&mut state.out, &mut self.writing);
+                // Room in `out` again: streams waiting for it write on.
+                state.wake_blocked();
+            }
+            let n = std::task::ready!(
+                Pin::new(&mut self.stream).poll_write(cx, &self.writing[self.written..])
+            )?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n;
+            if self.written == self.writing.len() {
+                std::task::ready!(Pin::new(&mut self.stream).poll_flush(cx))?;
+                if self.writing.capacity() > 2 * MAX_OUT {
+                    self.writing = Vec::new();
+                }
+            }
+        }
+    }
+
+    /// Moves bytes both ways until nothing more can be done now: Pending then (woken by the
+    /// socket or a stream), Ready when the connection ends.
+    fn poll_turn(&mut self, connection: &Connection, cx: &mut Context<'_>) -> Poll<Ended> {
+        {
+            let mut state = connection.state.borrow_mut();
+            match &state.driver {
+                Some(waker) if waker.will_wake(cx.waker()) => {}
+                _ => state.driver = Some(cx.waker().clone()),
+            }
+        }
+        for _ in 0..READS_PER_TURN {
+            if let Poll::Ready(Err(error)) = self.poll_write_out(connection, cx) {
+                return Poll::Ready(Ended::Closed(error.kind()));
+            }
+            if self.input_at > 0 {
+                self.input.drain(..self.input_at);
+                self.input_at = 0;
+            }
+            let held = self.input.len();
+            self.input.reserve((MAX_FRAME + 9).max(16 * 1024));
+            let mut buf = ReadBuf::uninit(self.input.spare_capacity_mut());
+            match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
+                Poll::Ready(Ok(())) => {
+                    let n = buf.filled().len();
+                    if n == 0 {
+                        return Poll::Ready(Ended::Closed(io::ErrorKind::UnexpectedEof));
+                    }
+                    // SAFETY: `poll_read` initialised the first `n` bytes of the spare capacity.
+                    unsafe { self.input.set_len(held + n) };
+                }
+                Poll::Ready(Err(error)) => return Poll::Ready(Ended::Closed(error.kind())),
+                Poll::Pending => {
+                    if self.input.is_empty() && self.input.capacity() > 0 {
+                        // Nothing held while the server is quiet.
+                        self.input = Vec::new();
+                    }
+                    return Poll::Pending;
+                }
+            }
+            let mut state = connection.state.borrow_mut();
+            loop {
+                match state.read_frame(&self.input[self.input_at..]) {
+                    Ok(0) => break,
+                    Ok(n) => self.input_at += n,
+                    Err(error) => return Poll::Ready(Ended::Error(error)),
+                }
+            }
+        }
+        // More may be waiting: the task runs again after the worker's others.
+        cx.waker().wake_by_ref();
+        if let Poll::Ready(Err(error)) = self.poll_write_out(connection, cx) {
+            return Poll::Ready(Ended::Closed(error.kind()));
+        }
+        Poll::Pending
+    }
+}
 
 impl ServerConnections {
     /// A stream on one of this worker's connections to server `server` with room for one, if
@@ -170,14 +241,9 @@ impl ServerConnections {
     }
 
     /// Makes `stream`, just connected to server `server`, an HTTP/2 connection (the client
-    /// preface and SETTINGS; the server's come later), keeps it for the requests after, and
-    /// returns a stream on it for this one.
-    pub async fn connect(
-        &self,
-        server: u64,
-        stream: Stream,
-        settings: ConnectionSettings,
-    ) -> Result<Stream, HandshakeError> {
+    /// preface and SETTINGS go first; the server's come later), keeps it for the requests after,
+    /// and returns a stream on it for this one.
+    pub fn connect(&self, server: u64, stream: Stream, settings: ConnectionSettings) -> Stream {
         let tls = matches!(stream, Stream::Tls(_));
         // Until its SETTINGS come, a new connection is assumed to allow what the server's other
         // connections do (a server says the same on each), else 100.
@@ -185,21 +251,10 @@ impl ServerConnections {
             .by_server
             .borrow()
             .get(&server)
-            .and_then(|connections| connections.last().map(|c| c.limit.get()))
+            .and_then(|connections| connections.last().map(|c| c.state.borrow().limit))
             .unwrap_or(STREAMS_BEFORE_SETTINGS);
-        let (send_request, mut connection) = h2::client::Builder::new()
-            .enable_push(false)
-            .initial_max_send_streams(assumed as usize)
-            .initial_window_size(settings.stream_window)
-            .initial_connection_window_size(settings.connection_window)
-            .handshake::<_, Bytes>(stream)
-            .await?;
         let shared = Rc::new(Connection {
-            send_request,
-            open: Cell::new(0),
-            limit: Cell::new(assumed),
-            closing: Cell::new(false),
-            quiet_since: Cell::new(Instant::now()),
+            state: RefCell::new(State::new(settings, assumed)),
             wake: Rc::clone(&self.wake),
         });
         let first = ServerStream::new(Rc::clone(&shared), tls);
@@ -209,41 +264,72 @@ impl ServerConnections {
             .or_default()
             .push(Rc::clone(&shared));
         let stopping = Rc::clone(&self.stopping);
+        let mut io = Io {
+            stream,
+            input: Vec::new(),
+            input_at: 0,
+            writing: Vec::new(),
+            written: 0,
+        };
         tokio::task::spawn_local(async move {
             // The connection's frames move while it is polled; it ends when the server closes
             // it, or here once it is quiet for `idle` or the worker stops.
-            loop {
-                let quiet = shared.open.get() == 0;
-                if quiet && (stopping.get() || shared.closing.get()) {
-                    break;
-                }
-                let idle_end = shared.quiet_since.get() + settings.idle;
-                if quiet && idle_end <= Instant::now() {
-                    break;
+            let ended = loop {
+                let (quiet, closing, idle_end) = {
+                    let state = shared.state.borrow();
+                    (
+                        state.open == 0,
+                        state.closing,
+                        state.quiet_since + settings.idle,
+                    )
+                };
+                if quiet && (stopping.get() || closing || idle_end <= Instant::now()) {
+                    break None;
                 }
                 let wake = shared.wake.notified();
-                let ended = tokio::select! {
-                    ended = std::future::poll_fn(|cx| {
-                        let polled = std::pin::Pin::new(&mut connection).poll(cx);
-                        // The server's limit (the h2 crate applies its SETTINGS as it reads
-                        // them, and assumes 100 until then).
-                        let limit = connection.max_concurrent_send_streams();
-                        shared.limit.set(u32::try_from(limit).unwrap_or(u32::MAX));
-                        polled
-                    }) => Some(ended),
-                    () = tokio::time::sleep_until(idle_end), if quiet => None,
-                    () = wake => None,
-                };
-                if let Some(ended) = ended {
-                    if let Err(error) = ended {
-                        tracing::debug!(%error, "HTTP/2 connection to a server ended");
+                tokio::select! {
+                    ended = std::future::poll_fn(|cx| io.poll_turn(&shared, cx)) => break Some(ended),
+                    () = tokio::time::sleep_until(idle_end), if quiet => {}
+                    () = wake => {}
+                }
+            };
+            {
+                let mut state = shared.state.borrow_mut();
+                match ended {
+                    Some(Ended::Closed(kind)) => {
+                        tracing::debug!(?kind, "HTTP/2 connection to a server ended");
+                        state.end(Failed {
+                            unprocessed: false,
+                            kind,
+                        });
                     }
-                    break;
+                    Some(Ended::Error(error)) => {
+                        tracing::debug!(reason = error.reason, "HTTP/2 server broke the protocol");
+                        state.connection_error(error);
+                    }
+                    None => {
+                        // Quiet: a GOAWAY says so before the close (§6.8).
+                        crate::http2::frame::put_goaway(
+                            &mut state.out,
+                            0,
+                            crate::http2::frame::code::NO_ERROR,
+                        );
+                        state.end(Failed {
+                            unprocessed: true,
+                            kind: io::ErrorKind::ConnectionAborted,
+                        });
+                    }
                 }
             }
-            shared.closing.set(true);
+            // The last frames (a GOAWAY) go out, briefly, before the close.
+            let _ = tokio::time::timeout(
+                std::time::Duration::from_secs(1),
+                std::future::poll_fn(|cx| io.poll_write_out(&shared, cx)),
+            )
+            .await;
+            let _ = tokio::io::AsyncWriteExt::shutdown(&mut io.stream).await;
         });
-        Ok(Stream::Multiplexed(Box::new(first)))
+        Stream::Multiplexed(Box::new(first))
     }
 
     /// The worker stops: quiet connections close now, the others once their streams end.

@@ -5,11 +5,9 @@
 //! other than `trailers`); then the body's bytes as they come (a chunked body decoded, its
 //! trailer fields as HTTP/2 trailers) and its end.
 
-use http::header::{HeaderName, HeaderValue};
-use http::uri::{Authority, PathAndQuery, Scheme};
-
 use crate::http1::{parse_request, HeadError};
-use crate::http2::body::{forbidden_in_http2, BodyError, BodyPiece, BodyReader, HeadBytes};
+use crate::http2::body::{forbidden_name, BodyError, BodyPiece, BodyReader, HeadBytes};
+use crate::http2::hpack::{encode_field, encode_indexed};
 
 /// Largest request head the exchange writes (its own limit for a client's head, and room).
 const MAX_HEAD: usize = 96 * 1024;
@@ -17,10 +15,14 @@ const MAX_HEAD: usize = 96 * 1024;
 /// One piece of the HTTP/2 request.
 #[derive(Debug)]
 pub enum RequestPiece {
-    /// The head; `ends`: no body follows (the HEADERS frame ends the stream).
+    /// The head, as the HPACK block of its HEADERS frame (stateless: literals without
+    /// indexing, names by their static index where the table has them); `ends`: no body
+    /// follows (the HEADERS frame ends the stream); `head_request`: a HEAD, whose response has
+    /// no body.
     Head {
-        head: http::Request<()>,
+        block: Vec<u8>,
         ends: bool,
+        head_request: bool,
     },
     Body(BodyPiece),
 }
@@ -41,7 +43,7 @@ pub enum RequestError {
 /// Reads one exchange's request, piece by piece.
 #[derive(Debug)]
 pub struct RequestReader {
-    scheme: Scheme,
+    tls: bool,
     /// The head's bytes while they come in more than one write.
     head: HeadBytes,
     /// The body, once the head went.
@@ -52,7 +54,7 @@ impl RequestReader {
     /// A reader for a request to a server reached over TLS (`https`) or not.
     pub fn new(tls: bool) -> RequestReader {
         RequestReader {
-            scheme: if tls { Scheme::HTTPS } else { Scheme::HTTP },
+            tls,
             head: HeadBytes::default(),
             body: None,
         }
@@ -81,81 +83,97 @@ impl RequestReader {
     }
 
     fn read_head(&mut self, input: &[u8]) -> Result<(usize, Option<RequestPiece>), RequestError> {
-        let scheme = &self.scheme;
+        let tls = self.tls;
         let (taken, made) = self.head.parse(input, |bytes| -> Result<_, RequestError> {
             let mut slots = crate::http1::header_slots();
             let parsed = parse_request(bytes, &mut slots, MAX_HEAD).map_err(RequestError::Head)?;
             let Some(request) = parsed else {
                 return Ok(None);
             };
-            let head = http2_request(&request, scheme.clone())?;
-            Ok(Some(((head, request.body), request.head_len)))
+            let block = http2_request(&request, tls)?;
+            let head_request = request.method_text == "HEAD";
+            Ok(Some((
+                (block, head_request, request.body),
+                request.head_len,
+            )))
         })?;
-        let Some((head, body)) = made else {
+        let Some((block, head_request, body)) = made else {
             return Ok((taken, None));
         };
         let body = BodyReader::new(body);
         let ends = body.is_done();
         self.body = Some(body);
-        Ok((taken, Some(RequestPiece::Head { head, ends })))
+        let head = RequestPiece::Head {
+            block,
+            ends,
+            head_request,
+        };
+        Ok((taken, Some(head)))
     }
 }
 
-/// The HTTP/2 form of `request`'s head, reached over `scheme`.
+/// The HPACK block of `request`'s head in HTTP/2 (RFC 9113 §8.3.1), to a server reached over
+/// TLS or not: the pseudo-fields, then the fields HTTP/2 allows, their names lowercased.
 fn http2_request(
     request: &crate::http1::Request<'_, '_>,
-    scheme: Scheme,
-) -> Result<http::Request<()>, RequestError> {
+    tls: bool,
+) -> Result<Vec<u8>, RequestError> {
     let host = request.host.ok_or(RequestError::NoHost)?;
-    let authority = Authority::try_from(host).map_err(|_| RequestError::NoHost)?;
-    let path = match request.forwarded_target {
-        "" => PathAndQuery::from_static("/"),
-        target if target.starts_with('?') => format!("/{target}")
-            .parse()
-            .map_err(|_| RequestError::Field("the request target"))?,
-        target => target
-            .parse()
-            .map_err(|_| RequestError::Field("the request target"))?,
-    };
-    let uri = http::Uri::builder()
-        .scheme(scheme)
-        .authority(authority)
-        .path_and_query(path)
-        .build()
-        .map_err(|_| RequestError::Field("the request target"))?;
-    let method = http::Method::from_bytes(request.method_text.as_bytes())
-        .map_err(|_| RequestError::Field("the method"))?;
-    if method == http::Method::CONNECT {
+    if host.is_empty() {
+        return Err(RequestError::NoHost);
+    }
+    if request.method_text == "CONNECT" {
         return Err(RequestError::Field("CONNECT"));
     }
-    let mut head = http::Request::new(());
-    *head.method_mut() = method;
-    *head.uri_mut() = uri;
-    let fields = head.headers_mut();
+    let mut block = Vec::with_capacity(256);
+    // The static table's whole entries (RFC 7541 Appendix A): 2 GET, 3 POST, 4 `/`, 6 http,
+    // 7 https.
+    match request.method_text {
+        "GET" => encode_indexed(&mut block, 2),
+        "POST" => encode_indexed(&mut block, 3),
+        method => encode_field(&mut block, b":method", method.as_bytes()),
+    }
+    encode_indexed(&mut block, if tls { 7 } else { 6 });
+    encode_field(&mut block, b":authority", host);
+    match request.forwarded_target {
+        "" | "/" => encode_indexed(&mut block, 4),
+        target if target.starts_with('?') => {
+            let mut path = Vec::with_capacity(target.len() + 1);
+            path.push(b'/');
+            path.extend_from_slice(target.as_bytes());
+            encode_field(&mut block, b":path", &path);
+        }
+        target if target.starts_with('/') || target == "*" => {
+            encode_field(&mut block, b":path", target.as_bytes())
+        }
+        _ => return Err(RequestError::Field("the request target")),
+    }
+    let mut lowered = Vec::new();
     for field in request.headers {
-        let name = HeaderName::from_bytes(field.name.as_bytes())
-            .map_err(|_| RequestError::Field("a field name"))?;
-        if name == http::header::HOST
-            || forbidden_in_http2(&name)
-            || request.connection.names(field.name)
-        {
+        let name = field.name.as_bytes();
+        let name = if name.iter().any(u8::is_ascii_uppercase) {
+            lowered.clear();
+            lowered.extend(name.iter().map(u8::to_ascii_lowercase));
+            &lowered[..]
+        } else {
+            name
+        };
+        if name == b"host" || forbidden_name(name) || request.connection.names(field.name) {
             continue;
         }
         // §8.2.2: te only as "trailers" (gRPC sends it; an HTTP/1.1 client's other codings mean
         // nothing to an HTTP/2 server).
-        if name == http::header::TE {
+        if name == b"te" {
             // HTTP/1.1's tokens are case-insensitive; HTTP/2's te is "trailers" exactly, which a
             // strict server holds it to (found by the fuzz target h2_server_request).
             if field.value.eq_ignore_ascii_case(b"trailers") {
-                fields.append(name, HeaderValue::from_static("trailers"));
+                encode_field(&mut block, b"te", b"trailers");
             }
             continue;
         }
-        let value = HeaderValue::from_bytes(field.value)
-            .map_err(|_| RequestError::Field("a field value"))?;
-        fields.append(name, value);
+        encode_field(&mut block, name, field.value);
     }
-    Ok(head)
+    Ok(block)
 }
 
 #[cfg(test)]
@@ -173,15 +191,8 @@ mod tests {
             loop {
                 let (taken, piece) = reader.read(&pending).unwrap();
                 match piece {
-                    Some(RequestPiece::Head { head, ends }) => {
-                        let mut fields: Vec<_> = head
-                            .headers()
-                            .iter()
-                            .map(|(n, v)| format!("{n}={}", v.to_str().unwrap()))
-                            .collect();
-                        fields.sort();
-                        let (method, uri) = (head.method(), head.uri());
-                        lines.push(format!("{method} {uri} {fields:?} ends={ends}"));
+                    Some(RequestPiece::Head { block, ends, .. }) => {
+                        lines.push(format!("{} ends={ends}", head_line(&block)));
                     }
                     Some(RequestPiece::Body(BodyPiece::Data { len, last })) => {
                         data.push_str(&String::from_utf8_lossy(&pending[..len]));
@@ -198,6 +209,34 @@ mod tests {
             }
         }
         (lines, data, last_data)
+    }
+
+    /// A head's block decoded back: "METHOD scheme://authority/path [fields, sorted]".
+    fn head_line(block: &[u8]) -> String {
+        let mut decoder = crate::http2::hpack::Decoder::new(4096);
+        let (mut pseudo, mut fields) = (Vec::new(), Vec::new());
+        decoder
+            .decode(block, &mut Vec::new(), |name, value| {
+                let (name, value) = (
+                    String::from_utf8_lossy(name),
+                    String::from_utf8_lossy(value),
+                );
+                match name.strip_prefix(':') {
+                    Some(name) => pseudo.push((name.to_string(), value.to_string())),
+                    None => fields.push(format!("{name}={value}")),
+                }
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        let names: Vec<_> = pseudo.iter().map(|(name, _)| name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["method", "scheme", "authority", "path"],
+            "the pseudo-fields first"
+        );
+        fields.sort();
+        let [method, scheme, authority, path] = [0, 1, 2, 3].map(|i| &pseudo[i].1);
+        format!("{method} {scheme}://{authority}{path} {fields:?}")
     }
 
     #[test]
@@ -233,6 +272,20 @@ mod tests {
             );
             assert_eq!((data.as_str(), last), ("hello", false));
         }
+    }
+
+    #[test]
+    fn names_are_lowercased_and_other_methods_and_targets_written_out() {
+        let request =
+            b"DELETE http://api.test?q=1 HTTP/1.1\r\nHost: api.test\r\nX-Trace-Id: 7\r\n\r\n";
+        let (lines, _, _) = pieces(request, request.len());
+        assert_eq!(
+            lines,
+            [r#"DELETE http://api.test/?q=1 ["x-trace-id=7"] ends=true"#]
+        );
+        let connect = b"CONNECT api.test:443 HTTP/1.1\r\nhost: api.test:443\r\n\r\n";
+        let mut reader = RequestReader::new(true);
+        assert!(reader.read(connect).is_err(), "CONNECT has no place here");
     }
 
     #[test]

@@ -18,7 +18,9 @@ use tokio::time::Instant;
 
 use super::budget::{Bucket, Budget};
 use crate::config::Http2Limits;
-use crate::http2::frame::{self, code, flag, kind, setting, FrameHeader, HEADER_LEN};
+use crate::http2::frame::{
+    self, code, fail, flag, goaway_last_stream, kind, setting, ConnError, FrameHeader, HEADER_LEN,
+};
 use crate::http2::hpack::{self, DecodeError};
 use crate::http2::request_head::{BodyFraming, RequestHead, Trailers};
 
@@ -33,18 +35,6 @@ const MAX_ERROR_RESETS: u32 = 1024;
 /// Recently closed streams remembered, to tell a frame on a closed stream from one on an idle
 /// stream the client never opened.
 const CLOSED_REMEMBERED: usize = 32;
-
-/// A connection error (§5.4.1): GOAWAY with `code`, then the close.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConnError {
-    pub code: u32,
-    /// What the client did, for the log.
-    pub reason: &'static str,
-}
-
-fn fail<T>(code: u32, reason: &'static str) -> Result<T, ConnError> {
-    Err(ConnError { code, reason })
-}
 
 /// What reading one frame made.
 #[derive(Debug, PartialEq, Eq)]
@@ -988,12 +978,7 @@ impl Connection {
     }
 
     fn goaway(&mut self, header: FrameHeader, payload: &[u8]) -> Result<(), ConnError> {
-        if header.stream != 0 {
-            return fail(code::PROTOCOL_ERROR, "GOAWAY on a stream");
-        }
-        if payload.len() < 8 {
-            return fail(code::FRAME_SIZE_ERROR, "GOAWAY shorter than 8 bytes");
-        }
+        goaway_last_stream(header, payload)?;
         self.client_gone = true;
         self.notice = true;
         Ok(())

@@ -32,7 +32,8 @@ use crate::stats::http2::Http2Counters;
 use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached, Stream, TlsFacts};
 // Public for the fuzz target h2_frames, which feeds the state arbitrary frames.
-pub use connection::{ConnError, Connection, Opened, Step};
+pub use crate::http2::frame::ConnError;
+pub use connection::{Connection, Opened, Step};
 use stream::{H2Stream, RequestBody, ResponseSide, StreamRef};
 
 pub use frame::PREFACE;

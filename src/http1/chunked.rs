@@ -10,6 +10,8 @@
 //! end is in the input: the caller holds them (at most [`MAX_TRAILERS`], in the buffer it reads
 //! into anyway) and calls again with more. A trailer section is small and rare; the usual empty
 //! one is two bytes that never wait.
+//!
+//! [`put_size_line`] writes a chunk's size line, for whoever frames a body in chunks.
 
 use super::tokens::is_token_byte;
 
@@ -359,10 +361,36 @@ pub fn decode_all(input: &[u8]) -> Result<(Vec<u8>, Option<usize>), ChunkedError
     Ok((passed.data, passed.end))
 }
 
+/// Appends a chunk's size line (`size` in hexadecimal, then CRLF), without allocating.
+pub fn put_size_line(out: &mut Vec<u8>, size: usize) {
+    let mut digits = [0u8; 16];
+    let mut at = digits.len();
+    let mut rest = size;
+    loop {
+        at -= 1;
+        digits[at] = b"0123456789abcdef"[rest & 0xf];
+        rest >>= 4;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+    out.extend_from_slice(b"\r\n");
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn size_lines_are_lowercase_hexadecimal() {
+        let mut out = Vec::new();
+        for size in [0, 9, 10, 255, 4096, usize::MAX] {
+            put_size_line(&mut out, size);
+        }
+        assert_eq!(out, b"0\r\n9\r\na\r\nff\r\n1000\r\nffffffffffffffff\r\n");
+    }
 
     #[test]
     fn decodes_chunks_extensions_and_trailers() {

@@ -106,6 +106,23 @@ pub fn goaway_last_stream(header: FrameHeader, payload: &[u8]) -> Result<u32, Co
     Ok(u32::from_be_bytes([payload[0], payload[1], payload[2], payload[3]]) & 0x7fff_ffff)
 }
 
+/// A DATA or HEADERS frame's payload without its padding (§6.1, §6.2).
+pub fn unpadded(header: FrameHeader, payload: &[u8]) -> Result<&[u8], ConnError> {
+    if !header.has(flag::PADDED) {
+        return Ok(payload);
+    }
+    let Some((&pad, rest)) = payload.split_first() else {
+        return fail(
+            code::FRAME_SIZE_ERROR,
+            "a padded frame without its pad length",
+        );
+    };
+    if usize::from(pad) > rest.len() {
+        return fail(code::PROTOCOL_ERROR, "padding longer than the frame");
+    }
+    Ok(&rest[..rest.len() - usize::from(pad)])
+}
+
 /// A frame's header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct FrameHeader {

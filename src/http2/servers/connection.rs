@@ -17,8 +17,10 @@ use std::task::Waker;
 use tokio::time::Instant;
 
 use super::response::{trailer_field, HeadWriter, Malformed, ResponseFraming};
+use crate::http1::chunked::put_size_line;
 use crate::http2::frame::{
-    self, code, fail, flag, goaway_last_stream, kind, setting, ConnError, FrameHeader, HEADER_LEN,
+    self, code, fail, flag, goaway_last_stream, kind, setting, unpadded, ConnError, FrameHeader,
+    HEADER_LEN,
 };
 use crate::http2::hpack::{DecodeError, Decoder};
 
@@ -454,23 +456,6 @@ impl State {
         Ok(HEADER_LEN + length)
     }
 
-    /// A frame's payload without its padding (§6.1, §6.2).
-    fn unpadded(header: FrameHeader, payload: &[u8]) -> Result<(&[u8], usize), ConnError> {
-        if !header.has(flag::PADDED) {
-            return Ok((payload, 0));
-        }
-        let Some((&pad, rest)) = payload.split_first() else {
-            return fail(
-                code::FRAME_SIZE_ERROR,
-                "a padded frame without its pad length",
-            );
-        };
-        if usize::from(pad) > rest.len() {
-            return fail(code::PROTOCOL_ERROR, "padding longer than the frame");
-        }
-        Ok((&rest[..rest.len() - usize::from(pad)], usize::from(pad) + 1))
-    }
-
     /// Whether `id` names a stream herdsman opened (open now or since closed).
     fn opened(&self, id: u32) -> bool {
         id % 2 == 1 && id < self.next_id
@@ -480,7 +465,7 @@ impl State {
         if header.stream == 0 {
             return fail(code::PROTOCOL_ERROR, "DATA on stream 0");
         }
-        let (data, _) = Self::unpadded(header, payload)?;
+        let data = unpadded(header, payload)?;
         let length = payload.len() as u32;
         self.recv_window -= i64::from(length);
         if self.recv_window < 0 {
@@ -541,7 +526,7 @@ impl State {
         if !data.is_empty() {
             match framing {
                 ResponseFraming::Chunked => {
-                    put_chunk_size(&mut stream.input, data.len());
+                    put_size_line(&mut stream.input, data.len());
                     stream.input.extend_from_slice(data);
                     stream.input.extend_from_slice(b"\r\n");
                 }
@@ -575,7 +560,7 @@ impl State {
                 "HEADERS on a stream herdsman did not open",
             );
         }
-        let (mut block, _) = Self::unpadded(header, payload)?;
+        let mut block = unpadded(header, payload)?;
         if header.has(flag::PRIORITY) {
             if block.len() < 5 {
                 return fail(code::FRAME_SIZE_ERROR, "HEADERS too short for its priority");
@@ -838,23 +823,6 @@ fn compression_only(error: DecodeError<Malformed>) -> Result<(), ConnError> {
         DecodeError::Compression(_) => fail(code::COMPRESSION_ERROR, "a field block's HPACK"),
         DecodeError::Field(_) => Ok(()),
     }
-}
-
-/// A chunk's size line.
-fn put_chunk_size(out: &mut Vec<u8>, size: usize) {
-    let mut digits = [0u8; 16];
-    let mut at = digits.len();
-    let mut rest = size;
-    loop {
-        at -= 1;
-        digits[at] = b"0123456789abcdef"[rest & 0xf];
-        rest >>= 4;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
-    out.extend_from_slice(b"\r\n");
 }
 
 #[cfg(test)]

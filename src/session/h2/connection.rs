@@ -19,7 +19,8 @@ use tokio::time::Instant;
 use super::budget::{Bucket, Budget};
 use crate::config::Http2Limits;
 use crate::http2::frame::{
-    self, code, fail, flag, goaway_last_stream, kind, setting, ConnError, FrameHeader, HEADER_LEN,
+    self, code, fail, flag, goaway_last_stream, kind, setting, unpadded, ConnError, FrameHeader,
+    HEADER_LEN,
 };
 use crate::http2::hpack::{self, DecodeError};
 use crate::http2::request_head::{BodyFraming, RequestHead, Trailers};
@@ -462,23 +463,6 @@ impl Connection {
         id > self.last_stream
     }
 
-    /// A padded frame's payload without its padding (§6.1, §6.2).
-    fn unpad(header: FrameHeader, payload: &[u8]) -> Result<&[u8], ConnError> {
-        if !header.has(flag::PADDED) {
-            return Ok(payload);
-        }
-        let Some((&pad, rest)) = payload.split_first() else {
-            return fail(
-                code::FRAME_SIZE_ERROR,
-                "a padded frame without its pad length",
-            );
-        };
-        if pad as usize > rest.len() {
-            return fail(code::PROTOCOL_ERROR, "padding longer than the frame");
-        }
-        Ok(&rest[..rest.len() - pad as usize])
-    }
-
     fn data(&mut self, header: FrameHeader, payload: &[u8], now: Instant) -> Result<(), ConnError> {
         let id = header.stream;
         if id == 0 {
@@ -496,7 +480,7 @@ impl Connection {
                 "DATA beyond the connection's window",
             );
         }
-        let data = Self::unpad(header, payload)?;
+        let data = unpadded(header, payload)?;
         if data.is_empty() && !header.has(flag::END_STREAM) {
             self.spend(now)?;
         }
@@ -561,7 +545,7 @@ impl Connection {
         if id == 0 {
             return fail(code::PROTOCOL_ERROR, "HEADERS on stream 0");
         }
-        let mut block = Self::unpad(header, payload)?;
+        let mut block = unpadded(header, payload)?;
         let mut self_dependent = false;
         if header.has(flag::PRIORITY) {
             if block.len() < 5 {

@@ -19,6 +19,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::time::Instant;
 
 use super::connection::{BodyEvent, Connection};
+use crate::http1::chunked::put_size_line;
 use crate::http2::hpack;
 use crate::http2::request_head::BodyFraming;
 use crate::http2::response::{Piece, ResponseError, ResponseReader};
@@ -120,8 +121,9 @@ impl AsyncRead for RequestBody {
                 Poll::Ready(BodyEvent::Bytes(n)) => {
                     this.piece_left = n;
                     if this.framing == BodyFraming::Chunked {
-                        let size = format!("{n:x}\r\n");
-                        this.set_framing(size.as_bytes());
+                        this.framing_bytes.clear();
+                        this.framing_at = 0;
+                        put_size_line(&mut this.framing_bytes, n);
                     }
                 }
                 Poll::Ready(BodyEvent::Ended) => {

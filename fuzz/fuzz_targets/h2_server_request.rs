@@ -4,6 +4,9 @@
 //! time (but for a broken head one way calls incomplete, see below); a head it makes is an HPACK
 //! block that decodes, whose pseudo-fields come first — a method, a scheme, an authority and a
 //! path — and whose fields are lowercase, none of them one HTTP/2 forbids (RFC 9113 §8.2.2).
+//!
+//! Input: a byte whose low bit says the server is reached over TLS (the seeds write `0` or `1`),
+//! then the exchange's bytes.
 #![no_main]
 
 use herdsman::http2::body::{forbidden_name, BodyPiece};
@@ -36,8 +39,14 @@ fn note(read: &mut Read, piece: RequestPiece, input: &[u8]) {
                 .take_while(|(name, _)| name.starts_with(b":"))
                 .map(|(name, _)| &name[..])
                 .collect();
-            assert_eq!(pseudo, [&b":method"[..], b":scheme", b":authority", b":path"]);
-            assert!(!fields[2].1.is_empty() && !fields[3].1.is_empty(), "{fields:?}");
+            assert_eq!(
+                pseudo,
+                [&b":method"[..], b":scheme", b":authority", b":path"]
+            );
+            assert!(
+                !fields[2].1.is_empty() && !fields[3].1.is_empty(),
+                "{fields:?}"
+            );
             for (name, value) in &fields[4..] {
                 assert!(!name.starts_with(b":"), "a late pseudo-field in {fields:?}");
                 assert!(!name.iter().any(u8::is_ascii_uppercase), "{fields:?}");

@@ -7,10 +7,14 @@
 #![no_main]
 
 use herdsman::http1::{header_slots, parse_response, Body, Method};
-use herdsman::http2::frame::{FrameHeader, HEADER_LEN, PREFACE};
+use herdsman::http2::frame::PREFACE;
 use herdsman::http2::hpack::{encode_field, encode_indexed};
 use herdsman::http2::servers::connection::{ConnectionSettings, Phase, State};
 use libfuzzer_sys::fuzz_target;
+
+#[path = "shared/frames.rs"]
+mod frames;
+use frames::whole_frames;
 
 fuzz_target!(|input: &[u8]| {
     let settings = ConnectionSettings {
@@ -34,7 +38,11 @@ fuzz_target!(|input: &[u8]| {
         }
         input = &input[n..];
     }
-    for (id, method) in [(get, Method::Get), (head, Method::Head), (post, Method::Post)] {
+    for (id, method) in [
+        (get, Method::Get),
+        (head, Method::Head),
+        (post, Method::Post),
+    ] {
         let Some(stream) = state.streams.get(&id) else {
             continue;
         };
@@ -43,23 +51,35 @@ fuzz_target!(|input: &[u8]| {
         }
         let mut slots = header_slots();
         let response = parse_response(&stream.input, &mut slots, method, 1 << 20)
-            .unwrap_or_else(|error| panic!("{error:?} in {:?}", String::from_utf8_lossy(&stream.input)))
-            .unwrap_or_else(|| panic!("a partial head: {:?}", String::from_utf8_lossy(&stream.input)));
+            .unwrap_or_else(|error| {
+                panic!("{error:?} in {:?}", String::from_utf8_lossy(&stream.input))
+            })
+            .unwrap_or_else(|| {
+                panic!(
+                    "a partial head: {:?}",
+                    String::from_utf8_lossy(&stream.input)
+                )
+            });
         let body = &stream.input[response.head_len..];
         match response.body {
             Body::None => assert!(body.is_empty(), "a body after a bodiless head"),
-            Body::Length(length) => assert!(body.len() as u64 <= length, "more than its length: {:?}", String::from_utf8_lossy(&stream.input)),
+            Body::Length(length) => assert!(
+                body.len() as u64 <= length,
+                "more than its length: {:?}",
+                String::from_utf8_lossy(&stream.input)
+            ),
             Body::Chunked => {}
             Body::UntilClose => panic!("a response without framing"),
         }
     }
-    let out = state.out.strip_prefix(PREFACE).expect("the client preface first");
-    let mut at = 0;
-    while at < out.len() {
-        assert!(out.len() - at >= HEADER_LEN, "a partial frame header");
-        let header = FrameHeader::parse(&out[at..]);
-        at += HEADER_LEN + header.length as usize;
-        assert!(at <= out.len(), "a frame longer than what follows: {header:?}");
-        assert!(header.stream <= post, "a frame on a stream herdsman never opened: {header:?}");
+    let out = state
+        .out
+        .strip_prefix(PREFACE)
+        .expect("the client preface first");
+    for header in whole_frames(out) {
+        assert!(
+            header.stream <= post,
+            "a frame on a stream herdsman never opened: {header:?}"
+        );
     }
 });

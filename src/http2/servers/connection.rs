@@ -372,9 +372,25 @@ impl State {
 
     /// A connection error herdsman found: GOAWAY with its code, and the end.
     pub fn connection_error(&mut self, error: ConnError) {
+        self.go_away(error.code, Failed::RESET);
+    }
+
+    /// Quiet, and closing: GOAWAY says so before the close (§6.8). A stream still counted open
+    /// (none should be) fails as never processed.
+    pub fn close_quietly(&mut self) {
+        self.go_away(
+            code::NO_ERROR,
+            Failed {
+                unprocessed: true,
+                kind: io::ErrorKind::ConnectionAborted,
+            },
+        );
+    }
+
+    fn go_away(&mut self, error: u32, failed: Failed) {
         // herdsman accepts no stream from a server: the last it processed is 0.
-        frame::put_goaway(&mut self.out, 0, error.code);
-        self.end(Failed::RESET);
+        frame::put_goaway(&mut self.out, 0, error);
+        self.end(failed);
     }
 
     pub fn wake_blocked(&mut self) {

@@ -307,18 +307,7 @@ impl ServerConnections {
                         tracing::debug!(reason = error.reason, "HTTP/2 server broke the protocol");
                         state.connection_error(error);
                     }
-                    None => {
-                        // Quiet: a GOAWAY says so before the close (§6.8).
-                        crate::http2::frame::put_goaway(
-                            &mut state.out,
-                            0,
-                            crate::http2::frame::code::NO_ERROR,
-                        );
-                        state.end(Failed {
-                            unprocessed: true,
-                            kind: io::ErrorKind::ConnectionAborted,
-                        });
-                    }
+                    None => state.close_quietly(),
                 }
             }
             // The last frames (a GOAWAY) go out, briefly, before the close.

@@ -24,6 +24,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::Notify;
 use tokio::time::Instant;
 
+use crate::http2::frame::{ConnError, HEADER_LEN};
 use crate::transport::Stream;
 use connection::{Failed, State, MAX_FRAME, MAX_OUT};
 
@@ -106,7 +107,7 @@ enum Ended {
     /// The server closed the connection (or the socket failed).
     Closed(io::ErrorKind),
     /// A connection error herdsman found; its GOAWAY is written before the close.
-    Error(crate::http2::frame::ConnError),
+    Error(ConnError),
 }
 
 impl Io {
@@ -163,7 +164,8 @@ impl Io {
                 self.input_at = 0;
             }
             let held = self.input.len();
-            self.input.reserve((MAX_FRAME + 9).max(16 * 1024));
+            // Room for a whole frame beside what is held.
+            self.input.reserve(MAX_FRAME + HEADER_LEN);
             let mut buf = ReadBuf::uninit(self.input.spare_capacity_mut());
             match Pin::new(&mut self.stream).poll_read(cx, &mut buf) {
                 Poll::Ready(Ok(())) => {

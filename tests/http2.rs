@@ -330,11 +330,18 @@ fn a_rapid_reset_flood_gets_goaway_and_costs_the_server_almost_nothing() {
         "no GOAWAY ENHANCE_YOUR_CALM in {} bytes",
         got.len()
     );
-    // Of 1,000 requests, the server saw at most the few served before the resets came.
+    // Of 1,000 requests, the server saw at most the few served before the resets came, and was
+    // not made to accept a connection for each stream either (it was, before the stream's task
+    // looked at the reset first).
     assert!(
         server.heads().len() <= 20,
         "{} requests reached the server",
         server.heads().len()
+    );
+    assert!(
+        server.connections() <= 20,
+        "{} connections to the server",
+        server.connections()
     );
     let (status, body) = curl(
         &["--http2-prior-knowledge"],
@@ -344,6 +351,28 @@ fn a_rapid_reset_flood_gets_goaway_and_costs_the_server_almost_nothing() {
     assert_eq!(
         (status.as_str(), body.as_slice()),
         ("2 200", b"hello".as_slice())
+    );
+}
+
+#[test]
+fn streams_reset_in_the_same_breath_as_their_request_reach_no_server_and_run_out_at_the_limit() {
+    let server = Mock::named("hello");
+    // Only the budget of streams reset before they were served can end this connection.
+    let proxy = start(
+        &server,
+        "h2c = true",
+        "[http2]\nmax_pending_resets = 5\nreset_burst = 1000",
+    );
+    let got = flood(proxy.addr, rapid_reset(50));
+    assert!(
+        has_goaway(&got, 0xb),
+        "no GOAWAY ENHANCE_YOUR_CALM in {got:?}"
+    );
+    // Each stream's HEADERS and RST_STREAM came in one read: none was routed.
+    assert_eq!(
+        (server.connections(), server.heads().len()),
+        (0, 0),
+        "a server was asked"
     );
 }
 

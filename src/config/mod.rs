@@ -323,8 +323,9 @@ pub struct Http2Limits {
     pub stream_window: u32,
     /// The connection's receive window, bytes. Default 4 MiB.
     pub connection_window: u32,
-    /// Streams the client may reset before herdsman accepted them, at once; more is GOAWAY
-    /// ENHANCE_YOUR_CALM (the rapid-reset defence). Default 20.
+    /// Streams the client may reset before herdsman began serving them (such a stream is never
+    /// routed), each second earning `resets_per_second` back; more is GOAWAY ENHANCE_YOUR_CALM
+    /// (the rapid-reset defence). Default 20.
     pub max_pending_resets: u32,
     /// The budget of frames that ask nothing (SETTINGS, PING, PRIORITY, WINDOW_UPDATE,
     /// RST_STREAM, empty DATA and CONTINUATION): what a connection may spend at once, and what

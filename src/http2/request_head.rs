@@ -432,7 +432,7 @@ pub(crate) fn check_field(name: &[u8], value: &[u8]) -> Result<(), HeadProblem> 
     if name.is_empty() || !name.iter().all(|&b| is_token(b) && !b.is_ascii_uppercase()) {
         return Err(HeadProblem::BadName);
     }
-    if value.iter().any(|&b| matches!(b, 0 | b'\r' | b'\n')) {
+    if memchr::memchr3(0, b'\r', b'\n', value).is_some() {
         return Err(HeadProblem::BadValue);
     }
     if let (Some(first), Some(last)) = (value.first(), value.last()) {

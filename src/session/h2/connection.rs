@@ -180,8 +180,10 @@ pub struct Connection {
     per_stream: u32,
     /// Streams opened, against `max_requests_per_connection`.
     pub requests: u32,
-    /// Streams the client reset before their task began, at once (`max_pending_resets`).
-    pending_resets: u32,
+    /// Streams the client may yet reset before their task began (`max_pending_resets`, each
+    /// second earning `resets_per_second` back): such a stream never reached a server, and only
+    /// a flood sends a request and its reset in one breath.
+    unserved_resets: Bucket,
     error_resets: u32,
     /// A PING herdsman sent, whose ACK ends a graceful close's first step.
     pub ping_sent: Option<[u8; 8]>,
@@ -252,7 +254,7 @@ impl Connection {
             resets: Bucket::new(budget.reset_burst, budget.resets_per_second, now),
             per_stream: budget.per_stream,
             requests: 0,
-            pending_resets: 0,
+            unserved_resets: Bucket::new(limits.max_pending_resets, budget.resets_per_second, now),
             error_resets: 0,
             ping_sent: None,
             ping_acked: false,
@@ -423,9 +425,6 @@ impl Connection {
     pub fn task_started(&mut self, slot: usize) {
         if let Some(stream) = self.streams.get_mut(slot) {
             stream.task_started = true;
-            if stream.reset.is_some_and(|(_, by_client)| by_client) {
-                self.pending_resets = self.pending_resets.saturating_sub(1);
-            }
         }
     }
 

@@ -33,11 +33,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 
+use crate::kit::cpu::{CpuClock, Measured};
 use crate::kit::process::{free_port, probe, raise_descriptor_limit, Supervised};
 use crate::kit::results::RunFacts;
 use crate::kit::scratch::ScratchDir;
-use crate::kit::{admin_api, backend, environment, server_status, tools};
-use report::{AttackRun, Session};
+use crate::kit::{admin_api, backend, environment, procstat, server_status, tools};
+use attacks::AttackTally;
+use report::{Alone, AttackRun, Periods, Session};
 use settings::Settings;
 
 /// Where herdsman listens and forwards.
@@ -70,7 +72,8 @@ pub fn run(args: H2AttacksArgs) -> anyhow::Result<()> {
     let mut session = Session {
         facts: RunFacts::new(setup),
         settings: settings.clone(),
-        baseline: None,
+        baseline: Periods::default(),
+        idle_cpu: None,
         runs: Vec::new(),
         failure: None,
     };
@@ -87,12 +90,12 @@ pub fn run(args: H2AttacksArgs) -> anyhow::Result<()> {
         eprintln!("h2-attacks: stopped: {e:#}");
         session.failure = Some(format!("{e:#}"));
     }
-    if session.baseline.is_none() {
+    if session.baseline.legit.is_empty() {
         // Nothing measured: an earlier results file is worth more than an empty one.
         return outcome;
     }
     session.facts.end(started);
-    print!("{}", session.table());
+    print!("{}\n{}", session.table(), session.cpu_table());
     if let Some(dir) = settings.out.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -123,8 +126,8 @@ fn measure(
     let (legit_dir, attacked_dir) = (dir.join("backend"), dir.join("attacked"));
     std::fs::create_dir_all(&legit_dir)?;
     std::fs::create_dir_all(&attacked_dir)?;
-    let _backend = backend::start(ports.backend, &legit_dir)?;
-    let _attacked = backend::start(ports.attacked, &attacked_dir)?;
+    let backend = backend::start(ports.backend, &legit_dir)?;
+    let attacked = backend::start(ports.attacked, &attacked_dir)?;
     let config = dir.join("herdsman.toml");
     std::fs::write(&config, herdsman_config(ports, settings.slow_reader_window))?;
     let mut command = Command::new(herdsman);
@@ -134,34 +137,85 @@ fn measure(
 
     let log = dir.join("h2load.log");
     let legit = |seconds| legit::run(h2load, ports.listener, settings.clients, seconds, &log);
-    session.baseline = Some(legit(settings.seconds).context("the baseline")?);
-    for &attack in &settings.attacks {
-        let served_before = server_status::read(ports.attacked)?;
-        let floods_before = floods(ports.admin)?;
-        let until = Instant::now() + Duration::from_secs(u64::from(settings.seconds));
-        let attacker = std::thread::spawn(move || attacks::run(attack, ports.listener, until));
-        let measured = legit(settings.seconds);
-        let tally = attacker
-            .join()
-            .map_err(|_| anyhow::anyhow!("the attacker of {} panicked", attack.name()))?;
-        let legit = measured.with_context(|| format!("beside {}", attack.name()))?;
-        proxy
-            .check_running()
-            .with_context(|| format!("herdsman after {}", attack.name()))?;
-        let run = AttackRun {
+    // h2load is the reaped child ("wrk"), the attacker this program's own threads.
+    let attacked_pid = [attacked.pid()];
+    let processes = Measured {
+        herdsman: proxy.pid(),
+        backend: backend.pid(),
+        slow_clients: &attacked_pid,
+    };
+    let gap = Duration::from_secs(1) / settings.reconnects_per_second;
+    session.runs = settings
+        .attacks
+        .iter()
+        .map(|&attack| AttackRun {
             attack,
-            legit,
-            tally,
-            server_requests: server_status::read(ports.attacked)?
+            periods: Periods::default(),
+            tally: AttackTally::default(),
+            server_requests: 0,
+            floods: 0.0,
+            alone: None,
+        })
+        .collect();
+    for round in 1..=settings.rounds {
+        let clock = CpuClock::start(&processes);
+        let baseline =
+            legit(settings.seconds).with_context(|| format!("round {round}'s baseline"))?;
+        session.baseline.legit.push(baseline);
+        session.baseline.cpu.push(clock.stop(&processes));
+        for run in &mut session.runs {
+            let attack = run.attack;
+            let served_before = server_status::read(ports.attacked)?;
+            let floods_before = floods(ports.admin)?;
+            let until = Instant::now() + Duration::from_secs(u64::from(settings.seconds));
+            let clock = CpuClock::start(&processes);
+            let attacker =
+                std::thread::spawn(move || attacks::run(attack, ports.listener, until, gap));
+            let measured = legit(settings.seconds);
+            let tally = attacker
+                .join()
+                .map_err(|_| anyhow::anyhow!("the attacker of {} panicked", attack.name()))?;
+            run.periods.cpu.push(clock.stop(&processes));
+            let legit =
+                measured.with_context(|| format!("round {round}, beside {}", attack.name()))?;
+            proxy
+                .check_running()
+                .with_context(|| format!("herdsman after {}", attack.name()))?;
+            run.periods.legit.push(legit);
+            run.tally.endings.extend(tally.endings);
+            run.server_requests += server_status::read(ports.attacked)?
                 .since(served_before)
-                .requests,
-            floods: floods(ports.admin)? - floods_before,
-        };
-        eprintln!(
-            "{}",
-            run.row(session.baseline.as_ref().expect("measured above"))
-        );
-        session.runs.push(run);
+                .requests;
+            run.floods += floods(ports.admin)? - floods_before;
+            eprintln!(
+                "round {round}: {} beside {}: {:.0} requests/s, p99 {:.2} ms",
+                settings.clients,
+                attack.name(),
+                legit.per_second,
+                legit.p99_ms
+            );
+        }
+    }
+    // Each attack alone: what its connections cost herdsman, less what it spends as long with
+    // nothing to do (its timers, the admin API's scrapes of it: none here).
+    let alone = Duration::from_secs(u64::from(settings.alone_seconds));
+    let before = procstat::tree_cpu_time(proxy.pid())?;
+    std::thread::sleep(alone);
+    session.idle_cpu = Some(procstat::tree_cpu_time(proxy.pid())?.saturating_sub(before));
+    let idle_cpu = session.idle_cpu.unwrap_or_default();
+    for run in &mut session.runs {
+        let attack = run.attack;
+        let until = Instant::now() + alone;
+        let before = procstat::tree_cpu_time(proxy.pid())?;
+        let tally = attacks::run(attack, ports.listener, until, gap);
+        // The last connection's end reaches herdsman a moment after the attacker's.
+        std::thread::sleep(Duration::from_millis(100));
+        run.alone = Some(Alone {
+            connections: tally.endings.len(),
+            herdsman_cpu: procstat::tree_cpu_time(proxy.pid())?
+                .saturating_sub(before)
+                .saturating_sub(idle_cpu),
+        });
     }
     Ok(())
 }

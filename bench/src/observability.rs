@@ -210,15 +210,11 @@ fn measure_one(
         slow_clients: &[],
     };
     let cpu_before = procstat::tree_cpu_time(pid)?;
-    let own_before = own_cpu_time();
     let clock = CpuClock::start(&processes);
-    let started = Instant::now();
     let scraper = start_scraper(condition, &herdsman)?;
     let report = wrk::run(wrk_path, herdsman.port, load)?;
     let scrapes = scraper.map(Scraper::finish).transpose()?;
     let cpu = clock.stop(&processes);
-    let own_cpu = own_cpu_time().saturating_sub(own_before).as_secs_f64()
-        / started.elapsed().as_secs_f64().max(1e-3);
     let cpu_after = procstat::tree_cpu_time(pid)?;
     herdsman.check_alive()?;
     if report.requests == 0 {
@@ -240,7 +236,7 @@ fn measure_one(
         cpu_us_per_request: (cpu_after - cpu_before).as_secs_f64() * 1e6 / report.requests as f64,
         wrk: report,
         cpu,
-        own_cpu,
+        own_cpu: cpu.this_program,
         scrapes,
         log,
     })
@@ -252,37 +248,4 @@ fn start_scraper(condition: Condition, herdsman: &Herdsman) -> anyhow::Result<Op
         .scraped()
         .then(|| Scraper::start(herdsman.admin_port))
         .transpose()
-}
-
-/// CPU time (user + system) of this process, every thread: the scraper's, and the main thread's
-/// while it waits for wrk.
-fn own_cpu_time() -> Duration {
-    // SAFETY: getrusage only writes the struct passed to it, which is zeroed and ours.
-    let usage = unsafe {
-        let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_SELF, &mut usage) != 0 {
-            return Duration::ZERO;
-        }
-        usage
-    };
-    let time = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec.max(0) as u64) + Duration::from_micros(t.tv_usec.max(0) as u64)
-    };
-    time(usage.ru_utime) + time(usage.ru_stime)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn this_program_s_cpu_time_is_readable() {
-        let before = own_cpu_time();
-        let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_add(std::hint::black_box(i));
-        }
-        std::hint::black_box(x);
-        assert!(own_cpu_time() >= before);
-    }
 }

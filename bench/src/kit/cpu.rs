@@ -34,10 +34,12 @@ pub struct CpuSplit {
     pub backend: f64,
     pub wrk: f64,
     pub slow_clients: f64,
+    /// This program's own threads (an in-process load, such as `h2-attacks`' attacker; else
+    /// next to nothing, as it sleeps while wrk runs).
+    pub this_program: f64,
     /// irq + softirq time, which the kernel charges to no process.
     pub interrupts: f64,
-    /// Busy time left over: processes outside this benchmark (and this program itself, which
-    /// sleeps while wrk runs).
+    /// Busy time left over: processes outside this benchmark.
     pub other: f64,
     pub idle: f64,
 }
@@ -57,6 +59,7 @@ pub struct CpuClock {
     backend: Duration,
     slow_clients: Duration,
     children: Duration,
+    this_program: Duration,
 }
 
 impl CpuClock {
@@ -68,6 +71,7 @@ impl CpuClock {
             backend: tree_cpu(processes.backend),
             slow_clients: processes.slow_clients.iter().map(|&p| tree_cpu(p)).sum(),
             children: reaped_children_cpu(),
+            this_program: own_cpu_time(),
         }
     }
 
@@ -85,6 +89,7 @@ impl CpuClock {
             self.slow_clients,
         );
         let wrk = share(reaped_children_cpu(), self.children);
+        let this_program = share(own_cpu_time(), self.this_program);
         let (busy, interrupts, idle) = match (self.machine, MachineTicks::read()) {
             (Some(before), Some(after)) => after.since(before, seconds),
             _ => (f64::NAN, f64::NAN, f64::NAN),
@@ -94,8 +99,10 @@ impl CpuClock {
             backend,
             wrk,
             slow_clients,
+            this_program,
             interrupts,
-            other: (busy - interrupts - herdsman - backend - wrk - slow_clients).max(0.0),
+            other: (busy - interrupts - herdsman - backend - wrk - slow_clients - this_program)
+                .max(0.0),
             idle,
         }
     }
@@ -108,10 +115,20 @@ fn tree_cpu(pid: u32) -> Duration {
 
 /// CPU time of this program's children that have exited and been waited for.
 fn reaped_children_cpu() -> Duration {
+    rusage_cpu(libc::RUSAGE_CHILDREN)
+}
+
+/// CPU time (user + system) of this process so far, every thread.
+pub fn own_cpu_time() -> Duration {
+    rusage_cpu(libc::RUSAGE_SELF)
+}
+
+/// getrusage's user + system time for `who`; zero if it fails.
+fn rusage_cpu(who: libc::c_int) -> Duration {
     // SAFETY: getrusage only writes the struct passed to it, which is zeroed and ours.
     let usage = unsafe {
         let mut usage: libc::rusage = std::mem::zeroed();
-        if libc::getrusage(libc::RUSAGE_CHILDREN, &mut usage) != 0 {
+        if libc::getrusage(who, &mut usage) != 0 {
             return Duration::ZERO;
         }
         usage

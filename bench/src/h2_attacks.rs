@@ -1,16 +1,18 @@
 //! `herdsman-bench h2-attacks`: what HTTP/2 attacks from one connection cost herdsman's other
 //! clients and its servers. herdsman (release build, one worker, its defaults plus `h2c = true`
 //! and a request limit per connection h2load does not meet) in front of this program's fast
-//! HTTP/1.1 backend; h2load's 50 HTTP/2 clients measured alone
-//! (the baseline), then beside each attack in turn (`attacks`: rapid reset, at once and after the
-//! request reached the server; CONTINUATION, SETTINGS, PING, empty-DATA, WINDOW_UPDATE and
-//! PRIORITY floods; HPACK table-size abuse and an HPACK bomb; a stream never read and a slow
-//! reader of 1 MiB), each from one connection at a time, opened again whenever herdsman ends it.
-//! Reported per attack: the legitimate requests/s and p99 against the baseline, how the
-//! attacker's connections ended (GOAWAY and its code, a reset stream) after how many frames and
-//! how long, the requests the attack caused at a server (its requests go, by `:authority`, to a
-//! backend of their own), and the floods herdsman counted. Everything on 127.0.0.1; every process
-//! it starts is stopped when it returns.
+//! HTTP/1.1 backend; h2load's 50 HTTP/2 clients measured alone (the baseline), then beside each
+//! attack in turn, for three rounds (`attacks`: connections alone as a control; rapid reset, at
+//! once and after the request reached the server; CONTINUATION, SETTINGS, PING, empty-DATA,
+//! WINDOW_UPDATE and PRIORITY floods; HPACK table-size abuse and an HPACK bomb; a stream never
+//! read and a slow reader of 1 MiB), each from one connection at a time, opened again whenever
+//! herdsman ends it, at most 100 a second; then each attack alone, for what its connections cost
+//! herdsman. Reported per attack: the legitimate requests/s and p99 against the baseline (medians
+//! over the rounds), how the attacker's connections ended (GOAWAY and its code, a reset stream)
+//! after how many frames and how long, the requests the attack caused at a server (its requests
+//! go, by `:authority`, to a backend of their own), the floods herdsman counted, where the CPU
+//! went and herdsman's CPU per attacking connection. Everything on 127.0.0.1; every process it
+//! starts is stopped when it returns.
 //!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults

@@ -95,8 +95,8 @@ enum Command {
     /// writes bench/results/fd-flood.md.
     FdFlood(fd_flood::FdFloodArgs),
     /// HTTP/2 attacks from one connection beside 50 legitimate HTTP/2 clients: their requests/s
-    /// and p99 against a baseline, how each attack ended, what reached a server; writes
-    /// bench/results/h2-attacks.md.
+    /// and p99 against a baseline, how each attack ended, what reached a server, what each
+    /// attacking connection cost herdsman; writes bench/results/h2-attacks.md.
     H2Attacks(h2_attacks::H2AttacksArgs),
     /// The h2c gRPC server of `h2` (started by it): every unary call answered with its message.
     #[command(hide = true)]

@@ -301,6 +301,77 @@ fn a_stop_sends_goaway_and_closes_a_quiet_connection_at_once() {
     assert!(proxy.wait_stopped(std::time::Duration::from_secs(5)));
 }
 
+/// A stream's answer on `frames`: its body, and whether HEADERS and an END_STREAM came.
+fn answer_on(frames: &[Frame], stream: u32) -> (bool, Vec<u8>, bool) {
+    let on = || frames.iter().filter(move |f| f.stream == stream);
+    let head = on().any(|f| f.kind == HEADERS);
+    let body = on()
+        .filter(|f| f.kind == DATA)
+        .flat_map(|f| f.payload.clone())
+        .collect();
+    let ended = on().any(|f| f.flags & END_STREAM != 0);
+    (head, body, ended)
+}
+
+/// A GOAWAY's last stream id.
+fn last_stream(goaway: &Frame) -> u32 {
+    u32::from_be_bytes(goaway.payload[..4].try_into().unwrap()) & 0x7fff_ffff
+}
+
+#[test]
+fn a_stop_lets_streams_in_flight_finish_between_its_two_goaways() {
+    use std::io::Read;
+    use std::time::Duration;
+    // A server that answers half a second after the request: the stream is in flight at the stop.
+    let server = Mock::start(|ex| {
+        ex.read_body()?;
+        std::thread::sleep(Duration::from_millis(500));
+        ex.respond(200, &[], b"late")?;
+        Ok(Flow::KeepAlive)
+    });
+    let proxy = start(&server, "h2c = true", "");
+    let mut conn = raw_connection(proxy.addr, true);
+    conn.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 1, GET_BLOCK))
+        .unwrap();
+    assert!(server.wait_for_heads(1, Duration::from_secs(5)));
+    proxy.stop();
+    // §6.8's first step: a GOAWAY naming the highest stream id, then a PING.
+    let mut frames = read_frames_until(&mut conn, |f| f.kind == PING && f.flags & 1 == 0);
+    let first = frames
+        .iter()
+        .find(|f| f.kind == GOAWAY)
+        .expect("a GOAWAY before the PING");
+    assert_eq!(
+        (last_stream(first), first.error_code()),
+        (0x7fff_ffff, Some(NO_ERROR))
+    );
+    // A request already on its way when the GOAWAY came (stream 3) is still taken; the PING's
+    // ack tells herdsman nothing else is.
+    let payload = frames.last().unwrap().payload.clone();
+    conn.write_all(&frame(HEADERS, END_STREAM | END_HEADERS, 3, GET_BLOCK))
+        .unwrap();
+    conn.write_all(&frame(PING, 1, 0, &payload)).unwrap();
+    // Then everything until herdsman closes: the last GOAWAY names stream 3, and both answers
+    // come whole.
+    let mut bytes = Vec::new();
+    let _ = conn.read_to_end(&mut bytes);
+    parse_frames(&bytes, &mut frames);
+    let last = frames
+        .iter()
+        .rfind(|f| f.kind == GOAWAY)
+        .expect("a last GOAWAY");
+    assert_eq!((last_stream(last), last.error_code()), (3, Some(NO_ERROR)));
+    for stream in [1, 3] {
+        assert_eq!(
+            answer_on(&frames, stream),
+            (true, b"late".to_vec(), true),
+            "stream {stream}: {frames:?}"
+        );
+    }
+    assert_eq!(server.heads().len(), 2);
+    assert!(proxy.wait_stopped(Duration::from_secs(5)));
+}
+
 /// A rapid-reset client (CVE-2023-44487): `streams` requests, each reset (CANCEL) as soon as
 /// it is sent, after the preface and SETTINGS.
 fn rapid_reset(streams: u32) -> Vec<u8> {

@@ -84,7 +84,16 @@ fn the_short_h2_run_measures_every_cell_for_every_proxy() {
     }
     for row in &runs {
         assert!(value(&row[3]) > 0.0, "nothing answered: {row:?}");
-        assert_eq!(value(&row[4]), 0.0, "failed requests: {row:?}");
+        // herdsman fails none; a peer on a loaded machine may fail a few (nginx's grpc_pass once
+        // failed 6 of 8,107 calls in CI, at a p99 of a second), but not a setup's worth.
+        if row[2] == "herdsman" {
+            assert_eq!(value(&row[4]), 0.0, "failed requests: {row:?}");
+        } else {
+            assert!(
+                value(&row[4]) <= value(&row[3]) / 100.0,
+                "failed requests: {row:?}"
+            );
+        }
     }
 
     // Every target judged, whatever the verdict: five per cell, and gRPC's one against the

@@ -70,6 +70,12 @@ impl Frame {
         let code = self.payload.get(at..at + 4)?;
         Some(u32::from_be_bytes(code.try_into().unwrap()))
     }
+
+    /// A GOAWAY's last stream id.
+    pub fn last_stream(&self) -> Option<u32> {
+        let id = self.payload.get(..4).filter(|_| self.kind == GOAWAY)?;
+        Some(u32::from_be_bytes(id.try_into().unwrap()) & 0x7fff_ffff)
+    }
 }
 
 /// Splits `bytes` into the frames they hold whole; returns how many bytes those took.

@@ -32,6 +32,10 @@ impl Pebble {
     /// Starts Pebble (and its DNS), whose validator connects to 127.0.0.1:`http_port` for
     /// HTTP-01 and 127.0.0.1:`tls_port` for TLS-ALPN-01, issuing certificates valid for
     /// `validity`. Panics, saying what to install, when Pebble is missing.
+    ///
+    /// Its ports are chosen free a moment before Pebble binds them, so another test's connection
+    /// may take one in between (CI saw `bind: address already in use`): then it starts again on
+    /// other ports, up to three times.
     pub fn start(tag: &str, http_port: u16, tls_port: u16, validity: Duration) -> Pebble {
         for program in ["pebble", "pebble-challtestsrv"] {
             let found = Command::new("sh")
@@ -44,6 +48,24 @@ impl Pebble {
                 "{program} is not installed: `apt-get install pebble` (bench/scripts/install-peers.sh does)"
             );
         }
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match Pebble::try_start(tag, http_port, tls_port, validity) {
+                Ok(pebble) => return pebble,
+                Err(log) if attempts < 3 && log.contains("address already in use") => continue,
+                Err(log) => panic!("pebble did not start listening; its log:\n{log}"),
+            }
+        }
+    }
+
+    /// One start on freshly chosen ports; the logs when either process did not listen.
+    fn try_start(
+        tag: &str,
+        http_port: u16,
+        tls_port: u16,
+        validity: Duration,
+    ) -> Result<Pebble, String> {
         let dir = fresh_temp_dir(&format!("pebble-{tag}"));
         let https = CertFiles::issue(&format!("pebble-{tag}"), &["127.0.0.1", "localhost"]);
         let (listen, management, dns) = (free_port(), free_port(), free_port());
@@ -88,7 +110,7 @@ impl Pebble {
             .stderr(Stdio::from(dns_log))
             .spawn()
             .expect("start pebble-challtestsrv");
-        let dns_guard = ChildGuard(dns_child);
+        let mut dns_guard = ChildGuard(dns_child);
         let log = dir.join("pebble.log");
         let log_file = std::fs::File::create(&log).unwrap();
         let pebble = Command::new("pebble")
@@ -109,19 +131,24 @@ impl Pebble {
         let pebble_guard = ChildGuard(pebble);
         let listen_addr: SocketAddr = format!("127.0.0.1:{listen}").parse().unwrap();
         let management: SocketAddr = format!("127.0.0.1:{management}").parse().unwrap();
-        assert!(
-            wait_listening(listen_addr, Duration::from_secs(10))
-                && wait_listening(management, Duration::from_secs(10)),
-            "pebble did not start listening; its log:\n{}",
-            std::fs::read_to_string(&log).unwrap_or_default()
-        );
-        Pebble {
+        let listening = wait_listening(listen_addr, Duration::from_secs(10))
+            && wait_listening(management, Duration::from_secs(10));
+        // challtestsrv has no port to wait on that tells more than its staying up does.
+        let dns_alive = dns_guard.0.try_wait().unwrap().is_none();
+        if !listening || !dns_alive {
+            return Err(format!(
+                "{}\n--- pebble-challtestsrv:\n{}",
+                std::fs::read_to_string(&log).unwrap_or_default(),
+                std::fs::read_to_string(dir.join("challtestsrv.log")).unwrap_or_default()
+            ));
+        }
+        Ok(Pebble {
             directory: format!("https://127.0.0.1:{listen}/dir"),
             management,
             log,
             _pebble: pebble_guard,
             _dns: dns_guard,
-        }
+        })
     }
 
     /// The CA file herdsman trusts for the directory's HTTPS (`directory_ca`).

@@ -388,5 +388,6 @@ mod tests {
         assert!(one.decrypt(&ticket).is_none());
         std::fs::write(&path, [0u8; 47]).unwrap();
         assert!(read_key_file(&path).unwrap_err().contains("47 bytes"));
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -446,5 +446,6 @@ mod tests {
         assert!(found[0].message.contains("openssl rand 48"), "{found:?}");
         let relative = problems(&with(std::path::Path::new("ticket.key")));
         assert!(relative[0].message.contains("absolute"), "{relative:?}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -6,10 +6,10 @@ use std::io;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::timeout;
 
 use crate::http1::chunked::{ChunkedDecoder, Step};
 use crate::http1::Body;
+use crate::transport::deadline::timeout;
 use crate::transport::{Buffer, BUFFER_INITIAL};
 
 /// The most a body relay reads at once.

@@ -161,6 +161,8 @@ impl ProxyContext {
     pub fn begin_stop(&self) {
         self.stopping.set(true);
         self.stop_notify.notify_waiters();
+        // Connections between requests wait in the worker's wheel.
+        crate::transport::deadline::stop_waits();
         let mut idle = self.idle.borrow_mut();
         idle.clear();
         self.publish_idle_count(&idle);

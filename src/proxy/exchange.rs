@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::client::scratch;
 use super::context::ProxyContext;
@@ -29,6 +29,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::stats::traffic::Ending;
+use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, write_all_by, ServerStream, Stream};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;

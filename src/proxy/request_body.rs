@@ -5,7 +5,7 @@
 //! not a server's worker. A body larger than that, of unknown length beyond memory, or on a
 //! route that turns buffering off streams to the server as it arrives.
 
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::context::ProxyContext;
 use super::downstream::Downstream;
@@ -17,6 +17,7 @@ use crate::http1::forward::drop_expect;
 use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::Body;
 use crate::stats::{MemoryHold, WorkerCounters};
+use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, write_all_by, Stream, TempFile, BUFFER_INITIAL};
 use crate::upstream::Snapshot;
 

@@ -5,13 +5,14 @@
 
 use std::time::Duration;
 
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::context::ProxyContext;
 use super::exchange::Sending;
 use super::failure::Failure;
 use crate::config::tls::ALPN_H2;
 use crate::http2::servers::ConnectionSettings;
+use crate::transport::deadline::timeout_at;
 use crate::transport::{ServerStream, Stream};
 use crate::upstream::{Server, Snapshot};
 

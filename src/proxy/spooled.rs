@@ -11,10 +11,11 @@ use std::task::Poll;
 use std::time::Duration;
 
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::{sleep_until, timeout, Instant};
+use tokio::time::Instant;
 
 use crate::config::Buffering;
 use crate::http1::relay::{BodyRelay, RelayError, BODY_READ_LIMIT};
+use crate::transport::deadline::{sleep_until, timeout, Elapsed};
 use crate::transport::{Buffer, ServerStream, Spool, BUFFER_INITIAL};
 
 /// How long each side may keep the relay waiting.
@@ -31,7 +32,7 @@ pub struct Pace<'a> {
 /// What woke the relay.
 enum Event {
     Wrote(io::Result<usize>),
-    Read(Result<io::Result<usize>, tokio::time::error::Elapsed>),
+    Read(Result<io::Result<usize>, Elapsed>),
     ClientGone,
     /// The client's deadline passed: the end of a window of its pace (true), or `client_idle`.
     Late(bool),

@@ -11,11 +11,12 @@ use std::cell::Cell;
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::time::{sleep_until, Instant};
+use tokio::time::Instant;
 
 use super::context::ProxyContext;
 use super::downstream::Downstream;
 use super::Client;
+use crate::transport::deadline::sleep_until;
 use crate::transport::{Buffer, Stream, BUFFER_INITIAL};
 
 /// The most one read in a tunnel takes at once (after a read that filled its room).

@@ -12,6 +12,7 @@ use tokio::io::AsyncWriteExt;
 use tokio::time::Instant;
 
 use crate::proxy::{BodySource, Downstream};
+use crate::transport::deadline::timeout_at;
 use crate::transport::{
     write_all_by, Buffer, ReadHalf, Stream, TlsFacts, WriteHalf, BUFFER_INITIAL,
 };
@@ -106,7 +107,7 @@ impl Connection {
             let received = &mut self.received;
             let limit = BUFFER_INITIAL.max(received.len() + 1);
             let read = received.read_from(&mut self.stream, BUFFER_INITIAL, limit);
-            match tokio::time::timeout_at(deadline, read).await {
+            match timeout_at(deadline, read).await {
                 Ok(Ok(n)) if n > 0 => {
                     discarded += n;
                     let unread = received.len();

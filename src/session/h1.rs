@@ -7,13 +7,14 @@ use std::net::SocketAddr;
 use std::rc::Rc;
 use std::time::Duration;
 
-use tokio::time::{timeout, timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::connection::Connection;
 use super::h2;
 use super::handshake::handshake;
 use crate::config::tls::ALPN_H2;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
+use crate::transport::deadline::{timeout, timeout_at, until_or_stop, Expiry};
 use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached, BUFFER_INITIAL};
 use crate::upstream::Snapshot;
@@ -112,7 +113,7 @@ pub async fn serve<Q>(
     let linger = loop {
         let snapshot = context.snapshot();
         if !client.downstream().has_unread() {
-            match wait_for_request(context, &mut client, &snapshot, quiet_since, parks).await {
+            match wait_for_request(&mut client, &snapshot, quiet_since, parks).await {
                 Waited::Request => {}
                 Waited::Quiet { deadline } => {
                     let (stream, _) = client.into_parts().0.into_parts();
@@ -163,7 +164,6 @@ enum Waited {
 /// Between requests: holds no buffer until the client sends the first bytes of its next
 /// request, then reads them. The idle timeout counts from `since`.
 async fn wait_for_request(
-    context: &ProxyContext,
     client: &mut Client<Connection>,
     snapshot: &Snapshot,
     since: Instant,
@@ -184,17 +184,20 @@ async fn wait_for_request(
     };
     let wait = if parks { PARK_AFTER } else { idle };
     tokio::pin!(first_bytes);
-    tokio::select! {
-        waited = timeout_at(since + wait, &mut first_bytes) => waited.unwrap_or(if parks {
-            Waited::Quiet { deadline: since + idle }
-        } else {
-            Waited::Close
-        }),
-        () = context.stopped() => {
+    // One entry in the worker's wheel for both the wait's end and a stop.
+    match until_or_stop(since + wait, &mut first_bytes).await {
+        Ok(waited) => waited,
+        Err(Expiry::Elapsed) if parks => Waited::Quiet {
+            deadline: since + idle,
+        },
+        Err(Expiry::Elapsed) => Waited::Close,
+        Err(Expiry::Stopping) => {
             // Last call: a request already on its way (a busy client sends its next one at
             // once) is served, with Connection: close, rather than met with a close that could
             // cross it on the wire and fail it. A connection that stays silent closes.
-            timeout(LAST_CALL, first_bytes).await.unwrap_or(Waited::Close)
+            timeout(LAST_CALL, first_bytes)
+                .await
+                .unwrap_or(Waited::Close)
         }
     }
 }

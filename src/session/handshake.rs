@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use super::connection::Connection;
 use crate::config::acme::ALPN_ACME_TLS;
@@ -16,6 +16,7 @@ use crate::config::tls::ListenerTls;
 use crate::proxy::{Downstream, ProxyContext};
 use crate::stats::log_every::LogEvery;
 use crate::stats::tls::HandshakeFailed;
+use crate::transport::deadline::timeout_at;
 use crate::transport::{Buffer, Detached, HandshakeFailure, Stream};
 
 /// Handshakes refused for want of an ALPN protocol in common are logged at most this often,

@@ -2,7 +2,9 @@
 //! once.
 
 use tokio::io::AsyncWriteExt;
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
+
+use super::deadline::timeout_at;
 
 use super::Stream;
 

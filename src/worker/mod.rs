@@ -202,6 +202,8 @@ async fn run(lasting: &Lasting) {
         lasting.board.clone(),
         Rc::clone(&lasting.listeners),
     ));
+    // The deadlines of the request path's waits (`transport::deadline`).
+    tokio::task::spawn_local(crate::transport::deadline::drive());
     tokio::task::spawn_local(accept_on_listeners(
         Rc::clone(&context),
         Rc::clone(&lasting.listener_changes),

@@ -21,7 +21,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::{timeout_at, Instant};
+use tokio::time::Instant;
 
 use crate::http1::Method;
 use crate::http2::frame::{self, code};
@@ -29,6 +29,7 @@ use crate::http2::request_head::BodyFraming;
 use crate::http2::response::ResponseReader;
 use crate::proxy::{serve_one, Client, ProxyContext};
 use crate::stats::http2::Http2Counters;
+use crate::transport::deadline::timeout_at;
 use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached, Stream, TlsFacts};
 // Public for the fuzz target h2_frames, which feeds the state arbitrary frames.
@@ -270,7 +271,7 @@ impl Task<'_> {
                     }
                 },
                 () = context.stopped(), if !stopping => true,
-                () = tokio::time::sleep_until(deadline) => false,
+                () = crate::transport::deadline::sleep_until(deadline) => false,
             };
             if stop {
                 stopping = true;

@@ -1,0 +1,607 @@
+//! Deadlines on the waits of the request path, kept by each worker in a timer wheel of its own:
+//! registering one and letting it go are a push and a generation bump on this thread's wheel,
+//! with no lock, no atomic and no clock read. tokio's timer, which they replace, cost about 700
+//! instructions for each wait a request makes (registration under its driver's mutex, its entry's
+//! atomic state, the deadline's conversion to ticks, its removal on drop): two a keep-alive
+//! request, 1,400 of its 12,200 (callgrind, bench/results/diet.md).
+//!
+//! The worker runs [`drive`] as a task: it sleeps on one tokio timer until the next slot of the
+//! wheel that holds entries, wakes those due and sleeps again, and is woken early only when a
+//! deadline comes before the one it sleeps until. The wheel has `SLOTS` slots of a millisecond
+//! (tokio's own resolution); a deadline further away waits in its slot for its turn of the wheel.
+//! An entry let go before its deadline (the usual end: the wait was answered) stays in its slot
+//! until the wheel passes it, so what the wheel holds is bounded by a turn's worth of waits.
+//!
+//! The worker's graceful stop also goes through the wheel: [`stop_waits`] ends every wait made
+//! with [`until_or_stop`] at once, and any made after it, as a connection between requests needs.
+//!
+//! A thread with no driver (a test, a thread of the control plane) gets tokio's timer instead,
+//! through the same calls.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
+
+use tokio::time::{Instant, Sleep};
+
+/// Slots in the wheel, of a millisecond each: one turn is a little over a second.
+const SLOTS: usize = 1024;
+/// Marks the end of the free list, and "no tick".
+const NONE: u32 = u32::MAX;
+
+/// The deadline of a wait passed first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Elapsed;
+
+/// Why a wait of [`until_or_stop`] ended before what it waited for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// Its deadline passed.
+    Elapsed,
+    /// The worker began a graceful stop.
+    Stopping,
+}
+
+/// `future`, unless `deadline` passes first. As `tokio::time::timeout_at`, with the worker's
+/// wheel.
+pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
+    Timeout(Bounded::new(deadline, future, false))
+}
+
+/// `future`, unless `limit` passes first.
+pub fn timeout<F: Future>(limit: Duration, future: F) -> Timeout<F> {
+    timeout_at(Instant::now() + limit, future)
+}
+
+/// `future`, unless `deadline` passes or the worker begins a graceful stop first.
+pub fn until_or_stop<F: Future>(deadline: Instant, future: F) -> UntilOrStop<F> {
+    UntilOrStop(Bounded::new(deadline, future, true))
+}
+
+/// Completes at `deadline`.
+pub async fn sleep_until(deadline: Instant) {
+    let _ = timeout_at(deadline, std::future::pending::<()>()).await;
+}
+
+/// The future of [`timeout_at`].
+pub struct Timeout<F>(Bounded<F>);
+
+/// The future of [`until_or_stop`].
+pub struct UntilOrStop<F>(Bounded<F>);
+
+impl<F: Future> Future for Timeout<F> {
+    type Output = Result<F::Output, Elapsed>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of the only field.
+        let bounded = unsafe { self.map_unchecked_mut(|timeout| &mut timeout.0) };
+        bounded.poll(cx).map(|done| done.map_err(|_| Elapsed))
+    }
+}
+
+impl<F: Future> Future for UntilOrStop<F> {
+    type Output = Result<F::Output, Expiry>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // SAFETY: structural pinning of the only field.
+        let bounded = unsafe { self.map_unchecked_mut(|until| &mut until.0) };
+        bounded.poll(cx)
+    }
+}
+
+/// A future with a deadline, and its place in the wheel once it had to wait.
+struct Bounded<F> {
+    future: F,
+    deadline: Instant,
+    stop_ends_it: bool,
+    timer: Timer,
+}
+
+enum Timer {
+    /// Not yet registered: the future has not had to wait.
+    None,
+    /// An entry in this thread's wheel.
+    Wheel(Key),
+    /// tokio's timer, on a thread that drives no wheel (boxed: rare, and large).
+    Tokio(Pin<Box<Sleep>>),
+}
+
+impl<F: Future> Bounded<F> {
+    fn new(deadline: Instant, future: F, stop_ends_it: bool) -> Bounded<F> {
+        Bounded {
+            future,
+            deadline,
+            stop_ends_it,
+            timer: Timer::None,
+        }
+    }
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<F::Output, Expiry>> {
+        // SAFETY: `future` is pinned with `self` and never moved; the other fields are not
+        // pinned (the tokio timer is boxed).
+        let this = unsafe { self.get_unchecked_mut() };
+        let future = unsafe { Pin::new_unchecked(&mut this.future) };
+        if let Poll::Ready(output) = future.poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        let ended = match &mut this.timer {
+            Timer::Wheel(key) => with_wheel(|wheel| wheel.poll_entry(*key, cx.waker())),
+            Timer::Tokio(sleep) => sleep.as_mut().poll(cx).map(|()| Expiry::Elapsed),
+            Timer::None => {
+                let waker = cx.waker();
+                let (deadline, stop_ends_it) = (this.deadline, this.stop_ends_it);
+                match with_wheel(|wheel| wheel.register(deadline, waker, stop_ends_it)) {
+                    Registered::Waiting(key) => {
+                        this.timer = Timer::Wheel(key);
+                        Poll::Pending
+                    }
+                    Registered::Ended(why) => Poll::Ready(why),
+                    Registered::NotDriven => {
+                        let mut sleep = Box::pin(tokio::time::sleep_until(deadline));
+                        let polled = sleep.as_mut().poll(cx).map(|()| Expiry::Elapsed);
+                        this.timer = Timer::Tokio(sleep);
+                        polled
+                    }
+                }
+            }
+        };
+        ended.map(Err)
+    }
+}
+
+impl<F> Drop for Bounded<F> {
+    fn drop(&mut self) {
+        if let Timer::Wheel(key) = self.timer {
+            // `try_with`: a task dropped while the thread ends finds its wheel gone.
+            let _ = WHEEL.try_with(|wheel| wheel.borrow_mut().release(key));
+        }
+    }
+}
+
+/// An entry of the wheel: its index, and the generation the index had when it was given.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Key {
+    index: u32,
+    generation: u32,
+}
+
+enum Registered {
+    Waiting(Key),
+    Ended(Expiry),
+    NotDriven,
+}
+
+enum State {
+    /// Unused; the next unused index.
+    Free {
+        next: u32,
+    },
+    Waiting {
+        waker: Waker,
+        stop_ends_it: bool,
+    },
+    Ended(Expiry),
+}
+
+struct Entry {
+    /// The tick from which it is due.
+    due: u64,
+    generation: u32,
+    state: State,
+}
+
+/// One thread's wheel.
+struct Wheel {
+    /// A driver runs on this thread.
+    driven: bool,
+    /// Tick 0.
+    origin: Option<Instant>,
+    /// The first tick whose slot has not been visited yet.
+    next_tick: u64,
+    entries: Vec<Entry>,
+    /// The first unused entry (`NONE`: take a new one).
+    free: u32,
+    /// Per slot, the entries due at one of its ticks (some let go since).
+    slots: Vec<Vec<Key>>,
+    /// A bit per slot: whether it holds any key.
+    occupied: [u64; SLOTS / 64],
+    /// The driver's waker, and the tick it sleeps until (`u64::MAX`: until woken).
+    driver: Option<Waker>,
+    driver_due: u64,
+    /// A graceful stop began: waits of `until_or_stop` end.
+    stopping: bool,
+}
+
+thread_local! {
+    static WHEEL: RefCell<Wheel> = const { RefCell::new(Wheel::new()) };
+}
+
+fn with_wheel<T>(f: impl FnOnce(&mut Wheel) -> T) -> T {
+    WHEEL.with(|wheel| f(&mut wheel.borrow_mut()))
+}
+
+impl Wheel {
+    const fn new() -> Wheel {
+        Wheel {
+            driven: false,
+            origin: None,
+            next_tick: 0,
+            entries: Vec::new(),
+            free: NONE,
+            slots: Vec::new(),
+            occupied: [0; SLOTS / 64],
+            driver: None,
+            driver_due: u64::MAX,
+            stopping: false,
+        }
+    }
+
+    /// The first tick at or after `at` (a deadline is never met early).
+    #[inline]
+    fn tick_at_or_after(&self, at: Instant) -> u64 {
+        let Some(origin) = self.origin else {
+            return 0;
+        };
+        let since = at.saturating_duration_since(origin);
+        since.as_secs() * 1000 + u64::from(since.subsec_nanos()).div_ceil(1_000_000)
+    }
+
+    /// The tick `at` falls in.
+    fn tick_of(&self, at: Instant) -> u64 {
+        let Some(origin) = self.origin else {
+            return 0;
+        };
+        let since = at.saturating_duration_since(origin);
+        since.as_secs() * 1000 + u64::from(since.subsec_nanos()) / 1_000_000
+    }
+
+    #[inline]
+    fn register(&mut self, deadline: Instant, waker: &Waker, stop_ends_it: bool) -> Registered {
+        if !self.driven {
+            return Registered::NotDriven;
+        }
+        if stop_ends_it && self.stopping {
+            return Registered::Ended(Expiry::Stopping);
+        }
+        let due = self.tick_at_or_after(deadline);
+        if due < self.next_tick {
+            // Its slot was visited already: it is past.
+            return Registered::Ended(Expiry::Elapsed);
+        }
+        let state = State::Waiting {
+            waker: waker.clone(),
+            stop_ends_it,
+        };
+        let key = match self.free {
+            NONE => {
+                let index = self.entries.len() as u32;
+                self.entries.push(Entry {
+                    due,
+                    generation: 0,
+                    state,
+                });
+                Key {
+                    index,
+                    generation: 0,
+                }
+            }
+            index => {
+                let entry = &mut self.entries[index as usize];
+                if let State::Free { next } = entry.state {
+                    self.free = next;
+                }
+                entry.due = due;
+                entry.state = state;
+                Key {
+                    index,
+                    generation: entry.generation,
+                }
+            }
+        };
+        let slot = (due % SLOTS as u64) as usize;
+        self.slots[slot].push(key);
+        self.occupied[slot / 64] |= 1 << (slot % 64);
+        if due < self.driver_due {
+            // Sooner than the driver's sleep: it sleeps again, until this one.
+            self.driver_due = due;
+            if let Some(driver) = &self.driver {
+                driver.wake_by_ref();
+            }
+        }
+        Registered::Waiting(key)
+    }
+
+    #[inline]
+    fn poll_entry(&mut self, key: Key, waker: &Waker) -> Poll<Expiry> {
+        match &mut self.entries[key.index as usize].state {
+            State::Waiting { waker: kept, .. } => {
+                if !kept.will_wake(waker) {
+                    kept.clone_from(waker);
+                }
+                Poll::Pending
+            }
+            State::Ended(why) => Poll::Ready(*why),
+            State::Free { .. } => unreachable!("a wait's entry was freed while it was held"),
+        }
+    }
+
+    /// The wait is over (answered, or its end seen): its entry is unused from now; its key in a
+    /// slot, if still there, is dropped when the wheel passes it.
+    #[inline]
+    fn release(&mut self, key: Key) {
+        let entry = &mut self.entries[key.index as usize];
+        entry.generation = entry.generation.wrapping_add(1);
+        entry.state = State::Free { next: self.free };
+        self.free = key.index;
+    }
+
+    /// Visits every slot whose ticks have come up to `now` (all of them once, when more than a
+    /// turn passed), moving the wakers of the entries due into `woken`.
+    fn advance(&mut self, now: u64, woken: &mut Vec<Waker>) {
+        if now < self.next_tick {
+            return;
+        }
+        let last = now.min(self.next_tick + SLOTS as u64 - 1);
+        for tick in self.next_tick..=last {
+            let slot = (tick % SLOTS as u64) as usize;
+            if self.occupied[slot / 64] & (1 << (slot % 64)) == 0 {
+                continue;
+            }
+            let entries = &mut self.entries;
+            self.slots[slot].retain(|key| {
+                let entry = &mut entries[key.index as usize];
+                if entry.generation != key.generation {
+                    return false;
+                }
+                // A deadline a turn or more away.
+                if entry.due > now {
+                    return true;
+                }
+                // Due (one a stop ended already keeps its reason).
+                if matches!(entry.state, State::Waiting { .. }) {
+                    if let State::Waiting { waker, .. } =
+                        std::mem::replace(&mut entry.state, State::Ended(Expiry::Elapsed))
+                    {
+                        woken.push(waker);
+                    }
+                }
+                false
+            });
+            if self.slots[slot].is_empty() {
+                self.occupied[slot / 64] &= !(1 << (slot % 64));
+            }
+        }
+        self.next_tick = now + 1;
+    }
+
+    /// The first tick from `next_tick` whose slot holds a key, if any does: a word of the
+    /// bitmap at a time, around the wheel from `next_tick`'s slot and back to it.
+    fn next_occupied(&self) -> Option<u64> {
+        const WORDS: usize = SLOTS / 64;
+        let start = (self.next_tick % SLOTS as u64) as usize;
+        let (first, shift) = (start / 64, start % 64);
+        for step in 0..=WORDS {
+            let word = (first + step) % WORDS;
+            let mut bits = self.occupied[word];
+            if step == 0 {
+                bits &= u64::MAX << shift;
+            } else if step == WORDS {
+                bits &= !(u64::MAX << shift);
+            }
+            if bits != 0 {
+                let slot = word * 64 + bits.trailing_zeros() as usize;
+                let offset = (slot + SLOTS - start) % SLOTS;
+                return Some(self.next_tick + offset as u64);
+            }
+        }
+        None
+    }
+
+    /// Ends every wait a stop ends, moving their wakers into `woken`.
+    fn stop(&mut self, woken: &mut Vec<Waker>) {
+        self.stopping = true;
+        for entry in &mut self.entries {
+            if matches!(
+                entry.state,
+                State::Waiting {
+                    stop_ends_it: true,
+                    ..
+                }
+            ) {
+                if let State::Waiting { waker, .. } =
+                    std::mem::replace(&mut entry.state, State::Ended(Expiry::Stopping))
+                {
+                    woken.push(waker);
+                }
+            }
+        }
+    }
+}
+
+/// Ends every wait of [`until_or_stop`] on this thread now, and any begun later: the worker's
+/// graceful stop.
+pub fn stop_waits() {
+    let mut woken = Vec::new();
+    with_wheel(|wheel| wheel.stop(&mut woken));
+    woken.into_iter().for_each(Waker::wake);
+}
+
+/// Drives this thread's wheel while it runs: the worker's task for its deadlines. Until it runs,
+/// and after it is dropped, waits on this thread use tokio's timer.
+pub async fn drive() {
+    struct Driving;
+    impl Drop for Driving {
+        fn drop(&mut self) {
+            let _ = WHEEL.try_with(|wheel| {
+                let mut wheel = wheel.borrow_mut();
+                wheel.driven = false;
+                wheel.driver = None;
+                wheel.driver_due = u64::MAX;
+            });
+        }
+    }
+    with_wheel(|wheel| {
+        let now = Instant::now();
+        let origin = *wheel.origin.get_or_insert(now);
+        if wheel.slots.is_empty() {
+            // Room in every slot from the start (32 KiB): a slot's first key would otherwise
+            // allocate, a thousand times in the wheel's first turn.
+            wheel.slots = (0..SLOTS).map(|_| Vec::with_capacity(4)).collect();
+        }
+        wheel.next_tick = wheel.next_tick.max(wheel.tick_of(now.max(origin)));
+        wheel.driven = true;
+        wheel.stopping = false;
+    });
+    let _driving = Driving;
+    let mut sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
+    let mut sleeping_until = None;
+    let mut woken = Vec::new();
+    std::future::poll_fn(|cx| loop {
+        let target = with_wheel(|wheel| {
+            let now = wheel.tick_of(Instant::now());
+            wheel.advance(now, &mut woken);
+            let next = wheel.next_occupied();
+            wheel.driver_due = next.unwrap_or(u64::MAX);
+            match &mut wheel.driver {
+                Some(driver) if driver.will_wake(cx.waker()) => {}
+                driver => *driver = Some(cx.waker().clone()),
+            }
+            let origin = wheel.origin.unwrap_or_else(Instant::now);
+            next.map(|tick| origin + Duration::from_millis(tick))
+        });
+        woken.drain(..).for_each(Waker::wake);
+        let Some(target) = target else {
+            sleeping_until = None;
+            return Poll::<()>::Pending;
+        };
+        if sleeping_until != Some(target) {
+            sleep.as_mut().reset(target);
+            sleeping_until = Some(target);
+        }
+        if sleep.as_mut().poll(cx).is_pending() {
+            return Poll::Pending;
+        }
+        sleeping_until = None;
+    })
+    .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+    use std::rc::Rc;
+
+    fn on_a_driven_thread<F: Future<Output = ()> + 'static>(test: impl FnOnce() -> F) {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let local = tokio::task::LocalSet::new();
+        local.block_on(&runtime, async {
+            let driver = tokio::task::spawn_local(drive());
+            tokio::task::yield_now().await;
+            test().await;
+            driver.abort();
+        });
+    }
+
+    #[test]
+    fn a_wait_ends_at_its_deadline_never_before() {
+        on_a_driven_thread(|| async {
+            for millis in [0u64, 3, 20, 45] {
+                let began = Instant::now();
+                let deadline = began + Duration::from_millis(millis);
+                let waited = timeout_at(deadline, std::future::pending::<()>()).await;
+                assert_eq!(waited, Err(Elapsed));
+                let now = Instant::now();
+                assert!(now >= deadline, "{millis} ms: ended early");
+                assert!(
+                    now - deadline < Duration::from_millis(30),
+                    "{millis} ms: ended {:?} late",
+                    now - deadline
+                );
+            }
+        });
+    }
+
+    #[test]
+    fn an_answered_wait_is_answered_and_lets_its_entry_go() {
+        on_a_driven_thread(|| async {
+            let far = Instant::now() + Duration::from_secs(60);
+            for round in 0..1000 {
+                let (sender, receiver) = tokio::sync::oneshot::channel();
+                tokio::task::spawn_local(async move {
+                    tokio::task::yield_now().await;
+                    let _ = sender.send(round);
+                });
+                assert_eq!(timeout_at(far, receiver).await, Ok(Ok(round)));
+            }
+            // Each entry was let go before the next was taken: one is reused throughout.
+            assert_eq!(with_wheel(|wheel| wheel.entries.len()), 1);
+        });
+    }
+
+    #[test]
+    fn deadlines_a_turn_of_the_wheel_and_more_away_wait_for_their_turn() {
+        on_a_driven_thread(|| async {
+            let began = Instant::now();
+            let ended = Rc::new(Cell::new(Vec::new()));
+            // 1,030 ms is a turn of the wheel and 6 slots on: it must not end at slot 6.
+            let waits: Vec<_> = [1030u64, 6, 500]
+                .into_iter()
+                .map(|millis| {
+                    let ended = Rc::clone(&ended);
+                    tokio::task::spawn_local(async move {
+                        let deadline = began + Duration::from_millis(millis);
+                        let _ = timeout_at(deadline, std::future::pending::<()>()).await;
+                        assert!(Instant::now() >= deadline);
+                        let mut order = ended.take();
+                        order.push(millis);
+                        ended.set(order);
+                    })
+                })
+                .collect();
+            for wait in waits {
+                wait.await.unwrap();
+            }
+            assert_eq!(ended.take(), vec![6, 500, 1030]);
+        });
+    }
+
+    #[test]
+    fn a_stop_ends_waits_that_it_ends_now_and_later_and_no_others() {
+        on_a_driven_thread(|| async {
+            let far = Instant::now() + Duration::from_secs(60);
+            let idle = tokio::task::spawn_local(until_or_stop(far, std::future::pending::<()>()));
+            let bounded = tokio::task::spawn_local(timeout_at(
+                Instant::now() + Duration::from_millis(200),
+                std::future::pending::<()>(),
+            ));
+            tokio::task::yield_now().await;
+            stop_waits();
+            assert_eq!(idle.await.unwrap(), Err(Expiry::Stopping));
+            let later = until_or_stop(far, std::future::pending::<()>()).await;
+            assert_eq!(later, Err(Expiry::Stopping));
+            // A plain deadline keeps running to its end.
+            let began = Instant::now();
+            assert_eq!(bounded.await.unwrap(), Err(Elapsed));
+            assert!(began.elapsed() > Duration::from_millis(100));
+            with_wheel(|wheel| wheel.stopping = false);
+        });
+    }
+
+    #[tokio::test]
+    async fn a_thread_without_a_driver_waits_on_tokios_timer() {
+        let deadline = Instant::now() + Duration::from_millis(20);
+        let waited = timeout_at(deadline, std::future::pending::<()>()).await;
+        assert_eq!(waited, Err(Elapsed));
+        assert!(Instant::now() >= deadline);
+        assert_eq!(timeout_at(deadline, async { 7 }).await, Ok(7));
+    }
+}

@@ -70,7 +70,7 @@ fn write_ipv4(out: &mut [u8], octets: [u8; 4]) -> usize {
 /// X-Forwarded-* fields herdsman writes itself. `upgrade` is handled by the caller.
 /// `HTTP2-Settings` goes with an `Upgrade: h2c`, which is never passed on (RFC 7540 §3.2.1 makes
 /// it hop-by-hop).
-fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_>) -> bool {
+fn is_hop_by_hop(name: &str, connection: &ConnectionTokens<'_, '_>) -> bool {
     const FIXED: [&str; 6] = [
         "connection",
         "keep-alive",

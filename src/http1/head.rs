@@ -121,7 +121,7 @@ pub struct Request<'h, 'b> {
     /// request with neither.
     pub host: Option<&'b [u8]>,
     /// The value of the Connection field(s) as sent, for removing the fields it names.
-    pub connection: ConnectionTokens<'b>,
+    pub connection: ConnectionTokens<'h, 'b>,
 }
 
 impl Request<'_, '_> {
@@ -203,7 +203,7 @@ pub struct Response<'h, 'b> {
     /// The response has Transfer-Encoding, which overrides any Content-Length: that field must
     /// not be passed on, or a client trusting it would lose its place in the connection.
     pub transfer_encoding: bool,
-    pub connection: ConnectionTokens<'b>,
+    pub connection: ConnectionTokens<'h, 'b>,
 }
 
 impl Response<'_, '_> {

@@ -14,7 +14,7 @@ use tokio::sync::{mpsc, Notify};
 use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::http2::servers::ServerConnections;
-use crate::stats::traffic::Ending;
+use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
 use crate::transport::{InUse, Stream};
 use crate::upstream::health::ServerReport;
@@ -242,9 +242,10 @@ impl ProxyContext {
             WorkerCounters::bump(&counters.rejected);
             return;
         };
-        pool.traffic.record(self.index, outcome.ending, took);
+        let took = Took::of(took);
+        pool.traffic.record_took(self.index, outcome.ending, took);
         if let Some(server) = server {
-            server.traffic.record(self.index, outcome.ending, took);
+            server.traffic.record_took(self.index, outcome.ending, took);
         }
     }
 

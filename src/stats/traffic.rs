@@ -72,6 +72,12 @@ impl Traffic {
     /// Counts a request that ended so, after `duration`, on `worker`. Only that worker may call
     /// this for its index.
     pub fn record(&self, worker: usize, ending: Ending, duration: Duration) {
+        self.record_took(worker, ending, Took::of(duration));
+    }
+
+    /// [`Traffic::record`] with the duration's figures worked out once for the pool's and the
+    /// server's counts.
+    pub fn record_took(&self, worker: usize, ending: Ending, took: Took) {
         let line = self.line(worker);
         match ending {
             Ending::Status(status) => {
@@ -80,10 +86,8 @@ impl Traffic {
             }
             Ending::Unanswered => add(&line.unanswered, 1),
         }
-        let micros = duration.as_micros().min(u128::from(u64::MAX)) as u64;
-        add(&line.duration_sum_us, micros);
-        let bucket = BUCKET_BOUNDS_US.partition_point(|&bound| bound < micros);
-        add(&line.buckets[bucket], 1);
+        add(&line.duration_sum_us, took.micros);
+        add(&line.buckets[took.bucket], 1);
     }
 
     /// Counts a retry (a request sent again, to another server) on `worker`.
@@ -118,6 +122,21 @@ impl Traffic {
         }
         totals.requests = totals.buckets.iter().sum();
         totals
+    }
+}
+
+/// A request's duration as the counts take it: in microseconds, and its histogram bucket.
+#[derive(Debug, Clone, Copy)]
+pub struct Took {
+    micros: u64,
+    bucket: usize,
+}
+
+impl Took {
+    pub fn of(duration: Duration) -> Took {
+        let micros = duration.as_micros().min(u128::from(u64::MAX)) as u64;
+        let bucket = BUCKET_BOUNDS_US.partition_point(|&bound| bound < micros);
+        Took { micros, bucket }
     }
 }
 

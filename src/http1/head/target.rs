@@ -63,25 +63,121 @@ pub(super) fn read_target(
 /// server or a log reading `a@evil` or `good/..` differently from herdsman's routes must never
 /// see one.
 pub(super) fn is_valid_host(value: &[u8]) -> bool {
-    let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b);
-    let (name_ok, port) = match value.first() {
+    let is = |class: u8| move |b: &u8| HOST_BYTES[usize::from(*b)] & class != 0;
+    let port = match value.first() {
         Some(b'[') => match value.iter().position(|&b| b == b']') {
-            Some(close) => {
-                let literal = &value[1..close];
-                let literal_ok = literal.iter().all(|b| name_byte(b) || *b == b':');
-                (literal_ok, &value[close + 1..])
-            }
-            None => return false,
+            Some(close) if value[1..close].iter().all(is(NAME | COLON)) => &value[close + 1..],
+            _ => return false,
         },
+        // The name runs to the first byte that cannot be in one; only a port may follow.
         _ => {
-            let colon = value.iter().position(|&b| b == b':').unwrap_or(value.len());
-            (value[..colon].iter().all(name_byte), &value[colon..])
+            let name = value.iter().take_while(|b| is(NAME)(b)).count();
+            &value[name..]
         }
     };
-    let port_ok = match port {
+    match port {
         [] => true,
-        [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+        [b':', digits @ ..] => digits.iter().all(is(DIGIT)),
         _ => false,
-    };
-    name_ok && port_ok
+    }
+}
+
+/// A byte's classes in a Host, looked up rather than tested by comparisons: the check of a
+/// `127.0.0.1:PORT` went from 268 instructions to 116 (callgrind, bench/results/diet.md).
+const NAME: u8 = 1;
+const DIGIT: u8 = 2;
+const COLON: u8 = 4;
+static HOST_BYTES: [u8; 256] = host_bytes();
+
+const fn host_bytes() -> [u8; 256] {
+    let mut table = [0u8; 256];
+    let mut b = 0;
+    while b < 256 {
+        let byte = b as u8;
+        if byte.is_ascii_alphanumeric() {
+            table[b] |= NAME;
+        }
+        if byte.is_ascii_digit() {
+            table[b] |= DIGIT;
+        }
+        b += 1;
+    }
+    let others = b"-._~%!$&'()*+,;=";
+    let mut i = 0;
+    while i < others.len() {
+        table[others[i] as usize] |= NAME;
+        i += 1;
+    }
+    table[b':' as usize] |= COLON;
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The check as RFC 9110's grammar reads, byte by byte: the table must agree with it.
+    fn by_the_grammar(value: &[u8]) -> bool {
+        let name_byte = |b: &u8| b.is_ascii_alphanumeric() || b"-._~%!$&'()*+,;=".contains(b);
+        let (name_ok, port) = match value.first() {
+            Some(b'[') => match value.iter().position(|&b| b == b']') {
+                Some(close) => (
+                    value[1..close].iter().all(|b| name_byte(b) || *b == b':'),
+                    &value[close + 1..],
+                ),
+                None => return false,
+            },
+            _ => {
+                let colon = value.iter().position(|&b| b == b':').unwrap_or(value.len());
+                (value[..colon].iter().all(name_byte), &value[colon..])
+            }
+        };
+        name_ok
+            && match port {
+                [] => true,
+                [b':', digits @ ..] => digits.iter().all(u8::is_ascii_digit),
+                _ => false,
+            }
+    }
+
+    #[test]
+    fn the_table_agrees_with_the_grammar_on_every_short_host() {
+        // Every string of up to 4 bytes over bytes of each class, and a few whole hosts.
+        let alphabet = b"a9-:[]@/ \x00\xff%";
+        let mut strings = vec![Vec::new()];
+        for _ in 0..4 {
+            let longer: Vec<Vec<u8>> = strings
+                .iter()
+                .filter(|s| s.len() == strings.last().unwrap().len())
+                .flat_map(|s| {
+                    alphabet.iter().map(move |&b| {
+                        let mut t = s.clone();
+                        t.push(b);
+                        t
+                    })
+                })
+                .collect();
+            strings.extend(longer);
+        }
+        for host in [
+            &b"127.0.0.1:8080"[..],
+            b"[::1]:443",
+            b"app.example",
+            b"a@b",
+            b"x:8o",
+        ] {
+            strings.push(host.to_vec());
+        }
+        for value in &strings {
+            assert_eq!(
+                is_valid_host(value),
+                by_the_grammar(value),
+                "{:?}",
+                String::from_utf8_lossy(value)
+            );
+        }
+        for byte in 0..=255u8 {
+            assert_eq!(is_valid_host(&[byte]), by_the_grammar(&[byte]), "{byte}");
+        }
+    }
 }

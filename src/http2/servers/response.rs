@@ -6,6 +6,7 @@
 //! responses). A field HTTP/1.1 could not carry, or RFC 9113 §8.3.2 forbids, makes the response
 //! malformed (a stream error): nothing the server sends can end up as a line of its own.
 
+use crate::http1::MAX_HEADERS;
 use crate::http2::request_head::{check_field, parse_length};
 
 /// How the response's body follows its head in the HTTP/1.1 bytes.
@@ -30,6 +31,8 @@ pub enum Malformed {
     Field,
     #[error("content-length is not one number")]
     Length,
+    #[error("more fields than an HTTP/1.1 head may have here (128, as from an HTTP/1.1 server)")]
+    TooManyFields,
 }
 
 /// A response head being written into `out` as its fields are decoded.
@@ -40,6 +43,8 @@ pub struct HeadWriter<'a> {
     start: usize,
     status: Option<u16>,
     length: Option<u64>,
+    /// Fields written (the status line aside).
+    fields: usize,
 }
 
 impl<'a> HeadWriter<'a> {
@@ -50,6 +55,7 @@ impl<'a> HeadWriter<'a> {
             start,
             status: None,
             length: None,
+            fields: 0,
         }
     }
 
@@ -80,6 +86,12 @@ impl<'a> HeadWriter<'a> {
             return Err(Malformed::Status);
         }
         check_value(name, value)?;
+        // One place is kept for the framing field `finish` may add: the exchange reads the head
+        // with the limits it reads an HTTP/1.1 server's by.
+        if self.fields + 1 >= MAX_HEADERS {
+            return Err(Malformed::TooManyFields);
+        }
+        self.fields += 1;
         if name == b"content-length" {
             let length = parse_length(value).ok_or(Malformed::Length)?;
             if self.length.is_some_and(|seen| seen != length) {
@@ -297,5 +309,27 @@ mod tests {
             trailer_field(&mut out, b"x", b"a\nb"),
             Err(Malformed::Field)
         );
+    }
+
+    #[test]
+    fn a_head_has_no_more_fields_than_the_exchange_reads_from_an_http_1_1_server() {
+        use crate::http1::{header_slots, parse_response, Method};
+        let many: Vec<(String, String)> = (0..MAX_HEADERS - 1)
+            .map(|i| (format!("x-{i}"), "v".to_owned()))
+            .collect();
+        let fields: Vec<(&str, &str)> = std::iter::once((":status", "200"))
+            .chain(many.iter().map(|(n, v)| (n.as_str(), v.as_str())))
+            .collect();
+        // The most, with the framing field added: the head reads back whole.
+        let (head, _) = written(&fields, false, false).unwrap();
+        let mut slots = header_slots();
+        let response = parse_response(head.as_bytes(), &mut slots, Method::Get, 1 << 20)
+            .unwrap()
+            .unwrap();
+        assert_eq!(response.headers.len(), MAX_HEADERS);
+        // One more is malformed (a 502 for the client), not a head the exchange refuses.
+        let mut more = fields.clone();
+        more.push(("x-one-more", "v"));
+        assert_eq!(written(&more, false, false), Err(Malformed::TooManyFields));
     }
 }

@@ -1,14 +1,15 @@
-//! Request and response heads: parsed by `httparse`, then checked for what a proxy must decide
-//! before forwarding a byte — the version, the target's form, body framing, persistence, Host,
-//! upgrade and 100-continue. The pass over the header fields is `head/fields.rs`; the target's
-//! form and which hosts may stand in it or in Host, `head/target.rs`.
+//! Request and response heads: read by `head/scan.rs` (httparse's grammar, in one pass), then
+//! checked for what a proxy must decide before forwarding a byte — the version, the target's
+//! form, body framing, persistence, Host, upgrade and 100-continue. What the header fields say is
+//! taken field by field in `head/fields.rs`; the target's form and which hosts may stand in it or
+//! in Host, `head/target.rs`.
 
 mod fields;
+mod scan;
 mod target;
 
 use std::mem::MaybeUninit;
 
-use fields::gather_facts;
 pub use fields::ConnectionTokens;
 use target::{is_valid_host, read_target};
 
@@ -253,12 +254,7 @@ pub fn parse_request<'h, 'b>(
     headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     max_head: usize,
 ) -> Result<Option<Request<'h, 'b>>, HeadError> {
-    let mut request = httparse::Request::new(&mut []);
-    let parsed = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
-        &mut request,
-        buf,
-        headers,
-    ) {
+    let scanned = match scan::request(buf, headers) {
         Err(httparse::Error::Version) => {
             return match refused_version(buf) {
                 Some(error) => Err(error),
@@ -266,19 +262,18 @@ pub fn parse_request<'h, 'b>(
                 None => Ok(None),
             }
         }
-        parsed => parsed.map_err(map_parse_error)?,
+        scanned => scanned.map_err(map_parse_error)?,
     };
-    let head_len = match parsed {
-        httparse::Status::Complete(len) if len <= max_head => len,
-        httparse::Status::Complete(_) => return Err(HeadError::TooLarge),
-        httparse::Status::Partial if buf.len() >= max_head => return Err(HeadError::TooLarge),
-        httparse::Status::Partial => return Ok(None),
+    let request = match scanned {
+        Some(request) if request.fields.head_len <= max_head => request,
+        Some(_) => return Err(HeadError::TooLarge),
+        None if buf.len() >= max_head => return Err(HeadError::TooLarge),
+        None => return Ok(None),
     };
-    let method_text = request.method.unwrap_or("");
-    let target = request.path.unwrap_or("");
-    let minor_version = request.version.unwrap_or(1);
-    let headers: &'h [httparse::Header<'b>] = request.headers;
-    let facts = gather_facts(headers)?;
+    let (method_text, target) = (request.method, request.target);
+    let minor_version = request.minor_version;
+    let (headers, head_len) = (request.fields.fields, request.fields.head_len);
+    let facts = request.fields.facts?;
 
     if minor_version == 1 && facts.host_count != 1 {
         return Err(HeadError::Invalid(
@@ -397,21 +392,16 @@ pub fn parse_response<'h, 'b>(
     method: Method,
     max_head: usize,
 ) -> Result<Option<Response<'h, 'b>>, HeadError> {
-    let mut response = httparse::Response::new(&mut []);
-    let parsed = httparse::ParserConfig::default()
-        .parse_response_with_uninit_headers(&mut response, buf, headers)
-        .map_err(map_parse_error)?;
-    let head_len = match parsed {
-        httparse::Status::Complete(len) if len <= max_head => len,
-        httparse::Status::Complete(_) => return Err(HeadError::TooLarge),
-        httparse::Status::Partial if buf.len() >= max_head => return Err(HeadError::TooLarge),
-        httparse::Status::Partial => return Ok(None),
+    let response = match scan::response(buf, headers).map_err(map_parse_error)? {
+        Some(response) if response.fields.head_len <= max_head => response,
+        Some(_) => return Err(HeadError::TooLarge),
+        None if buf.len() >= max_head => return Err(HeadError::TooLarge),
+        None => return Ok(None),
     };
-    let code = response.code.unwrap_or(0);
-    let reason = response.reason.unwrap_or("");
-    let minor_version = response.version.unwrap_or(1);
-    let headers: &'h [httparse::Header<'b>] = response.headers;
-    let facts = gather_facts(headers)?;
+    let (code, reason) = (response.code, response.reason);
+    let minor_version = response.minor_version;
+    let (headers, head_len) = (response.fields.fields, response.fields.head_len);
+    let facts = response.fields.facts?;
 
     // RFC 9112 §6.3, in order: no body for HEAD, 1xx, 204, 304; then Transfer-Encoding (chunked
     // last, else read until close), which overrides Content-Length; then Content-Length.

@@ -1,6 +1,6 @@
-//! The one pass over a head's header fields that gathers what framing, persistence, Host,
-//! upgrade and 100-continue depend on, refusing what no server would read alike (differing
-//! Content-Lengths, too many Connection fields).
+//! What a head's header fields say that framing, persistence, Host, upgrade and 100-continue
+//! depend on, taken field by field as the scan (`head/scan.rs`) finds them, refusing what no
+//! server would read alike (differing Content-Lengths, too many Connection fields).
 
 use super::HeadError;
 use crate::http1::tokens::{list_contains, list_elements, trim_ows};
@@ -55,7 +55,7 @@ impl<'h, 'b> ConnectionTokens<'h, 'b> {
     }
 }
 
-/// Facts gathered in one pass over the header fields.
+/// Facts gathered in the scan's one pass over the header fields.
 #[derive(Default)]
 pub(super) struct FieldFacts<'h, 'b> {
     pub(super) content_length: Option<u64>,
@@ -74,48 +74,96 @@ pub(super) struct FieldFacts<'h, 'b> {
     pub(super) connection: ConnectionTokens<'h, 'b>,
 }
 
-pub(super) fn gather_facts<'h, 'b>(
-    headers: &'h [httparse::Header<'b>],
-) -> Result<FieldFacts<'h, 'b>, HeadError> {
-    let mut facts = FieldFacts::default();
-    facts.connection.fields = headers;
-    for (index, header) in headers.iter().enumerate() {
-        let name = header.name;
-        if name.eq_ignore_ascii_case("content-length") {
-            let length = parse_content_length(header.value)
-                .ok_or(HeadError::Invalid("invalid Content-Length"))?;
-            if facts.content_length.is_some_and(|seen| seen != length) {
-                return Err(HeadError::Invalid("differing Content-Length values"));
-            }
-            facts.content_length = Some(length);
-        } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            facts.transfer_encoding_seen = true;
-            for coding in list_elements(header.value) {
-                let coding_name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(b""));
-                facts.chunked_last = coding_name.eq_ignore_ascii_case(b"chunked");
-                if facts.chunked_last {
-                    facts.chunked_count += 1;
+impl<'h, 'b> FieldFacts<'h, 'b> {
+    /// Takes what field `index` of the head, `name: value`, says, as the scan finds it.
+    #[inline]
+    pub(super) fn take(
+        &mut self,
+        index: usize,
+        name: &str,
+        value: &'b [u8],
+    ) -> Result<(), HeadError> {
+        // By length first: most fields are none of these, and each is told by one comparison.
+        let name = name.as_bytes();
+        match name.len() {
+            14 if is_named(name, b"content-length") => {
+                let length = parse_content_length(value)
+                    .ok_or(HeadError::Invalid("invalid Content-Length"))?;
+                if self.content_length.is_some_and(|seen| seen != length) {
+                    return Err(HeadError::Invalid("differing Content-Length values"));
                 }
-                facts.coding_count += 1;
-                facts.plain_chunked_last = coding.eq_ignore_ascii_case(b"chunked");
+                self.content_length = Some(length);
             }
-        } else if name.eq_ignore_ascii_case("host") {
-            facts.host = Some(header.value);
-            facts.host_count += 1;
-        } else if name.eq_ignore_ascii_case("connection") {
-            facts.connection.push(index)?;
-        } else if name.eq_ignore_ascii_case("upgrade") {
-            facts.upgrade_field = true;
-        } else if name.eq_ignore_ascii_case("expect") {
-            facts.expect_continue = trim_ows(header.value).eq_ignore_ascii_case(b"100-continue");
+            17 if is_named(name, b"transfer-encoding") => {
+                self.transfer_encoding_seen = true;
+                for coding in list_elements(value) {
+                    let coding_name = trim_ows(coding.split(|&b| b == b';').next().unwrap_or(b""));
+                    self.chunked_last = coding_name.eq_ignore_ascii_case(b"chunked");
+                    if self.chunked_last {
+                        self.chunked_count += 1;
+                    }
+                    self.coding_count += 1;
+                    self.plain_chunked_last = coding.eq_ignore_ascii_case(b"chunked");
+                }
+            }
+            4 if is_named(name, b"host") => {
+                self.host = Some(value);
+                self.host_count += 1;
+            }
+            10 if is_named(name, b"connection") => self.connection.push(index)?,
+            7 if is_named(name, b"upgrade") => self.upgrade_field = true,
+            6 if is_named(name, b"expect") => {
+                self.expect_continue = trim_ows(value).eq_ignore_ascii_case(b"100-continue");
+            }
+            _ => {}
         }
+        Ok(())
     }
-    Ok(facts)
+
+    /// The head's fields, once all are scanned: what the Connection bits index.
+    pub(super) fn of_fields(mut self, fields: &'h [httparse::Header<'b>]) -> FieldFacts<'h, 'b> {
+        self.connection.fields = fields;
+        self
+    }
+}
+
+/// Whether a field's `name` (token bytes, as the scan takes them) is `lower` (lowercase letters
+/// and `-`) in any case: of the token bytes, only a letter's two cases differ from a lowercase
+/// letter in the 0x20 bit alone, and only `-` itself gives `-`; so one OR makes the comparison,
+/// eight bytes at a time.
+#[inline(always)]
+fn is_named(name: &[u8], lower: &[u8]) -> bool {
+    const CASE: u64 = 0x2020_2020_2020_2020;
+    debug_assert!(lower.iter().all(|&b| b.is_ascii_lowercase() || b == b'-'));
+    if name.len() != lower.len() {
+        return false;
+    }
+    if name.len() < 8 {
+        return name.iter().zip(lower).all(|(&a, &b)| a | 0x20 == b);
+    }
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8"));
+    let last = name.len() - 8;
+    let mut at = 0;
+    while at < last {
+        if word(name, at) | CASE != word(lower, at) {
+            return false;
+        }
+        at += 8;
+    }
+    word(name, last) | CASE == word(lower, last)
 }
 
 /// Content-Length is 1*DIGIT; a list of identical values ("5, 5") is accepted as one (RFC 9110
 /// §8.6). Anything else — signs, spaces inside, overflow, differing values — is refused.
 fn parse_content_length(value: &[u8]) -> Option<u64> {
+    // The usual value: digits alone.
+    if !value.is_empty() && value.len() <= 19 && value.iter().all(u8::is_ascii_digit) {
+        return Some(
+            value
+                .iter()
+                .fold(0u64, |n, &d| n * 10 + u64::from(d - b'0')),
+        );
+    }
     let mut result = None;
     for element in value.split(|&b| b == b',') {
         let digits = trim_ows(element);
@@ -131,4 +179,33 @@ fn parse_content_length(value: &[u8]) -> Option<u64> {
         result = Some(n);
     }
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_name_is_told_in_any_case_and_by_no_other_token() {
+        for lower in ["host", "expect", "upgrade", "connection", "content-length"] {
+            let upper = lower.to_ascii_uppercase();
+            assert!(is_named(upper.as_bytes(), lower.as_bytes()));
+            assert!(is_named(lower.as_bytes(), lower.as_bytes()));
+            // Every token byte in every place: only the name's own letters in either case match.
+            for at in 0..lower.len() {
+                let token = |b: &u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(b);
+                for b in (0u8..=255).filter(token) {
+                    let mut name = lower.as_bytes().to_vec();
+                    name[at] = b;
+                    assert_eq!(
+                        is_named(&name, lower.as_bytes()),
+                        name.eq_ignore_ascii_case(lower.as_bytes()),
+                        "{:?}",
+                        String::from_utf8_lossy(&name)
+                    );
+                }
+            }
+        }
+        assert!(!is_named(b"hosts", b"host"));
+    }
 }

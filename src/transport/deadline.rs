@@ -9,8 +9,8 @@
 //! wheel that holds entries, wakes those due and sleeps again, and is woken early only when a
 //! deadline comes before the one it sleeps until. The wheel has `SLOTS` slots of a millisecond
 //! (tokio's own resolution); a deadline further away waits in its slot for its turn of the wheel.
-//! An entry let go before its deadline (the usual end: the wait was answered) stays in its slot
-//! until the wheel passes it, so what the wheel holds is bounded by a turn's worth of waits.
+//! An entry let go before its deadline (the usual end: the wait was answered) leaves its slot at
+//! once (its key swapped with the slot's last), so the wheel holds only the waits under way.
 //!
 //! The worker's graceful stop also goes through the wheel: [`stop_waits`] ends every wait made
 //! with [`until_or_stop`] at once, and any made after it, as a connection between requests needs.
@@ -192,6 +192,8 @@ struct Entry {
     /// The tick from which it is due.
     due: u64,
     generation: u32,
+    /// Where its key is in its slot (`NONE`: in no slot, the wheel having passed it).
+    position: u32,
     state: State,
 }
 
@@ -283,6 +285,7 @@ impl Wheel {
                 self.entries.push(Entry {
                     due,
                     generation: 0,
+                    position: NONE,
                     state,
                 });
                 Key {
@@ -304,6 +307,7 @@ impl Wheel {
             }
         };
         let slot = (due % SLOTS as u64) as usize;
+        self.entries[key.index as usize].position = self.slots[slot].len() as u32;
         self.slots[slot].push(key);
         self.occupied[slot / 64] |= 1 << (slot % 64);
         if due < self.driver_due {
@@ -330,14 +334,33 @@ impl Wheel {
         }
     }
 
-    /// The wait is over (answered, or its end seen): its entry is unused from now; its key in a
-    /// slot, if still there, is dropped when the wheel passes it.
+    /// The wait is over (answered, or its end seen): its entry is unused from now, and its key
+    /// leaves its slot at once. A slot then holds only waits under way: no slot grows with
+    /// waits long answered (which made its vector allocate as a busy second went by).
     #[inline]
     fn release(&mut self, key: Key) {
         let entry = &mut self.entries[key.index as usize];
+        let (due, position) = (entry.due, entry.position);
         entry.generation = entry.generation.wrapping_add(1);
         entry.state = State::Free { next: self.free };
+        entry.position = NONE;
         self.free = key.index;
+        if position != NONE {
+            self.remove_from_slot((due % SLOTS as u64) as usize, position as usize);
+        }
+    }
+
+    /// Takes the key at `position` out of `slot`, the last key taking its place.
+    #[inline]
+    fn remove_from_slot(&mut self, slot: usize, position: usize) {
+        let keys = &mut self.slots[slot];
+        keys.swap_remove(position);
+        if let Some(moved) = keys.get(position) {
+            self.entries[moved.index as usize].position = position as u32;
+        }
+        if keys.is_empty() {
+            self.occupied[slot / 64] &= !(1 << (slot % 64));
+        }
     }
 
     /// Visits every slot whose ticks have come up to `now` (all of them once, when more than a
@@ -352,15 +375,14 @@ impl Wheel {
             if self.occupied[slot / 64] & (1 << (slot % 64)) == 0 {
                 continue;
             }
-            let entries = &mut self.entries;
-            self.slots[slot].retain(|key| {
-                let entry = &mut entries[key.index as usize];
-                if entry.generation != key.generation {
-                    return false;
-                }
+            let mut position = 0;
+            while let Some(&key) = self.slots[slot].get(position) {
+                let entry = &mut self.entries[key.index as usize];
+                debug_assert_eq!(entry.generation, key.generation, "a released key in a slot");
                 // A deadline a turn or more away.
                 if entry.due > now {
-                    return true;
+                    position += 1;
+                    continue;
                 }
                 // Due (one a stop ended already keeps its reason).
                 if matches!(entry.state, State::Waiting { .. }) {
@@ -370,10 +392,8 @@ impl Wheel {
                         woken.push(waker);
                     }
                 }
-                false
-            });
-            if self.slots[slot].is_empty() {
-                self.occupied[slot / 64] &= !(1 << (slot % 64));
+                entry.position = NONE;
+                self.remove_from_slot(slot, position);
             }
         }
         self.next_tick = now + 1;
@@ -542,8 +562,10 @@ mod tests {
                 });
                 assert_eq!(timeout_at(far, receiver).await, Ok(Ok(round)));
             }
-            // Each entry was let go before the next was taken: one is reused throughout.
+            // Each entry was let go before the next was taken: one is reused throughout, and
+            // no slot keeps the keys of waits that were answered.
             assert_eq!(with_wheel(|wheel| wheel.entries.len()), 1);
+            assert!(with_wheel(|wheel| wheel.slots.iter().all(Vec::is_empty)));
         });
     }
 

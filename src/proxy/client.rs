@@ -8,6 +8,7 @@ use std::net::SocketAddr;
 use super::downstream::Downstream;
 use crate::access_log::CapturedRequest;
 use crate::http1::forward::{client_ip, AddressText};
+use crate::transport::deadline::{Timer, TimerWaits};
 use crate::transport::{recycle, Buffer, BUFFER_INITIAL};
 
 /// One client and the buffers its exchanges use.
@@ -29,6 +30,9 @@ pub struct Client<D> {
     /// The `X-Forwarded-Client-Cert` value its requests carry: the client certificate its TLS
     /// handshake verified, for the whole connection; empty without one.
     pub(super) client_certificate: Box<[u8]>,
+    /// The connection's entry in the worker's timer wheel, for the waits that come one after
+    /// another on every request: the next request's first bytes, a server's response head.
+    timer: Timer,
 }
 
 impl<D: Downstream> Client<D> {
@@ -46,7 +50,13 @@ impl<D: Downstream> Client<D> {
             request_log: CapturedRequest::default(),
             hsts: Vec::new(),
             client_certificate,
+            timer: Timer::new(),
         }
+    }
+
+    /// The waits made through the connection's own timer entry (one at a time).
+    pub fn timer(&self) -> TimerWaits {
+        self.timer.waits()
     }
 
     /// The client's address.

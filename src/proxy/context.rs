@@ -177,7 +177,7 @@ impl ProxyContext {
         server: u64,
         stream: Stream,
         caps: IdleCaps,
-        since: tokio::time::Instant,
+        since: crate::transport::Moment,
         limit: Option<Duration>,
     ) {
         if self.stopping.get() {
@@ -185,7 +185,7 @@ impl ProxyContext {
         }
         let mut idle = self.idle.borrow_mut();
         let was_empty = idle.is_empty();
-        idle.put(server, stream, caps, since.into_std(), limit);
+        idle.put(server, stream, caps, since, limit);
         self.publish_idle_count(&idle);
         if was_empty {
             self.idle_added.notify_one();
@@ -201,10 +201,10 @@ impl ProxyContext {
         &self,
         server: u64,
         max_idle: Option<Duration>,
-        now: tokio::time::Instant,
+        now: crate::transport::Moment,
     ) -> (Option<Stream>, InUse) {
         let mut idle = self.idle.borrow_mut();
-        let taken = idle.take(server, max_idle, now.into_std());
+        let taken = idle.take(server, max_idle, now);
         self.publish_idle_count(&idle);
         taken
     }

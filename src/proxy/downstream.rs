@@ -17,8 +17,8 @@ use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 
+use crate::transport::Moment;
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::time::Instant;
 
 use crate::transport::{Buffer, TlsFacts};
 
@@ -63,7 +63,7 @@ pub trait Downstream {
     fn send(
         &mut self,
         bytes: &[u8],
-        deadline: Instant,
+        deadline: Moment,
     ) -> impl Future<Output = Option<io::Result<()>>>;
 }
 

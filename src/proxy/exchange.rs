@@ -4,7 +4,7 @@
 use std::cell::Cell;
 use std::sync::Arc;
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::client::scratch;
 use super::context::ProxyContext;
@@ -48,7 +48,7 @@ pub async fn serve_one<D: Downstream>(
     client: &mut Client<D>,
     snapshot: &Arc<Snapshot>,
     listener: usize,
-) -> (Next, Instant) {
+) -> (Next, Moment) {
     let mut outcome = Outcome::new();
     let next = match exchange(context, client, snapshot, listener, &mut outcome).await {
         Exchanged::Next(next) => next,
@@ -56,9 +56,9 @@ pub async fn serve_one<D: Downstream>(
             return serve_tunnel(context, client, snapshot, listener, outcome, server).await
         }
     };
-    let ended = Instant::now();
+    let ended = Moment::now();
     if outcome.request {
-        let took = ended.duration_since(outcome.started);
+        let took = ended.saturating_duration_since(outcome.started);
         context.record(snapshot, &outcome, took);
         context.log_access(snapshot, listener, client, &outcome, took);
     }
@@ -77,7 +77,7 @@ async fn serve_tunnel<D: Downstream>(
     listener: usize,
     mut outcome: Outcome,
     server: Stream,
-) -> (Next, Instant) {
+) -> (Next, Moment) {
     context.record(snapshot, &outcome, outcome.started.elapsed());
     // Boxed: the tunnel's state would otherwise enlarge every exchange's future (and the
     // recycled block each request's lives in) for the rare request that upgrades.
@@ -86,8 +86,8 @@ async fn serve_tunnel<D: Downstream>(
     outcome.body_bytes += tunnelled.to_client;
     outcome.received += tunnelled.from_client;
     outcome.ended = tunnelled.ended;
-    let ended = Instant::now();
-    let took = ended.duration_since(outcome.started);
+    let ended = Moment::now();
+    let took = ended.saturating_duration_since(outcome.started);
     context.log_access(snapshot, listener, client, &outcome, took);
     (Next::Close { linger: true }, ended)
 }
@@ -117,7 +117,7 @@ async fn exchange<D: Downstream>(
     if let Some(status) = facts.answered_here {
         // Answered by herdsman itself (a redirect to HTTPS): the answer is in `out`.
         outcome.ending = Ending::Status(status);
-        let deadline = Instant::now() + snapshot.timeouts.client_idle;
+        let deadline = Moment::now() + snapshot.timeouts.client_idle;
         let sent = client.downstream.send(&client.out, deadline).await;
         let body_unread = facts.body != Body::None;
         return match sent {
@@ -182,7 +182,7 @@ async fn exchange<D: Downstream>(
     let sending = Sending {
         facts,
         deadline,
-        began: Instant::now(),
+        began: Moment::now(),
     };
     let forwarded = forward(
         context,
@@ -224,7 +224,7 @@ async fn take_slot<'s>(
     pool: &'s Pool,
     chosen: usize,
     facts: &mut RequestFacts,
-    deadline: Option<Instant>,
+    deadline: Option<Moment>,
 ) -> Result<(&'s Server, ActiveGuard<'s>), Failure> {
     if let Some(slot) = ActiveGuard::try_take(pool, chosen) {
         return Ok((&pool.servers[chosen], slot));
@@ -242,7 +242,7 @@ async fn take_slot<'s>(
     let patience = match deadline {
         Some(deadline) => pool
             .queue_timeout
-            .min(deadline.saturating_duration_since(Instant::now())),
+            .min(deadline.saturating_duration_since(Moment::now())),
         None => pool.queue_timeout,
     };
     let (other, slot) = pool
@@ -387,7 +387,7 @@ async fn read_request<D: Downstream>(
         }
         // The clock for a head starts once part of it is here (the connection's task read the
         // first bytes before this exchange began).
-        let deadline = *deadline.get_or_insert_with(|| Instant::now() + timeouts.client_header);
+        let deadline = *deadline.get_or_insert_with(|| Moment::now() + timeouts.client_header);
         let read = timeout_at(deadline, client.downstream.receive(limits.max_header_bytes)).await;
         match read {
             Err(_elapsed) => return Err(Failure::HeadTimeout),
@@ -403,15 +403,15 @@ async fn read_request<D: Downstream>(
 pub(super) struct Sending {
     pub(super) facts: RequestFacts,
     /// `[timeouts] request`'s deadline, if set: no attempt waits past it, and none starts after.
-    pub(super) deadline: Option<Instant>,
+    pub(super) deadline: Option<Moment>,
     /// When the first attempt began (a clock reading that serves more than this).
-    pub(super) began: Instant,
+    pub(super) began: Moment,
 }
 
 impl Sending {
     /// The earlier of an attempt's own deadline and the request's, with the failure its
     /// expiry means.
-    pub(super) fn bound(&self, own: Instant, own_failure: Failure) -> (Instant, Failure) {
+    pub(super) fn bound(&self, own: Moment, own_failure: Failure) -> (Moment, Failure) {
         match self.deadline {
             Some(request) if request <= own => (request, Failure::RequestTimeout),
             _ => (own, own_failure),
@@ -442,7 +442,7 @@ async fn forward<'s, D: Downstream>(
     let mut kept_request =
         replay::may_retry_on_status(pool, whole, idempotent).then(|| KeptRequest::of(&client.out));
     pool.retry_budget
-        .count_request(context.index, second_of(outcome.started.into_std()));
+        .count_request(context.index, second_of(outcome.started));
     // Made at the first failure: most requests never need it.
     let first_choice = sending.facts.choice.server;
     let mut retry: Option<Retry> = None;
@@ -466,7 +466,7 @@ async fn forward<'s, D: Downstream>(
         };
         let failed = match sent {
             Ok((upstream, start, upload_finished)) => {
-                outcome.upstream = Some(start.arrived.duration_since(first_sent));
+                outcome.upstream = Some(start.arrived.saturating_duration_since(first_sent));
                 outcome.ending = Ending::Status(start.status);
                 if pool.passive.count_5xx && start.status >= 500 {
                     context.server_failed(server, &pool.passive);
@@ -586,7 +586,7 @@ impl Sending {
         self.facts.choice.server = Some(next);
         // The client is now on this server: a sticky pool says so with its cookie.
         self.facts.choice.assign_cookie = pool.sticky_cookie.is_some();
-        self.began = Instant::now();
+        self.began = Moment::now();
     }
 }
 
@@ -639,6 +639,7 @@ async fn send_whole<D: Downstream>(
             // The client's writing half, as with a streaming upload: one instance of the head
             // reader serves both (with two, its parse was no longer inlined: +60 instructions
             // a request, callgrind).
+            let timer = client.timer();
             let (_, _, mut client_write) = client.downstream.split();
             let head = respond::read_response_head(
                 &mut server_read,
@@ -647,7 +648,7 @@ async fn send_whole<D: Downstream>(
                 &mut client.out,
                 expected(server, facts, &client.hsts, &upload_done, context),
             );
-            match timeout_at(deadline, head).await {
+            match timer.timeout_at(deadline, head).await {
                 Err(_) => Err(expired),
                 Ok(result) => result,
             }
@@ -728,7 +729,7 @@ async fn send_streaming<D: Downstream>(
                 }
                 // From here the server owes a response within backend_response.
                 let (deadline, expired) = sending.bound(
-                    Instant::now() + facts.timeouts.backend_response,
+                    Moment::now() + facts.timeouts.backend_response,
                     Failure::ResponseTimeout,
                 );
                 let head = match timeout_at(deadline, &mut head_future).await {
@@ -906,6 +907,6 @@ async fn answer_error<D: Downstream>(
             write_error_response(status, failure.detail(), head_only, out);
         }
     }
-    let deadline = Instant::now() + snapshot.timeouts.client_idle;
+    let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let _ = client.downstream.send(&client.out, deadline).await;
 }

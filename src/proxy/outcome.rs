@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::failure::Failure;
 use crate::access_log::Buffered;
@@ -13,7 +13,7 @@ use crate::upstream::{Pool, Server, Snapshot};
 #[derive(Debug, Clone, Copy)]
 pub struct Outcome {
     /// When its first bytes were at hand.
-    pub started: Instant,
+    pub started: Moment,
     /// A request head began to arrive (else the client only closed the connection).
     pub request: bool,
     /// The pool the request was routed to, and the server that answered it or was last tried
@@ -41,7 +41,7 @@ pub struct Outcome {
 impl Outcome {
     pub(super) fn new() -> Outcome {
         Outcome {
-            started: Instant::now(),
+            started: Moment::now(),
             request: true,
             pool: None,
             server: None,

@@ -16,7 +16,7 @@
 //!   request is kept for it, in pools that retry on statuses).
 //! - Anything else goes to the client as it is.
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::context::ProxyContext;
 use super::failure::Failure;
@@ -153,7 +153,7 @@ impl Retry {
         &mut self,
         context: &ProxyContext,
         pool: &'s Pool,
-        deadline: Option<Instant>,
+        deadline: Option<Moment>,
         why: Failover,
     ) -> Option<(usize, ActiveGuard<'s>)> {
         if self.attempts == MOST_ATTEMPTS {
@@ -162,7 +162,7 @@ impl Retry {
         if why == Failover::Retry && self.retries >= pool.retries as usize {
             return None;
         }
-        if deadline.is_some_and(|deadline| Instant::now() >= deadline) {
+        if deadline.is_some_and(|deadline| Moment::now() >= deadline) {
             return None;
         }
         let next = pool.balancer.pick_other(
@@ -172,7 +172,7 @@ impl Retry {
         )?;
         let slot = ActiveGuard::try_take(pool, next)?;
         if why == Failover::Retry {
-            let second = second_of(std::time::Instant::now());
+            let second = second_of(Moment::now());
             let (percent, floor) = (pool.retry_budget_percent, pool.retry_budget_floor);
             if !pool
                 .retry_budget

@@ -5,7 +5,7 @@
 //! not a server's worker. A body larger than that, of unknown length beyond memory, or on a
 //! route that turns buffering off streams to the server as it arrives.
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::context::ProxyContext;
 use super::downstream::Downstream;
@@ -40,7 +40,7 @@ impl BufferedBody<'_> {
     pub async fn send_spilled(
         &self,
         server: &mut Stream,
-        deadline: Instant,
+        deadline: Moment,
         written: &mut usize,
     ) -> Option<Result<(), Failure>> {
         let Some((file, length)) = &self.spilled else {
@@ -141,7 +141,7 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
         }
     };
     if facts.expect_continue {
-        let deadline = Instant::now() + snapshot.timeouts.client_idle;
+        let deadline = Moment::now() + snapshot.timeouts.client_idle;
         match client.downstream.send(CONTINUE, deadline).await {
             Some(Ok(())) => facts.continue_sent = true,
             None => return Err(Failure::ClientStalled),
@@ -155,10 +155,10 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
     let mut spilled = 0u64;
     let memory_end = client.out.len() + (in_memory - upload.data_seen().min(in_memory)) as usize;
     while !upload.is_done() && (file.is_some() || upload.data_seen() <= room) {
-        let idle = Instant::now() + snapshot.timeouts.client_idle;
+        let idle = Moment::now() + snapshot.timeouts.client_idle;
         let slow = buffering
             .rate_deadline(started, upload.data_seen())
-            .map(Instant::from_std)
+            .map(Moment::from)
             .filter(|slow| *slow < idle);
         let read = client.downstream.receive(BUFFER_INITIAL);
         match timeout_at(slow.unwrap_or(idle), read).await {

@@ -6,8 +6,8 @@
 use std::cell::Cell;
 use std::future::poll_fn;
 
+use crate::transport::Moment;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::Instant;
 
 use super::client::scratch;
 use super::context::ProxyContext;
@@ -38,7 +38,7 @@ pub struct ResponseStart {
     pub status: u16,
     /// When the head was at hand: the end of the server's time, and the start of the wait for
     /// the client to take the head (one clock read serves both).
-    pub arrived: Instant,
+    pub arrived: Moment,
     switching: bool,
     body: Body,
     dechunk: bool,
@@ -206,7 +206,7 @@ fn examine_head(
         .map_err(Failure::from_response_head)?;
     let start = ResponseStart {
         status: response.code,
-        arrived: Instant::now(),
+        arrived: Moment::now(),
         switching,
         body: response.body,
         dechunk,
@@ -295,7 +295,7 @@ pub async fn respond<D: Downstream>(
         let relayed = relay_duplex(client, snapshot, &mut download, upload, &mut upstream).await;
         outcome.body_bytes = download.data_seen();
         keep.upload_finished = relayed?;
-        keep.release(upstream, &client.server_buffer, Instant::now());
+        keep.release(upstream, &client.server_buffer, Moment::now());
     } else if !download.is_done() && start.spool && snapshot.buffering.response_memory > 0 {
         relay_through_spool(
             context,
@@ -325,7 +325,7 @@ pub async fn respond<D: Downstream>(
         // (its idle time, which its keep-alive counts, began then); else just now.
         let since = match server_done_with_head {
             true => start.arrived,
-            false => Instant::now(),
+            false => Moment::now(),
         };
         keep.release(upstream, &client.server_buffer, since);
     }
@@ -423,7 +423,7 @@ async fn relay_through_spool<D: Downstream>(
         client_read.closed(),
         &mut spool,
         pace,
-        |upstream, rest| keep.release(upstream, rest, Instant::now()),
+        |upstream, rest| keep.release(upstream, rest, Moment::now()),
     )
     .await;
     outcome.body_bytes = download.data_seen();
@@ -454,7 +454,7 @@ impl Keep<'_> {
     /// from `since`. One that did but is not kept is closed normally; one that did not (the
     /// request body not all sent, or bytes after the response) is dropped as it is, and so reset.
     #[inline]
-    fn release(&self, upstream: ServerStream, rest: &Buffer, since: Instant) {
+    fn release(&self, upstream: ServerStream, rest: &Buffer, since: Moment) {
         if !(self.upload_finished && rest.is_empty()) {
             return;
         }

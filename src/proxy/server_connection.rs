@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::context::ProxyContext;
 use super::exchange::Sending;
@@ -33,7 +33,7 @@ pub(super) async fn server_connection(
     server: &Server,
     fresh_only: bool,
     sending: &Sending,
-) -> Result<(ServerStream, bool, Instant), Failure> {
+) -> Result<(ServerStream, bool, Moment), Failure> {
     let now = sending.began;
     let max_idle = (!fresh_only).then_some(snapshot.timeouts.backend_idle);
     let (idle, in_use) = context.take_idle(server.id, max_idle, now);
@@ -68,7 +68,7 @@ pub(super) async fn server_connection(
             match Stream::connect(server.addr).await {
                 Err(error) if is_out_of_descriptors(&error) => {
                     // Given up a retry early, so that the connect deadline does not fire first.
-                    if Instant::now() + DESCRIPTOR_RETRY >= wait_for_descriptor {
+                    if Moment::now() + DESCRIPTOR_RETRY >= wait_for_descriptor {
                         return Err(Failure::NoDescriptor);
                     }
                     tokio::time::sleep(DESCRIPTOR_RETRY).await;
@@ -101,6 +101,6 @@ pub(super) async fn server_connection(
     match timeout_at(deadline, connect).await {
         Err(_) => Err(expired),
         Ok(Err(failure)) => Err(failure),
-        Ok(Ok(stream)) => Ok((ServerStream::new(stream, in_use), false, Instant::now())),
+        Ok(Ok(stream)) => Ok((ServerStream::new(stream, in_use), false, Moment::now())),
     }
 }

@@ -10,8 +10,8 @@ use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
 
+use crate::transport::Moment;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::time::Instant;
 
 use crate::config::Buffering;
 use crate::http1::relay::{BodyRelay, RelayError, BODY_READ_LIMIT};
@@ -59,9 +59,9 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
     let mut sent = 0u64;
     // While bytes wait for the client: when the current window of its pace began, and what it
     // had taken by then.
-    let mut window: Option<(Instant, u64)> = None;
+    let mut window: Option<(Moment, u64)> = None;
     // A deadline for the disabled timer branch, which is built whether or not it is polled.
-    let relay_began = Instant::now();
+    let relay_began = Moment::now();
     loop {
         if server.is_some() {
             // The body's pieces at hand go straight to the client while nothing waits before
@@ -99,7 +99,7 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
         // (true). No clock is read while nothing waits, as for a client that keeps up.
         let mut late = None;
         if client_waits {
-            let now = Instant::now();
+            let now = Moment::now();
             let idle = now + pace.client_idle;
             late = Some(match pace.buffering.response_window() {
                 Some((length, owed)) => {

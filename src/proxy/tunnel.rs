@@ -10,8 +10,8 @@
 use std::cell::Cell;
 use std::time::Duration;
 
+use crate::transport::Moment;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::time::Instant;
 
 use super::context::ProxyContext;
 use super::downstream::Downstream;
@@ -69,7 +69,7 @@ pub async fn run<D: Downstream>(
 ) -> Tunnelled {
     let to_client = Cell::new(0u64);
     let from_client = Cell::new(0u64);
-    let last_moved = Cell::new(Instant::now());
+    let last_moved = Cell::new(Moment::now());
     let (mut client_read, from_client_buffer, mut client_write) = client.downstream.split();
     let (mut server_read, mut server_write) = server.split();
     let up = one_way(
@@ -109,7 +109,7 @@ pub async fn run<D: Downstream>(
                 Err(side) => break side.failed(),
             },
             () = sleep_until(idle_until) => {
-                if last_moved.get() + idle <= Instant::now() {
+                if last_moved.get() + idle <= Moment::now() {
                     break "idle_timeout";
                 }
             }
@@ -133,7 +133,7 @@ async fn one_way<R, W>(
     from: &mut R,
     buffer: &mut Buffer,
     to: &mut W,
-    (moved, last): (&Cell<u64>, &Cell<Instant>),
+    (moved, last): (&Cell<u64>, &Cell<Moment>),
     (reader, writer): (Side, Side),
 ) -> Result<(), Side>
 where
@@ -151,7 +151,7 @@ where
                     let _ = to.shutdown().await;
                     return Ok(());
                 }
-                Ok(_) => last.set(Instant::now()),
+                Ok(_) => last.set(Moment::now()),
                 Err(_) => return Err(reader),
             }
         }
@@ -160,7 +160,7 @@ where
             Ok(n) => {
                 buffer.consume(n);
                 moved.set(moved.get() + n as u64);
-                last.set(Instant::now());
+                last.set(Moment::now());
             }
         }
     }

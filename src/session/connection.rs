@@ -8,8 +8,8 @@ use std::io;
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use crate::transport::Moment;
 use tokio::io::AsyncWriteExt;
-use tokio::time::Instant;
 
 use crate::proxy::{BodySource, Downstream};
 use crate::transport::deadline::timeout_at;
@@ -101,7 +101,7 @@ impl Connection {
         if self.stream.shutdown().await.is_err() {
             return;
         }
-        let deadline = Instant::now() + LINGER;
+        let deadline = Moment::now() + LINGER;
         let mut discarded = 0;
         while discarded < MOST_DISCARDED {
             let received = &mut self.received;
@@ -150,7 +150,7 @@ impl Downstream for Connection {
     fn send(
         &mut self,
         bytes: &[u8],
-        deadline: Instant,
+        deadline: Moment,
     ) -> impl Future<Output = Option<io::Result<()>>> {
         write_all_by(&mut self.stream, bytes, deadline, &mut self.sent)
     }

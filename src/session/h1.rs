@@ -9,12 +9,14 @@ use std::time::Duration;
 
 use tokio::time::Instant;
 
+use crate::transport::Moment;
+
 use super::connection::Connection;
 use super::h2;
 use super::handshake::handshake;
 use crate::config::tls::ALPN_H2;
 use crate::proxy::{serve_one, Client, Next, ProxyContext};
-use crate::transport::deadline::{timeout, timeout_at, until_or_stop, Expiry};
+use crate::transport::deadline::{timeout, timeout_at, Expiry};
 use crate::transport::recycle::Recycled;
 use crate::transport::{Buffer, Detached, BUFFER_INITIAL};
 use crate::upstream::Snapshot;
@@ -56,7 +58,7 @@ pub async fn serve<Q>(
     let stream = match snapshot.listener_tls(listener) {
         // A new connection on a TLS listener: the handshake first (a parked one has had it).
         Some(tls) if !stream.is_tls() => {
-            let deadline = Instant::now() + snapshot.timeouts.tls_handshake;
+            let deadline = Moment::now() + snapshot.timeouts.tls_handshake;
             match handshake(context, stream, tls, peer, deadline).await {
                 Some(stream) => stream,
                 None => return,
@@ -83,7 +85,7 @@ pub async fn serve<Q>(
         return h2::serve(context, stream, received, peer, listener, resumed_h2, quiet).await;
     }
     let h2c = snapshot.listener_h2c(listener);
-    let first_bytes_by = Instant::now() + snapshot.timeouts.client_header;
+    let first_bytes_by = Moment::now() + snapshot.timeouts.client_header;
     let most = snapshot.limits.max_header_bytes;
     drop(snapshot);
     let mut stream = stream;
@@ -108,7 +110,7 @@ pub async fn serve<Q>(
     }
     let mut client = Client::new(Connection::with_received(stream, received, peer));
     // Where the client's silence began: its arrival, then the end of each exchange.
-    let mut quiet_since = Instant::now();
+    let mut quiet_since = Moment::now();
     // How the connection ends, when it ends by a close: lingering, or at once.
     let linger = loop {
         let snapshot = context.snapshot();
@@ -118,7 +120,7 @@ pub async fn serve<Q>(
                 Waited::Quiet { deadline } => {
                     let (stream, _) = client.into_parts().0.into_parts();
                     if let Ok(stream) = stream.detach() {
-                        quiet(stream, None, deadline);
+                        quiet(stream, None, deadline.to_instant());
                     }
                     return;
                 }
@@ -154,7 +156,7 @@ enum Waited {
     /// Its first bytes are in the client's buffer.
     Request,
     /// Nothing for `PARK_AFTER`: park the connection until `deadline` (its idle timeout).
-    Quiet { deadline: Instant },
+    Quiet { deadline: Moment },
     /// The client stayed idle past `client_idle`, or a stop began: close, lingering.
     Close,
     /// The client closed the connection (or it failed): nothing more can come.
@@ -166,7 +168,7 @@ enum Waited {
 async fn wait_for_request(
     client: &mut Client<Connection>,
     snapshot: &Snapshot,
-    since: Instant,
+    since: Moment,
     parks: bool,
 ) -> Waited {
     client.release_idle_memory();
@@ -176,6 +178,7 @@ async fn wait_for_request(
         snapshot.limits.max_header_bytes,
     );
     let parks = parks && idle > PARK_AFTER;
+    let timer = client.timer();
     let first_bytes = async {
         match client.downstream().read_first_bytes(most).await {
             true => Waited::Request,
@@ -185,7 +188,7 @@ async fn wait_for_request(
     let wait = if parks { PARK_AFTER } else { idle };
     tokio::pin!(first_bytes);
     // One entry in the worker's wheel for both the wait's end and a stop.
-    match until_or_stop(since + wait, &mut first_bytes).await {
+    match timer.until_or_stop(since + wait, &mut first_bytes).await {
         Ok(waited) => waited,
         Err(Expiry::Elapsed) if parks => Waited::Quiet {
             deadline: since + idle,

@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use tokio::time::Instant;
+use crate::transport::Moment;
 
 use super::connection::Connection;
 use crate::config::acme::ALPN_ACME_TLS;
@@ -39,10 +39,10 @@ pub async fn handshake(
     stream: Detached,
     tls: &ListenerTls,
     peer: SocketAddr,
-    deadline: Instant,
+    deadline: Moment,
 ) -> Option<Stream> {
     let counters = &context.counters().tls;
-    let started = Instant::now();
+    let started = Moment::now();
     let handshaking = &context.load().handshaking;
     handshaking.fetch_add(1, Ordering::Relaxed);
     let done = timeout_at(deadline, stream.accept_tls(&tls.server_config)).await;
@@ -89,7 +89,7 @@ pub async fn handshake(
 
 /// Tells a cleartext client it reached a TLS port, then closes lingering (its request is unread,
 /// and a close with unread bytes would reset the answer away).
-async fn answer_plain_http(stream: Detached, peer: SocketAddr, deadline: Instant) {
+async fn answer_plain_http(stream: Detached, peer: SocketAddr, deadline: Moment) {
     let Ok(stream) = stream.into_stream() else {
         return;
     };

@@ -3,14 +3,15 @@
 //! halves within one call), Nagle turned off before its second write. `stream.rs`'s `Stream::Client`.
 
 use std::cell::{Cell, OnceCell};
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::{AsFd, BorrowedFd};
 use std::task::{ready, Context, Poll};
 
 use tokio::io::{Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::stream::{recv_into, shutdown_write};
+use super::stream::{poll_recv, recv_into, shutdown_write, try_send};
+use super::sys;
 
 /// A client's TCP connection, read and written directly until it has to wait, then registered
 /// with the worker's runtime. The cells let the two halves of a split stream register it, each
@@ -165,26 +166,7 @@ impl ClientTcp {
         if let Some(read) = self.read_unregistered(buf) {
             return Poll::Ready(read.map(|_| ()));
         }
-        let stream = self.registration()?;
-        loop {
-            ready!(stream.poll_read_ready(cx))?;
-            let room = buf.remaining();
-            let mut short = None;
-            let read = stream.try_io(Interest::READABLE, || {
-                let n = recv_into(stream.as_fd(), buf)?;
-                if n > 0 && n < room {
-                    // WouldBlock makes try_io clear the readiness; the bytes are kept.
-                    short = Some(n);
-                    return Err(io::ErrorKind::WouldBlock.into());
-                }
-                Ok(n)
-            });
-            match (short, read) {
-                (Some(_), _) => return Poll::Ready(Ok(())),
-                (None, Err(error)) if error.kind() == io::ErrorKind::WouldBlock => {}
-                (None, read) => return Poll::Ready(read.map(|_| ())),
-            }
-        }
+        poll_recv(self.registration()?, cx, buf)
     }
 
     /// As [`ClientTcp::poll_read`], for a write.
@@ -208,11 +190,11 @@ impl ClientTcp {
         let written = match held {
             Held::Unregistered(socket) => {
                 self.before_write(socket.as_fd());
-                (&**socket).write(bytes)
+                sys::send(socket.as_fd(), bytes)
             }
             Held::Registered(stream) => {
                 self.before_write(stream.as_fd());
-                stream.try_write(bytes)
+                try_send(stream, bytes)
             }
             Held::Lost => Err(lost()),
         };

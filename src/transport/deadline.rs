@@ -12,6 +12,11 @@
 //! An entry let go before its deadline (the usual end: the wait was answered) leaves its slot at
 //! once (its key swapped with the slot's last), so the wheel holds only the waits under way.
 //!
+//! A connection's waits that come one after another go through a [`Timer`] of its own: one
+//! entry, armed for each wait and left in its slot between them (see there).
+//!
+//! Deadlines are [`Moment`]s, the request path's clock; a wait on tokio's timer converts.
+//!
 //! The worker's graceful stop also goes through the wheel: [`stop_waits`] ends every wait made
 //! with [`until_or_stop`] at once, and any made after it, as a connection between requests needs.
 //!
@@ -24,10 +29,14 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
-use tokio::time::{Instant, Sleep};
+use tokio::time::Sleep;
+
+use super::clock::Moment;
 
 /// Slots in the wheel, of a millisecond each: one turn is a little over a second.
 const SLOTS: usize = 1024;
+/// A tick (a slot's time) in nanoseconds.
+const NANOS_PER_TICK: u64 = 1_000_000;
 /// Marks the end of the free list, and "no tick".
 const NONE: u32 = u32::MAX;
 
@@ -46,22 +55,90 @@ pub enum Expiry {
 
 /// `future`, unless `deadline` passes first. As `tokio::time::timeout_at`, with the worker's
 /// wheel.
-pub fn timeout_at<F: Future>(deadline: Instant, future: F) -> Timeout<F> {
+pub fn timeout_at<F: Future>(deadline: Moment, future: F) -> Timeout<F> {
     Timeout(Bounded::new(deadline, future, false))
 }
 
 /// `future`, unless `limit` passes first.
 pub fn timeout<F: Future>(limit: Duration, future: F) -> Timeout<F> {
-    timeout_at(Instant::now() + limit, future)
+    timeout_at(Moment::now() + limit, future)
 }
 
 /// `future`, unless `deadline` passes or the worker begins a graceful stop first.
-pub fn until_or_stop<F: Future>(deadline: Instant, future: F) -> UntilOrStop<F> {
+pub fn until_or_stop<F: Future>(deadline: Moment, future: F) -> UntilOrStop<F> {
     UntilOrStop(Bounded::new(deadline, future, true))
 }
 
+/// A connection's own entry in its worker's wheel, kept from one wait to the next: the waits
+/// of its request path that come one after another (the next request, a server's response
+/// head) arm it and let it go, where a plain wait takes an entry and frees it. Arming stores the
+/// new deadline and, when the entry's slot comes later than the deadline, moves it; letting go
+/// leaves it where it is: the wheel skips or moves it when its slot comes up. So a wait that is
+/// answered costs a few stores, not a registration and a removal (callgrind: about 400 of a
+/// keep-alive request's instructions, bench/results/diet.md).
+///
+/// One wait at a time: a wait made through it while another is armed takes a plain entry. It
+/// belongs to the thread that made it (a wheel is per thread), and frees its entry when dropped.
+pub struct Timer {
+    key: Option<Key>,
+    /// Not `Send`: its key is an index into this thread's wheel.
+    _thread: std::marker::PhantomData<*const ()>,
+}
+
+impl Timer {
+    /// An entry in this thread's wheel, or none on a thread that drives no wheel (its waits
+    /// then use tokio's timer, as plain ones do).
+    pub fn new() -> Timer {
+        let key = WHEEL
+            .try_with(|wheel| wheel.borrow_mut().own_entry())
+            .ok()
+            .flatten();
+        Timer {
+            key,
+            _thread: std::marker::PhantomData,
+        }
+    }
+
+    /// What the waits are made through: a copy of the entry's key.
+    pub fn waits(&self) -> TimerWaits {
+        TimerWaits { key: self.key }
+    }
+}
+
+impl Default for Timer {
+    fn default() -> Timer {
+        Timer::new()
+    }
+}
+
+impl Drop for Timer {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            let _ = WHEEL.try_with(|wheel| wheel.borrow_mut().release(key));
+        }
+    }
+}
+
+/// The waits made through a [`Timer`]; as [`timeout_at`] and [`until_or_stop`].
+#[derive(Clone, Copy)]
+pub struct TimerWaits {
+    key: Option<Key>,
+}
+
+impl TimerWaits {
+    /// `future`, unless `deadline` passes first.
+    pub fn timeout_at<F: Future>(self, deadline: Moment, future: F) -> Timeout<F> {
+        Timeout(Bounded::owned(deadline, future, false, self.key))
+    }
+
+    /// `future`, unless `deadline` passes or the worker begins a graceful stop first.
+    pub fn until_or_stop<F: Future>(self, deadline: Moment, future: F) -> UntilOrStop<F> {
+        UntilOrStop(Bounded::owned(deadline, future, true, self.key))
+    }
+}
+
 /// Completes at `deadline`.
-pub async fn sleep_until(deadline: Instant) {
+pub async fn sleep_until(deadline: Moment) {
     let _ = timeout_at(deadline, std::future::pending::<()>()).await;
 }
 
@@ -96,27 +173,37 @@ impl<F: Future> Future for UntilOrStop<F> {
 /// A future with a deadline, and its place in the wheel once it had to wait.
 struct Bounded<F> {
     future: F,
-    deadline: Instant,
+    deadline: Moment,
     stop_ends_it: bool,
-    timer: Timer,
+    /// The [`Timer`] it waits through, if any.
+    owner: Option<Key>,
+    timer: Waiting,
 }
 
-enum Timer {
+enum Waiting {
     /// Not yet registered: the future has not had to wait.
     None,
-    /// An entry in this thread's wheel.
+    /// An entry of its own in this thread's wheel.
     Wheel(Key),
+    /// Its owner's entry, armed for it.
+    Owned(Key),
     /// tokio's timer, on a thread that drives no wheel (boxed: rare, and large).
     Tokio(Pin<Box<Sleep>>),
 }
 
 impl<F: Future> Bounded<F> {
-    fn new(deadline: Instant, future: F, stop_ends_it: bool) -> Bounded<F> {
+    fn new(deadline: Moment, future: F, stop_ends_it: bool) -> Bounded<F> {
+        Bounded::owned(deadline, future, stop_ends_it, None)
+    }
+
+    #[inline]
+    fn owned(deadline: Moment, future: F, stop_ends_it: bool, owner: Option<Key>) -> Bounded<F> {
         Bounded {
             future,
             deadline,
             stop_ends_it,
-            timer: Timer::None,
+            owner,
+            timer: Waiting::None,
         }
     }
 
@@ -130,21 +217,31 @@ impl<F: Future> Bounded<F> {
             return Poll::Ready(Ok(output));
         }
         let ended = match &mut this.timer {
-            Timer::Wheel(key) => with_wheel(|wheel| wheel.poll_entry(*key, cx.waker())),
-            Timer::Tokio(sleep) => sleep.as_mut().poll(cx).map(|()| Expiry::Elapsed),
-            Timer::None => {
+            Waiting::Owned(key) => with_wheel(|wheel| wheel.poll_owned(*key, cx.waker())),
+            Waiting::Wheel(key) => with_wheel(|wheel| wheel.poll_entry(*key, cx.waker())),
+            Waiting::Tokio(sleep) => sleep.as_mut().poll(cx).map(|()| Expiry::Elapsed),
+            Waiting::None => {
                 let waker = cx.waker();
                 let (deadline, stop_ends_it) = (this.deadline, this.stop_ends_it);
-                match with_wheel(|wheel| wheel.register(deadline, waker, stop_ends_it)) {
+                let registered = with_wheel(|wheel| {
+                    this.owner
+                        .and_then(|key| wheel.arm(key, deadline, waker, stop_ends_it))
+                        .unwrap_or_else(|| wheel.register(deadline, waker, stop_ends_it))
+                });
+                match registered {
+                    Registered::Armed(key) => {
+                        this.timer = Waiting::Owned(key);
+                        Poll::Pending
+                    }
                     Registered::Waiting(key) => {
-                        this.timer = Timer::Wheel(key);
+                        this.timer = Waiting::Wheel(key);
                         Poll::Pending
                     }
                     Registered::Ended(why) => Poll::Ready(why),
                     Registered::NotDriven => {
-                        let mut sleep = Box::pin(tokio::time::sleep_until(deadline));
+                        let mut sleep = Box::pin(tokio::time::sleep_until(deadline.to_instant()));
                         let polled = sleep.as_mut().poll(cx).map(|()| Expiry::Elapsed);
-                        this.timer = Timer::Tokio(sleep);
+                        this.timer = Waiting::Tokio(sleep);
                         polled
                     }
                 }
@@ -156,9 +253,15 @@ impl<F: Future> Bounded<F> {
 
 impl<F> Drop for Bounded<F> {
     fn drop(&mut self) {
-        if let Timer::Wheel(key) = self.timer {
-            // `try_with`: a task dropped while the thread ends finds its wheel gone.
-            let _ = WHEEL.try_with(|wheel| wheel.borrow_mut().release(key));
+        // `try_with`: a task dropped while the thread ends finds its wheel gone.
+        match self.timer {
+            Waiting::Wheel(key) => {
+                let _ = WHEEL.try_with(|wheel| wheel.borrow_mut().release(key));
+            }
+            Waiting::Owned(key) => {
+                let _ = WHEEL.try_with(|wheel| wheel.borrow_mut().disarm(key));
+            }
+            Waiting::None | Waiting::Tokio(_) => {}
         }
     }
 }
@@ -172,6 +275,7 @@ struct Key {
 
 enum Registered {
     Waiting(Key),
+    Armed(Key),
     Ended(Expiry),
     NotDriven,
 }
@@ -186,12 +290,24 @@ enum State {
         stop_ends_it: bool,
     },
     Ended(Expiry),
+    /// A [`Timer`]'s: armed by one wait after another, and left in its slot between them.
+    Owned {
+        /// The task of its last wait.
+        waker: Option<Waker>,
+        /// A wait is under way (its deadline is `due`).
+        armed: bool,
+        stop_ends_it: bool,
+        /// Why the wait under way ended, once it has.
+        ended: Option<Expiry>,
+    },
 }
 
 struct Entry {
     /// The tick from which it is due.
     due: u64,
     generation: u32,
+    /// The slot its key is in, when `position` is not `NONE`.
+    slot: u32,
     /// Where its key is in its slot (`NONE`: in no slot, the wheel having passed it).
     position: u32,
     state: State,
@@ -202,7 +318,7 @@ struct Wheel {
     /// A driver runs on this thread.
     driven: bool,
     /// Tick 0.
-    origin: Option<Instant>,
+    origin: Option<Moment>,
     /// The first tick whose slot has not been visited yet.
     next_tick: u64,
     entries: Vec<Entry>,
@@ -245,25 +361,25 @@ impl Wheel {
 
     /// The first tick at or after `at` (a deadline is never met early).
     #[inline]
-    fn tick_at_or_after(&self, at: Instant) -> u64 {
+    fn tick_at_or_after(&self, at: Moment) -> u64 {
         let Some(origin) = self.origin else {
             return 0;
         };
-        let since = at.saturating_duration_since(origin);
-        since.as_secs() * 1000 + u64::from(since.subsec_nanos()).div_ceil(1_000_000)
+        at.nanos()
+            .saturating_sub(origin.nanos())
+            .div_ceil(NANOS_PER_TICK)
     }
 
     /// The tick `at` falls in.
-    fn tick_of(&self, at: Instant) -> u64 {
+    fn tick_of(&self, at: Moment) -> u64 {
         let Some(origin) = self.origin else {
             return 0;
         };
-        let since = at.saturating_duration_since(origin);
-        since.as_secs() * 1000 + u64::from(since.subsec_nanos()) / 1_000_000
+        at.nanos().saturating_sub(origin.nanos()) / NANOS_PER_TICK
     }
 
     #[inline]
-    fn register(&mut self, deadline: Instant, waker: &Waker, stop_ends_it: bool) -> Registered {
+    fn register(&mut self, deadline: Moment, waker: &Waker, stop_ends_it: bool) -> Registered {
         if !self.driven {
             return Registered::NotDriven;
         }
@@ -279,12 +395,21 @@ impl Wheel {
             waker: waker.clone(),
             stop_ends_it,
         };
-        let key = match self.free {
+        let key = self.take_entry(due, state);
+        self.insert(key, due);
+        Registered::Waiting(key)
+    }
+
+    /// An unused entry, now holding `state` and due at `due` (in no slot yet).
+    #[inline]
+    fn take_entry(&mut self, due: u64, state: State) -> Key {
+        match self.free {
             NONE => {
                 let index = self.entries.len() as u32;
                 self.entries.push(Entry {
                     due,
                     generation: 0,
+                    slot: 0,
                     position: NONE,
                     state,
                 });
@@ -305,9 +430,17 @@ impl Wheel {
                     generation: entry.generation,
                 }
             }
-        };
+        }
+    }
+
+    /// Puts `key` in the slot of tick `due`, waking the driver when that comes before its sleep
+    /// ends.
+    #[inline]
+    fn insert(&mut self, key: Key, due: u64) {
         let slot = (due % SLOTS as u64) as usize;
-        self.entries[key.index as usize].position = self.slots[slot].len() as u32;
+        let entry = &mut self.entries[key.index as usize];
+        entry.slot = slot as u32;
+        entry.position = self.slots[slot].len() as u32;
         self.slots[slot].push(key);
         self.occupied[slot / 64] |= 1 << (slot % 64);
         if due < self.driver_due {
@@ -317,7 +450,117 @@ impl Wheel {
                 driver.wake_by_ref();
             }
         }
-        Registered::Waiting(key)
+    }
+
+    /// A [`Timer`]'s entry, on a driven wheel.
+    fn own_entry(&mut self) -> Option<Key> {
+        self.driven.then(|| {
+            let state = State::Owned {
+                waker: None,
+                armed: false,
+                stop_ends_it: false,
+                ended: None,
+            };
+            self.take_entry(0, state)
+        })
+    }
+
+    /// Arms the [`Timer`] entry `key` for a wait until `deadline`; `None` when it cannot serve
+    /// (a wait is armed on it already, or its timer is gone): the wait takes an entry of its own.
+    #[inline]
+    fn arm(
+        &mut self,
+        key: Key,
+        deadline: Moment,
+        waker: &Waker,
+        stop_ends_it: bool,
+    ) -> Option<Registered> {
+        if !self.driven {
+            return Some(Registered::NotDriven);
+        }
+        if stop_ends_it && self.stopping {
+            return Some(Registered::Ended(Expiry::Stopping));
+        }
+        let due = self.tick_at_or_after(deadline);
+        if due < self.next_tick {
+            return Some(Registered::Ended(Expiry::Elapsed));
+        }
+        let visits = self.next_visit(self.entries.get(key.index as usize)?.slot);
+        let entry = &mut self.entries[key.index as usize];
+        if entry.generation != key.generation {
+            return None;
+        }
+        let State::Owned {
+            waker: kept,
+            armed,
+            stop_ends_it: stops,
+            ended,
+        } = &mut entry.state
+        else {
+            return None;
+        };
+        if *armed {
+            return None;
+        }
+        (*armed, *stops, *ended) = (true, stop_ends_it, None);
+        match kept {
+            Some(kept) if kept.will_wake(waker) => {}
+            kept => *kept = Some(waker.clone()),
+        }
+        entry.due = due;
+        if entry.position == NONE {
+            self.insert(key, due);
+        } else if visits > due {
+            // Its slot comes up after the deadline: it moves to the deadline's.
+            let (slot, position) = (entry.slot as usize, entry.position as usize);
+            self.remove_from_slot(slot, position);
+            self.insert(key, due);
+        }
+        // Otherwise its slot comes up first, and the wheel moves it on then.
+        Some(Registered::Armed(key))
+    }
+
+    /// The tick at which the wheel next visits `slot`.
+    #[inline]
+    fn next_visit(&self, slot: u32) -> u64 {
+        let from = (self.next_tick % SLOTS as u64) as u32;
+        self.next_tick + u64::from((slot + SLOTS as u32 - from) % SLOTS as u32)
+    }
+
+    #[inline]
+    fn poll_owned(&mut self, key: Key, waker: &Waker) -> Poll<Expiry> {
+        let entry = &mut self.entries[key.index as usize];
+        debug_assert_eq!(
+            entry.generation, key.generation,
+            "a timer dropped while it waited"
+        );
+        match &mut entry.state {
+            State::Owned {
+                ended: Some(why), ..
+            } => Poll::Ready(*why),
+            State::Owned {
+                waker: Some(kept), ..
+            } => {
+                if !kept.will_wake(waker) {
+                    kept.clone_from(waker);
+                }
+                Poll::Pending
+            }
+            _ => Poll::Ready(Expiry::Elapsed),
+        }
+    }
+
+    /// The wait armed on the [`Timer`] entry `key` is over: the entry stays in its slot, for
+    /// the next wait or for the wheel to drop when it comes up.
+    #[inline]
+    fn disarm(&mut self, key: Key) {
+        let entry = &mut self.entries[key.index as usize];
+        if entry.generation != key.generation {
+            return;
+        }
+        if let State::Owned { armed, ended, .. } = &mut entry.state {
+            (*armed, *ended) = (false, None);
+        }
     }
 
     #[inline]
@@ -330,7 +573,9 @@ impl Wheel {
                 Poll::Pending
             }
             State::Ended(why) => Poll::Ready(*why),
-            State::Free { .. } => unreachable!("a wait's entry was freed while it was held"),
+            State::Free { .. } | State::Owned { .. } => {
+                unreachable!("a wait's entry was freed while it was held")
+            }
         }
     }
 
@@ -340,13 +585,13 @@ impl Wheel {
     #[inline]
     fn release(&mut self, key: Key) {
         let entry = &mut self.entries[key.index as usize];
-        let (due, position) = (entry.due, entry.position);
+        let (slot, position) = (entry.slot, entry.position);
         entry.generation = entry.generation.wrapping_add(1);
         entry.state = State::Free { next: self.free };
         entry.position = NONE;
         self.free = key.index;
         if position != NONE {
-            self.remove_from_slot((due % SLOTS as u64) as usize, position as usize);
+            self.remove_from_slot(slot as usize, position as usize);
         }
     }
 
@@ -379,6 +624,35 @@ impl Wheel {
             while let Some(&key) = self.slots[slot].get(position) {
                 let entry = &mut self.entries[key.index as usize];
                 debug_assert_eq!(entry.generation, key.generation, "a released key in a slot");
+                if let State::Owned {
+                    waker,
+                    armed,
+                    ended,
+                    ..
+                } = &mut entry.state
+                {
+                    let due = entry.due;
+                    if *armed && ended.is_none() && due > now {
+                        let to = (due % SLOTS as u64) as usize;
+                        if to == slot {
+                            // A deadline a turn or more away.
+                            position += 1;
+                        } else {
+                            // Armed again, later, since it came here: on to its deadline's.
+                            self.remove_from_slot(slot, position);
+                            self.insert(key, due);
+                        }
+                        continue;
+                    }
+                    if *armed && ended.is_none() {
+                        *ended = Some(Expiry::Elapsed);
+                        woken.extend(waker.clone());
+                    }
+                    // Due, or no wait under way: out of the wheel until armed again.
+                    entry.position = NONE;
+                    self.remove_from_slot(slot, position);
+                    continue;
+                }
                 // A deadline a turn or more away.
                 if entry.due > now {
                     position += 1;
@@ -426,6 +700,17 @@ impl Wheel {
     fn stop(&mut self, woken: &mut Vec<Waker>) {
         self.stopping = true;
         for entry in &mut self.entries {
+            if let State::Owned {
+                waker,
+                armed: true,
+                stop_ends_it: true,
+                ended: ended @ None,
+            } = &mut entry.state
+            {
+                *ended = Some(Expiry::Stopping);
+                woken.extend(waker.clone());
+                continue;
+            }
             if matches!(
                 entry.state,
                 State::Waiting {
@@ -466,7 +751,7 @@ pub async fn drive() {
         }
     }
     with_wheel(|wheel| {
-        let now = Instant::now();
+        let now = Moment::now();
         let origin = *wheel.origin.get_or_insert(now);
         if wheel.slots.is_empty() {
             // Room in every slot from the start (32 KiB): a slot's first key would otherwise
@@ -478,12 +763,12 @@ pub async fn drive() {
         wheel.stopping = false;
     });
     let _driving = Driving;
-    let mut sleep = Box::pin(tokio::time::sleep_until(Instant::now()));
+    let mut sleep = Box::pin(tokio::time::sleep_until(tokio::time::Instant::now()));
     let mut sleeping_until = None;
     let mut woken = Vec::new();
     std::future::poll_fn(|cx| loop {
         let target = with_wheel(|wheel| {
-            let now = wheel.tick_of(Instant::now());
+            let now = wheel.tick_of(Moment::now());
             wheel.advance(now, &mut woken);
             let next = wheel.next_occupied();
             wheel.driver_due = next.unwrap_or(u64::MAX);
@@ -491,7 +776,7 @@ pub async fn drive() {
                 Some(driver) if driver.will_wake(cx.waker()) => {}
                 driver => *driver = Some(cx.waker().clone()),
             }
-            let origin = wheel.origin.unwrap_or_else(Instant::now);
+            let origin = wheel.origin.unwrap_or_else(Moment::now);
             next.map(|tick| origin + Duration::from_millis(tick))
         });
         woken.drain(..).for_each(Waker::wake);
@@ -500,7 +785,7 @@ pub async fn drive() {
             return Poll::<()>::Pending;
         };
         if sleeping_until != Some(target) {
-            sleep.as_mut().reset(target);
+            sleep.as_mut().reset(target.to_instant());
             sleeping_until = Some(target);
         }
         if sleep.as_mut().poll(cx).is_pending() {
@@ -535,11 +820,11 @@ mod tests {
     fn a_wait_ends_at_its_deadline_never_before() {
         on_a_driven_thread(|| async {
             for millis in [0u64, 3, 20, 45] {
-                let began = Instant::now();
+                let began = Moment::now();
                 let deadline = began + Duration::from_millis(millis);
                 let waited = timeout_at(deadline, std::future::pending::<()>()).await;
                 assert_eq!(waited, Err(Elapsed));
-                let now = Instant::now();
+                let now = Moment::now();
                 assert!(now >= deadline, "{millis} ms: ended early");
                 assert!(
                     now - deadline < Duration::from_millis(30),
@@ -550,16 +835,22 @@ mod tests {
         });
     }
 
+    /// A receiver of `value`, sent by another task after a turn of the runtime.
+    fn answered_soon(value: u32) -> tokio::sync::oneshot::Receiver<u32> {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        tokio::task::spawn_local(async move {
+            tokio::task::yield_now().await;
+            let _ = sender.send(value);
+        });
+        receiver
+    }
+
     #[test]
     fn an_answered_wait_is_answered_and_lets_its_entry_go() {
         on_a_driven_thread(|| async {
-            let far = Instant::now() + Duration::from_secs(60);
+            let far = Moment::now() + Duration::from_secs(60);
             for round in 0..1000 {
-                let (sender, receiver) = tokio::sync::oneshot::channel();
-                tokio::task::spawn_local(async move {
-                    tokio::task::yield_now().await;
-                    let _ = sender.send(round);
-                });
+                let receiver = answered_soon(round);
                 assert_eq!(timeout_at(far, receiver).await, Ok(Ok(round)));
             }
             // Each entry was let go before the next was taken: one is reused throughout, and
@@ -572,7 +863,7 @@ mod tests {
     #[test]
     fn deadlines_a_turn_of_the_wheel_and_more_away_wait_for_their_turn() {
         on_a_driven_thread(|| async {
-            let began = Instant::now();
+            let began = Moment::now();
             let ended = Rc::new(Cell::new(Vec::new()));
             // 1,030 ms is a turn of the wheel and 6 slots on: it must not end at slot 6.
             let waits: Vec<_> = [1030u64, 6, 500]
@@ -582,7 +873,7 @@ mod tests {
                     tokio::task::spawn_local(async move {
                         let deadline = began + Duration::from_millis(millis);
                         let _ = timeout_at(deadline, std::future::pending::<()>()).await;
-                        assert!(Instant::now() >= deadline);
+                        assert!(Moment::now() >= deadline);
                         let mut order = ended.take();
                         order.push(millis);
                         ended.set(order);
@@ -599,10 +890,10 @@ mod tests {
     #[test]
     fn a_stop_ends_waits_that_it_ends_now_and_later_and_no_others() {
         on_a_driven_thread(|| async {
-            let far = Instant::now() + Duration::from_secs(60);
+            let far = Moment::now() + Duration::from_secs(60);
             let idle = tokio::task::spawn_local(until_or_stop(far, std::future::pending::<()>()));
             let bounded = tokio::task::spawn_local(timeout_at(
-                Instant::now() + Duration::from_millis(200),
+                Moment::now() + Duration::from_millis(200),
                 std::future::pending::<()>(),
             ));
             tokio::task::yield_now().await;
@@ -611,19 +902,146 @@ mod tests {
             let later = until_or_stop(far, std::future::pending::<()>()).await;
             assert_eq!(later, Err(Expiry::Stopping));
             // A plain deadline keeps running to its end.
-            let began = Instant::now();
+            let began = Moment::now();
             assert_eq!(bounded.await.unwrap(), Err(Elapsed));
             assert!(began.elapsed() > Duration::from_millis(100));
             with_wheel(|wheel| wheel.stopping = false);
         });
     }
 
+    /// Keys in slots, and entries not free.
+    fn occupancy() -> (usize, usize) {
+        with_wheel(|wheel| {
+            let keys = wheel.slots.iter().map(Vec::len).sum();
+            let used = wheel
+                .entries
+                .iter()
+                .filter(|entry| !matches!(entry.state, State::Free { .. }))
+                .count();
+            (keys, used)
+        })
+    }
+
+    #[test]
+    fn a_timer_s_waits_end_at_their_deadlines_and_share_one_entry() {
+        on_a_driven_thread(|| async {
+            let timer = Timer::new();
+            assert_eq!(occupancy(), (0, 1));
+            let far = Moment::now() + Duration::from_secs(60);
+            for round in 0..1000 {
+                let receiver = answered_soon(round);
+                let waits = timer.waits();
+                assert_eq!(waits.timeout_at(far, receiver).await, Ok(Ok(round)));
+            }
+            // One entry throughout, in one slot at most, whatever the waits did.
+            assert_eq!(occupancy(), (1, 1));
+            for millis in [3u64, 20, 45] {
+                let deadline = Moment::now() + Duration::from_millis(millis);
+                let waited = timer
+                    .waits()
+                    .timeout_at(deadline, std::future::pending::<()>())
+                    .await;
+                assert_eq!(waited, Err(Elapsed));
+                let now = Moment::now();
+                assert!(now >= deadline, "{millis} ms: ended early");
+                assert!(
+                    now - deadline < Duration::from_millis(30),
+                    "{millis} ms late"
+                );
+            }
+            drop(timer);
+            assert_eq!(occupancy(), (0, 0));
+        });
+    }
+
+    #[test]
+    fn a_timer_armed_later_than_its_slot_waits_for_its_own_deadline() {
+        on_a_driven_thread(|| async {
+            let timer = Timer::new();
+            // Armed for 20 ms and answered: its key stays in the 20 ms slot.
+            let soon = Moment::now() + Duration::from_millis(20);
+            assert_eq!(timer.waits().timeout_at(soon, async { 1 }).await, Ok(1));
+            let ready = timer.waits().timeout_at(soon, tokio::task::yield_now());
+            assert_eq!(ready.await, Ok(()));
+            // Armed again for a minute: when the 20 ms slot comes up, it is moved on, not
+            // ended (a plain deadline of 150 ms ends first).
+            let far = Moment::now() + Duration::from_secs(60);
+            let long = timer.waits().timeout_at(far, std::future::pending::<()>());
+            let began = Moment::now();
+            let outer = timeout_at(began + Duration::from_millis(150), long).await;
+            assert_eq!(outer, Err(Elapsed));
+            assert!(began.elapsed() >= Duration::from_millis(150));
+            // Armed for a minute and then, sooner, for 40 ms: it moves back to 40 ms.
+            let began = Moment::now();
+            let short = timer.waits().timeout_at(
+                began + Duration::from_millis(40),
+                std::future::pending::<()>(),
+            );
+            assert_eq!(short.await, Err(Elapsed));
+            assert!(began.elapsed() >= Duration::from_millis(40));
+            assert!(began.elapsed() < Duration::from_millis(100));
+        });
+    }
+
+    #[test]
+    fn a_second_wait_on_a_busy_timer_takes_an_entry_of_its_own() {
+        on_a_driven_thread(|| async {
+            let timer = Timer::new();
+            let waits = timer.waits();
+            let began = Moment::now();
+            let first = waits.timeout_at(
+                began + Duration::from_millis(60),
+                std::future::pending::<()>(),
+            );
+            let second = waits.timeout_at(began + Duration::from_millis(20), async {
+                assert_eq!(occupancy(), (1, 1));
+                std::future::pending::<()>().await
+            });
+            let (first, second) = tokio::join!(first, second);
+            assert_eq!((first, second), (Err(Elapsed), Err(Elapsed)));
+            assert!(began.elapsed() >= Duration::from_millis(60));
+            assert_eq!(occupancy().1, 1);
+        });
+    }
+
+    #[test]
+    fn a_stop_ends_a_timer_s_wait_until_a_stop() {
+        on_a_driven_thread(|| async {
+            let timer = Timer::new();
+            let far = Moment::now() + Duration::from_secs(60);
+            let idle = tokio::task::spawn_local(
+                timer
+                    .waits()
+                    .until_or_stop(far, std::future::pending::<()>()),
+            );
+            tokio::task::yield_now().await;
+            stop_waits();
+            assert_eq!(idle.await.unwrap(), Err(Expiry::Stopping));
+            let later = timer
+                .waits()
+                .until_or_stop(far, std::future::pending::<()>());
+            assert_eq!(later.await, Err(Expiry::Stopping));
+            // A plain deadline through it keeps running to its end.
+            let soon = Moment::now() + Duration::from_millis(10);
+            let bounded = timer.waits().timeout_at(soon, std::future::pending::<()>());
+            assert_eq!(bounded.await, Err(Elapsed));
+            with_wheel(|wheel| wheel.stopping = false);
+        });
+    }
+
     #[tokio::test]
     async fn a_thread_without_a_driver_waits_on_tokios_timer() {
-        let deadline = Instant::now() + Duration::from_millis(20);
+        let deadline = Moment::now() + Duration::from_millis(20);
         let waited = timeout_at(deadline, std::future::pending::<()>()).await;
         assert_eq!(waited, Err(Elapsed));
-        assert!(Instant::now() >= deadline);
+        assert!(Moment::now() >= deadline);
         assert_eq!(timeout_at(deadline, async { 7 }).await, Ok(7));
+        let timer = Timer::new();
+        let deadline = Moment::now() + Duration::from_millis(20);
+        let waited = timer
+            .waits()
+            .timeout_at(deadline, std::future::pending::<()>());
+        assert_eq!(waited.await, Err(Elapsed));
+        assert!(Moment::now() >= deadline);
     }
 }

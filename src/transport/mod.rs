@@ -1,12 +1,13 @@
 //! The bytes a connection runs on: the stream (an enum of transports: plain TCP, TLS, or a stream
 //! multiplexed over a shared connection), the buffers that read from it and the per-worker free
 //! lists behind them, a server connection that resets when an exchange abandons it, writes
-//! bounded by a deadline, the worker's timer wheel for the waits of the request path, listening
+//! bounded by a deadline, the request path's clock, the worker's timer wheel for the waits of the request path, listening
 //! sockets, and the spools and temporary files that hold buffered bodies.
 //! Of the data path, only this module names a socket type.
 
 mod buffer;
 mod client_tcp;
+pub mod clock;
 pub mod deadline;
 mod listen;
 mod multiplexed;
@@ -21,6 +22,7 @@ mod tls_state;
 mod write;
 
 pub use buffer::{Buffer, BUFFER_INITIAL};
+pub use clock::Moment;
 pub use listen::{ListenOptions, ListenSocket};
 pub use multiplexed::Multiplexed;
 pub use server_stream::{ConnectionsInUse, InUse, ServerStream};

@@ -22,12 +22,13 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::{tcp, TcpStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
 use super::client_tcp::{ClientTcp, Nagle};
 use super::multiplexed::Multiplexed;
+use super::sys;
 use super::tls::{self, HandshakeFailure, TlsFacts, TlsStream};
 use crate::config::server_tls::ServerTls;
 
@@ -166,11 +167,69 @@ impl AsRawFd for Detached {
 #[inline]
 pub(super) fn recv_into(socket: BorrowedFd<'_>, buf: &mut ReadBuf<'_>) -> io::Result<usize> {
     // SAFETY: recv only writes the bytes it reports; those are then marked initialised.
-    let n = socket2::SockRef::from(&socket).recv(unsafe { buf.unfilled_mut() })?;
+    let n = sys::recv(socket, unsafe { buf.unfilled_mut() })?;
     // SAFETY: recv wrote these `n` bytes.
     unsafe { buf.assume_init(n) };
     buf.advance(n);
     Ok(n)
+}
+
+/// A registered socket's read, as tokio's own `poll_read` (after a short read the readiness is
+/// cleared, so that the next wait goes to the kernel rather than to a read that would only say
+/// EAGAIN), with `recv` made as a plain system call (`sys::recv`), and tried before the
+/// readiness is polled: every read on the request path follows a wait for readiness already (for
+/// the next request, for a response), which a second poll would only repeat (about 60
+/// instructions a read, callgrind). A loop of reads that are all ready still yields to the
+/// worker's other tasks: the writes beside them poll their readiness, which spends tokio's
+/// per-task budget.
+#[inline]
+pub(super) fn poll_recv(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    buf: &mut ReadBuf<'_>,
+) -> Poll<io::Result<()>> {
+    loop {
+        let room = buf.remaining();
+        let mut short = false;
+        let read = stream.try_io(Interest::READABLE, || {
+            let n = recv_into(stream.as_fd(), buf)?;
+            if n > 0 && n < room {
+                // WouldBlock makes try_io clear the readiness; the bytes are kept.
+                short = true;
+                return Err(io::ErrorKind::WouldBlock.into());
+            }
+            Ok(n)
+        });
+        match read {
+            _ if short => return Poll::Ready(Ok(())),
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                std::task::ready!(stream.poll_read_ready(cx))?;
+            }
+            read => return Poll::Ready(read.map(|_| ())),
+        }
+    }
+}
+
+/// A registered socket's write that does not wait (as tokio's `try_write`, with `sys::send`).
+#[inline]
+pub(super) fn try_send(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    stream.try_io(Interest::WRITABLE, || sys::send(stream.as_fd(), bytes))
+}
+
+/// A registered socket's write, as tokio's own `poll_write` (with `sys::send`).
+#[inline]
+pub(super) fn poll_send(
+    stream: &TcpStream,
+    cx: &mut Context<'_>,
+    bytes: &[u8],
+) -> Poll<io::Result<usize>> {
+    loop {
+        std::task::ready!(stream.poll_write_ready(cx))?;
+        match try_send(stream, bytes) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            written => return Poll::Ready(written),
+        }
+    }
 }
 
 /// tokio's own halves of a registered stream.
@@ -359,7 +418,7 @@ impl Stream {
     #[inline]
     pub fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         match self {
-            Stream::Tcp(stream) => stream.try_write(bytes),
+            Stream::Tcp(stream) => try_send(stream, bytes),
             Stream::Client(client) => client.try_write(bytes),
             Stream::Tls(stream) => stream.try_write(bytes),
             Stream::Multiplexed(stream) => {
@@ -482,7 +541,7 @@ impl AsyncRead for Stream {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         match this {
-            Stream::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
+            Stream::Tcp(inner) => poll_recv(inner, cx, buf),
             Stream::Client(_) => this.poll_read_client(cx, buf),
             Stream::Tls(stream) => stream.poll_read(cx, buf),
             Stream::Multiplexed(stream) => stream.poll_read(cx, buf),
@@ -499,7 +558,7 @@ impl AsyncWrite for Stream {
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
         match this {
-            Stream::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
+            Stream::Tcp(inner) => poll_send(inner, cx, bytes),
             Stream::Client(_) => this.poll_write_client(cx, bytes),
             Stream::Tls(stream) => stream.poll_write(cx, bytes),
             Stream::Multiplexed(stream) => stream.poll_write(cx, bytes),
@@ -571,7 +630,7 @@ impl AsyncRead for ReadHalf<'_> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
-            ReadHalf::Tcp(inner) => Pin::new(inner).poll_read(cx, buf),
+            ReadHalf::Tcp(inner) => poll_recv(inner.as_ref(), cx, buf),
             ReadHalf::Client(client) => client.poll_read(cx, buf),
             ReadHalf::Tls(stream) => stream.poll_read(cx, buf),
             ReadHalf::Multiplexed(stream) => stream.poll_read(cx, buf),
@@ -587,7 +646,7 @@ impl AsyncWrite for WriteHalf<'_> {
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
-            WriteHalf::Tcp(inner) => Pin::new(inner).poll_write(cx, bytes),
+            WriteHalf::Tcp(inner) => poll_send(inner.as_ref(), cx, bytes),
             WriteHalf::Client(client) => client.poll_write(cx, bytes),
             WriteHalf::Tls(stream) => stream.poll_write(cx, bytes),
             WriteHalf::Multiplexed(stream) => stream.poll_write(cx, bytes),

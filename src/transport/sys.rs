@@ -1,14 +1,76 @@
 //! Linux calls on sockets that neither tokio nor socket2 offer, with honest fallbacks elsewhere:
-//! SO_REUSEPORT, TCP_DEFER_ACCEPT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE, and
-//! TCP_INFO's byte counts.
+//! SO_REUSEPORT, TCP_DEFER_ACCEPT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE,
+//! TCP_INFO's byte counts, and `recv`/`send` as plain system calls.
 
 use std::io;
+use std::mem::MaybeUninit;
 use std::net::SocketAddr;
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 
 use socket2::Socket;
 
 use super::Detached;
+
+/// One `recv` into `room` (which it need not be initialised: the kernel writes the bytes it
+/// reports), made as a plain system call. glibc's `recv` and `send` are thread-cancellation
+/// points, which costs each call about 30 instructions turning asynchronous cancellation on and
+/// off around the system call; herdsman never cancels a thread, and a keep-alive request makes
+/// four such calls (callgrind, bench/results/diet.md).
+#[cfg(target_os = "linux")]
+#[inline]
+pub fn recv(socket: BorrowedFd<'_>, room: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    // SAFETY: `room` is valid for writes of its length; the address arguments are null, as
+    // recv(2) passes them.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_recvfrom,
+            socket.as_raw_fd(),
+            room.as_mut_ptr(),
+            room.len(),
+            0,
+            std::ptr::null_mut::<libc::sockaddr>(),
+            std::ptr::null_mut::<libc::socklen_t>(),
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+/// One `send` of `bytes`, as a plain system call (see [`recv`]); MSG_NOSIGNAL, as std's: a
+/// peer that is gone makes it fail with EPIPE rather than raise SIGPIPE.
+#[cfg(target_os = "linux")]
+#[inline]
+pub fn send(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    // SAFETY: `bytes` is valid for reads of its length; no address, as send(2) passes none.
+    let n = unsafe {
+        libc::syscall(
+            libc::SYS_sendto,
+            socket.as_raw_fd(),
+            bytes.as_ptr(),
+            bytes.len(),
+            libc::MSG_NOSIGNAL,
+            std::ptr::null::<libc::sockaddr>(),
+            0 as libc::socklen_t,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn recv(socket: BorrowedFd<'_>, room: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
+    socket2::SockRef::from(&socket).recv(room)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn send(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
+    use std::io::Write;
+    (&*socket2::SockRef::from(&socket)).write(bytes)
+}
 
 /// SO_REUSEPORT: several sockets on one address, connections spread over them by the kernel.
 #[cfg(unix)]

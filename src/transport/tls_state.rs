@@ -7,7 +7,7 @@
 //! rustls's buffered connection keeps a 4 KiB read buffer as long as the connection lives;
 //! here every buffer is empty, and holds no memory, whenever it has nothing in it to keep.
 
-use std::io::{self, Write};
+use std::io;
 use std::os::fd::BorrowedFd;
 use std::sync::Arc;
 
@@ -236,7 +236,7 @@ impl TlsState {
         self.incoming.reserve(READ_SIZE);
         let room = self.incoming.spare_capacity_mut();
         let n = loop {
-            match socket2::SockRef::from(&socket).recv(room) {
+            match super::sys::recv(socket, room) {
                 Err(error) if error.kind() == io::ErrorKind::Interrupted => continue,
                 read => break read?,
             }
@@ -249,7 +249,7 @@ impl TlsState {
     /// One non-blocking `send` of the records waiting; `WouldBlock` when the socket took none.
     pub fn write_to(&mut self, socket: BorrowedFd<'_>) -> io::Result<usize> {
         let waiting = &self.outgoing.bytes[self.outgoing.sent..self.outgoing.filled];
-        let n = (&*socket2::SockRef::from(&socket)).write(waiting)?;
+        let n = super::sys::send(socket, waiting)?;
         self.outgoing.sent += n;
         Ok(n)
     }

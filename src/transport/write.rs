@@ -1,8 +1,8 @@
 //! Writes bounded by a deadline, which arm a timer only when the socket cannot take the bytes at
 //! once.
 
+use super::clock::Moment;
 use tokio::io::AsyncWriteExt;
-use tokio::time::Instant;
 
 use super::deadline::timeout_at;
 
@@ -17,7 +17,7 @@ use super::Stream;
 pub async fn write_all_by(
     stream: &mut Stream,
     bytes: &[u8],
-    deadline: Instant,
+    deadline: Moment,
     written: &mut usize,
 ) -> Option<std::io::Result<()>> {
     use std::io::ErrorKind::{Interrupted, WouldBlock, WriteZero};
@@ -71,7 +71,7 @@ mod tests {
             reader.read_to_end(&mut got).await.unwrap();
             got
         });
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Moment::now() + Duration::from_secs(10);
         let written = write_all_by(&mut writer, &bytes, deadline, &mut 0).await;
         assert!(matches!(written, Some(Ok(()))), "{written:?}");
         drop(writer);
@@ -82,7 +82,7 @@ mod tests {
     async fn a_write_to_a_peer_that_does_not_read_ends_at_the_deadline() {
         let (mut writer, _reader) = connected_pair().await;
         let bytes = vec![b'x'; LARGE];
-        let started = Instant::now();
+        let started = Moment::now();
         let deadline = started + Duration::from_millis(100);
         let written = write_all_by(&mut writer, &bytes, deadline, &mut 0).await;
         assert!(written.is_none(), "{written:?}");

@@ -22,13 +22,15 @@
 
 use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasherDefault, Hasher};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use crate::transport::Moment;
 
 use crate::transport::{ConnectionsInUse, InUse, Stream};
 
 struct IdleConnection {
     stream: Stream,
-    since: Instant,
+    since: Moment,
     /// Its server's own bound on idle time (from a keep-alive hint), if it gave one.
     limit: Option<Duration>,
 }
@@ -158,7 +160,7 @@ impl IdleConnections {
         &mut self,
         server: u64,
         max_idle: Option<Duration>,
-        now: Instant,
+        now: Moment,
     ) -> (Option<Stream>, InUse) {
         // Looked up first: `entry` would make room for an insertion on every call.
         let connections = match self.by_server.get_mut(&server) {
@@ -196,7 +198,7 @@ impl IdleConnections {
         server: u64,
         stream: Stream,
         caps: IdleCaps,
-        since: Instant,
+        since: Moment,
         limit: Option<Duration>,
     ) {
         // A server forgotten meanwhile (removed from its pool) keeps nothing.
@@ -226,7 +228,7 @@ impl IdleConnections {
 
     /// Closes connections idle for `max_idle` or longer.
     pub fn close_expired(&mut self, max_idle: Duration) {
-        let now = Instant::now();
+        let now = Moment::now();
         let mut closed = 0;
         for connections in self.by_server.values_mut() {
             let queue = &mut connections.idle;
@@ -324,7 +326,7 @@ mod tests {
         supply: &mut Vec<Stream>,
         caps: IdleCaps,
     ) -> usize {
-        let now = Instant::now();
+        let now = Moment::now();
         let mut out = Vec::new();
         let mut opened = 0;
         for _ in 0..concurrency {
@@ -365,14 +367,14 @@ mod tests {
         assert_eq!(idle.len(), 10);
         let none = IdleCaps::new(Some(0), 0);
         let (fresh, _more) = connections(1).await;
-        let (taken, in_use) = idle.take(SERVER, None, Instant::now());
+        let (taken, in_use) = idle.take(SERVER, None, Moment::now());
         assert!(taken.is_none(), "a fresh connection was asked for");
         drop(in_use);
         idle.put(
             SERVER,
             fresh.into_iter().next().unwrap(),
             none,
-            Instant::now(),
+            Moment::now(),
             None,
         );
         assert_eq!(idle.len(), 10, "0 keeps none");
@@ -402,7 +404,7 @@ mod tests {
         // beyond it closes at each purge, and a connection put back beyond it is closed.
         let mut kept = Vec::new();
         for _ in 0..4 {
-            let now = Instant::now();
+            let now = Moment::now();
             let (reused, in_use) = idle.take(SERVER, Some(LONG), now);
             drop(in_use);
             idle.put(SERVER, reused.expect("one kept"), BY_USE, now, None);
@@ -413,7 +415,7 @@ mod tests {
         // (74 held, need 25: 25 of 49 closed), 48 (need 13: 18 of 35), 29 (need 7: 11 of 22).
         assert_eq!(kept, [(75, 50), (49, 25), (30, 13), (18, 7)]);
         // Connections in use count toward what is held, and are never closed by a purge.
-        let (_, in_use) = idle.take(SERVER, None, Instant::now());
+        let (_, in_use) = idle.take(SERVER, None, Moment::now());
         idle.purge();
         assert_eq!(idle.server_use(SERVER).in_use, 1);
         drop(in_use);

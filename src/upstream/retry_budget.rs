@@ -9,8 +9,8 @@
 //! the request path. Kept across snapshots with the pool.
 
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::OnceLock;
-use std::time::Instant;
+
+use crate::transport::Moment;
 
 /// Seconds the window spans.
 pub const WINDOW_SECONDS: u32 = 10;
@@ -46,12 +46,11 @@ fn bump(counter: &AtomicU32) {
     );
 }
 
-/// Whole seconds since the first call, from a reading the caller has.
-pub fn second_of(now: Instant) -> u32 {
-    static EPOCH: OnceLock<Instant> = OnceLock::new();
-    let epoch = *EPOCH.get_or_init(Instant::now);
-    // Wraps after 136 years.
-    now.saturating_duration_since(epoch).as_secs() as u32
+/// Whole seconds on the monotonic clock, from a reading the caller has (a division, where the
+/// seconds since a first reading took a subtraction of `Instant`s).
+pub fn second_of(now: Moment) -> u32 {
+    // Wraps after 136 years of uptime.
+    (now.nanos() / 1_000_000_000) as u32
 }
 
 impl RetryBudget {

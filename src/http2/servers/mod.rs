@@ -25,7 +25,7 @@ use tokio::sync::Notify;
 use tokio::time::Instant;
 
 use crate::http2::frame::{ConnError, HEADER_LEN};
-use crate::transport::Stream;
+use crate::transport::{deadline, Moment, Stream};
 use connection::{Failed, State, MAX_FRAME, MAX_OUT};
 
 pub use connection::ConnectionSettings;
@@ -218,7 +218,7 @@ impl ServerConnections {
     /// A stream to `server` on a connection with room, waiting (until `until`) for the
     /// connections being made to it when none has room now; `None` if there is none, and a new
     /// connection is wanted.
-    pub async fn stream_or_wait(&self, server: u64, tls: bool, until: Instant) -> Option<Stream> {
+    pub async fn stream_or_wait(&self, server: u64, tls: bool, until: Moment) -> Option<Stream> {
         loop {
             // Made before looking, so that a connection made meanwhile is not missed.
             let connected = self.connected.notified();
@@ -228,7 +228,7 @@ impl ServerConnections {
             if !self.connecting.borrow().contains_key(&server) {
                 return None;
             }
-            tokio::time::timeout_at(until, connected).await.ok()?;
+            deadline::timeout_at(until, connected).await.ok()?;
         }
     }
 

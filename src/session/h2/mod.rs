@@ -31,7 +31,7 @@ use crate::proxy::{serve_one, Client, ProxyContext};
 use crate::stats::http2::Http2Counters;
 use crate::transport::deadline::timeout_at;
 use crate::transport::recycle::Recycled;
-use crate::transport::{Buffer, Detached, Stream, TlsFacts};
+use crate::transport::{Buffer, Detached, Moment, Stream, TlsFacts};
 // Public for the fuzz target h2_frames, which feeds the state arbitrary frames.
 pub use crate::http2::frame::ConnError;
 pub use connection::{Connection, Opened, Step};
@@ -123,7 +123,7 @@ pub async fn serve<Q>(
     let max_header = limits
         .max_header_list_size
         .unwrap_or_else(|| u32::try_from(snapshot.limits.max_header_bytes).unwrap_or(u32::MAX));
-    let handshake_deadline = Instant::now() + snapshot.timeouts.client_header;
+    let handshake_deadline = Moment::now() + snapshot.timeouts.client_header;
     let idle = snapshot.timeouts.client_idle;
     drop(snapshot);
     let counters = &context.counters().http2;
@@ -181,7 +181,7 @@ pub async fn serve<Q>(
                     expired: false,
                     open,
                 };
-                quiet(detached, Some(parked), deadline);
+                quiet(detached, Some(parked), deadline.to_instant());
             }
         }
     }
@@ -214,7 +214,7 @@ enum Next {
 enum Ended {
     Closed,
     /// Quiet: to be parked until this deadline (its idle timeout).
-    Quiet(Instant),
+    Quiet(Moment),
 }
 
 /// What ended a turn of the connection's I/O.
@@ -238,11 +238,11 @@ struct Task<'a> {
 
 impl Task<'_> {
     /// Runs the connection until it ends, or is quiet long enough to park (`parks`).
-    async fn run(&mut self, idle: Duration, first_frames_by: Instant, parks: bool) -> Ended {
+    async fn run(&mut self, idle: Duration, first_frames_by: Moment, parks: bool) -> Ended {
         let mut stopping = false;
         // After a stop's first GOAWAY: when to send the last one even without the PING's ack.
-        let mut last_call: Option<Instant> = None;
-        let mut quiet_since = Instant::now();
+        let mut last_call: Option<Moment> = None;
+        let mut quiet_since = Moment::now();
         let parks = parks && idle > super::PARK_AFTER;
         let max_requests = self
             .connection
@@ -254,8 +254,8 @@ impl Task<'_> {
             let quiet_now = is_quiet && self.io.is_idle();
             let deadline = match (stopping, last_call) {
                 (_, Some(at)) => at,
-                (true, None) => Instant::now() + idle,
-                (false, None) if !quiet_now => Instant::now() + idle,
+                (true, None) => Moment::now() + idle,
+                (false, None) if !quiet_now => Moment::now() + idle,
                 (false, None) if self.io.preface_left > 0 => first_frames_by,
                 (false, None) if parks => quiet_since + super::PARK_AFTER,
                 (false, None) => quiet_since + idle,
@@ -277,7 +277,7 @@ impl Task<'_> {
                 stopping = true;
                 last_call = Some(self.begin_goaway());
             }
-            let now = Instant::now();
+            let now = Moment::now();
             let next = {
                 let mut connection = self.connection.borrow_mut();
                 if connection.open_streams() > 0 || !connection.is_quiet() {
@@ -338,10 +338,10 @@ impl Task<'_> {
     }
 
     /// The first step of a graceful close.
-    fn begin_goaway(&mut self) -> Instant {
+    fn begin_goaway(&mut self) -> Moment {
         self.connection.borrow_mut().begin_goaway();
         self.counters.goaway_sent(code::NO_ERROR);
-        Instant::now() + LAST_CALL
+        Moment::now() + LAST_CALL
     }
 
     /// A connection error: GOAWAY with its code, sent before the close.
@@ -364,7 +364,7 @@ impl Task<'_> {
 
     /// Writes what is queued, for at most `LAST_WRITE`, before a close.
     async fn flush_last(&mut self) {
-        let deadline = Instant::now() + LAST_WRITE;
+        let deadline = Moment::now() + LAST_WRITE;
         let _ = timeout_at(
             deadline,
             poll_fn(|cx| loop {

@@ -16,7 +16,8 @@ use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::time::Instant;
+
+use crate::transport::Moment;
 
 use super::connection::{BodyEvent, Connection};
 use crate::http1::chunked::put_size_line;
@@ -375,7 +376,7 @@ impl Downstream for H2Stream {
     fn send(
         &mut self,
         bytes: &[u8],
-        deadline: Instant,
+        deadline: Moment,
     ) -> impl Future<Output = Option<io::Result<()>>> {
         // No wait, so no deadline: `take_all` queues the bytes at once.
         let _ = deadline;

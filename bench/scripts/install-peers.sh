@@ -2,15 +2,15 @@
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
 # packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
 # check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
-# headless) for the stats page, strace for the churn benchmark's system calls, curl and openssl
-# as TLS clients, h2load (Debian's nghttp2-client) for the tls benchmark's handshakes, and pebble
-# (Let's Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio
-# (from PyPI) for tests/grpc.rs.
+# headless) for the stats page, strace for the churn benchmark's system calls, valgrind for the
+# instruction budget's counts, curl and openssl as TLS clients, h2load (Debian's nghttp2-client)
+# for the tls benchmark's handshakes, and pebble (Let's Encrypt's test CA, with
+# pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio (from PyPI) for tests/grpc.rs.
 # Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
 # runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
 # tests/tls_servers.rs (nginx as a TLS server behind herdsman),
-# short churn and tls runs, tests/metrics.rs, tests/stats_page.rs, tests/tls_clients.rs and
-# tests/acme.rs need them all.
+# short churn and tls runs, the instruction budget (bench/tests/budget.rs), tests/metrics.rs,
+# tests/stats_page.rs, tests/tls_clients.rs and tests/acme.rs need them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -26,6 +26,9 @@ have promtool || missing+=(prometheus)
 have chromium || missing+=(chromium)
 # strace counts system calls per connection for the churn benchmark (bench/tests/churn_short.rs).
 have strace || missing+=(strace)
+# valgrind (with callgrind_control) counts instructions per request for the instruction budget
+# (bench/tests/budget.rs, bench/budget.toml).
+have valgrind && have callgrind_control || missing+=(valgrind)
 # Real TLS clients for tests/tls_clients.rs: curl, and openssl's s_client.
 have curl || missing+=(curl)
 have openssl || missing+=(openssl)
@@ -50,7 +53,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

@@ -18,6 +18,7 @@
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `procstat`    — CPU time and RSS of a process tree, CPU time of a process or of one of its
 //!   threads by name, connections on a port and those in TIME_WAIT, from /proc
+//! - `callgrind`   — a program's instructions counted by callgrind only around the work asked for
 //! - `cpu`         — where the machine's CPU went during a run, process by process
 //! - `exchange`    — one GET and its whole 2xx answer on a client connection, keep-alive or closing
 //! - `load`        — closed-loop client load that classifies every failure: keep-alive or a new
@@ -35,7 +36,7 @@
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
 //! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
 //!   versions
-//! - `wrk`         — running wrk and parsing its report
+//! - `wrk`         — running wrk and parsing its report; a run paused and resumed with signals
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
 //! - `environment` — versions, machine, load, the open-files limit, and the command that
@@ -48,6 +49,7 @@
 
 pub mod admin_api;
 pub mod backend;
+pub mod callgrind;
 pub mod certificates;
 pub mod cpu;
 pub mod environment;

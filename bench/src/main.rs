@@ -20,6 +20,8 @@
 //! - `slow-clients` — the others' requests/s while 1,000 slow uploads and 1,000 slow readers are
 //!   attached, through herdsman, nginx and herdsman with buffering off, to a one-connection-per-
 //!   worker server (issue 23)
+//! - `instructions` — herdsman's instructions per request under callgrind (keep-alive, over TLS,
+//!   a new connection per request, with the access log on), held to bench/budget.toml (issue 45)
 //! - `observability` — requests/s with access logs on and metrics scraped every second, and off
 //! - `soak`        — herdsman (and HAProxy) under load through four minutes of chaos: restarts,
 //!   kills, drains, reloads, log rotations, upgrades; every failed request classified
@@ -49,6 +51,7 @@ mod h2;
 mod h2_attacks;
 mod health_checks;
 mod herd;
+mod instructions;
 mod kit;
 mod observability;
 mod scale;
@@ -130,6 +133,10 @@ enum Command {
     /// The one-connection-per-worker server of `slow-clients` (started by it).
     #[command(hide = true)]
     SyncServer(slow_clients::server::SyncServerArgs),
+    /// herdsman's instructions per request counted by callgrind: keep-alive, keep-alive over TLS,
+    /// a new connection per request (held to bench/budget.toml; --check fails a case more than 2%
+    /// over its budget), and keep-alive with the access log on; printed as a Markdown table.
+    Instructions(instructions::InstructionsArgs),
     /// Requests/s with access logs on and /metrics scraped every second, against both off;
     /// writes bench/results/observability.md.
     Observability(observability::ObservabilityArgs),
@@ -186,6 +193,7 @@ fn main() -> anyhow::Result<()> {
         Command::SlowClients(args) => slow_clients::run(args),
         Command::SlowClientsHolder(args) => slow_clients::kinds::run(args),
         Command::SyncServer(args) => slow_clients::server::run(args),
+        Command::Instructions(args) => instructions::run(args),
         Command::Observability(args) => observability::run(args),
         Command::Soak(args) => soak::run(args),
         Command::HealthChecks(args) => health_checks::run(args),

@@ -145,7 +145,7 @@ impl Supervised {
 
     /// The last `lines` lines of the process's output, on one line.
     pub fn log_tail(&self, lines: usize) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let text = self.output_text();
         let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
         let tail = all[all.len().saturating_sub(lines)..].join(" | ");
         if tail.is_empty() {
@@ -153,6 +153,11 @@ impl Supervised {
         } else {
             tail
         }
+    }
+
+    /// Everything the process has written to its output so far.
+    pub fn output_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
     /// The first line of the process's output that starts with `word`: how client processes report
@@ -394,6 +399,25 @@ pub fn raise_descriptor_limit() -> anyhow::Result<u64> {
         }
     }
     Ok(limit.rlim_cur)
+}
+
+/// Sets every thread of process `pid` to the nice value `nice` (below 0: ahead of the machine's
+/// other work), where that is permitted (root, or CAP_SYS_NICE); false where it was not for some
+/// thread. Threads the process starts later inherit the value of the thread that starts them.
+pub fn set_priority(pid: u32, nice: i32) -> bool {
+    let Ok(threads) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return false;
+    };
+    let mut all = true;
+    for thread in threads.flatten() {
+        let Some(tid) = thread.file_name().to_str().and_then(|t| t.parse().ok()) else {
+            continue;
+        };
+        // SAFETY: setpriority only changes how thread `tid` is scheduled (Linux keeps a nice
+        // value per thread).
+        all &= unsafe { libc::setpriority(libc::PRIO_PROCESS, tid, nice) } == 0;
+    }
+    all
 }
 
 /// A port on 127.0.0.1 that was free a moment ago (the kernel's choice for port 0).

@@ -12,6 +12,8 @@ pub struct WorkerCounters {
     pub worker: usize,
     /// Connections this worker took from a listening socket.
     pub accepted: u64,
+    /// Requests this worker finished.
+    pub requests: u64,
     /// Connections open on this worker now.
     pub active: u64,
     pub pending_handoffs: u64,
@@ -56,6 +58,7 @@ impl Snapshot {
                 WorkerCounters {
                     worker: after.worker,
                     accepted: after.accepted.saturating_sub(before.accepted),
+                    requests: after.requests.saturating_sub(before.requests),
                     active: after.active,
                     pending_handoffs: after.pending_handoffs,
                     handoffs_sent: after.handoffs_sent.saturating_sub(before.handoffs_sent),
@@ -120,6 +123,7 @@ pub fn parse_workers(body: &str) -> anyhow::Result<Snapshot> {
         snapshot.workers.push(WorkerCounters {
             worker: field(worker, &["worker"])? as usize,
             accepted: field(worker, &["accepted"])?,
+            requests: field(worker, &["requests"])?,
             active: field(worker, &["active"])?,
             pending_handoffs: field(worker, &["pending_handoffs"])?,
             handoffs_sent: field(worker, &["handoffs_sent"])?,
@@ -137,10 +141,10 @@ mod tests {
     use super::*;
 
     const BODY: &str = r#"{"intake":"balanced","workers":[
-        {"worker":0,"tid":11,"accepted":10,"active":2,"pending_handoffs":0,"handoffs_sent":4,
+        {"worker":0,"tid":11,"accepted":10,"requests":30,"active":2,"pending_handoffs":0,"handoffs_sent":4,
          "handoffs_received":1,"spurious_wakeups":3,"handoff_wait_us":{"count":1,"total":5,"max":5},
          "context_switches":{"voluntary":20,"involuntary":2}},
-        {"worker":1,"tid":12,"accepted":0,"active":1,"pending_handoffs":1,"handoffs_sent":0,
+        {"worker":1,"tid":12,"accepted":0,"requests":4,"active":1,"pending_handoffs":1,"handoffs_sent":0,
          "handoffs_received":3,"spurious_wakeups":0,"handoff_wait_us":{"count":3,"total":9,"max":4},
          "context_switches":{"voluntary":7,"involuntary":0}}],
         "listen_queue":{"overflows":5,"drops":6}}"#;
@@ -155,6 +159,7 @@ mod tests {
         assert_eq!(snapshot.workers[1].served(), 3);
         assert_eq!(snapshot.listen_overflows, 5);
         assert_eq!(snapshot.total(|w| w.accepted), 10);
+        assert_eq!(snapshot.total(|w| w.requests), 34);
     }
 
     #[test]
@@ -163,11 +168,13 @@ mod tests {
         let mut after = before.clone();
         after.workers[0].accepted += 5;
         after.workers[0].active = 9;
+        after.workers[0].requests += 7;
         after.workers[1].context_switches += 4;
         after.listen_overflows += 1;
         let delta = before.delta(&after);
         assert_eq!(delta.per_worker(|w| w.accepted), vec![5, 0]);
         assert_eq!(delta.per_worker(|w| w.active), vec![9, 1]);
+        assert_eq!(delta.per_worker(|w| w.requests), vec![7, 0]);
         assert_eq!(delta.per_worker(|w| w.context_switches), vec![0, 4]);
         assert_eq!(delta.listen_overflows, 1);
     }

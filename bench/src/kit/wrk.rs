@@ -1,14 +1,16 @@
 //! Driving wrk and reading its report: requests completed, requests/s, the latency distribution
 //! (`--latency`) and every kind of error it counts; against 127.0.0.1:PORT in cleartext, or any URL
-//! (`https://`, a path such as `/big`).
+//! (`https://`, a path such as `/big`). Also a run in the background that is paused (SIGSTOP) and
+//! resumed (SIGCONT) with its connections kept open, and ended when asked (SIGINT).
 
 use std::path::Path;
 use std::process::Command;
-use std::time::Duration;
+use std::thread;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
-use crate::kit::process::run_with_timeout;
+use crate::kit::process::{run_with_timeout, Supervised};
 use crate::kit::procstat::{self, CpuTime};
 
 /// One wrk run, as wrk reported it.
@@ -132,6 +134,97 @@ pub fn run_url_costing(
     let report = run_url(wrk, url, load, &[])?;
     let after = procstat::tree_cpu(pid)?;
     Ok((after.since(before), report))
+}
+
+/// How long a paused run may go on: it is ended by `PausedRun::finish`, never by its duration.
+const PAUSED_RUN_SECONDS: u32 = 3600;
+
+/// wrk's `--timeout` for a paused run: longer than any pause, so that no request counts as timed
+/// out only because wrk itself was stopped while it waited.
+const PAUSED_RUN_TIMEOUT: &str = "600s";
+
+/// How long wrk may take to print its report after SIGINT.
+const FINISH_LIMIT: Duration = Duration::from_secs(30);
+
+/// wrk running in the background with one thread and its connections to `url`, which can be
+/// stopped and continued with signals: while it is paused its connections stay open and send
+/// nothing, so a server's work can be counted over exactly the requests sent while it ran.
+/// Dropping it stops wrk.
+pub struct PausedRun {
+    process: Supervised,
+}
+
+impl PausedRun {
+    /// Starts wrk with `connections` to `url`, `headers` on every request and the Lua `script`
+    /// when one is given (wrk's `-s`); its output goes to `log`.
+    pub fn start(
+        wrk: &Path,
+        url: &str,
+        connections: u32,
+        headers: &[&str],
+        script: Option<&Path>,
+        log: &Path,
+    ) -> anyhow::Result<PausedRun> {
+        let mut command = Command::new(wrk);
+        for header in headers {
+            command.arg("-H").arg(header);
+        }
+        if let Some(script) = script {
+            command.arg("-s").arg(script);
+        }
+        let load = Load {
+            connections,
+            seconds: PAUSED_RUN_SECONDS,
+        };
+        command
+            .arg("--timeout")
+            .arg(PAUSED_RUN_TIMEOUT)
+            .args(load.args_for(url));
+        let process = Supervised::spawn("wrk", command, log)?;
+        Ok(PausedRun { process })
+    }
+
+    /// wrk's process id.
+    pub fn pid(&self) -> u32 {
+        self.process.pid()
+    }
+
+    /// Stops wrk where it is (SIGSTOP): it sends nothing more until `resume`.
+    pub fn pause(&mut self) -> anyhow::Result<()> {
+        self.process.check_running()?;
+        self.process.signal(libc::SIGSTOP)
+    }
+
+    /// Lets wrk go on (SIGCONT).
+    pub fn resume(&mut self) -> anyhow::Result<()> {
+        self.process.signal(libc::SIGCONT)?;
+        self.process.check_running()
+    }
+
+    /// Ends the run (SIGINT, after which wrk prints its report) and reads wrk's report.
+    pub fn finish(mut self) -> anyhow::Result<WrkReport> {
+        self.resume()?;
+        // wrk's main thread sleeps for the run's duration while its worker thread sends; SIGINT
+        // ends both only when the main thread takes it. Sent to a process just continued, the
+        // kernel may hand it to the worker thread, which then stops alone while the main thread
+        // sleeps on: so wrk is given a moment to run, and SIGINT is sent again each second until
+        // wrk has exited (once the worker thread has gone, the main thread takes it).
+        thread::sleep(Duration::from_millis(100));
+        let deadline = Instant::now() + FINISH_LIMIT;
+        let ended = loop {
+            self.process.signal(libc::SIGINT)?;
+            match self.process.wait_for_exit(Duration::from_secs(1)) {
+                Ok(ended) => break ended,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => continue,
+            }
+        };
+        let output = self.process.output_text();
+        if ended != "exit code 0" {
+            bail!("wrk ended with {ended}: {}", output.trim());
+        }
+        parse(&output).with_context(|| format!("reading wrk's report:\n{output}"))
+    }
 }
 
 /// Parses the text wrk prints with `--latency`.

@@ -74,7 +74,7 @@ fn the_short_comparison_measures_every_case() {
                 && !t.starts_with("Server connections opened per request, beside")
         })
         .collect();
-    assert_eq!(titles.len(), 9, "figure tables: {titles:?}");
+    assert_eq!(titles.len(), 11, "figure tables: {titles:?}");
     assert!(
         titles
             .iter()
@@ -113,7 +113,8 @@ fn the_short_comparison_measures_every_case() {
             }
         }
         let ratios = table_after(&md, &format!("### Ratios: herdsman ÷ peer, {section}"));
-        assert_eq!(ratios.len(), 4, "{ratios:#?}");
+        // CPU, user CPU and requests/s, against each of the two peers.
+        assert_eq!(ratios.len(), 6, "{ratios:#?}");
     }
 
     // The idle sweep: every proxy at 0 and 1,000 idle connections, all 1,000 held.
@@ -136,10 +137,10 @@ fn the_short_comparison_measures_every_case() {
     }
 
     // Every target evaluated from figures of this run: per server, 2 at 50 clients with 1
-    // worker, 3 at 50 with each worker count, 4 at each busier load with each; then its 3 of the
-    // idle sweep.
+    // worker, 7 at 50 with each worker count (3, and user and total CPU against each peer), 4 at
+    // each busier load with each; then its 3 of the idle sweep.
     let goals = table_after(&md, "### Targets of herdsman");
-    assert_eq!(goals.len(), 2 * (2 + 2 * 3 + 2 * 3 * 4) + 3, "{goals:#?}");
+    assert_eq!(goals.len(), 2 * (2 + 2 * 7 + 2 * 3 * 4) + 3, "{goals:#?}");
     for goal in &goals {
         assert!(
             ["met", "**NOT MET**"].contains(&goal[2].as_str()),
@@ -157,7 +158,7 @@ fn the_short_comparison_measures_every_case() {
     let herdsman_runs: Vec<_> = runs.iter().filter(|r| r[4] == "herdsman").collect();
     assert_eq!(herdsman_runs.len(), 2 * 2 * CONNECTIONS.len());
     for run in herdsman_runs.iter().filter(|r| r[3] != "5000") {
-        assert_eq!((run[15].as_str(), run[16].as_str()), ("0", "0"), "{run:?}");
+        assert_eq!((run[16].as_str(), run[17].as_str()), ("0", "0"), "{run:?}");
     }
     let idle_runs = table_after(&md, "## Every idle run");
     for run in idle_runs.iter().filter(|r| r[1] == "herdsman") {

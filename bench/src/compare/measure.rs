@@ -19,6 +19,9 @@ use crate::kit::wrk::{self, Load};
 pub struct Measured {
     pub wrk: wrk::WrkReport,
     pub cpu_us_per_request: f64,
+    /// The user-space part of `cpu_us_per_request` (utime): the proxy's own code, where the
+    /// rest is the kernel's (mostly loopback TCP).
+    pub user_us_per_request: f64,
     pub peak_rss_kib: u64,
     pub opened: ServerOpened,
 }
@@ -36,7 +39,7 @@ pub fn measure(
 ) -> anyhow::Result<Measured> {
     let pid = process.pid();
     let server_before = server_status::read(server_port)?;
-    let before = procstat::tree_cpu_time(pid)?;
+    let before = procstat::tree_cpu(pid)?;
     let (report, server_steady) = thread::scope(|scope| {
         let steady = scope.spawn(|| {
             thread::sleep(steady_from(load.seconds));
@@ -45,13 +48,14 @@ pub fn measure(
         let report = wrk::run(wrk_path, port, load);
         (report, steady.join())
     });
-    let after = procstat::tree_cpu_time(pid)?;
+    let after = procstat::tree_cpu(pid)?;
     let report = report?;
     let server_after = server_status::read(server_port)?;
     process.check_running()?;
     if report.requests == 0 {
         bail!("no request completed");
     }
+    let used = after.since(before);
     let steady = match server_steady {
         Ok(Ok(counts)) => Some(server_after.since(counts)),
         Ok(Err(e)) => {
@@ -61,7 +65,8 @@ pub fn measure(
         Err(_) => None,
     };
     Ok(Measured {
-        cpu_us_per_request: (after - before).as_secs_f64() * 1e6 / report.requests as f64,
+        cpu_us_per_request: used.total().as_secs_f64() * 1e6 / report.requests as f64,
+        user_us_per_request: used.user.as_secs_f64() * 1e6 / report.requests as f64,
         peak_rss_kib: procstat::tree_peak_rss_kib(pid)?,
         wrk: report,
         opened: ServerOpened {
@@ -79,13 +84,14 @@ pub fn figures_line(m: &Measured) -> String {
         .steady_per_request()
         .map_or("–".to_string(), per_request);
     format!(
-        "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req  errors {}  \
+        "{:>9} req/s  p50 {:>6.0} µs  p99 {:>6.0} µs  max {:>7.0} µs  {:>6.2} CPU-µs/req (user {:.2})  errors {}  \
          server conns opened {} ({steady}/req at steady load)",
         thousands(m.wrk.requests_per_sec),
         m.wrk.p50_us,
         m.wrk.p99_us,
         m.wrk.max_us,
         m.cpu_us_per_request,
+        m.user_us_per_request,
         m.wrk.socket_errors + m.wrk.bad_status,
         m.opened.accepted,
     )
@@ -121,6 +127,7 @@ pub fn record(session: &mut Session, case: Case, label: &str, m: Measured, progr
         connections,
         wrk: m.wrk,
         cpu_us_per_request: m.cpu_us_per_request,
+        user_us_per_request: m.user_us_per_request,
         peak_rss_kib: m.peak_rss_kib,
         opened: m.opened,
     });

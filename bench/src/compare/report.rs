@@ -51,6 +51,8 @@ pub struct Run {
     pub wrk: WrkReport,
     /// CPU time of the target's process tree during the run ÷ requests completed.
     pub cpu_us_per_request: f64,
+    /// Its user-space part (utime ÷ requests): the target's own code.
+    pub user_us_per_request: f64,
     /// VmHWM of the target's process tree after the run (it only grows), in KiB.
     pub peak_rss_kib: u64,
     /// The connections the server accepted during the run.
@@ -163,6 +165,20 @@ const CPU_FIGURE: Figure = Figure {
     format: |v| format!("{v:.2}"),
 };
 
+const USER_CPU_FIGURE: Figure = Figure {
+    title: "User CPU-µs per request (utime ÷ requests: the proxy's own code; lower is better)",
+    column: "user µs/req",
+    value: |r| r.user_us_per_request,
+    format: |v| format!("{v:.2}"),
+};
+
+const KERNEL_CPU_FIGURE: Figure = Figure {
+    title: "Kernel CPU-µs per request (stime ÷ requests: mostly loopback TCP; lower is better)",
+    column: "kernel µs/req",
+    value: |r| r.cpu_us_per_request - r.user_us_per_request,
+    format: |v| format!("{v:.2}"),
+};
+
 const REQUESTS_PER_SEC_FIGURE: Figure = Figure {
     title: "Requests/s (wrk)",
     column: "req/s",
@@ -180,6 +196,8 @@ const ERRORS_FIGURE: Figure = Figure {
 /// A table each, in this order, per section.
 const FIGURES: &[Figure] = &[
     CPU_FIGURE,
+    USER_CPU_FIGURE,
+    KERNEL_CPU_FIGURE,
     REQUESTS_PER_SEC_FIGURE,
     opened::STEADY_FIGURE,
     opened::WHOLE_RUN_FIGURE,
@@ -449,7 +467,7 @@ fn write_runs(md: &mut String, s: &Session) {
             [w.accepted.to_string(), w.requests.to_string()]
         });
         format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.1} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.0} | {:.0} | {:.2} | {:.2} | {:.1} | {} | {} | {} | {} | {} |",
             r.workers,
             r.server.written(),
             r.round,
@@ -461,6 +479,7 @@ fn write_runs(md: &mut String, s: &Session) {
             r.wrk.p99_us,
             r.wrk.max_us,
             r.cpu_us_per_request,
+            r.user_us_per_request,
             r.peak_rss_kib as f64 / 1024.0,
             r.opened.accepted,
             steady[0],
@@ -472,8 +491,8 @@ fn write_runs(md: &mut String, s: &Session) {
     write_details_table(
         md,
         "Every run",
-        "| workers | server | round | c | target | requests | req/s | p50 µs | p99 µs | max µs | CPU-µs/req | peak RSS MiB | server accepted | server accepted, steady | server requests, steady | socket errors | status ≥ 400 |",
-        "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "| workers | server | round | c | target | requests | req/s | p50 µs | p99 µs | max µs | CPU-µs/req | user µs/req | peak RSS MiB | server accepted | server accepted, steady | server requests, steady | socket errors | status ≥ 400 |",
+        "|---:|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
         rows,
     );
 }
@@ -505,6 +524,7 @@ mod tests {
             connections: 50,
             wrk: wrk_report(rps),
             cpu_us_per_request: cpu,
+            user_us_per_request: cpu / 4.0,
             peak_rss_kib: 10240,
             opened: ServerOpened {
                 accepted: 50,
@@ -571,6 +591,11 @@ mod tests {
             .is_empty());
         let md = render(&session);
         assert!(md.contains("| CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |"));
+        // The user-space part apart (a quarter of the total in these runs), paired the same way.
+        assert!(
+            md.contains("| User CPU-µs per request | herdsman ÷ haproxy | **1.10** (1.00–1.20) |")
+        );
+        assert!(md.contains("### User CPU-µs per request (utime ÷ requests"));
         assert!(md.contains("| herdsman | 17.00 | 16.00–18.00 | 2 |"));
     }
 

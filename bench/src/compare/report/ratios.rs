@@ -10,6 +10,7 @@ use crate::kit::servers::ServerKind;
 /// Ratios printed for each pair of rows.
 const RATIOS: &[(&str, Extract)] = &[
     ("CPU-µs per request", |r| r.cpu_us_per_request),
+    ("User CPU-µs per request", |r| r.user_us_per_request),
     ("Requests/s", |r| r.wrk.requests_per_sec),
 ];
 

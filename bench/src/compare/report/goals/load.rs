@@ -2,7 +2,9 @@
 //! clients (issue 4): CPU-µs per request ≤ 0.85 × each peer's (1 worker), requests/s ≥ and p99
 //! latency ≤ both peers', and no request lost. Busy (issue 50: 200, 1,000 and 5,000 clients, 1 and
 //! 2 workers): CPU-µs per request ≤ 0.9 × each peer's, requests/s ≥ both peers', and server
-//! connections opened per request at steady load ≤ 0.01.
+//! connections opened per request at steady load ≤ 0.01. The request path's diet (issue 45), at 50
+//! clients, 1 and 2 workers: user CPU-µs per request (herdsman's own code) ≤ 0.6 × each peer's,
+//! and CPU-µs per request in all ≤ 0.9 × each peer's.
 
 use super::{goal, Goal};
 use crate::compare::report::opened::per_request;
@@ -17,6 +19,10 @@ pub const LIGHT_CPU_WORKERS: u32 = 1;
 /// The busy loads, and herdsman's CPU per request there as a share of each peer's at most.
 pub const BUSY_CONNECTIONS: [u32; 3] = [200, 1000, 5000];
 pub const BUSY_CPU_SHARE: f64 = 0.9;
+/// Under the light load, with 1 and 2 workers (issue 45): herdsman's user CPU per request as a
+/// share of each peer's at most, and its CPU per request in all.
+pub const LIGHT_USER_CPU_SHARE: f64 = 0.6;
+pub const LIGHT_TOTAL_CPU_SHARE: f64 = 0.9;
 /// Server connections opened per request at steady load, at most, under the busy loads.
 pub const OPENED_PER_REQUEST_LIMIT: f64 = 0.01;
 /// The worker counts every target but the light CPU one is judged at.
@@ -25,6 +31,7 @@ pub const WORKERS: [u32; 2] = [1, 2];
 const PEERS: [&str; 2] = ["haproxy", "nginx"];
 
 const CPU: Extract = |r| r.cpu_us_per_request;
+const USER_CPU: Extract = |r| r.user_us_per_request;
 const RPS: Extract = |r| r.wrk.requests_per_sec;
 const P99: Extract = |r| r.wrk.p99_us;
 
@@ -41,6 +48,16 @@ pub fn goals(s: &Session, herdsman: &str) -> Vec<Goal> {
         goals.extend(cpu_goals(s, herdsman, light_cpu, LIGHT_CPU_SHARE));
         for workers in WORKERS {
             let light = cell(workers, LIGHT_CONNECTIONS);
+            let user = ("user CPU-µs per request", USER_CPU);
+            goals.extend(share_goals(s, herdsman, light, LIGHT_USER_CPU_SHARE, user));
+            let total = ("CPU-µs per request", CPU);
+            goals.extend(share_goals(
+                s,
+                herdsman,
+                light,
+                LIGHT_TOTAL_CPU_SHARE,
+                total,
+            ));
             goals.push(speed_goal(s, herdsman, light, "requests/s ≥", RPS));
             goals.push(speed_goal(s, herdsman, light, "p99 latency ≤", P99));
             goals.push(nothing_lost_goal(s, herdsman, light));
@@ -67,14 +84,25 @@ fn case(cell: Cell) -> String {
 }
 
 fn cpu_goals(s: &Session, herdsman: &str, cell: Cell, share: f64) -> Vec<Goal> {
+    share_goals(s, herdsman, cell, share, ("CPU-µs per request", CPU))
+}
+
+/// herdsman's median of a figure (named, and read by the extractor) ≤ `share` × each peer's.
+fn share_goals(
+    s: &Session,
+    herdsman: &str,
+    cell: Cell,
+    share: f64,
+    (name, figure): (&str, Extract),
+) -> Vec<Goal> {
     PEERS
         .iter()
         .map(|peer| {
-            let target = format!(
-                "{herdsman}: CPU-µs per request ≤ {share} × {peer}'s ({})",
-                case(cell)
-            );
-            match (s.median(herdsman, cell, CPU), s.median(peer, cell, CPU)) {
+            let target = format!("{herdsman}: {name} ≤ {share} × {peer}'s ({})", case(cell));
+            match (
+                s.median(herdsman, cell, figure),
+                s.median(peer, cell, figure),
+            ) {
                 (Some(h), Some(p)) => goal(
                     herdsman,
                     target,
@@ -334,7 +362,7 @@ mod tests {
         };
         assert_eq!(lost("own backend"), Verdict::NotMeasured);
         assert_eq!(lost("nginx server"), Verdict::Met);
-        // Per server: (2 light CPU + 2 × 3 light + 2 × 3 × 4 busy).
-        assert_eq!(goals.len(), 2 * (2 + 6 + 24));
+        // Per server: (2 light CPU + 2 × (3 light + 4 user and total CPU) + 2 × 3 × 4 busy).
+        assert_eq!(goals.len(), 2 * (2 + 14 + 24));
     }
 }

@@ -467,7 +467,7 @@ impl Wheel {
 
     /// Arms the [`Timer`] entry `key` for a wait until `deadline`; `None` when it cannot serve
     /// (a wait is armed on it already, or its timer is gone): the wait takes an entry of its own.
-    #[inline]
+    #[inline(always)]
     fn arm(
         &mut self,
         key: Key,
@@ -527,7 +527,7 @@ impl Wheel {
         self.next_tick + u64::from((slot + SLOTS as u32 - from) % SLOTS as u32)
     }
 
-    #[inline]
+    #[inline(always)]
     fn poll_owned(&mut self, key: Key, waker: &Waker) -> Poll<Expiry> {
         let entry = &mut self.entries[key.index as usize];
         debug_assert_eq!(
@@ -552,7 +552,7 @@ impl Wheel {
 
     /// The wait armed on the [`Timer`] entry `key` is over: the entry stays in its slot, for
     /// the next wait or for the wheel to drop when it comes up.
-    #[inline]
+    #[inline(always)]
     fn disarm(&mut self, key: Key) {
         let entry = &mut self.entries[key.index as usize];
         if entry.generation != key.generation {

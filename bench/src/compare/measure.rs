@@ -4,6 +4,7 @@
 
 use std::path::Path;
 use std::thread;
+use std::time::Duration;
 
 use anyhow::bail;
 
@@ -18,10 +19,12 @@ use crate::kit::wrk::{self, Load};
 /// What one wrk run cost the measured process tree, and what the server accepted meanwhile.
 pub struct Measured {
     pub wrk: wrk::WrkReport,
+    /// CPU time of the process tree (utime + stime) ÷ requests completed, in µs.
     pub cpu_us_per_request: f64,
-    /// The user-space part of `cpu_us_per_request` (utime): the proxy's own code, where the
-    /// rest is the kernel's (mostly loopback TCP).
+    /// The user-space part of `cpu_us_per_request` (utime ÷ requests): the proxy's own code.
     pub user_us_per_request: f64,
+    /// The kernel part of `cpu_us_per_request` (stime ÷ requests): mostly loopback TCP.
+    pub kernel_us_per_request: f64,
     pub peak_rss_kib: u64,
     pub opened: ServerOpened,
 }
@@ -56,6 +59,8 @@ pub fn measure(
         bail!("no request completed");
     }
     let used = after.since(before);
+    // CPU time ÷ requests completed, in µs.
+    let us_per_request = |time: Duration| time.as_secs_f64() * 1e6 / report.requests as f64;
     let steady = match server_steady {
         Ok(Ok(counts)) => Some(server_after.since(counts)),
         Ok(Err(e)) => {
@@ -65,8 +70,9 @@ pub fn measure(
         Err(_) => None,
     };
     Ok(Measured {
-        cpu_us_per_request: used.total().as_secs_f64() * 1e6 / report.requests as f64,
-        user_us_per_request: used.user.as_secs_f64() * 1e6 / report.requests as f64,
+        cpu_us_per_request: us_per_request(used.total()),
+        user_us_per_request: us_per_request(used.user),
+        kernel_us_per_request: us_per_request(used.system),
         peak_rss_kib: procstat::tree_peak_rss_kib(pid)?,
         wrk: report,
         opened: ServerOpened {
@@ -128,7 +134,36 @@ pub fn record(session: &mut Session, case: Case, label: &str, m: Measured, progr
         wrk: m.wrk,
         cpu_us_per_request: m.cpu_us_per_request,
         user_us_per_request: m.user_us_per_request,
+        kernel_us_per_request: m.kernel_us_per_request,
         peak_rss_kib: m.peak_rss_kib,
         opened: m.opened,
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_progress_line_gives_the_user_part_of_the_cpu() {
+        let measured = Measured {
+            wrk: wrk::WrkReport {
+                requests: 1000,
+                seconds: 1.0,
+                requests_per_sec: 1000.0,
+                p50_us: 800.0,
+                p99_us: 1900.0,
+                max_us: 5000.0,
+                socket_errors: 0,
+                bad_status: 0,
+            },
+            cpu_us_per_request: 13.11,
+            user_us_per_request: 4.2,
+            kernel_us_per_request: 8.91,
+            peak_rss_kib: 10240,
+            opened: ServerOpened::default(),
+        };
+        let line = figures_line(&measured);
+        assert!(line.contains("  13.11 CPU-µs/req (user 4.20)  "), "{line}");
+    }
 }

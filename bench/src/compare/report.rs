@@ -53,6 +53,8 @@ pub struct Run {
     pub cpu_us_per_request: f64,
     /// Its user-space part (utime ÷ requests): the target's own code.
     pub user_us_per_request: f64,
+    /// Its kernel part (stime ÷ requests): mostly loopback TCP.
+    pub kernel_us_per_request: f64,
     /// VmHWM of the target's process tree after the run (it only grows), in KiB.
     pub peak_rss_kib: u64,
     /// The connections the server accepted during the run.
@@ -175,7 +177,7 @@ const USER_CPU_FIGURE: Figure = Figure {
 const KERNEL_CPU_FIGURE: Figure = Figure {
     title: "Kernel CPU-µs per request (stime ÷ requests: mostly loopback TCP; lower is better)",
     column: "kernel µs/req",
-    value: |r| r.cpu_us_per_request - r.user_us_per_request,
+    value: |r| r.kernel_us_per_request,
     format: |v| format!("{v:.2}"),
 };
 
@@ -525,6 +527,7 @@ mod tests {
             wrk: wrk_report(rps),
             cpu_us_per_request: cpu,
             user_us_per_request: cpu / 4.0,
+            kernel_us_per_request: cpu * 3.0 / 4.0,
             peak_rss_kib: 10240,
             opened: ServerOpened {
                 accepted: 50,
@@ -597,6 +600,100 @@ mod tests {
         );
         assert!(md.contains("### User CPU-µs per request (utime ÷ requests"));
         assert!(md.contains("| herdsman | 17.00 | 16.00–18.00 | 2 |"));
+    }
+
+    /// A run of `label` whose CPU per request is `user` µs in user mode and `kernel` µs in the
+    /// kernel.
+    fn split_run(round: u32, label: &str, (user, kernel): (f64, f64)) -> Run {
+        Run {
+            user_us_per_request: user,
+            kernel_us_per_request: kernel,
+            ..run(round, label, user + kernel, 50_000.0)
+        }
+    }
+
+    /// The table under the heading that starts with `heading`: its lines up to the blank line.
+    fn table_under<'a>(md: &'a str, heading: &str) -> &'a str {
+        let at = md
+            .find(heading)
+            .unwrap_or_else(|| panic!("no {heading:?} in {md}"));
+        let table = &md[at..];
+        let start = table.find("\n|").map_or(table.len(), |i| i + 1);
+        let table = &table[start..];
+        &table[..table.find("\n\n").unwrap_or(table.len())]
+    }
+
+    #[test]
+    fn user_and_kernel_cpu_have_tables_and_ratios_of_their_own() {
+        let session = Session {
+            rounds: 2,
+            herdsman_labels: vec!["before".into(), "after".into()],
+            peer_labels: vec!["haproxy".into(), "nginx".into()],
+            build_pairs: vec![("after".into(), "before".into())],
+            ..one_server(
+                &["before", "after", "haproxy", "nginx"],
+                vec![
+                    split_run(1, "before", (2.0, 9.0)),
+                    split_run(1, "after", (1.5, 9.5)),
+                    split_run(1, "haproxy", (3.0, 9.5)),
+                    split_run(1, "nginx", (2.5, 9.8)),
+                    split_run(2, "before", (2.2, 9.2)),
+                    split_run(2, "after", (1.3, 9.3)),
+                    split_run(2, "haproxy", (3.2, 9.6)),
+                    split_run(2, "nginx", (2.2, 10.0)),
+                ],
+            )
+        };
+        let md = render(&session);
+        let user = table_under(
+            &md,
+            "### User CPU-µs per request (utime ÷ requests: the proxy's own code; lower is better), 1 worker, own backend",
+        );
+        assert!(user.contains("| after | 1.40 | 1.30–1.50 | 2 |"), "{user}");
+        assert!(user.contains("| nginx | 2.35 | 2.20–2.50 | 2 |"), "{user}");
+        let kernel = table_under(
+            &md,
+            "### Kernel CPU-µs per request (stime ÷ requests: mostly loopback TCP; lower is better), 1 worker, own backend",
+        );
+        assert!(
+            kernel.contains("| after | 9.40 | 9.30–9.50 | 2 |"),
+            "{kernel}"
+        );
+        // The total stays utime + stime.
+        let total = table_under(&md, "### CPU-µs per request (the process tree's");
+        assert!(
+            total.contains("| after | 10.80 | 10.60–11.00 | 2 |"),
+            "{total}"
+        );
+
+        // User: 1.40 ÷ 3.10 of the medians, 1.5 ÷ 3.0 and 1.3 ÷ 3.2 round by round; against
+        // nginx 1.40 ÷ 2.35, 1.5 ÷ 2.5 and 1.3 ÷ 2.2; the total 10.80 ÷ 12.65, 11.0 ÷ 12.5 and
+        // 10.6 ÷ 12.8.
+        let peers = table_under(&md, "### Ratios: herdsman ÷ peer, 1 worker, own backend");
+        assert!(
+            peers.contains("| User CPU-µs per request | after ÷ haproxy | **0.45** (0.41–0.50) |"),
+            "{peers}"
+        );
+        assert!(
+            peers.contains("| User CPU-µs per request | after ÷ nginx | **0.60** (0.59–0.60) |"),
+            "{peers}"
+        );
+        assert!(
+            peers.contains("| CPU-µs per request | after ÷ haproxy | **0.85** (0.83–0.88) |"),
+            "{peers}"
+        );
+        // 1.40 ÷ 2.10; 1.5 ÷ 2.0 and 1.3 ÷ 2.2.
+        let builds = table_under(
+            &md,
+            "### Ratios: herdsman build ÷ the first build, 1 worker, own backend",
+        );
+        assert!(
+            builds
+                .contains("| User CPU-µs per request | after ÷ before | **0.667** (0.591–0.750) |"),
+            "{builds}"
+        );
+        // Every run gives CPU and its user part: 1.5 + 9.5, then 10 MiB of RSS.
+        assert!(md.contains("| 1 | own backend | 1 | 50 | after | 1000 | 50,000 | 800 | 1900 | 5000 | 11.00 | 1.50 | 10.0 |"), "{md}");
     }
 
     #[test]

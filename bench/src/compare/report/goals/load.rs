@@ -268,6 +268,53 @@ mod tests {
     }
 
     #[test]
+    fn user_cpu_is_held_to_06_and_the_total_to_09_of_each_peer_with_1_and_2_workers() {
+        // (label, user and kernel CPU-µs per request), the same figures with 1 and 2 workers.
+        let figures = [
+            ("herdsman", 1.5, 9.5),
+            ("haproxy", 3.0, 9.5),
+            ("nginx", 2.3, 9.9),
+        ];
+        let runs = [1, 2]
+            .into_iter()
+            .flat_map(|workers| {
+                figures.into_iter().map(move |(label, user, kernel)| Run {
+                    workers,
+                    user_us_per_request: user,
+                    kernel_us_per_request: kernel,
+                    ..run(1, label, user + kernel, 50_000.0)
+                })
+            })
+            .collect();
+        let goals = goals(
+            &Session {
+                workers: vec![1, 2],
+                ..session(runs)
+            },
+            "herdsman",
+        );
+        for workers in ["1 worker", "2 workers"] {
+            let target = |what: &str, peer: &str| {
+                find(
+                    &goals,
+                    &format!("herdsman: {what} × {peer}'s ({workers}, own backend, c=50)"),
+                )
+            };
+            let user = target("user CPU-µs per request ≤ 0.6", "haproxy");
+            assert_eq!(user.verdict, Verdict::Met); // 1.5 ≤ 1.8
+            assert_eq!(user.measured, "1.50 vs 3.00: 0.50 ×");
+            let user = target("user CPU-µs per request ≤ 0.6", "nginx");
+            assert_eq!(user.verdict, Verdict::NotMet); // 1.5 > 1.38
+            assert_eq!(user.measured, "1.50 vs 2.30: 0.65 ×");
+            let total = target("CPU-µs per request ≤ 0.9", "haproxy");
+            assert_eq!(total.verdict, Verdict::Met); // 11 ≤ 11.25
+            let total = target("CPU-µs per request ≤ 0.9", "nginx");
+            assert_eq!(total.verdict, Verdict::NotMet); // 11 > 10.98
+            assert_eq!(total.measured, "11.00 vs 12.20: 0.90 ×");
+        }
+    }
+
+    #[test]
     fn speed_must_beat_both_peers() {
         let mut runs = light([(12.0, 60_000.0), (15.0, 55_000.0), (14.0, 61_000.0)]);
         runs.push(at(200, run(1, "herdsman", 12.0, 60_000.0)));

@@ -112,7 +112,7 @@ fn ns_per_request(snapshot: &Snapshot, choose: Choose) -> f64 {
     let mut made = 0;
     while made < REQUESTS && (made % 1024 != 0 || started.elapsed() < REPETITION_TIME) {
         let index = choose(snapshot, &mut rng).expect("every server takes requests");
-        in_flight.push_back(ActiveGuard::try_take(pool, black_box(index)).expect("no limit"));
+        in_flight.push_back(ActiveGuard::try_take(pool, black_box(index), 0).expect("no limit"));
         if in_flight.len() > IN_FLIGHT {
             in_flight.pop_front();
         }
@@ -128,7 +128,7 @@ fn ns_per_pick(snapshot: &Snapshot, choose: Choose) -> f64 {
     let mut rng = fastrand::Rng::with_seed(7);
     let servers = pool.servers.len();
     let _held: Vec<ActiveGuard<'_>> = (0..IN_FLIGHT)
-        .map(|_| ActiveGuard::try_take(pool, rng.usize(..servers)).expect("no limit"))
+        .map(|_| ActiveGuard::try_take(pool, rng.usize(..servers), 0).expect("no limit"))
         .collect();
     let started = Instant::now();
     let mut made = 0;

@@ -226,18 +226,18 @@ async fn take_slot<'s>(
     facts: &mut RequestFacts,
     deadline: Option<Moment>,
 ) -> Result<(&'s Server, ActiveGuard<'s>), Failure> {
-    if let Some(slot) = ActiveGuard::try_take(pool, chosen) {
+    if let Some(slot) = ActiveGuard::try_take(pool, chosen, context.index) {
         return Ok((&pool.servers[chosen], slot));
     }
     let pinned = facts.choice.pinned;
     let take = || {
         if pinned {
-            return ActiveGuard::try_take(pool, chosen).map(|slot| (None, slot));
+            return ActiveGuard::try_take(pool, chosen, context.index).map(|slot| (None, slot));
         }
         let other = pool
             .balancer
             .pick_other(&pool.servers, &mut context.rng.borrow_mut(), &[])?;
-        ActiveGuard::try_take(pool, other).map(|slot| (Some(other), slot))
+        ActiveGuard::try_take(pool, other, context.index).map(|slot| (Some(other), slot))
     };
     let patience = match deadline {
         Some(deadline) => pool

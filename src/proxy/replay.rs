@@ -170,7 +170,7 @@ impl Retry {
             &mut context.rng.borrow_mut(),
             &self.tried[..self.attempts],
         )?;
-        let slot = ActiveGuard::try_take(pool, next)?;
+        let slot = ActiveGuard::try_take(pool, next, context.index)?;
         if why == Failover::Retry {
             let second = second_of(Moment::now());
             let (percent, floor) = (pool.retry_budget_percent, pool.retry_budget_floor);

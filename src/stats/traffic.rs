@@ -1,11 +1,12 @@
-//! Requests counted by how they ended and how long they took, for one pool or one server: each
-//! worker writes its own cache line (a relaxed load and store, no locked instruction, nothing
-//! shared on the request path), and a reader sums the lines when it is asked.
+//! Requests counted by how they ended and how long they took, for one pool or one server (and a
+//! server's requests started and in flight): each worker writes its own cache line (a relaxed
+//! load and store, no locked instruction, nothing shared on the request path), and a reader sums
+//! the lines when it is asked.
 //!
 //! Durations go into fixed buckets (Prometheus's histogram: the bounds below, then +Inf), from
 //! which a quantile is estimated the way `histogram_quantile` does: linearly within its bucket.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -43,7 +44,15 @@ struct WorkerTraffic {
     duration_sum_us: AtomicU64,
     /// Requests by duration bucket (not cumulative).
     buckets: [AtomicU64; BUCKETS],
+    /// A server's requests in flight that its worker counts here (`ActiveGuard`: those without a
+    /// count shared by all workers); these two fit the line's padding.
+    active: AtomicU32,
+    /// A server's requests started on this worker.
+    started: AtomicU64,
 }
+
+// The in-flight and started counts live in the padding of the lines the other counts take.
+const _: () = assert!(std::mem::size_of::<WorkerTraffic>() == 256);
 
 /// The counters of one pool or one server: a line per worker.
 #[derive(Debug)]
@@ -98,6 +107,43 @@ impl Traffic {
     /// Counts a connection opened to a server on `worker` (none idle could be reused).
     pub fn record_connection_opened(&self, worker: usize) {
         add(&self.line(worker).connections_opened, 1);
+    }
+
+    /// A request started on `worker`, and counted in flight there until [`Traffic::finished`].
+    pub fn started_in_flight(&self, worker: usize) {
+        let line = self.line(worker);
+        add(&line.started, 1);
+        let active = &line.active;
+        active.store(active.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    }
+
+    /// A request started on `worker`, counted in flight elsewhere.
+    pub fn started(&self, worker: usize) {
+        add(&self.line(worker).started, 1);
+    }
+
+    /// A request counted by [`Traffic::started_in_flight`] on `worker` is over.
+    pub fn finished(&self, worker: usize) {
+        let active = &self.line(worker).active;
+        active.store(
+            active.load(Ordering::Relaxed).wrapping_sub(1),
+            Ordering::Relaxed,
+        );
+    }
+
+    /// Requests in flight counted here, over all workers.
+    pub fn active(&self) -> u32 {
+        self.workers.iter().fold(0u32, |sum, line| {
+            sum.wrapping_add(line.active.load(Ordering::Relaxed))
+        })
+    }
+
+    /// Requests started, over all workers.
+    pub fn started_total(&self) -> u64 {
+        self.workers
+            .iter()
+            .map(|line| line.started.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Every worker's figures, summed.
@@ -229,6 +275,16 @@ mod tests {
         traffic.record_connection_opened(1);
         let totals = traffic.totals();
         assert_eq!(totals.connections_opened, 2);
+        // Started and in flight: each worker on its line, summed.
+        traffic.started_in_flight(0);
+        traffic.started_in_flight(1);
+        traffic.started_in_flight(1);
+        traffic.started(0);
+        traffic.finished(1);
+        assert_eq!((traffic.active(), traffic.started_total()), (2, 4));
+        traffic.finished(0);
+        traffic.finished(1);
+        assert_eq!((traffic.active(), traffic.started_total()), (0, 4));
         assert_eq!(totals.requests, 5);
         assert_eq!(totals.responses, [1, 2, 0, 0, 1]);
         assert_eq!(

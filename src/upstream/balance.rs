@@ -2,7 +2,8 @@
 //! choices, weighted random, consistent hashing.
 //!
 //! All state a pick reads is in the snapshot: the precomputed round-robin sequence with one
-//! shared cursor, least-conn's tree of loads (`load_tree.rs`), and the per-server active counts.
+//! shared cursor, least-conn's tree of loads (`load_tree.rs`), and the per-server active counts
+//! (shared by all workers where a pick reads them: least-conn, p2c, a limit).
 //! All are atomics: workers never take a lock to pick, and round-robin is one sequence for the
 //! whole process (so consecutive requests rotate through the servers even when the kernel hands
 //! them to different workers). Every pick costs the same whatever the pool's size, except a
@@ -91,6 +92,12 @@ impl Balancer {
         self.kind
     }
 
+    /// Whether picks read the servers' loads (least-conn, power of two choices): then a request
+    /// in flight is counted where every worker sees it at once.
+    pub fn weighs_loads(&self) -> bool {
+        matches!(self.kind, Balance::LeastConn | Balance::P2c)
+    }
+
     /// Least-conn's tree, which a request's start and end on a server must be told of.
     pub fn load_tree(&self) -> Option<&LoadTree> {
         self.load_tree.as_deref()
@@ -124,7 +131,9 @@ impl Balancer {
                     let first = rng.usize(..n);
                     let second = (first + 1 + rng.usize(..n - 1)) % n;
                     let (a, b) = (self.eligible[first], self.eligible[second]);
-                    if lighter(&servers[b as usize], &servers[a as usize]) {
+                    // A p2c pool counts its requests in flight on the shared counts alone.
+                    let shared = |server: &Server| server.counters.active();
+                    if lighter(&servers[b as usize], &servers[a as usize], shared) {
                         b
                     } else {
                         a
@@ -162,7 +171,7 @@ impl Balancer {
         }
         let has_room = |index: usize| {
             let server = &servers[index];
-            server.max_connections == 0 || server.counters.active() < server.max_connections
+            server.max_connections == 0 || server.active() < server.max_connections
         };
         // Least-conn's lightest server is the scan's answer unless it is the one to avoid.
         if let Some(lightest) = self.load_tree().and_then(LoadTree::lightest) {
@@ -177,7 +186,7 @@ impl Balancer {
             if !has_room(candidate) || tried.contains(&candidate) {
                 continue;
             }
-            if best.is_none_or(|b| lighter(&servers[candidate], &servers[b])) {
+            if best.is_none_or(|b| lighter(&servers[candidate], &servers[b], Server::active)) {
                 best = Some(candidate);
             }
         }
@@ -185,11 +194,11 @@ impl Balancer {
     }
 }
 
-/// `a` carries fewer active requests per unit of the weight it takes new requests with (less
-/// while it ramps up after slow start) than `b`.
-fn lighter(a: &Server, b: &Server) -> bool {
-    u64::from(a.counters.active()) * u64::from(b.effective_weight)
-        < u64::from(b.counters.active()) * u64::from(a.effective_weight)
+/// `a` carries fewer active requests (as `active` counts them) per unit of the weight it takes
+/// new requests with (less while it ramps up after slow start) than `b`.
+fn lighter(a: &Server, b: &Server, active: impl Fn(&Server) -> u32) -> bool {
+    u64::from(active(a)) * u64::from(b.effective_weight)
+        < u64::from(active(b)) * u64::from(a.effective_weight)
 }
 
 /// Above this many steps × servers, the cycle is ordered by `virtual_time_sequence` instead: the

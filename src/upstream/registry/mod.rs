@@ -462,8 +462,8 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         weight: server.weight,
         effective_weight: server.effective_weight,
         max_connections: server.max_connections,
-        active: server.counters.active(),
-        requests: server.counters.requests(),
+        active: server.active(),
+        requests: server.traffic.started_total(),
         added_at_run_time: server.added_at_run_time,
         tls_name: server
             .tls

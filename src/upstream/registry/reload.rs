@@ -485,7 +485,7 @@ servers = [
         };
         let first = registry.snapshot_handle().load_full();
         let on_a: Vec<_> = (0..2)
-            .map(|_| ActiveGuard::try_take(&first.pools[0], 0).unwrap())
+            .map(|_| ActiveGuard::try_take(&first.pools[0], 0, 0).unwrap())
             .collect();
         assert_eq!(pick().as_deref(), Some("b"));
         // Same servers, new weight: the tree is kept.
@@ -495,8 +495,8 @@ servers = [
         let added = new_server("c", "127.0.0.1:9003", 1);
         registry.add_server("app", added).unwrap();
         let latest = registry.snapshot_handle().load_full();
-        let on_b = ActiveGuard::try_take(&latest.pools[0], 1).unwrap();
-        let on_c = ActiveGuard::try_take(&latest.pools[0], 2).unwrap();
+        let on_b = ActiveGuard::try_take(&latest.pools[0], 1, 0).unwrap();
+        let on_c = ActiveGuard::try_take(&latest.pools[0], 2, 0).unwrap();
         // a: 2 (taken under the first snapshot), b: 1 of weight 2, c: 1.
         assert_eq!(pick().as_deref(), Some("b"));
         drop(on_a);
@@ -513,19 +513,25 @@ servers = [
             let snapshot = registry.snapshot_handle().load_full();
             let pool = &snapshot.pools[0];
             let server = &pool.servers[pool.position(name).unwrap()];
-            (server.id, Arc::clone(&server.counters))
+            (server.id, Arc::clone(&server.traffic))
         };
-        let (id, counters) = counted("a");
-        drop(crate::upstream::snapshot::ActiveGuard::new(&counters));
+        let (id, _) = counted("a");
+        let snapshot = registry.snapshot_handle().load_full();
+        let pool = &snapshot.pools[0];
+        let a = pool.position("a").unwrap();
+        let in_flight = crate::upstream::snapshot::ActiveGuard::try_take(pool, a, 0).unwrap();
+        assert_eq!(pool.servers[a].active(), 1, "counted in flight");
+        drop(in_flight);
+        assert_eq!(pool.servers[a].active(), 0);
         registry.set_weight("app", "a", 3).unwrap();
         registry.reload().unwrap();
         assert_eq!(counted("a").0, id);
-        assert_eq!(counted("a").1.requests(), 1);
+        assert_eq!(counted("a").1.started_total(), 1);
         fixture.write(&FILE.replace("127.0.0.1:9001", "127.0.0.1:9011"));
         registry.reload().unwrap();
-        let (new_id, new_counters) = counted("a");
+        let (new_id, new_traffic) = counted("a");
         assert_ne!(new_id, id, "a re-addressed server is a new server");
-        assert_eq!(new_counters.requests(), 0);
+        assert_eq!(new_traffic.started_total(), 0);
         assert!(!registry.snapshot_handle().load().has_server(id));
     }
 }

@@ -268,8 +268,8 @@ enum InFlight<'s> {
     Shared(&'s ServerCounters),
     /// On its worker's own line of the server's traffic (a load and a store): a round-robin,
     /// random or hash pool reads the count only to show it, or to scan for a retry. With two
-    /// workers on one server, the shared count's line moving between them cost 4% of herdsman's
-    /// user time a request (bench/results/diet.md).
+    /// workers on one server, the shared count's three locked operations a request moved its
+    /// line between the cores (bench/results/diet.md has the paired rounds).
     Worker(&'s Traffic, usize),
 }
 

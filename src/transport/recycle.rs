@@ -7,7 +7,7 @@
 //! back to) the global allocator, so a `Vec<u8>` may be rebuilt on one.
 
 use std::alloc::Layout;
-use std::cell::RefCell;
+use std::cell::UnsafeCell;
 use std::future::Future;
 use std::mem::ManuallyDrop;
 use std::pin::Pin;
@@ -25,35 +25,89 @@ const MOST_LAYOUTS: usize = 8;
 const MOST_KEPT_BYTES: usize = 16 * 1024;
 
 thread_local! {
-    static FREE: RefCell<FreeLists> = const { RefCell::new(FreeLists { lists: Vec::new() }) };
+    // No destructor of its own, so that reaching it is one thread-pointer offset with no state
+    // to check (a `RefCell` in a `thread_local!` with a `Drop` cost some 20 instructions a take
+    // or give-back, eight of which a keep-alive request makes); `FreeOnExit` frees its blocks.
+    static FREE: UnsafeCell<FreeLists> = const { UnsafeCell::new(FreeLists::EMPTY) };
+    static FREE_ON_EXIT: FreeOnExit = const { FreeOnExit };
 }
 
 struct FreeLists {
-    lists: Vec<(Layout, Vec<NonNull<u8>>)>,
+    /// Lists in use: the first `used` of `lists`, one per layout.
+    used: usize,
+    /// The thread is ending and its blocks were freed: nothing is kept from now on.
+    closed: bool,
+    lists: [FreeList; MOST_LAYOUTS],
 }
 
-impl Drop for FreeLists {
-    fn drop(&mut self) {
-        for (layout, blocks) in self.lists.drain(..) {
-            for block in blocks {
-                // SAFETY: every kept block was allocated by the global allocator with `layout`.
-                unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
+struct FreeList {
+    layout: Layout,
+    /// Blocks kept: the first `kept` of `blocks`.
+    kept: usize,
+    blocks: [*mut u8; MOST_KEPT],
+}
+
+impl FreeLists {
+    const EMPTY: FreeLists = FreeLists {
+        used: 0,
+        closed: false,
+        lists: [const {
+            FreeList {
+                layout: Layout::new::<u8>(),
+                kept: 0,
+                blocks: [std::ptr::null_mut(); MOST_KEPT],
             }
+        }; MOST_LAYOUTS],
+    };
+}
+
+/// Runs `f` on this thread's free lists.
+#[inline(always)]
+fn with_free_lists<R>(f: impl FnOnce(&mut FreeLists) -> R) -> R {
+    // SAFETY: the lists are this thread's alone, and `f` (here: list bookkeeping, no allocator
+    // call, nothing that could reach this function again) holds the only reference.
+    FREE.with(|free| f(unsafe { &mut *free.get() }))
+}
+
+/// Frees the thread's kept blocks when it ends.
+struct FreeOnExit;
+
+impl Drop for FreeOnExit {
+    fn drop(&mut self) {
+        let blocks = with_free_lists(|free| {
+            free.closed = true;
+            let used = std::mem::take(&mut free.used);
+            free.lists[..used]
+                .iter_mut()
+                .flat_map(|list| {
+                    let kept = std::mem::take(&mut list.kept);
+                    let layout = list.layout;
+                    list.blocks[..kept]
+                        .iter()
+                        .map(move |&block| (block, layout))
+                })
+                .collect::<Vec<_>>()
+        });
+        for (block, layout) in blocks {
+            // SAFETY: every kept block was allocated by the global allocator with its list's
+            // layout.
+            unsafe { std::alloc::dealloc(block, layout) };
         }
     }
 }
 
 /// A block of `layout` (whose size is not zero): a kept one if there is one, else a new one.
+#[inline]
 fn take(layout: Layout) -> NonNull<u8> {
     debug_assert!(layout.size() > 0);
-    let kept = FREE
-        .try_with(|free| {
-            let mut free = free.borrow_mut();
-            let (_, blocks) = free.lists.iter_mut().find(|(l, _)| *l == layout)?;
-            blocks.pop()
-        })
-        .ok()
-        .flatten();
+    let kept = with_free_lists(|free| {
+        let used = free.used;
+        let list = free.lists[..used]
+            .iter_mut()
+            .find(|list| list.layout == layout)?;
+        list.kept = list.kept.checked_sub(1)?;
+        NonNull::new(list.blocks[list.kept])
+    });
     kept.unwrap_or_else(|| {
         // SAFETY: the size is not zero.
         let block = unsafe { std::alloc::alloc(layout) };
@@ -67,26 +121,32 @@ fn take(layout: Layout) -> NonNull<u8> {
 /// # Safety
 /// `block` must have been allocated by the global allocator with exactly `layout`, and nothing
 /// may use it afterwards.
+#[inline]
 unsafe fn give_back(layout: Layout, block: NonNull<u8>) {
-    let kept = FREE
-        .try_with(|free| {
-            let mut free = free.borrow_mut();
-            let index = match free.lists.iter().position(|(l, _)| *l == layout) {
-                Some(index) => index,
-                None if free.lists.len() < MOST_LAYOUTS => {
-                    free.lists.push((layout, Vec::with_capacity(MOST_KEPT)));
-                    free.lists.len() - 1
-                }
-                None => return false,
-            };
-            let blocks = &mut free.lists[index].1;
-            if blocks.len() >= MOST_KEPT {
-                return false;
+    let kept = with_free_lists(|free| {
+        let used = free.used;
+        let index = match free.lists[..used]
+            .iter()
+            .position(|list| list.layout == layout)
+        {
+            Some(index) => index,
+            None if used < MOST_LAYOUTS && !free.closed => {
+                free.lists[used].layout = layout;
+                free.used = used + 1;
+                // A thread keeping blocks frees them when it ends.
+                FREE_ON_EXIT.with(|_| ());
+                used
             }
-            blocks.push(block);
-            true
-        })
-        .unwrap_or(false);
+            None => return false,
+        };
+        let list = &mut free.lists[index];
+        if list.kept == MOST_KEPT {
+            return false;
+        }
+        list.blocks[list.kept] = block.as_ptr();
+        list.kept += 1;
+        true
+    });
     if !kept {
         // SAFETY: the caller guarantees the block and its layout.
         unsafe { std::alloc::dealloc(block.as_ptr(), layout) };
@@ -194,11 +254,37 @@ mod tests {
     fn at_most_so_many_blocks_are_kept() {
         let blocks: Vec<Vec<u8>> = (0..MOST_KEPT + 10).map(|_| take_bytes(1000)).collect();
         blocks.into_iter().for_each(give_back_bytes);
-        FREE.with(|free| {
-            let free = free.borrow();
-            let (_, kept) = free.lists.iter().find(|(l, _)| l.size() == 1000).unwrap();
-            assert_eq!(kept.len(), MOST_KEPT);
+        with_free_lists(|free| {
+            let list = free.lists[..free.used]
+                .iter()
+                .find(|list| list.layout.size() == 1000)
+                .unwrap();
+            assert_eq!(list.kept, MOST_KEPT);
         });
+    }
+
+    #[test]
+    fn a_thread_frees_its_blocks_as_it_ends_and_keeps_none_after() {
+        std::thread::spawn(|| {
+            give_back_bytes(take_bytes(2000));
+            let kept = || {
+                with_free_lists(|free| {
+                    free.lists[..free.used]
+                        .iter()
+                        .map(|l| l.kept)
+                        .sum::<usize>()
+                })
+            };
+            assert_eq!(kept(), 1);
+            // What the thread's end runs: the kept block is freed, and one given back later is
+            // freed at once rather than kept where nothing would free it.
+            drop(FreeOnExit);
+            assert_eq!(kept(), 0);
+            give_back_bytes(take_bytes(2000));
+            assert_eq!(kept(), 0);
+        })
+        .join()
+        .unwrap();
     }
 
     #[test]

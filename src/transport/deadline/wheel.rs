@@ -138,17 +138,10 @@ impl Wheel {
         waker: &Waker,
         stop_ends_it: bool,
     ) -> Registered {
-        if !self.driven {
-            return Registered::NotDriven;
-        }
-        if stop_ends_it && self.stopping {
-            return Registered::Ended(Expiry::Stopping);
-        }
-        let due = self.tick_at_or_after(deadline);
-        if due < self.next_tick {
-            // Its slot was visited already: it is past.
-            return Registered::Ended(Expiry::Elapsed);
-        }
+        let due = match self.due_tick(deadline, stop_ends_it) {
+            Ok(due) => due,
+            Err(ended) => return ended,
+        };
         let state = State::Waiting {
             waker: waker.clone(),
             stop_ends_it,
@@ -156,6 +149,24 @@ impl Wheel {
         let key = self.take_entry(due, state);
         self.insert(key, due);
         Registered::Waiting(key)
+    }
+
+    /// The tick a wait until `deadline` is due at, or how it ends without waiting: the wheel is
+    /// not driven, a stop ends it and the worker is stopping, or its slot was visited already
+    /// (it is past).
+    #[inline(always)]
+    fn due_tick(&self, deadline: Moment, stop_ends_it: bool) -> Result<u64, Registered> {
+        if !self.driven {
+            return Err(Registered::NotDriven);
+        }
+        if stop_ends_it && self.stopping {
+            return Err(Registered::Ended(Expiry::Stopping));
+        }
+        let due = self.tick_at_or_after(deadline);
+        if due < self.next_tick {
+            return Err(Registered::Ended(Expiry::Elapsed));
+        }
+        Ok(due)
     }
 
     /// An unused entry, now holding `state` and due at `due` (in no slot yet).
@@ -246,16 +257,10 @@ impl Wheel {
         waker: &Waker,
         stop_ends_it: bool,
     ) -> Option<Registered> {
-        if !self.driven {
-            return Some(Registered::NotDriven);
-        }
-        if stop_ends_it && self.stopping {
-            return Some(Registered::Ended(Expiry::Stopping));
-        }
-        let due = self.tick_at_or_after(deadline);
-        if due < self.next_tick {
-            return Some(Registered::Ended(Expiry::Elapsed));
-        }
+        let due = match self.due_tick(deadline, stop_ends_it) {
+            Ok(due) => due,
+            Err(ended) => return Some(ended),
+        };
         let visits = self.next_visit(self.entries.get(key.index as usize)?.slot);
         let entry = &mut self.entries[key.index as usize];
         if entry.generation != key.generation {

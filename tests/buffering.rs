@@ -201,14 +201,9 @@ fn the_access_log_says_which_request_bodies_were_buffered() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[test]
-fn a_body_larger_than_memory_waits_in_a_temporary_file_until_it_is_whole() {
-    let server = start_one_at_a_time_server();
-    let dir = fresh_temp_dir("spill");
-    let buffering = format!("temp_dir = {:?}", dir.display().to_string());
-    let herdsman = Proxy::start(&config(server, &buffering));
-    // Twice as many slow uploads of 1 MiB as the server has workers: each is read into memory
-    // and a file, so none holds a worker, and each arrives whole.
+/// Twice as many slow uploads of 1 MiB as the one-at-a-time server has workers: none may hold a
+/// worker (GETs beside them are answered at once), and each arrives whole.
+fn slow_uploads_hold_no_worker_and_arrive_whole(herdsman: &Proxy) {
     const SIZE: usize = 1 << 20;
     let uploads: Vec<_> = (0..2 * SERVER_WORKERS)
         .map(|_| {
@@ -235,6 +230,20 @@ fn a_body_larger_than_memory_waits_in_a_temporary_file_until_it_is_whole() {
         assert_eq!(response.status(), 200);
         assert_eq!(response.body, SIZE.to_string().as_bytes());
     }
+}
+
+#[test]
+fn a_body_larger_than_memory_waits_in_a_temporary_file_until_it_is_whole() {
+    let server = start_one_at_a_time_server();
+    let dir = fresh_temp_dir("spill");
+    // 64 KiB of each body in memory, the rest in the file.
+    let buffering = format!(
+        "temp_dir = {:?}\nrequest_buffer_memory = 65536",
+        dir.display().to_string()
+    );
+    let herdsman = Proxy::start(&config(server, &buffering));
+    // Each is read into memory and a file.
+    slow_uploads_hold_no_worker_and_arrive_whole(&herdsman);
     let report = herdsman.server().stats().report().remove(0);
     assert_eq!(report.buffered_requests, 2 * SERVER_WORKERS as u64);
     assert_eq!(report.spilled_bodies, 2 * SERVER_WORKERS as u64);
@@ -269,6 +278,7 @@ fn an_upload_given_up_midway_is_logged_as_it_went_and_its_disk_use_is_told_apart
         .server("upload", server.addr)
         .admin()
         .buffering("temp_dir", format!("{:?}", dir.display().to_string()))
+        .buffering("request_buffer_memory", 65536)
         .toml("127.0.0.1:0")
         .replacen(
             "pool = \"app\"\n\n",
@@ -319,4 +329,93 @@ fn an_upload_given_up_midway_is_logged_as_it_went_and_its_disk_use_is_told_apart
     assert_eq!(line["ended"], "client_gone_mid_body", "{line}");
     assert!(server.heads().is_empty(), "the server was sent the request");
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The first worker's buffering counts: (buffered, spilled to a file, streamed for want of room).
+fn buffering_counts(herdsman: &Proxy) -> (u64, u64, u64) {
+    let report = herdsman.server().stats().report().remove(0);
+    (
+        report.buffered_requests,
+        report.spilled_bodies,
+        report.buffering_full,
+    )
+}
+
+/// A body of `len` bytes that says where each byte sat: a torn or shifted copy shows.
+fn numbered_body(len: usize) -> Vec<u8> {
+    (0..len).map(|i| (i % 251) as u8).collect()
+}
+
+#[test]
+fn a_one_mebibyte_body_is_held_in_memory_by_default_and_arrives_whole() {
+    let server = Mock::echo();
+    let dir = fresh_temp_dir("memory-first");
+    let buffering = format!("temp_dir = {:?}", dir.display().to_string());
+    let herdsman = Proxy::start(&config(server.addr, &buffering));
+    let body = numbered_body(1 << 20);
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(10));
+    let head = format!(
+        "POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    client.send(head.as_bytes());
+    // In pieces with pauses, so that the body is read in several reads behind its head.
+    for piece in body.chunks(body.len() / 4) {
+        client.send(piece);
+        thread::sleep(Duration::from_millis(50));
+    }
+    let response = client.response();
+    assert_eq!(response.status(), 200);
+    assert!(response.body == body, "the server got the body as sent");
+    assert_eq!(
+        buffering_counts(&herdsman),
+        (1, 0, 0),
+        "buffered, in memory alone"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn when_memory_is_taken_a_body_of_known_length_waits_in_a_file_instead_of_streaming() {
+    let server = start_one_at_a_time_server();
+    let dir = fresh_temp_dir("memory-taken");
+    // All the memory buffered bodies may hold is less than one body.
+    let buffering = format!(
+        "temp_dir = {:?}\nmemory_total = 65536",
+        dir.display().to_string()
+    );
+    let herdsman = Proxy::start(&config(server, &buffering));
+    // In files, they hold no server worker, as they would in memory.
+    slow_uploads_hold_no_worker_and_arrive_whole(&herdsman);
+    let uploads = 2 * SERVER_WORKERS as u64;
+    assert_eq!(buffering_counts(&herdsman), (uploads, uploads, 0));
+    assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_request_sent_right_behind_a_buffered_body_is_not_taken_for_part_of_it() {
+    let server = Mock::echo();
+    let herdsman = Proxy::start(&config(server.addr, ""));
+    let body = numbered_body(300_000);
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(10));
+    let head = format!(
+        "POST /first HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    client.send(head.as_bytes());
+    client.send(&body[..1000]);
+    thread::sleep(Duration::from_millis(100));
+    // The rest of the body and the next request in one write: the body's reads stop at its end.
+    let mut rest = body[1000..].to_vec();
+    rest.extend_from_slice(b"GET /second HTTP/1.1\r\nHost: test\r\n\r\n");
+    client.send(&rest);
+    let first = client.response();
+    assert_eq!(first.status(), 200);
+    assert!(first.body == body, "the first body arrived whole and alone");
+    let second = client.response();
+    assert_eq!(second.status(), 200);
+    assert_eq!(second.header("X-Target"), Some("/second"));
 }

@@ -401,9 +401,10 @@ pub struct Limits {
 /// them and fed to the client at its pace. Applied by reload (in the snapshot).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Buffering {
-    /// A request body is read whole before a server is picked a slot on and sent it: this many
-    /// bytes (with its head) in memory, the rest in a temporary file. 0 turns request buffering
-    /// off. Default 65536.
+    /// A request body is read whole before a server is picked a slot on and sent it: up to this
+    /// many bytes of it in memory behind its head (read straight there), the rest in a temporary
+    /// file; all of a body of known length goes to the file when `memory_total` is taken. 0
+    /// turns request buffering off. Default 1 MiB.
     pub request_memory: usize,
     /// The largest request body read whole (memory and file); a larger one streams as it arrives.
     /// At most `request_memory` means memory only. Default 1 GiB.
@@ -442,7 +443,7 @@ pub struct Buffering {
 impl Default for Buffering {
     fn default() -> Self {
         Buffering {
-            request_memory: 65536,
+            request_memory: 1 << 20,
             request_max: 1 << 30,
             request_min_rate: 500,
             request_min_rate_grace: Duration::from_secs(10),

@@ -95,6 +95,38 @@ impl BodyRelay {
         matches!(self.remaining, Remaining::Done)
     }
 
+    /// The body bytes yet to come when its length says (`Content-Length`): they may be read
+    /// straight into where they go, with no framing to take out, and then told with
+    /// [`BodyRelay::took_length`].
+    pub fn length_left(&self) -> Option<u64> {
+        match self.remaining {
+            Remaining::Length(left) => Some(left),
+            _ => None,
+        }
+    }
+
+    /// `n` bytes of a body of known length (at most [`BodyRelay::length_left`]) were read
+    /// straight into their place.
+    pub fn took_length(&mut self, n: usize) -> Result<(), RelayError> {
+        debug_assert!(self.length_left().is_some_and(|left| n as u64 <= left));
+        let piece = self.advance_length(n);
+        debug_assert_eq!(piece, n);
+        self.count_data(piece)
+    }
+
+    /// Counts `n` bytes of a body of known length (at most what is left): the bytes it takes.
+    fn advance_length(&mut self, n: usize) -> usize {
+        let Remaining::Length(left) = &mut self.remaining else {
+            return 0;
+        };
+        let n = (n as u64).min(*left) as usize;
+        *left -= n as u64;
+        if *left == 0 {
+            self.remaining = Remaining::Done;
+        }
+        n
+    }
+
     /// The source ended: the end of a body delimited by the connection's close, else a body cut
     /// short.
     pub fn end_of_source(&mut self) -> Result<(), RelayError> {
@@ -129,12 +161,8 @@ impl BodyRelay {
                     forward: available.len(),
                 })
             }
-            Remaining::Length(left) => {
-                let n = (available.len() as u64).min(*left) as usize;
-                *left -= n as u64;
-                if *left == 0 {
-                    self.remaining = Remaining::Done;
-                }
+            Remaining::Length(_) => {
+                let n = self.advance_length(available.len());
                 // A length over the limit was refused up front, so this only counts.
                 self.count_data(n)?;
                 Ok(Piece {

@@ -18,7 +18,7 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::Body;
 use crate::stats::{MemoryHold, WorkerCounters};
 use crate::transport::deadline::timeout_at;
-use crate::transport::{recycle, write_all_by, Stream, TempFile, BUFFER_INITIAL};
+use crate::transport::{read_appending, recycle, write_all_by, Stream, TempFile, BUFFER_INITIAL};
 use crate::upstream::Snapshot;
 
 /// What herdsman answers a client that waits before sending its body, when herdsman reads it.
@@ -30,7 +30,8 @@ const READ_BACK: usize = 64 * 1024;
 /// A request body read whole: its memory (behind the head in `client.out`) held of the process's
 /// total, and the part that went to a temporary file, if any.
 pub struct BufferedBody<'a> {
-    _memory: MemoryHold<'a>,
+    /// `None` when memory was short and the body went to the file.
+    _memory: Option<MemoryHold<'a>>,
     spilled: Option<(TempFile<'a>, u64)>,
 }
 
@@ -124,14 +125,26 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
         _ => (room, 0),
     };
     let usage = context.buffer_use();
-    let memory = usage.hold_memory(in_memory, buffering.memory_total);
+    let (memory, in_memory, in_file) = match usage.hold_memory(in_memory, buffering.memory_total) {
+        Some(memory) => (Some(memory), in_memory, in_file),
+        // Memory is short (the process's total is taken): a body of known length goes to a
+        // temporary file, past the bytes already at hand.
+        None => match facts.body {
+            Body::Length(length) => (None, upload.data_seen(), length - upload.data_seen()),
+            _ => (None, 0, 0),
+        },
+    };
     let file = match in_file {
         0 => Ok(None),
         _ => TempFile::create(&buffering.temp_dir, usage, buffering.disk_total)
             .map(|mut file| file.reserve_to(in_file).then_some(file)),
     };
     let (memory, mut file) = match (memory, file) {
-        (Some(memory), Ok(file)) if in_file == 0 || file.is_some() => (memory, file),
+        (memory, Ok(file))
+            if (memory.is_some() || in_file > 0) && (in_file == 0 || file.is_some()) =>
+        {
+            (memory, file)
+        }
         (_, result) => {
             if let Err(error) = result {
                 tracing::warn!(dir = %buffering.temp_dir.display(), %error, "cannot make a temporary file for a request body; it streams");
@@ -154,21 +167,48 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
     buffered.request = true;
     let mut spilled = 0u64;
     let memory_end = client.out.len() + (in_memory - upload.data_seen().min(in_memory)) as usize;
+    if upload.length_left().is_some() {
+        // Room for the memory part at once: the bytes are read straight into it, and it never
+        // moves into a larger block (which copied a 1 MiB body twice more).
+        client
+            .out
+            .reserve_exact(memory_end.saturating_sub(client.out.len()));
+    }
     while !upload.is_done() && (file.is_some() || upload.data_seen() <= room) {
         let idle = Moment::now() + snapshot.timeouts.client_idle;
         let slow = buffering
             .rate_deadline(started, upload.data_seen())
             .map(Moment::from)
             .filter(|slow| *slow < idle);
-        let read = client.downstream.receive(BUFFER_INITIAL);
-        match timeout_at(slow.unwrap_or(idle), read).await {
+        // A body of known length, while its memory part has room and nothing waits in the
+        // received buffer, is read straight behind the head: one copy of each byte in user space
+        // (none besides the kernel's), each read as large as the socket holds.
+        let straight = match upload.length_left() {
+            Some(left) if client.downstream.received().is_empty() => {
+                (memory_end.saturating_sub(client.out.len()) as u64).min(left) as usize
+            }
+            _ => 0,
+        };
+        let read = async {
+            if straight > 0 {
+                let (mut source, _, _) = client.downstream.split();
+                read_appending(&mut source, &mut client.out, straight).await
+            } else {
+                client.downstream.receive(BUFFER_INITIAL).await
+            }
+        };
+        let n = match timeout_at(slow.unwrap_or(idle), read).await {
             Err(_) if slow.is_some() => {
                 WorkerCounters::bump(&counters.slow_request_bodies);
                 return Err(Failure::BodyTooSlow);
             }
             Err(_) => return Err(Failure::ClientStalled),
             Ok(Ok(0) | Err(_)) => return Err(Failure::ClientGone),
-            Ok(Ok(_)) => {}
+            Ok(Ok(n)) => n,
+        };
+        if straight > 0 {
+            upload.took_length(n).map_err(upload_failure)?;
+            continue;
         }
         let out = &mut client.out;
         upload

@@ -277,6 +277,28 @@ impl Buffer {
     }
 }
 
+/// Reads once from `source` straight onto the end of `out`, at most `most` bytes (no block of
+/// its own, no copy afterwards): for a body that is kept where it is read. `out` must have room
+/// for `most` more bytes. Returns the bytes read, 0 at end of stream.
+pub async fn read_appending<R: AsyncRead + Unpin>(
+    source: &mut R,
+    out: &mut Vec<u8>,
+    most: usize,
+) -> io::Result<usize> {
+    debug_assert!(out.capacity() - out.len() >= most);
+    poll_fn(|cx| {
+        let room = most.min(out.capacity() - out.len());
+        let mut read_buf = ReadBuf::uninit(&mut out.spare_capacity_mut()[..room]);
+        std::task::ready!(Pin::new(&mut *source).poll_read(cx, &mut read_buf))?;
+        let n = read_buf.filled().len();
+        // SAFETY: poll_read initialised the first `n` bytes of the spare capacity (ReadBuf
+        // tracks exactly what was written).
+        unsafe { out.set_len(out.len() + n) };
+        Poll::Ready(Ok(n))
+    })
+    .await
+}
+
 impl Drop for Buffer {
     fn drop(&mut self) {
         self.give_back_memory();

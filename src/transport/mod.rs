@@ -21,7 +21,7 @@ mod tls;
 mod tls_state;
 mod write;
 
-pub use buffer::{Buffer, BUFFER_INITIAL};
+pub use buffer::{read_appending, Buffer, BUFFER_INITIAL};
 pub use clock::Moment;
 pub use listen::{ListenOptions, ListenSocket};
 pub use multiplexed::Multiplexed;

@@ -242,7 +242,7 @@ impl Checker {
                 "buffering.request_buffer_memory",
                 &raw.request_buffer_memory,
                 0..=1_073_741_824,
-                "0 (off) to 1073741824 bytes (default 65536)",
+                "0 (off) to 1073741824 bytes (default 1048576)",
                 default.request_memory,
             ),
             request_min_rate: self.integer(

@@ -419,3 +419,49 @@ fn a_request_sent_right_behind_a_buffered_body_is_not_taken_for_part_of_it() {
     assert_eq!(second.status(), 200);
     assert_eq!(second.header("X-Target"), Some("/second"));
 }
+
+#[test]
+fn a_body_that_comes_fast_goes_on_to_the_server_before_it_is_whole() {
+    let heard: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
+    let server = {
+        let heard = Arc::clone(&heard);
+        Mock::start(move |ex| {
+            heard.lock().unwrap().get_or_insert_with(Instant::now);
+            let body = ex.read_body()?;
+            ex.respond(200, &[], body.len().to_string().as_bytes())?;
+            Ok(Flow::KeepAlive)
+        })
+    };
+    let dir = fresh_temp_dir("fast");
+    let buffering = format!("temp_dir = {:?}", dir.display().to_string());
+    let herdsman = Proxy::start(&config(server.addr, &buffering));
+    const SIZE: usize = 4 << 20;
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(10));
+    let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
+    client.send(head.as_bytes());
+    // All but the last kilobyte at once, far faster than request_stream_rate (10 MiB/s).
+    client.send(&vec![b'f'; SIZE - 1024]);
+    thread::sleep(Duration::from_millis(500));
+    let last_sent = Instant::now();
+    client.send(&[b'f'; 1024]);
+    let response = client.response();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.body, SIZE.to_string().as_bytes());
+    let heard = heard.lock().unwrap().expect("the server heard the request");
+    assert!(
+        heard < last_sent,
+        "the server heard of the request only once its body was whole"
+    );
+    let report = herdsman.server().stats().report().remove(0);
+    assert_eq!(
+        (
+            report.streamed_request_bodies,
+            report.buffered_requests,
+            report.spilled_bodies
+        ),
+        (1, 0, 0),
+        "streamed past its first MiB in memory, no file"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

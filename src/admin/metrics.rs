@@ -191,6 +191,13 @@ impl Figures {
         );
         each(
             out,
+            "herdsman_worker_streamed_request_bodies_total",
+            "counter",
+            "Request bodies past memory that came fast enough to stream on (request_stream_rate).",
+            &|r| r.streamed_request_bodies as f64,
+        );
+        each(
+            out,
             "herdsman_worker_buffered_response_bodies_total",
             "counter",
             "Response bodies read at the server's pace through a spool ([buffering]).",

@@ -413,6 +413,12 @@ pub struct Buffering {
     /// has passed: slower, the client gets 408 (Apache's `mod_reqtimeout` MinRate). 0: no
     /// minimum. Default 500.
     pub request_min_rate: u64,
+    /// A request body that has come at least this fast, in bytes per second, when its memory part
+    /// is full (judged over 50 ms at least) goes on to the server as it comes, rather than into a
+    /// temporary file: a fast client holds no server for long, and its body costs no disk (as
+    /// HAProxy streams). A slower one is read whole first. 0: a body past memory always goes to
+    /// the file. Default 10 MiB/s.
+    pub request_stream_rate: u64,
     /// How long a request body may take before its rate is held to `request_min_rate`. Default
     /// 10 s.
     pub request_min_rate_grace: Duration,
@@ -446,6 +452,7 @@ impl Default for Buffering {
             request_memory: 1 << 20,
             request_max: 1 << 30,
             request_min_rate: 500,
+            request_stream_rate: 10 << 20,
             request_min_rate_grace: Duration::from_secs(10),
             response_memory: 65536,
             response_max: 1 << 30,
@@ -458,6 +465,9 @@ impl Default for Buffering {
     }
 }
 
+/// The shortest time [`Buffering::streams`] judges a body's pace over.
+const STREAM_WINDOW: Duration = Duration::from_millis(50);
+
 impl Buffering {
     /// When a body whose reading began at `started` and has brought `received` bytes so far
     /// falls below the minimum rate (`None`: no minimum).
@@ -469,6 +479,15 @@ impl Buffering {
         let rate = self.request_min_rate;
         let earned = (rate > 0).then(|| Duration::from_secs_f64(received as f64 / rate as f64));
         earned.map(|earned| started + self.request_min_rate_grace + earned)
+    }
+
+    /// Whether a request body whose reading began at `started`, with `arrived` bytes since, comes
+    /// fast enough to stream the rest (`request_stream_rate`). Judged over `STREAM_WINDOW` at
+    /// least, so that a burst (one read's bytes, then a pause) does not decide it.
+    pub fn streams(&self, started: std::time::Instant, arrived: u64) -> bool {
+        let rate = self.request_stream_rate;
+        let seconds = started.elapsed().max(STREAM_WINDOW).as_secs_f64();
+        rate > 0 && arrived as f64 >= rate as f64 * seconds
     }
 
     /// The window a client's pace on a buffered response is measured over, and the bytes it

@@ -204,6 +204,7 @@ pub struct RawHttp2 {
 pub struct RawBuffering {
     pub request_buffer_memory: Option<Spanned<i64>>,
     pub request_min_rate: Option<Spanned<i64>>,
+    pub request_stream_rate: Option<Spanned<i64>>,
     pub request_min_rate_grace: Option<Spanned<String>>,
     pub request_buffer_max: Option<Spanned<i64>>,
     pub response_buffer_memory: Option<Spanned<i64>>,

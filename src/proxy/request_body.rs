@@ -164,6 +164,7 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
         drop_expect(&mut client.out);
     }
     let started = std::time::Instant::now();
+    let seen_at_start = upload.data_seen();
     buffered.request = true;
     let mut spilled = 0u64;
     let memory_end = client.out.len() + (in_memory - upload.data_seen().min(in_memory)) as usize;
@@ -175,6 +176,17 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
             .reserve_exact(memory_end.saturating_sub(client.out.len()));
     }
     while !upload.is_done() && (file.is_some() || upload.data_seen() <= room) {
+        // The memory part is full and the file would take the rest: a body that came fast
+        // enough goes on to the server as it comes instead (its file reservation let go).
+        if spilled == 0
+            && file.is_some()
+            && client.out.len() >= memory_end
+            && buffering.streams(started, upload.data_seen() - seen_at_start)
+        {
+            WorkerCounters::bump(&counters.streamed_request_bodies);
+            buffered.request = false;
+            return Ok(None);
+        }
         let idle = Moment::now() + snapshot.timeouts.client_idle;
         let slow = buffering
             .rate_deadline(started, upload.data_seen())

@@ -56,6 +56,9 @@ pub struct WorkerCounters {
     pub buffered_requests: AtomicU64,
     /// Request bodies that arrived slower than `request_min_rate` (answered 408).
     pub slow_request_bodies: AtomicU64,
+    /// Request bodies past memory that came fast enough to stream on (`request_stream_rate`)
+    /// rather than wait in a temporary file.
+    pub streamed_request_bodies: AtomicU64,
     /// Response bodies read from their server at its pace rather than the client's.
     pub buffered_responses: AtomicU64,
     /// Buffered bodies (requests and responses) that outgrew memory into a temporary file.
@@ -292,6 +295,9 @@ impl Stats {
                     idle_backend: counters.idle_backend.load(Ordering::Relaxed),
                     buffered_requests: counters.buffered_requests.load(Ordering::Relaxed),
                     slow_request_bodies: counters.slow_request_bodies.load(Ordering::Relaxed),
+                    streamed_request_bodies: counters
+                        .streamed_request_bodies
+                        .load(Ordering::Relaxed),
                     buffered_responses: counters.buffered_responses.load(Ordering::Relaxed),
                     spilled_bodies: counters.spilled_bodies.load(Ordering::Relaxed),
                     buffering_full: counters.buffering_full.load(Ordering::Relaxed),
@@ -359,6 +365,7 @@ pub struct WorkerReport {
     pub idle_backend: u32,
     pub buffered_requests: u64,
     pub slow_request_bodies: u64,
+    pub streamed_request_bodies: u64,
     pub buffered_responses: u64,
     pub spilled_bodies: u64,
     pub buffering_full: u64,

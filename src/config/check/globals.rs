@@ -252,6 +252,14 @@ impl Checker {
                 "0 (no minimum) or bytes per second (default 500)",
                 default.request_min_rate,
             ),
+            request_stream_rate: self.integer(
+                "buffering.request_stream_rate",
+                &raw.request_stream_rate,
+                0..=i64::MAX,
+                "0 (a body past memory always goes to a temporary file) or bytes per second \
+                 (default 10485760)",
+                default.request_stream_rate,
+            ),
             request_min_rate_grace: self.duration(
                 "buffering.request_min_rate_grace",
                 &raw.request_min_rate_grace,
@@ -350,11 +358,12 @@ mod tests {
         );
         let text = format!(
             "{MINIMAL}[buffering]\nrequest_buffer_memory = 0\nrequest_min_rate = 1000\n\
-             request_min_rate_grace = \"5s\"\n"
+             request_min_rate_grace = \"5s\"\nrequest_stream_rate = 0\n"
         );
         let expected = Buffering {
             request_memory: 0,
             request_min_rate: 1000,
+            request_stream_rate: 0,
             request_min_rate_grace: Duration::from_secs(5),
             ..Buffering::default()
         };

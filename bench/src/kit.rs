@@ -8,8 +8,8 @@
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
-//! - `servers`     — the servers behind the proxies, the own backend or a real nginx, started on
-//!   ports of their own
+//! - `servers`     — the servers behind the proxies, the own backend or a real nginx (or nginx
+//!   taking uploads of any size whole before it answers), started on ports of their own
 //! - `grpc_server` — the own h2c gRPC server (unary calls echoed, calls counted) and one checked
 //!   call to it
 //! - `server_status` — what a server has accepted and answered, read from it (stub_status's shape)
@@ -35,8 +35,9 @@
 //!   `silent-holder` and its handle
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
 //! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
-//!   versions
-//! - `wrk`         — running wrk and parsing its report; a run paused and resumed with signals
+//!   the herdsman builds asked for as rows (`--herdsman-bin`); versions
+//! - `wrk`         — running wrk and parsing its report; uploads by a Lua script; a run paused and
+//!   resumed with signals
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
 //! - `environment` — versions, machine, load, the open-files limit, and the command that

@@ -36,6 +36,9 @@
 //!   connections that never send a ClientHello (timed out and opened again), and a storm of new
 //!   handshakes beside established connections: per-worker handshakes and CPU, their spread, and
 //!   the established connections' p99 (issue 16)
+//! - `uploads`     — herdsman vs HAProxy vs nginx with wrk posting 1 MiB and 64 MiB bodies on
+//!   keep-alive connections to one nginx server: CPU per upload (user and kernel apart),
+//!   uploads/s, p50/p99, errors, in interleaved rounds, judged against issue 51's targets
 //! - `h2-attacks`  — HTTP/2 attacks from one connection (rapid reset, CONTINUATION, SETTINGS, PING,
 //!   empty-DATA, WINDOW_UPDATE and PRIORITY floods, HPACK abuse, streams never or slowly read):
 //!   the legitimate clients' requests/s and p99 beside each, how herdsman ended it, what reached
@@ -61,6 +64,7 @@ mod soak;
 mod stall;
 mod tls;
 mod tls_load;
+mod uploads;
 
 use std::net::SocketAddr;
 
@@ -163,6 +167,10 @@ enum Command {
     /// connections, and per-worker handshakes and CPU under a handshake storm beside established
     /// connections; writes bench/results/tls-load.md.
     TlsLoad(tls_load::TlsLoadArgs),
+    /// herdsman, HAProxy and nginx under uploads: wrk posting 1 MiB and 64 MiB bodies on 20 and
+    /// 200 keep-alive connections to one nginx server, 1 and 2 workers: CPU per upload, uploads/s,
+    /// p50/p99 and errors, judged against issue 51's targets; writes bench/results/uploads.md.
+    Uploads(uploads::UploadsArgs),
     /// One process of silent TLS connections for `tls-load` (started by it).
     #[command(hide = true)]
     TlsLoadHolder(tls_load::holder::TlsLoadHolderArgs),
@@ -202,6 +210,7 @@ fn main() -> anyhow::Result<()> {
         Command::TlsHolder(args) => tls::holder::run(args),
         Command::TlsLoad(args) => tls_load::run(args),
         Command::TlsLoadHolder(args) => tls_load::holder::run(args),
+        Command::Uploads(args) => uploads::run(args),
         Command::SilentHolder(args) => kit::silent::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }

@@ -3,19 +3,16 @@
 //! missing peers and building herdsman on the way. A row that cannot run is kept, with the reason,
 //! for the results file.
 
-use std::path::{Path, PathBuf};
-
-use anyhow::bail;
+use std::path::Path;
 
 use super::report::Session;
 use super::settings::{first_mentions, CompareArgs};
+use crate::kit::environment;
 use crate::kit::proxies::{IntakeMode, ProxyKind, Target};
-use crate::kit::{environment, tools};
+use crate::kit::tools::{self, HerdsmanBuild};
 
 /// (row label, why it was not measured).
 pub type NotRun = Vec<(String, String)>;
-/// (row label, the herdsman binary, or why there is none).
-type HerdsmanBuild = (String, Result<PathBuf, String>);
 
 /// The targets to start, in order, and those that cannot be (with why). Installs missing peers and
 /// builds herdsman as needed.
@@ -81,36 +78,7 @@ pub fn resolve_targets(
 
 /// Every herdsman row.
 fn herdsman_builds(args: &CompareArgs, workspace: &Path) -> anyhow::Result<Vec<HerdsmanBuild>> {
-    if args.herdsman_bins.is_empty() {
-        let default = tools::default_herdsman(workspace);
-        let program = if args.output.no_build {
-            if default.exists() {
-                Ok(default)
-            } else {
-                Err(format!("{} does not exist (--no-build)", default.display()))
-            }
-        } else {
-            tools::build_herdsman(workspace).map_err(|e| format!("{e:#}"))
-        };
-        return Ok(vec![("herdsman".to_string(), program)]);
-    }
-    let mut builds: Vec<HerdsmanBuild> = Vec::new();
-    for spec in &args.herdsman_bins {
-        let (label, path) = match spec.split_once('=') {
-            Some((label, path)) => (label.trim().to_string(), PathBuf::from(path)),
-            None => ("herdsman".to_string(), PathBuf::from(spec)),
-        };
-        if builds.iter().any(|(l, _)| *l == label) {
-            bail!("two --herdsman-bin rows are labelled {label:?}; write LABEL=PATH");
-        }
-        // Absolute, because each proxy runs with its scratch directory as working directory.
-        let program = match path.canonicalize() {
-            Ok(absolute) if absolute.is_file() => Ok(absolute),
-            _ => Err(format!("{} is not a file", path.display())),
-        };
-        builds.push((label, program));
-    }
-    Ok(builds)
+    tools::herdsman_builds(&args.herdsman_bins, workspace, args.output.no_build)
 }
 
 /// The rows of one herdsman build: one per intake mode, labelled "BUILD (MODE)", or, with no mode

@@ -8,25 +8,9 @@ use crate::kit::tools;
 /// herdsman's version and build, rustc, the kernel, the CPUs and how busy they were: the setup
 /// lines of the benchmarks that measure herdsman alone.
 pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)> {
-    let built = tools::version_line(
-        Path::new("date"),
-        &[
-            "-u",
-            "-r",
-            &herdsman.to_string_lossy(),
-            "+%Y-%m-%d %H:%M:%S UTC",
-        ],
-    );
     let cpu = cpu_model();
     vec![
-        (
-            "herdsman".into(),
-            format!(
-                "{} ({}, built {built})",
-                tools::version_line(herdsman, &["--version"]),
-                herdsman.display()
-            ),
-        ),
+        herdsman_line("herdsman", herdsman),
         (
             "rustc".into(),
             tools::version_line(Path::new("rustc"), &["-V"]),
@@ -50,6 +34,28 @@ pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)
             busy.map_or("unknown".into(), |b| format!("{:.0}%", b * 100.0)),
         ),
     ]
+}
+
+/// The setup line of the herdsman binary `herdsman`, named `label`: its version, where it is and
+/// when it was built (every work-in-progress build says "0.1.0"; the last two tell them apart).
+pub fn herdsman_line(label: &str, herdsman: &Path) -> (String, String) {
+    let built = tools::version_line(
+        Path::new("date"),
+        &[
+            "-u",
+            "-r",
+            &herdsman.to_string_lossy(),
+            "+%Y-%m-%d %H:%M:%S UTC",
+        ],
+    );
+    (
+        label.into(),
+        format!(
+            "{} ({}, built {built})",
+            tools::version_line(herdsman, &["--version"]),
+            herdsman.display()
+        ),
+    )
 }
 
 /// The setup line of the open files each process may have, which bounds what a run may open.

@@ -9,7 +9,8 @@
 //! files for all three, TLS 1.2 and 1.3, ALPN http/1.1 (and h2 before it on a listener that speaks
 //! HTTP/2), session tickets and a TLS 1.2 session cache; with HTTP/2 with prior knowledge in
 //! cleartext (h2c, `Target::h2c_config`); and for gRPC, h2c on both sides (`Target::grpc_config`:
-//! herdsman's pool `protocol = "h2c"`, HAProxy's `server … proto h2`, nginx's `grpc_pass`).
+//! herdsman's pool `protocol = "h2c"`, HAProxy's `server … proto h2`, nginx's `grpc_pass`); and
+//! for uploads of any size (`Target::upload_config`: nginx's body size limit lifted).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -294,6 +295,15 @@ impl Target {
     /// `config` with HTTP/2 with prior knowledge (h2c) on its listener.
     pub fn h2c_config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
         self.cleartext_config(plan, dir, &H2C, &HTTP1_SERVER)
+    }
+
+    /// `config` for uploads of any size: nginx's is `nginx_upload_config` (its body size limit
+    /// lifted); herdsman's and HAProxy's take any size as they are, and are `config`'s.
+    pub fn upload_config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
+        match self.kind {
+            ProxyKind::Nginx => ("nginx.conf", nginx_upload_config(plan, dir)),
+            ProxyKind::Herdsman | ProxyKind::Haproxy => self.config(plan, dir),
+        }
     }
 
     /// `h2c_config` in front of a gRPC server: h2c to the server as well.
@@ -621,9 +631,34 @@ pub fn nginx_config(plan: Plan, dir: &Path) -> String {
     nginx_listen_config(plan, dir, "", HTTP1_SERVER.nginx)
 }
 
+/// The `http` block's line that lets nginx take a request body of any size. Its default,
+/// `client_max_body_size 1m`, answers 413 to a larger one; herdsman and HAProxy have no such limit
+/// by default.
+pub const NGINX_ANY_BODY_SIZE: &str = "    client_max_body_size 0;\n";
+
+/// `nginx_config` for uploads of any size (`NGINX_ANY_BODY_SIZE`), and otherwise nginx's defaults:
+/// it still reads each body whole before the server is involved (`proxy_request_buffering on`),
+/// in memory up to `client_body_buffer_size` (16 KiB) and the rest in a temporary file in
+/// `dir`/client_body.
+pub fn nginx_upload_config(plan: Plan, dir: &Path) -> String {
+    nginx_listen_config_with(plan, dir, NGINX_ANY_BODY_SIZE, "", HTTP1_SERVER.nginx)
+}
+
 /// nginx's configuration with `listen_options` (each after a blank) on its listen line and
 /// `location` as its `location /` block's body.
 fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str, location: &str) -> String {
+    nginx_listen_config_with(plan, dir, "", listen_options, location)
+}
+
+/// `nginx_listen_config` with `http_lines` (each ending in a newline) after the head's lines of
+/// the `http` block.
+fn nginx_listen_config_with(
+    plan: Plan,
+    dir: &Path,
+    http_lines: &str,
+    listen_options: &str,
+    location: &str,
+) -> String {
     let Plan {
         port,
         backend_port,
@@ -631,7 +666,7 @@ fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str, location: &
         ..
     } = plan;
     format!(
-        r#"{head}
+        r#"{head}{http_lines}
     upstream backend {{
         server 127.0.0.1:{backend_port};
         keepalive {backend_idle};
@@ -917,15 +952,19 @@ mod tests {
         assert_eq!(nginx.matches('{').count(), nginx.matches('}').count());
     }
 
-    #[test]
-    fn http2_is_spoken_where_asked_in_each_proxy_s_words() {
-        let dir = Path::new("/tmp/x");
-        let target = |kind: ProxyKind| Target {
+    /// A target of `kind` whose program is never run (for its configs).
+    fn target(kind: ProxyKind) -> Target {
+        Target {
             label: kind.to_string(),
             kind,
             program: PathBuf::from("/bin/true"),
             intake: None,
-        };
+        }
+    }
+
+    #[test]
+    fn http2_is_spoken_where_asked_in_each_proxy_s_words() {
+        let dir = Path::new("/tmp/x");
         let h2c = |kind| target(kind).h2c_config(PLAN, dir).1;
         assert_contains_all(
             &h2c(ProxyKind::Herdsman),
@@ -1011,6 +1050,29 @@ mod tests {
         // The HTTP/1.1 servers' configs keep their words.
         assert!(!herdsman_config(PLAN, None).contains("protocol"));
         assert!(nginx_config(PLAN, dir).contains("proxy_pass http://backend;"));
+    }
+
+    #[test]
+    fn only_nginx_s_upload_config_differs_and_only_by_its_body_size_limit() {
+        let dir = Path::new("/tmp/x");
+        for kind in [ProxyKind::Herdsman, ProxyKind::Haproxy] {
+            assert_eq!(
+                target(kind).upload_config(PLAN, dir),
+                target(kind).config(PLAN, dir)
+            );
+        }
+        let (file, upload) = target(ProxyKind::Nginx).upload_config(PLAN, dir);
+        assert_eq!(file, "nginx.conf");
+        assert_eq!(
+            upload.replacen(NGINX_ANY_BODY_SIZE, "", 1),
+            nginx_config(PLAN, dir)
+        );
+        assert_contains_all(
+            &upload,
+            &["    scgi_temp_path /tmp/x/scgi;\n    client_max_body_size 0;\n"],
+        );
+        assert!(!nginx_config(PLAN, dir).contains("client_max_body_size"));
+        assert!(!upload.contains("proxy_request_buffering"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
-//! What every benchmark's options resolve alike: the full or the `--short` defaults, and the
-//! results file (`--out`, or the chosen defaults' path under the workspace).
+//! What every benchmark's options resolve alike: the full or the `--short` defaults, the results
+//! file (`--out`, or the chosen defaults' path under the workspace), and seconds as options take
+//! them.
 
 use std::path::{Path, PathBuf};
 
@@ -51,6 +52,18 @@ pub fn without_repeats<T: PartialEq + Clone>(given: &[T], otherwise: &[T]) -> Ve
     kept
 }
 
+/// Seconds as an option takes them: "10" or "10s", 1 to 3,600, or 0 written as such (for an
+/// option where 0 means none).
+pub fn parse_seconds(text: &str) -> Result<u32, String> {
+    let number = text.strip_suffix('s').unwrap_or(text);
+    match number.parse::<u32>() {
+        Ok(n) if (1..=3600).contains(&n) || (n == 0 && text.starts_with('0')) => Ok(n),
+        _ => Err(format!(
+            "expected whole seconds such as 10 or 10s, got {text:?}"
+        )),
+    }
+}
+
 /// A benchmark's options parsed from `args` as its subcommand `name` would be: for tests.
 #[cfg(test)]
 pub fn parse_args<A: clap::Args + clap::FromArgMatches>(
@@ -71,6 +84,16 @@ mod tests {
     fn repeats_go_and_nothing_given_takes_the_fallback() {
         assert_eq!(without_repeats(&[2, 1, 2, 3, 1], &[9]), [2, 1, 3]);
         assert_eq!(without_repeats::<u32>(&[], &[9, 8]), [9, 8]);
+    }
+
+    #[test]
+    fn seconds_accept_an_optional_suffix() {
+        assert_eq!(parse_seconds("10"), Ok(10));
+        assert_eq!(parse_seconds("5s"), Ok(5));
+        assert_eq!(parse_seconds("0"), Ok(0));
+        assert!(parse_seconds("1m").is_err());
+        assert!(parse_seconds("").is_err());
+        assert!(parse_seconds("3601").is_err());
     }
 
     #[test]

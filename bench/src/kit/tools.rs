@@ -1,6 +1,7 @@
 //! The outside programs a comparison needs: finding haproxy, nginx, wrk, h2load and openssl
 //! (installing the Debian packages when one is missing), building herdsman in this workspace (into
-//! its target/ or the one CARGO_TARGET_DIR names), and asking each its version.
+//! its target/ or the one CARGO_TARGET_DIR names), the herdsman builds asked for as rows
+//! (`--herdsman-bin [LABEL=]PATH`), and asking each its version.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -300,6 +301,50 @@ impl TlsClients {
     }
 }
 
+/// A herdsman row to measure: its label, and its binary or why there is none.
+pub type HerdsmanBuild = (String, Result<PathBuf, String>);
+
+/// The herdsman rows asked for with `--herdsman-bin [LABEL=]PATH` (repeated to compare builds,
+/// such as a before and an after), each binary made absolute (every proxy runs in a directory of
+/// its own), "herdsman" when unlabelled; without any, the workspace's release build labelled
+/// "herdsman", built first unless `no_build`. A row whose binary is missing or fails to build
+/// carries the reason; only two rows with one label are an error.
+pub fn herdsman_builds(
+    specs: &[String],
+    workspace: &Path,
+    no_build: bool,
+) -> anyhow::Result<Vec<HerdsmanBuild>> {
+    if specs.is_empty() {
+        let default = default_herdsman(workspace);
+        let program = if no_build {
+            if default.exists() {
+                Ok(default)
+            } else {
+                Err(format!("{} does not exist (--no-build)", default.display()))
+            }
+        } else {
+            build_herdsman(workspace).map_err(|e| format!("{e:#}"))
+        };
+        return Ok(vec![("herdsman".to_string(), program)]);
+    }
+    let mut builds: Vec<HerdsmanBuild> = Vec::new();
+    for spec in specs {
+        let (label, path) = match spec.split_once('=') {
+            Some((label, path)) => (label.trim().to_string(), PathBuf::from(path)),
+            None => ("herdsman".to_string(), PathBuf::from(spec)),
+        };
+        if builds.iter().any(|(l, _)| *l == label) {
+            bail!("two --herdsman-bin rows are labelled {label:?}; write LABEL=PATH");
+        }
+        let program = match path.canonicalize() {
+            Ok(absolute) if absolute.is_file() => Ok(absolute),
+            _ => Err(format!("{} is not a file", path.display())),
+        };
+        builds.push((label, program));
+    }
+    Ok(builds)
+}
+
 /// The first line a program prints for `args` (stdout or, like `nginx -v`, stderr).
 pub fn version_line(program: &Path, args: &[&str]) -> String {
     let mut command = Command::new(program);
@@ -321,4 +366,34 @@ pub fn version_line(program: &Path, args: &[&str]) -> String {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
     all[all.len().saturating_sub(lines)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn herdsman_rows_are_labelled_absolute_and_each_once() {
+        let exe = std::env::current_exe().unwrap();
+        let specs = [
+            format!("before={}", exe.display()),
+            "after=/no/such/herdsman".to_string(),
+        ];
+        let builds = herdsman_builds(&specs, Path::new("/w"), true).unwrap();
+        assert_eq!(builds[0], ("before".to_string(), Ok(exe.clone())));
+        assert_eq!(builds[1].0, "after");
+        assert_eq!(
+            builds[1].1,
+            Err("/no/such/herdsman is not a file".to_string())
+        );
+        // Unlabelled: "herdsman"; two rows of one label cannot be told apart.
+        let one = herdsman_builds(&[exe.display().to_string()], Path::new("/w"), true).unwrap();
+        assert_eq!(one[0].0, "herdsman");
+        let twice = [exe.display().to_string(), exe.display().to_string()];
+        assert!(herdsman_builds(&twice, Path::new("/w"), true).is_err());
+        // None asked for, without building: the workspace's release binary, which must exist.
+        let none = herdsman_builds(&[], Path::new("/no/such/workspace"), true).unwrap();
+        assert_eq!(none[0].0, "herdsman");
+        assert!(none[0].1.as_ref().unwrap_err().contains("--no-build"));
+    }
 }

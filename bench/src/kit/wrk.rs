@@ -1,7 +1,8 @@
 //! Driving wrk and reading its report: requests completed, requests/s, the latency distribution
 //! (`--latency`) and every kind of error it counts; against 127.0.0.1:PORT in cleartext, or any URL
-//! (`https://`, a path such as `/big`). Also a run in the background that is paused (SIGSTOP) and
-//! resumed (SIGCONT) with its connections kept open, and ended when asked (SIGINT).
+//! (`https://`, a path such as `/big`); uploads, by a Lua script that makes every request a POST
+//! of a given size. Also a run in the background that is paused (SIGSTOP) and resumed (SIGCONT)
+//! with its connections kept open, and ended when asked (SIGINT).
 
 use std::path::Path;
 use std::process::Command;
@@ -58,6 +59,31 @@ impl Load {
             url.to_string(),
         ]
     }
+
+    /// The arguments after `wrk` for `url` with the Lua `script` (`-s`) and each request allowed
+    /// `timeout_seconds` (`--timeout`): wrk leaves a response slower than its timeout (2 s by
+    /// default) out of the latency distribution and counts it as a timeout instead.
+    pub fn script_args(&self, url: &str, script: &Path, timeout_seconds: u32) -> Vec<String> {
+        let mut args = vec![
+            "-s".to_string(),
+            script.display().to_string(),
+            "--timeout".to_string(),
+            format!("{timeout_seconds}s"),
+        ];
+        args.extend(self.args_for(url));
+        args
+    }
+}
+
+/// A wrk script that makes every request an upload: a `POST` of `bytes` bytes ("x" repeated),
+/// `Content-Type: application/octet-stream` (wrk adds its Content-Length). wrk builds the request
+/// once and sends it whole on each keep-alive connection, the next once its answer is in.
+pub fn upload_script(bytes: u64) -> String {
+    format!(
+        "wrk.method = \"POST\"\n\
+         wrk.body = string.rep(\"x\", {bytes})\n\
+         wrk.headers[\"Content-Type\"] = \"application/octet-stream\"\n"
+    )
 }
 
 /// Runs wrk against 127.0.0.1:`port` and parses its report.
@@ -132,6 +158,24 @@ pub fn run_url_costing(
 ) -> anyhow::Result<(CpuTime, WrkReport)> {
     let before = procstat::tree_cpu(pid)?;
     let report = run_url(wrk, url, load, &[])?;
+    let after = procstat::tree_cpu(pid)?;
+    Ok((after.since(before), report))
+}
+
+/// Runs wrk with `args` from `Load::script_args` (which ask for `seconds`) and parses its report.
+pub fn run_script(wrk: &Path, args: Vec<String>, seconds: u32) -> anyhow::Result<WrkReport> {
+    run_args(wrk, args, seconds, &[])
+}
+
+/// `run_script`, and the CPU the process tree of `pid` used meanwhile, as `run_costing` reads it.
+pub fn run_script_costing(
+    wrk: &Path,
+    args: Vec<String>,
+    seconds: u32,
+    pid: u32,
+) -> anyhow::Result<(CpuTime, WrkReport)> {
+    let before = procstat::tree_cpu(pid)?;
+    let report = run_script(wrk, args, seconds)?;
     let after = procstat::tree_cpu(pid)?;
     Ok((after.since(before), report))
 }
@@ -410,6 +454,24 @@ Transfer/sec:      4.55MB
         assert_eq!(parse_time_us("1.50ms").unwrap(), 1500.0);
         assert_eq!(parse_time_us("1.00m").unwrap(), 60e6);
         assert!(parse_time_us("12").is_err());
+    }
+
+    #[test]
+    fn an_upload_load_posts_its_size_and_waits_as_long_as_asked() {
+        assert_eq!(
+            upload_script(1_048_576),
+            "wrk.method = \"POST\"\nwrk.body = string.rep(\"x\", 1048576)\n\
+             wrk.headers[\"Content-Type\"] = \"application/octet-stream\"\n"
+        );
+        let load = Load {
+            connections: 20,
+            seconds: 10,
+        };
+        assert_eq!(
+            load.script_args("http://127.0.0.1:8080/upload", Path::new("/tmp/up.lua"), 11)
+                .join(" "),
+            "-s /tmp/up.lua --timeout 11s -t1 -c20 -d10s --latency http://127.0.0.1:8080/upload"
+        );
     }
 
     #[test]

@@ -193,8 +193,8 @@ pub async fn read_rest_of_body<'c, D: Downstream>(
             .map(Moment::from)
             .filter(|slow| *slow < idle);
         // A body of known length, while its memory part has room and nothing waits in the
-        // received buffer, is read straight behind the head: one copy of each byte in user space
-        // (none besides the kernel's), each read as large as the socket holds.
+        // received buffer, is read straight behind the head: no copy in user space (the kernel's
+        // alone), each read as large as the socket holds.
         let straight = match upload.length_left() {
             Some(left) if client.downstream.received().is_empty() => {
                 (memory_end.saturating_sub(client.out.len()) as u64).min(left) as usize

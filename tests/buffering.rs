@@ -420,6 +420,54 @@ fn a_request_sent_right_behind_a_buffered_body_is_not_taken_for_part_of_it() {
     assert_eq!(second.header("X-Target"), Some("/second"));
 }
 
+/// FNV-1a of `bytes`: what the server tells of the body it got.
+fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[test]
+fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
+    let server = Mock::start(|ex| {
+        let body = ex.read_body()?;
+        ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
+        Ok(Flow::KeepAlive)
+    });
+    let dir = fresh_temp_dir("splice");
+    let buffering = format!("temp_dir = {:?}", dir.display().to_string());
+    let herdsman = Proxy::start(&config(server.addr, &buffering));
+    const SIZE: usize = 16 << 20;
+    let body: Vec<u8> = (0..SIZE).map(|i| (i * 31 % 251) as u8).collect();
+    let mut client = Conn::connect(herdsman.addr);
+    client.set_read_timeout(Duration::from_secs(20));
+    // Twice on one connection: after a spliced body, both connections carry the next request.
+    for _ in 0..2 {
+        let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
+        client.send(head.as_bytes());
+        client.send(&body);
+        let response = client.response();
+        assert_eq!(response.status(), 200);
+        assert_eq!(
+            response.body_text(),
+            fnv(&body).to_string(),
+            "the body arrived as sent"
+        );
+    }
+    let report = herdsman.server().stats().report().remove(0);
+    assert_eq!(
+        (
+            report.streamed_request_bodies,
+            report.spliced_request_bodies,
+            report.spilled_bodies,
+            report.backend_connects,
+        ),
+        (2, 2, 0, 1),
+        "streamed past memory, by splice, no file, one server connection"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[test]
 fn a_body_that_comes_fast_goes_on_to_the_server_before_it_is_whole() {
     let heard: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();

@@ -198,6 +198,13 @@ impl Figures {
         );
         each(
             out,
+            "herdsman_worker_spliced_request_bodies_total",
+            "counter",
+            "Streaming request bodies relayed by splice, socket to socket (plain TCP both sides).",
+            &|r| r.spliced_request_bodies as f64,
+        );
+        each(
+            out,
             "herdsman_worker_buffered_response_bodies_total",
             "counter",
             "Response bodies read at the server's pace through a spool ([buffering]).",

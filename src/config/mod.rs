@@ -414,8 +414,8 @@ pub struct Buffering {
     /// minimum. Default 500.
     pub request_min_rate: u64,
     /// A request body that has come at least this fast, in bytes per second, when its memory part
-    /// is full (judged over 50 ms at least) goes on to the server as it comes, rather than into a
-    /// temporary file: a fast client holds no server for long, and its body costs no disk (as
+    /// is full (judged by the time its client kept herdsman waiting, 50 ms at least) goes on to
+    /// the server as it comes, rather than into a temporary file: a fast client holds no server for long, and its body costs no disk (as
     /// HAProxy streams). A slower one is read whole first. 0: a body past memory always goes to
     /// the file. Default 10 MiB/s.
     pub request_stream_rate: u64,
@@ -481,12 +481,14 @@ impl Buffering {
         earned.map(|earned| started + self.request_min_rate_grace + earned)
     }
 
-    /// Whether a request body whose reading began at `started`, with `arrived` bytes since, comes
-    /// fast enough to stream the rest (`request_stream_rate`). Judged over `STREAM_WINDOW` at
-    /// least, so that a burst (one read's bytes, then a pause) does not decide it.
-    pub fn streams(&self, started: std::time::Instant, arrived: u64) -> bool {
+    /// Whether a request body that brought `arrived` bytes while its client kept herdsman waiting
+    /// `waited` in all comes fast enough to stream the rest (`request_stream_rate`): the
+    /// client's pace, not the worker's, which may have been busy while the bytes waited in the
+    /// socket. Judged over `STREAM_WINDOW` at least, so that a burst (one read's bytes, then a
+    /// pause) does not decide it.
+    pub fn streams(&self, waited: Duration, arrived: u64) -> bool {
         let rate = self.request_stream_rate;
-        let seconds = started.elapsed().max(STREAM_WINDOW).as_secs_f64();
+        let seconds = waited.max(STREAM_WINDOW).as_secs_f64();
         rate > 0 && arrived as f64 >= rate as f64 * seconds
     }
 

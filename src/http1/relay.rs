@@ -10,7 +10,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::http1::chunked::{ChunkedDecoder, Step};
 use crate::http1::Body;
 use crate::transport::deadline::timeout;
-use crate::transport::{Buffer, BUFFER_INITIAL};
+use crate::transport::{Buffer, Pipe, ReadHalf, WriteHalf, BUFFER_INITIAL};
 
 /// The most a body relay reads at once.
 pub const BODY_READ_LIMIT: usize = 64 * 1024;
@@ -300,6 +300,39 @@ impl BodyRelay {
             most -= piece.consumed;
         }
         Ok(())
+    }
+
+    /// Relays the rest of a body of known length from `source` to `sink` through `pipe`, by
+    /// splice (its bytes never in user space): what the pipe holds first, then the rest. Each
+    /// fill may wait `read_wait` and each drain `write_wait`. Abandoned midway, the pipe keeps
+    /// what it took.
+    pub async fn splice(
+        &mut self,
+        source: &ReadHalf<'_>,
+        sink: &WriteHalf<'_>,
+        pipe: &mut Pipe,
+        read_wait: Duration,
+        write_wait: Duration,
+    ) -> Result<(), RelayError> {
+        loop {
+            let left = self.length_left().unwrap_or(0);
+            if pipe.held() > 0 {
+                match timeout(write_wait, pipe.drain_to(sink, left > 0)).await {
+                    Err(_) => return Err(RelayError::SinkTimeout),
+                    Ok(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
+                    Ok(Ok(_)) => continue,
+                }
+            }
+            if left == 0 {
+                return Ok(());
+            }
+            match timeout(read_wait, pipe.fill_from(source, left)).await {
+                Err(_) => return Err(RelayError::SourceTimeout),
+                Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
+                Ok(Ok(0)) => return Err(RelayError::SourceEnded),
+                Ok(Ok(n)) => self.took_length(n)?,
+            }
+        }
     }
 
     /// Relays the rest of the body: from `buffer` first, then from `source`, to `sink`. Each read

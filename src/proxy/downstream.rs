@@ -72,4 +72,10 @@ pub trait BodySource: AsyncRead + Unpin {
     /// Completes when the client closed or reset its side. Bytes it sends meanwhile (a pipelined
     /// request) are left for later, and then it is not watched any longer.
     fn closed(&mut self) -> impl Future<Output = ()>;
+
+    /// The client connection's own reading half, when the body comes straight from its socket
+    /// (HTTP/1): what a splice needs.
+    fn read_half(&self) -> Option<&crate::transport::ReadHalf<'_>> {
+        None
+    }
 }

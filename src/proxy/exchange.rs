@@ -8,7 +8,7 @@ use crate::transport::Moment;
 
 use super::client::scratch;
 use super::context::ProxyContext;
-use super::downstream::Downstream;
+use super::downstream::{BodySource, Downstream};
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
@@ -29,8 +29,11 @@ use crate::http1::relay::{BodyRelay, RelayError};
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::stats::traffic::Ending;
+use crate::stats::WorkerCounters;
 use crate::transport::deadline::timeout_at;
-use crate::transport::{recycle, write_all_by, ServerStream, Stream};
+use crate::transport::{
+    can_splice, recycle, write_all_by, Buffer, Pipe, ServerStream, Stream, WriteHalf,
+};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -664,6 +667,31 @@ async fn send_whole<D: Downstream>(
     }
 }
 
+/// The least of a streaming body's length still to come that goes by splice rather than
+/// through a buffer (a pipe costs four system calls to make and close).
+const SPLICE_FROM: u64 = 1 << 20;
+
+/// A pipe for the rest of a streaming request body, when it can go by splice: of known length,
+/// at least `SPLICE_FROM` of it to come and none of it at hand, plain TCP on both sides (a
+/// client's HTTP/1 connection, a server's), and not a gRPC call (whose upload may go on beside
+/// its response, with the relay that the pipe's bytes would be lost to).
+fn spliceable<S: BodySource>(
+    upload: &BodyRelay,
+    grpc: bool,
+    received: &Buffer,
+    source: &S,
+    sink: &WriteHalf<'_>,
+) -> Option<Pipe> {
+    let worth = upload.length_left().is_some_and(|left| left >= SPLICE_FROM);
+    let plain = source
+        .read_half()
+        .is_some_and(|read| can_splice(read, sink));
+    if !(worth && plain && received.is_empty() && !grpc) {
+        return None;
+    }
+    Pipe::new().ok()
+}
+
 /// Sends a request whose body is still arriving: the body streams to the server while the
 /// response head is awaited, so a server that answers early (or asks for the body with
 /// 100 Continue) is heard. Returns whether the whole body was sent.
@@ -698,15 +726,27 @@ async fn send_streaming<D: Downstream>(
         let (mut client_read, received, mut client_write) = client.downstream.split();
         let (mut server_read, mut server_write) = upstream.split();
         let upload_future = async {
-            let sent = upload
-                .relay(
-                    &mut client_read,
-                    received,
-                    &mut server_write,
-                    timeouts.client_idle,
-                    facts.timeouts.backend_read,
-                )
-                .await;
+            let pipe = spliceable(upload, facts.grpc, received, &client_read, &server_write);
+            let sent = match (pipe, client_read.read_half()) {
+                (Some(mut pipe), Some(source)) => {
+                    WorkerCounters::bump(&context.counters().spliced_request_bodies);
+                    let wait = (timeouts.client_idle, facts.timeouts.backend_read);
+                    upload
+                        .splice(source, &server_write, &mut pipe, wait.0, wait.1)
+                        .await
+                }
+                _ => {
+                    upload
+                        .relay(
+                            &mut client_read,
+                            received,
+                            &mut server_write,
+                            timeouts.client_idle,
+                            facts.timeouts.backend_read,
+                        )
+                        .await
+                }
+            };
             upload_done.set(sent.is_ok());
             sent
         };

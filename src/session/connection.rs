@@ -160,4 +160,8 @@ impl BodySource for ReadHalf<'_> {
     fn closed(&mut self) -> impl Future<Output = ()> {
         ReadHalf::closed(self)
     }
+
+    fn read_half(&self) -> Option<&ReadHalf<'_>> {
+        Some(self)
+    }
 }

@@ -59,6 +59,9 @@ pub struct WorkerCounters {
     /// Request bodies past memory that came fast enough to stream on (`request_stream_rate`)
     /// rather than wait in a temporary file.
     pub streamed_request_bodies: AtomicU64,
+    /// Streaming request bodies whose rest went from socket to socket by splice, not through a
+    /// buffer (plain TCP both sides, 1 MiB or more to come).
+    pub spliced_request_bodies: AtomicU64,
     /// Response bodies read from their server at its pace rather than the client's.
     pub buffered_responses: AtomicU64,
     /// Buffered bodies (requests and responses) that outgrew memory into a temporary file.
@@ -298,6 +301,7 @@ impl Stats {
                     streamed_request_bodies: counters
                         .streamed_request_bodies
                         .load(Ordering::Relaxed),
+                    spliced_request_bodies: counters.spliced_request_bodies.load(Ordering::Relaxed),
                     buffered_responses: counters.buffered_responses.load(Ordering::Relaxed),
                     spilled_bodies: counters.spilled_bodies.load(Ordering::Relaxed),
                     buffering_full: counters.buffering_full.load(Ordering::Relaxed),
@@ -366,6 +370,7 @@ pub struct WorkerReport {
     pub buffered_requests: u64,
     pub slow_request_bodies: u64,
     pub streamed_request_bodies: u64,
+    pub spliced_request_bodies: u64,
     pub buffered_responses: u64,
     pub spilled_bodies: u64,
     pub buffering_full: u64,

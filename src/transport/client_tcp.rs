@@ -96,7 +96,7 @@ impl ClientTcp {
     /// The registered connection (for a half): registered with the current runtime now if it
     /// is not yet.
     #[inline]
-    fn registration(&self) -> io::Result<&TcpStream> {
+    pub(super) fn registration(&self) -> io::Result<&TcpStream> {
         if let Some(stream) = self.registered.get() {
             return Ok(stream);
         }

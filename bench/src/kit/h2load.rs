@@ -133,13 +133,20 @@ fn parse_h2load(text: &str) -> anyhow::Result<H2loadReport> {
         } else if let Some(rest) = line.strip_prefix("Application protocol:") {
             report.protocol = Some(rest.trim().to_string());
         } else if let Some(rest) = line.strip_prefix("finished in ") {
-            // "123.45ms, 810.04 req/s, 45.88KB/s" (or "10.00s, …")
+            // "123.45ms, 810.04 req/s, 45.88KB/s" (or "10.00s, …", or "466us, …" for a run
+            // shorter than a millisecond: one probe request)
             let span = rest.split(',').next().unwrap_or_default().trim();
-            report.seconds = match span.strip_suffix("ms") {
-                Some(ms) => ms.parse::<f64>().map(|ms| ms / 1000.0),
-                None => span.trim_end_matches('s').parse::<f64>(),
-            }
-            .with_context(|| format!("the span in {line:?}"))?;
+            let (number, per_second) = if let Some(us) = span.strip_suffix("us") {
+                (us, 1e6)
+            } else if let Some(ms) = span.strip_suffix("ms") {
+                (ms, 1e3)
+            } else {
+                (span.strip_suffix('s').unwrap_or(span), 1.0)
+            };
+            report.seconds = number
+                .parse::<f64>()
+                .map(|n| n / per_second)
+                .with_context(|| format!("the span in {line:?}"))?;
         }
     }
     let (Some(total), Some(answered)) = (total, answered) else {
@@ -340,6 +347,24 @@ traffic: 5.66KB (5800) total, 3.03KB (3100) headers (space savings 0.00%), 1.86K
             }
         );
         assert!(parse_h2load("finished in 1s\n").is_err());
+    }
+
+    /// A one-request probe that took less than a millisecond, as h2load 1.52 reported it in a
+    /// CI run (whose parse failed on the `us`, and with it the run's start).
+    #[test]
+    fn a_span_under_a_millisecond_is_read_in_microseconds() {
+        let probe = "\
+finished in 466us, 2145.92 req/s, 264.05KB/s
+requests: 1 total, 1 started, 1 done, 1 succeeded, 0 failed, 0 errored, 0 timeout
+status codes: 1 2xx, 0 3xx, 0 4xx, 0 5xx
+";
+        let report = parse_h2load(probe).unwrap();
+        assert!(
+            (report.seconds - 0.000466).abs() < 1e-12,
+            "{}",
+            report.seconds
+        );
+        assert_eq!((report.total, report.answered), (1, 1));
     }
 
     /// Captured from `h2load -t1 -c10 -m10 -D2 --log-file=… http://…` (nghttp2 1.52) against an

@@ -415,8 +415,8 @@ pub struct Buffering {
     pub request_min_rate: u64,
     /// A request body that has come at least this fast, in bytes per second, when its memory part
     /// is full (judged by the time its client kept herdsman waiting, 50 ms at least) goes on to
-    /// the server as it comes, rather than into a temporary file: a fast client holds no server for long, and its body costs no disk (as
-    /// HAProxy streams). A slower one is read whole first. 0: a body past memory always goes to
+    /// the server as it comes, rather than into a temporary file: a fast client holds no server
+    /// for long, and its body costs no disk (as HAProxy streams). A slower one is read whole first. 0: a body past memory always goes to
     /// the file. Default 10 MiB/s.
     pub request_stream_rate: u64,
     /// How long a request body may take before its rate is held to `request_min_rate`. Default

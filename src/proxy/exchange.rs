@@ -32,7 +32,7 @@ use crate::stats::traffic::Ending;
 use crate::stats::WorkerCounters;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{
-    can_splice, recycle, write_all_by, Buffer, Pipe, ServerStream, Stream, WriteHalf,
+    can_splice, recycle, write_all_by, Buffer, Pipe, ReadHalf, ServerStream, Stream, WriteHalf,
 };
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
@@ -675,21 +675,20 @@ const SPLICE_FROM: u64 = 1 << 20;
 /// at least `SPLICE_FROM` of it to come and none of it at hand, plain TCP on both sides (a
 /// client's HTTP/1 connection, a server's), and not a gRPC call (whose upload may go on beside
 /// its response, with the relay that the pipe's bytes would be lost to).
-fn spliceable<S: BodySource>(
+/// Returns the client's read half with it.
+fn spliceable<'s, S: BodySource>(
     upload: &BodyRelay,
     grpc: bool,
     received: &Buffer,
-    source: &S,
+    source: &'s S,
     sink: &WriteHalf<'_>,
-) -> Option<Pipe> {
+) -> Option<(&'s ReadHalf<'s>, Pipe)> {
     let worth = upload.length_left().is_some_and(|left| left >= SPLICE_FROM);
-    let plain = source
-        .read_half()
-        .is_some_and(|read| can_splice(read, sink));
-    if !(worth && plain && received.is_empty() && !grpc) {
+    if !worth || !received.is_empty() || grpc {
         return None;
     }
-    Pipe::new().ok()
+    let read = source.read_half().filter(|read| can_splice(read, sink))?;
+    Some((read, Pipe::new().ok()?))
 }
 
 /// Sends a request whose body is still arriving: the body streams to the server while the
@@ -726,16 +725,17 @@ async fn send_streaming<D: Downstream>(
         let (mut client_read, received, mut client_write) = client.downstream.split();
         let (mut server_read, mut server_write) = upstream.split();
         let upload_future = async {
-            let pipe = spliceable(upload, facts.grpc, received, &client_read, &server_write);
-            let sent = match (pipe, client_read.read_half()) {
-                (Some(mut pipe), Some(source)) => {
+            let spliced = spliceable(upload, facts.grpc, received, &client_read, &server_write);
+            let sent = match spliced {
+                Some((source, mut pipe)) => {
                     WorkerCounters::bump(&context.counters().spliced_request_bodies);
-                    let wait = (timeouts.client_idle, facts.timeouts.backend_read);
+                    let (read_wait, write_wait) =
+                        (timeouts.client_idle, facts.timeouts.backend_read);
                     upload
-                        .splice(source, &server_write, &mut pipe, wait.0, wait.1)
+                        .splice(source, &server_write, &mut pipe, read_wait, write_wait)
                         .await
                 }
-                _ => {
+                None => {
                     upload
                         .relay(
                             &mut client_read,

@@ -67,19 +67,11 @@ impl Pipe {
         let socket = from.plain_tcp().ok_or_else(not_plain)??;
         let most = most.min(self.size as u64) as usize;
         let into = self.write.as_raw_fd();
-        tokio::task::coop::consume_budget().await;
         // The pipe is empty and the splice asks no more than it holds: EAGAIN is the socket's.
-        let n = loop {
-            let spliced = socket.try_io(Interest::READABLE, || {
-                splice(socket.as_raw_fd(), into, most, false)
-            });
-            match spliced {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    socket.readable().await?;
-                }
-                spliced => break spliced?,
-            }
-        };
+        let n = when_ready(socket, Interest::READABLE, || {
+            splice(socket.as_raw_fd(), into, most, false)
+        })
+        .await?;
         self.held = n;
         Ok(n)
     }
@@ -88,25 +80,36 @@ impl Pipe {
     /// `more`: the body goes on after them (the kernel may hold a partial segment back).
     pub async fn drain_to(&mut self, to: &WriteHalf<'_>, more: bool) -> io::Result<usize> {
         let socket = to.plain_tcp().ok_or_else(not_plain)??;
-        let out = self.read.as_raw_fd();
-        tokio::task::coop::consume_budget().await;
+        let (out, held) = (self.read.as_raw_fd(), self.held);
         // The pipe holds bytes: EAGAIN is the socket's.
-        let n = loop {
-            let spliced = socket.try_io(Interest::WRITABLE, || {
-                splice(out, socket.as_raw_fd(), self.held, more)
-            });
-            match spliced {
-                Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
-                    socket.writable().await?;
-                }
-                spliced => break spliced?,
-            }
-        };
+        let n = when_ready(socket, Interest::WRITABLE, || {
+            splice(out, socket.as_raw_fd(), held, more)
+        })
+        .await?;
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
         self.held -= n;
         Ok(n)
+    }
+}
+
+/// One splice on `socket` for `interest`: tried at once (a registered socket's bytes may be
+/// there before its readiness is known), then after each readiness it brings; one unit of the
+/// task's cooperative budget, as a buffered relay's write costs.
+async fn when_ready(
+    socket: &TcpStream,
+    interest: Interest,
+    splice: impl Fn() -> io::Result<usize>,
+) -> io::Result<usize> {
+    tokio::task::coop::consume_budget().await;
+    loop {
+        match socket.try_io(interest, &splice) {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                socket.ready(interest).await?;
+            }
+            done => return done,
+        }
     }
 }
 

@@ -116,6 +116,18 @@ cases! {
         conn.expect_reset(1, PROTOCOL_ERROR);
     }
 
+    /// §8.1.1: DATA beyond the content-length after a pause long enough for a server to have
+    /// answered the first frame's bytes: the request still is malformed, never served.
+    fn s8_1_1_data_beyond_the_content_length_after_a_pause_is_malformed(transport) {
+        let mut conn = Conn::start(transport);
+        let block = Block::request("POST", "/").field("content-length", "4");
+        conn.send_headers(1, 0, &block);
+        conn.send_frame(DATA, 0, 1, b"four");
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        conn.send_frame(DATA, END_STREAM, 1, b"more");
+        conn.expect_reset(1, PROTOCOL_ERROR);
+    }
+
     /// §8.1.1: a content-length above 0 on a request the HEADERS frame ended (no DATA at all).
     fn s8_1_1_content_length_without_data_is_malformed(transport) {
         let block = Block::request("POST", "/").field("content-length", "5");

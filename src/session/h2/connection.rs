@@ -485,7 +485,18 @@ impl Connection {
         if stream.reset.is_some() {
             return Poll::Ready(BodyEvent::Reset);
         }
-        let unread = stream.recv.len() - stream.recv_at;
+        let mut unread = stream.recv.len() - stream.recv_at;
+        if matches!(stream.remote, RemoteEnd::Open)
+            && stream
+                .expected
+                .is_some_and(|expected| stream.received >= expected)
+        {
+            // The last byte of a content-length body waits for END_STREAM: until the client
+            // ends the stream, more DATA can still make the request malformed (§8.1.1), and a
+            // server must not have answered a request that is then reset as malformed. Clients
+            // end the stream with the last DATA frame, so this costs nothing.
+            unread = unread.saturating_sub(1);
+        }
         if unread > 0 {
             return Poll::Ready(BodyEvent::Bytes(unread));
         }

@@ -347,7 +347,7 @@ fn numbered_body(len: usize) -> Vec<u8> {
 }
 
 #[test]
-fn a_one_mebibyte_body_is_held_in_memory_by_default_and_arrives_whole() {
+fn a_one_mebibyte_body_that_comes_slowly_is_held_in_memory_and_arrives_whole() {
     let server = Mock::echo();
     let dir = fresh_temp_dir("memory-first");
     let buffering = format!("temp_dir = {:?}", dir.display().to_string());
@@ -360,10 +360,11 @@ fn a_one_mebibyte_body_is_held_in_memory_by_default_and_arrives_whole() {
         body.len()
     );
     client.send(head.as_bytes());
-    // In pieces with pauses, so that the body is read in several reads behind its head.
+    // In pieces with pauses, so that the body is read in several reads behind its head, at
+    // some 1.3 MiB/s: slower than request_stream_rate (10 MiB/s), so it is read whole first.
     for piece in body.chunks(body.len() / 4) {
         client.send(piece);
-        thread::sleep(Duration::from_millis(50));
+        thread::sleep(Duration::from_millis(200));
     }
     let response = client.response();
     assert_eq!(response.status(), 200);
@@ -470,32 +471,49 @@ fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
 
 #[test]
 fn a_body_that_comes_fast_goes_on_to_the_server_before_it_is_whole() {
+    // Past its first MiB in memory, unkept.
+    fast_body_goes_on_before_it_is_whole(4 << 20);
+}
+
+#[test]
+fn a_body_that_fits_memory_and_comes_fast_goes_on_to_the_server_before_it_is_whole() {
+    // Kept in memory as it goes.
+    fast_body_goes_on_before_it_is_whole(1 << 20);
+}
+
+/// A body of `size` bytes sent at once but for its last kilobyte, half a second later: the server
+/// hears of it before that kilobyte is sent, and gets all of it; it streamed, in no file.
+fn fast_body_goes_on_before_it_is_whole(size: usize) {
     let heard: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
     let server = {
         let heard = Arc::clone(&heard);
         Mock::start(move |ex| {
             heard.lock().unwrap().get_or_insert_with(Instant::now);
             let body = ex.read_body()?;
-            ex.respond(200, &[], body.len().to_string().as_bytes())?;
+            ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
             Ok(Flow::KeepAlive)
         })
     };
     let dir = fresh_temp_dir("fast");
     let buffering = format!("temp_dir = {:?}", dir.display().to_string());
     let herdsman = Proxy::start(&config(server.addr, &buffering));
-    const SIZE: usize = 4 << 20;
     let mut client = Conn::connect(herdsman.addr);
     client.set_read_timeout(Duration::from_secs(10));
-    let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
+    let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {size}\r\n\r\n");
     client.send(head.as_bytes());
     // All but the last kilobyte at once, far faster than request_stream_rate (10 MiB/s).
-    client.send(&vec![b'f'; SIZE - 1024]);
+    let body: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+    client.send(&body[..size - 1024]);
     thread::sleep(Duration::from_millis(500));
     let last_sent = Instant::now();
-    client.send(&[b'f'; 1024]);
+    client.send(&body[size - 1024..]);
     let response = client.response();
     assert_eq!(response.status(), 200);
-    assert_eq!(response.body, SIZE.to_string().as_bytes());
+    assert_eq!(
+        response.body_text(),
+        fnv(&body).to_string(),
+        "the body arrived as sent"
+    );
     let heard = heard.lock().unwrap().expect("the server heard the request");
     assert!(
         heard < last_sent,
@@ -509,7 +527,52 @@ fn a_body_that_comes_fast_goes_on_to_the_server_before_it_is_whole() {
             report.spilled_bodies
         ),
         (1, 0, 0),
-        "streamed past its first MiB in memory, no file"
+        "streamed, no file"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_kept_body_whose_server_resets_midway_goes_whole_to_another() {
+    // "cut" resets each connection once it has the head: the PUT streaming to it fails before
+    // any answer, and its body, kept as it streamed, goes whole to "a".
+    let cut = Mock::start(|_| Ok(Flow::Reset));
+    let whole = Mock::start(|ex| {
+        let body = ex.read_body()?;
+        ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
+        Ok(Flow::KeepAlive)
+    });
+    let config = format!(
+        "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"cut\", addr = \"{}\" }}, \
+         {{ name = \"a\", addr = \"{}\" }}]\n[pool.passive]\nconsecutive_failures = 0\n",
+        cut.addr, whole.addr
+    );
+    let herdsman = Proxy::start(&config);
+    const SIZE: usize = 1 << 20;
+    let body: Vec<u8> = (0..SIZE).map(|i| (i * 13 % 251) as u8).collect();
+    for i in 0..2 {
+        let mut client = Conn::connect(herdsman.addr);
+        client.set_read_timeout(Duration::from_secs(10));
+        let head = format!("PUT /up{i} HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
+        client.send(head.as_bytes());
+        // Fast enough to stream; the rest only after the attempt on "cut" has failed.
+        client.send(&body[..SIZE * 3 / 4]);
+        thread::sleep(Duration::from_millis(300));
+        client.send(&body[SIZE * 3 / 4..]);
+        let response = client.response();
+        assert_eq!(response.status(), 200, "PUT {i}");
+        assert_eq!(
+            response.body_text(),
+            fnv(&body).to_string(),
+            "PUT {i}'s body"
+        );
+    }
+    assert_eq!(cut.heads().len(), 1, "one of the two went to \"cut\" first");
+    let report = herdsman.server().stats().report().remove(0);
+    assert_eq!(
+        (report.streamed_request_bodies, report.buffered_requests),
+        (2, 0),
+        "both streamed as they came"
+    );
 }

@@ -78,6 +78,16 @@ fn bodies_stream_both_ways_with_and_without_a_length() {
         (status.as_str(), body.as_slice()),
         ("2 200", b"hello".as_slice())
     );
+    // 1 MiB with its length, sent at once: it fits memory, so it streams kept (or, slower,
+    // is read whole first); either way it arrives as sent.
+    let mib: Vec<u8> = (0..1u32 << 20).map(|i| (i % 241) as u8).collect();
+    let (status, body) = curl(
+        &["--http2-prior-knowledge", "--data-binary", "@-"],
+        &url,
+        Some(&mib),
+    );
+    assert_eq!(status, "2 200");
+    assert!(body == mib, "the 1 MiB body came back changed");
     // A body of unknown length (read from a pipe): chunked to the server, whole back.
     let big: Vec<u8> = (0..3_000_000u32).map(|i| (i % 251) as u8).collect();
     let (status, body) = curl(

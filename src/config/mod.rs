@@ -413,11 +413,12 @@ pub struct Buffering {
     /// has passed: slower, the client gets 408 (Apache's `mod_reqtimeout` MinRate). 0: no
     /// minimum. Default 500.
     pub request_min_rate: u64,
-    /// A request body that has come at least this fast, in bytes per second, when its memory part
-    /// is full (judged by the time its client kept herdsman waiting, 50 ms at least) goes on to
-    /// the server as it comes, rather than into a temporary file: a fast client holds no server
-    /// for long, and its body costs no disk (as HAProxy streams). A slower one is read whole first. 0: a body past memory always goes to
-    /// the file. Default 10 MiB/s.
+    /// A request body that comes at least this fast, in bytes per second (judged by the time its
+    /// client kept herdsman waiting, 50 ms at least), goes on to the server as it comes: a fast
+    /// client holds no server for long, and its body costs no disk (as HAProxy streams). One that
+    /// fits memory goes as soon as its pace shows, kept as it goes; a larger one once its memory
+    /// part is full, rather than into a temporary file. A slower one is read whole first. 0:
+    /// never. Default 10 MiB/s.
     pub request_stream_rate: u64,
     /// How long a request body may take before its rate is held to `request_min_rate`. Default
     /// 10 s.

@@ -5,12 +5,12 @@ use std::future::Future;
 use std::io;
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::http1::chunked::{ChunkedDecoder, Step};
 use crate::http1::Body;
-use crate::transport::deadline::timeout;
-use crate::transport::{Buffer, Pipe, ReadHalf, WriteHalf, BUFFER_INITIAL};
+use crate::transport::deadline::{timeout, Elapsed};
+use crate::transport::{read_appending, Buffer, Pipe, ReadHalf, WriteHalf, BUFFER_INITIAL};
 
 /// The most a body relay reads at once.
 pub const BODY_READ_LIMIT: usize = 64 * 1024;
@@ -326,12 +326,59 @@ impl BodyRelay {
             if left == 0 {
                 return Ok(());
             }
-            match timeout(read_wait, pipe.fill_from(source, left)).await {
-                Err(_) => return Err(RelayError::SourceTimeout),
-                Ok(Err(e)) => return Err(RelayError::SourceIo(e.kind())),
-                Ok(Ok(0)) => return Err(RelayError::SourceEnded),
-                Ok(Ok(n)) => self.took_length(n)?,
+            let n = source_read(timeout(read_wait, pipe.fill_from(source, left)).await)?;
+            self.took_length(n)?;
+        }
+    }
+
+    /// Reads more of a body of known length into `out` behind what it holds: what waits of it in
+    /// `buffer` first, else one read from `source` straight into `out`'s spare room (reserved
+    /// for all of it here, once), which may wait `read_wait`. Returns the bytes added.
+    pub async fn read_kept<R: AsyncRead + Unpin>(
+        &mut self,
+        source: &mut R,
+        buffer: &mut Buffer,
+        out: &mut Vec<u8>,
+        read_wait: Duration,
+    ) -> Result<usize, RelayError> {
+        let before = out.len();
+        self.take_buffered(buffer, out)?;
+        let Some(left) = self.length_left().filter(|_| out.len() == before) else {
+            return Ok(out.len() - before);
+        };
+        let left = usize::try_from(left).unwrap_or(usize::MAX);
+        out.reserve_exact(left);
+        let n = source_read(timeout(read_wait, read_appending(source, out, left)).await)?;
+        self.took_length(n).map(|()| n)
+    }
+
+    /// Relays the rest of a body of known length to `sink` while keeping all of it: each read
+    /// goes behind what `kept` holds ([`BodyRelay::read_kept`]) and is written from there, so a
+    /// byte is copied once in user space and the request can be sent again whole. `sent` is how
+    /// much of `kept` went to `sink`, kept up to date as writes go. Each read may wait the first
+    /// of `waits` and each write the second.
+    pub async fn relay_kept(
+        &mut self,
+        (source, buffer): (&mut (impl AsyncRead + Unpin), &mut Buffer),
+        kept: &mut Vec<u8>,
+        sink: &mut (impl AsyncWrite + Unpin),
+        sent: &mut usize,
+        (read_wait, write_wait): (Duration, Duration),
+    ) -> Result<(), RelayError> {
+        loop {
+            if *sent < kept.len() {
+                match timeout(write_wait, sink.write(&kept[*sent..])).await {
+                    Err(_) => return Err(RelayError::SinkTimeout),
+                    Ok(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
+                    Ok(Ok(0)) => return Err(RelayError::SinkIo(io::ErrorKind::WriteZero)),
+                    Ok(Ok(n)) => *sent += n,
+                }
+                continue;
             }
+            if self.is_done() {
+                return Ok(());
+            }
+            self.read_kept(source, buffer, kept, read_wait).await?;
         }
     }
 
@@ -410,6 +457,17 @@ impl BodyRelay {
             self.framing_after = 0;
         }
         Ok(())
+    }
+}
+
+/// What a bounded read of a body of known length brought: its bytes, or why there were none
+/// (the wait passed, the source failed, or it ended before the body did).
+fn source_read(read: Result<io::Result<usize>, Elapsed>) -> Result<usize, RelayError> {
+    match read {
+        Err(Elapsed) => Err(RelayError::SourceTimeout),
+        Ok(Err(e)) => Err(RelayError::SourceIo(e.kind())),
+        Ok(Ok(0)) => Err(RelayError::SourceEnded),
+        Ok(Ok(n)) => Ok(n),
     }
 }
 

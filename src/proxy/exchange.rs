@@ -13,7 +13,9 @@ use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
-use super::request_body::{body_at_hand, read_rest_of_body, upload_failure, BufferedBody};
+use super::request_body::{
+    body_at_hand, finish_kept_body, read_rest_of_body, upload_failure, BufferedBody,
+};
 use super::respond::{self, Answer, Expected, ResponseStart};
 use super::server_connection::server_connection;
 use super::{tunnel, Client, Exchanged, Next};
@@ -438,7 +440,11 @@ async fn forward<'s, D: Downstream>(
     // The request is in `out` now, as far as it has come: the wait for the server holds no
     // buffer of the client's (the rest of a body, if any, is read into a new one).
     client.downstream.received().release_if_empty();
-    let whole = upload.is_done();
+    let mut whole = upload.is_done();
+    // A body that fits memory streams as it came fast, kept behind the head as it goes
+    // (`read_rest_of_body`): an attempt that fails may send it again, whole, as a buffered one.
+    let keeps = !whole && body.is_some();
+    let mut kept_body = KeptRequest::empty();
     let idempotent = sending.facts.method.is_idempotent();
     // A response head takes the request's place in `out`; a pool that retries on a status keeps
     // a copy to send again (a block from the free list, only in such pools).
@@ -452,7 +458,15 @@ async fn forward<'s, D: Downstream>(
     let mut server = first;
     let mut slot = Some(first_slot);
     let mut fresh_only = false;
+    let mut tried = false;
     loop {
+        if keeps && tried && !whole {
+            // Sent again: the rest of the kept body first, then all of it at once.
+            let client_idle = snapshot.timeouts.client_idle;
+            finish_kept_body(client, upload, client_idle).await?;
+            whole = true;
+        }
+        tried = true;
         let held_slot = slot.take();
         let facts = sending.facts;
         outcome.server = facts.choice.server;
@@ -463,9 +477,8 @@ async fn forward<'s, D: Downstream>(
             )
             .await
         } else {
-            send_streaming(context, client, snapshot, server, &sending, upload)
-                .await
-                .map_err(Failed::from)
+            let kept = keeps.then(|| kept_body.bytes_mut());
+            send_streaming(context, client, snapshot, server, &sending, upload, kept).await
         };
         let failed = match sent {
             Ok((upstream, start, upload_finished)) => {
@@ -475,6 +488,12 @@ async fn forward<'s, D: Downstream>(
                     context.server_failed(server, &pool.passive);
                 } else {
                     server.counters.succeeded();
+                }
+                if keeps && upload_finished && kept_request.is_none() {
+                    // All of a kept body went: it may be asked of another server like a buffered
+                    // one, no copy made.
+                    kept_request = replay::may_retry_on_status(pool, true, idempotent)
+                        .then(|| std::mem::replace(&mut kept_body, KeptRequest::empty()));
                 }
                 if let Some(kept) = kept_request
                     .as_ref()
@@ -496,6 +515,9 @@ async fn forward<'s, D: Downstream>(
                     }
                 }
                 drop(kept_request.take());
+                // Its answer came: a kept body is not sent again, and its memory goes back now
+                // rather than after the response.
+                drop(std::mem::replace(&mut kept_body, KeptRequest::empty()));
                 // A gRPC call is full duplex: the rest of its request goes on beside its
                 // response (an HTTP/1.1 request answered early ends with the answer instead).
                 let duplex_upload = (!upload_finished && facts.grpc).then_some(&mut *upload);
@@ -514,9 +536,14 @@ async fn forward<'s, D: Downstream>(
             }
             Err(failed) => failed,
         };
+        if !kept_body.bytes_mut().is_empty() {
+            // The request as far as it came goes back to `out`, for the next attempt.
+            client.out.clear();
+            std::mem::swap(&mut client.out, kept_body.bytes_mut());
+        }
         let attempt = Attempt {
             reused: failed.reused,
-            whole,
+            whole: whole || keeps,
             idempotent,
             response_began: !client.server_buffer.is_empty(),
         };
@@ -693,7 +720,9 @@ fn spliceable<'s, S: BodySource>(
 
 /// Sends a request whose body is still arriving: the body streams to the server while the
 /// response head is awaited, so a server that answers early (or asks for the body with
-/// 100 Continue) is heard. Returns whether the whole body was sent.
+/// 100 Continue) is heard. Returns whether the whole body was sent. With `kept`, the request
+/// (head and body as far as it came) moves there from `client.out` once its first write went,
+/// and the rest of the body is read behind it as it is sent ([`BodyRelay::relay_kept`]).
 async fn send_streaming<D: Downstream>(
     context: &ProxyContext,
     client: &mut Client<D>,
@@ -701,33 +730,58 @@ async fn send_streaming<D: Downstream>(
     server: &Server,
     sending: &Sending,
     upload: &mut BodyRelay,
-) -> Result<(ServerStream, ResponseStart, bool), Failure> {
+    kept: Option<&mut Vec<u8>>,
+) -> Result<(ServerStream, ResponseStart, bool), Failed> {
     let facts = sending.facts;
     let timeouts = snapshot.timeouts;
     // Set once the whole body went out: a response head that comes before then closes both
     // connections after the response.
     let upload_done = Cell::new(false);
-    let (mut upstream, _, ready) =
+    let (mut upstream, reused, ready) =
         server_connection(context, snapshot, server, false, sending).await?;
     let (deadline, expired) = sending.bound(
         ready + facts.timeouts.backend_response,
         Failure::ResponseTimeout,
     );
-    match write_all_by(&mut upstream, &client.out, deadline, &mut 0).await {
-        None => return Err(expired),
-        Some(Err(e)) => return Err(Failure::server_io(&e)),
+    let mut written = 0;
+    let failed = |failure, upstream, written| Failed {
+        failure,
+        reused,
+        connection: Some((upstream, written)),
+    };
+    match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
+        None => return Err(failed(expired, upstream, written)),
+        Some(Err(e)) => return Err(failed(Failure::server_io(&e), upstream, written)),
         Some(Ok(())) => {}
     }
-    // Sent, and never sent again (only a whole request is retried): a slow upload need not hold
-    // it. The response head gets a block when it comes.
-    recycle::give_back_bytes(std::mem::take(&mut client.out));
+    // Sent: unless kept, never sent again (only a whole request is retried), so a slow upload
+    // need not hold it. The response head gets a block when it comes.
+    let mut kept = kept;
+    match kept.as_deref_mut() {
+        Some(kept) => std::mem::swap(kept, &mut client.out),
+        None => recycle::give_back_bytes(std::mem::take(&mut client.out)),
+    }
     let (head, upload_finished) = {
         let (mut client_read, received, mut client_write) = client.downstream.split();
         let (mut server_read, mut server_write) = upstream.split();
         let upload_future = async {
-            let spliced = spliceable(upload, facts.grpc, received, &client_read, &server_write);
-            let sent = match spliced {
-                Some((source, mut pipe)) => {
+            let spliced = match kept {
+                Some(_) => None,
+                None => spliceable(upload, facts.grpc, received, &client_read, &server_write),
+            };
+            let sent = match (spliced, kept) {
+                (_, Some(kept)) => {
+                    upload
+                        .relay_kept(
+                            (&mut client_read, received),
+                            kept,
+                            &mut server_write,
+                            &mut written,
+                            (timeouts.client_idle, facts.timeouts.backend_read),
+                        )
+                        .await
+                }
+                (Some((source, mut pipe)), None) => {
                     WorkerCounters::bump(&context.counters().spliced_request_bodies);
                     let (read_wait, write_wait) =
                         (timeouts.client_idle, facts.timeouts.backend_read);
@@ -735,7 +789,7 @@ async fn send_streaming<D: Downstream>(
                         .splice(source, &server_write, &mut pipe, read_wait, write_wait)
                         .await
                 }
-                None => {
+                (None, None) => {
                     upload
                         .relay(
                             &mut client_read,
@@ -764,7 +818,7 @@ async fn send_streaming<D: Downstream>(
                 match sent {
                     // The server stopped reading; it may still have answered (e.g. 413).
                     Err(RelayError::SinkIo(_) | RelayError::SinkTimeout) => {}
-                    Err(error) => return Err(upload_failure(error)),
+                    Err(error) => return Err(upload_failure(error).into()),
                     Ok(()) => {}
                 }
                 // From here the server owes a response within backend_response.
@@ -780,7 +834,10 @@ async fn send_streaming<D: Downstream>(
             }
         }
     };
-    Ok((upstream, head?, upload_finished))
+    match head {
+        Ok(head) => Ok((upstream, head, upload_finished)),
+        Err(failure) => Err(failed(failure, upstream, written)),
+    }
 }
 
 /// The timeouts and buffering of a request that may be a gRPC call: a call is never buffered

@@ -101,6 +101,17 @@ impl KeptRequest {
         KeptRequest(copy)
     }
 
+    /// Nothing kept yet: a request whose body streams fills it as it goes
+    /// ([`KeptRequest::bytes_mut`]).
+    pub(super) fn empty() -> KeptRequest {
+        KeptRequest(Vec::new())
+    }
+
+    /// The bytes kept, to fill.
+    pub(super) fn bytes_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.0
+    }
+
     /// Puts the request back in `out`, for the next server.
     pub(super) fn restore(&self, out: &mut Vec<u8>) {
         out.clear();

@@ -15,6 +15,11 @@ use super::stream::{ReadHalf, WriteHalf};
 /// The pipe's size asked for (Linux's `pipe-max-size` default): fewer splices a body.
 const PIPE_SIZE: usize = 1 << 20;
 
+/// The smallest pipe worth splicing through (the default size): past `pipe-user-pages-soft`
+/// (64 MiB of pipes per user, by default), an unprivileged process gets pipes of two pages and
+/// may not enlarge them, and splicing 8 KiB at a time costs more than a buffer's copy.
+const PIPE_WORTH: usize = 64 * 1024;
+
 /// A pipe between two sockets, and the bytes it holds: taken from the source, not yet given to
 /// the sink. Closed when dropped, with whatever it still holds.
 #[derive(Debug)]
@@ -26,7 +31,8 @@ pub struct Pipe {
 }
 
 impl Pipe {
-    /// A new pipe, as large as the system lets it be up to 1 MiB.
+    /// A new pipe, as large as the system lets it be up to 1 MiB; an error when it cannot be
+    /// made at least `PIPE_WORTH` large.
     pub fn new() -> io::Result<Pipe> {
         let mut fds = [0; 2];
         // SAFETY: `fds` has room for the two descriptors pipe2 writes.
@@ -35,23 +41,27 @@ impl Pipe {
         }
         // SAFETY: pipe2 succeeded: both are open descriptors owned from here on.
         let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
-        // SAFETY: F_SETPIPE_SZ on a pipe this process owns; a refusal leaves the default size.
+        // SAFETY: F_SETPIPE_SZ and F_GETPIPE_SZ on a pipe this process owns; a refusal of the
+        // first leaves the size the pipe was made with, which the second tells.
         let size = unsafe {
-            libc::fcntl(
+            match libc::fcntl(
                 write.as_raw_fd(),
                 libc::F_SETPIPE_SZ,
                 PIPE_SIZE as libc::c_int,
-            )
+            ) {
+                refused if refused < 0 => libc::fcntl(write.as_raw_fd(), libc::F_GETPIPE_SZ),
+                size => size,
+            }
         };
-        Ok(Pipe {
-            read,
-            write,
-            size: usize::try_from(size)
-                .ok()
-                .filter(|size| *size > 0)
-                .unwrap_or(64 * 1024),
-            held: 0,
-        })
+        match usize::try_from(size) {
+            Ok(size) if size >= PIPE_WORTH => Ok(Pipe {
+                read,
+                write,
+                size,
+                held: 0,
+            }),
+            _ => Err(io::Error::other("the pipe is too small to splice through")),
+        }
     }
 
     /// Bytes taken from the source and not yet given to the sink.

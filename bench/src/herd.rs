@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
+use crate::kit::quiet::machine_jiffies;
 use crate::kit::{environment, procstat, tools};
 use report::Session;
 use tasks::CpuSource;
@@ -212,24 +213,6 @@ impl OtherWork {
     }
 }
 
-/// (all, busy) jiffies summed over the CPUs, from /proc/stat.
-fn machine_jiffies() -> Option<(u64, u64)> {
-    parse_cpu_line(std::fs::read_to_string("/proc/stat").ok()?.lines().next()?)
-}
-
-/// (all, busy) from the `cpu` line of /proc/stat: busy is all but idle and iowait. Guest time is
-/// already counted in user time, so it is left out of both.
-fn parse_cpu_line(line: &str) -> Option<(u64, u64)> {
-    let fields: Vec<u64> = line
-        .strip_prefix("cpu ")?
-        .split_whitespace()
-        .map(|f| f.parse().ok())
-        .collect::<Option<_>>()?;
-    let all: u64 = fields.iter().take(8).sum();
-    let idle = fields.get(3)? + fields.get(4)?;
-    Some((all, all - idle))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -243,12 +226,5 @@ mod tests {
         assert_eq!(connections_for(5000, 1000, 400_000), 100);
         assert_eq!(connections_for(5000, 50, 400_000), 50);
         assert_eq!(connections_for(1000, 1000, 0), 1000);
-    }
-
-    #[test]
-    fn busy_time_is_all_but_idle_and_iowait() {
-        let line = "cpu  100 5 50 800 20 3 2 0 7 0";
-        assert_eq!(parse_cpu_line(line), Some((980, 160)));
-        assert_eq!(parse_cpu_line("cpu0 1 2 3 4 5"), None);
     }
 }

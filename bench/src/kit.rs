@@ -70,6 +70,7 @@ pub mod process;
 pub mod procstat;
 pub mod progress;
 pub mod proxies;
+pub mod quiet;
 pub mod results;
 pub mod scratch;
 pub mod server_status;

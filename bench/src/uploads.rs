@@ -28,6 +28,7 @@ use crate::kit::paired::turn_order;
 use crate::kit::process::{free_port, raise_descriptor_limit, Supervised};
 use crate::kit::progress::Progress;
 use crate::kit::proxies::{self, ProxyKind, Target};
+use crate::kit::quiet;
 use crate::kit::results::{self, RunFacts};
 use crate::kit::scratch::ScratchDir;
 use crate::kit::servers::Server;
@@ -42,6 +43,9 @@ pub const UPLOAD_PATH: &str = "/upload";
 /// Seconds of unrecorded uploads each proxy takes once started, so that first-run effects (page
 /// faults, pools and buffers growing) stay out of round 1.
 const WARM_UP_SECONDS: u32 = 1;
+
+/// The longest the machine is given to settle before a run.
+const SETTLE_MOST: Duration = Duration::from_secs(15);
 
 pub fn run(args: UploadsArgs) -> anyhow::Result<()> {
     let workspace = tools::workspace_root()?;
@@ -274,6 +278,13 @@ impl Uploads<'_> {
             Settings::timeout(seconds),
         );
         let name = &session.rows[one.row].name;
+        // Whatever the run before left the kernel to do (nginx's temporary files written back)
+        // is done before this one starts: with three rows in turn, each always follows the same
+        // one, so the work would fall on one row every round.
+        let (_, quiet) = quiet::settle(SETTLE_MOST);
+        if !quiet {
+            eprintln!("note: the machine was still busy after {SETTLE_MOST:?} of settling before {name}'s run");
+        }
         let (cpu, report) = wrk::run_script_costing(self.wrk, args, seconds, one.process.pid())
             .with_context(|| format!("measuring {name}, {}", case.text()))?;
         one.process

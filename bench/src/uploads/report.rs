@@ -613,8 +613,10 @@ impl Results for Session {
              wrk (one thread) posts bodies of {} on {} keep-alive connections (the next upload \
              once the last one's answer is in) through each proxy, with {} each, to one nginx \
              server that answers an upload once its body has all arrived. Every round runs each \
-             proxy once per case, in an order that turns from round to round; {} round(s). A \
-             run lasts at least {} s, longer where each connection could not otherwise finish \
+             proxy once per case, in an order that turns from round to round; {} round(s). \
+             Before each run the machine settles: dirty pages are written out (sync) and the CPUs \
+             left to go quiet (under 10% busy over 200 ms, at most 15 s), so that no run inherits \
+             the writeback of nginx's temporary files from the one before it. A run lasts at least {} s, longer where each connection could not otherwise finish \
              {UPLOADS_PER_CONNECTION} uploads at {} MiB/s (each case's heading gives its \
              length). CPU per upload is the proxy's processes' user + kernel time (/proc) over \
              the run ÷ the uploads wrk completed: an upload still under way when wrk stops is in \

@@ -1,23 +1,20 @@
 //! One request/response exchange: read and check the request head, pick a server, send the
 //! request (retrying once where that is safe), then hand over to `respond` for the response.
 
-use std::cell::Cell;
 use std::sync::Arc;
 
 use crate::transport::Moment;
 
+use super::attempt::{send_streaming, send_whole, Sending};
 use super::client::scratch;
 use super::context::ProxyContext;
-use super::downstream::{BodySource, Downstream};
+use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
-use super::request_body::{
-    body_at_hand, finish_kept_body, read_rest_of_body, upload_failure, BufferedBody,
-};
-use super::respond::{self, Answer, Expected, ResponseStart};
-use super::server_connection::server_connection;
+use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
+use super::respond::{self, Answer};
 use super::{tunnel, Client, Exchanged, Next};
 use crate::config::acme::AcmeBoard;
 use crate::config::{ExchangeTimeouts, RouteBuffering};
@@ -25,17 +22,14 @@ use crate::http1::error_response::{
     write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
 };
 use crate::http1::forward::write_request_head;
-use crate::http1::forward::{client_ip, Forwarded, OwnFields};
+use crate::http1::forward::{client_ip, Forwarded};
 use crate::http1::head::read_as_http11;
-use crate::http1::relay::{BodyRelay, RelayError};
+use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::stats::traffic::Ending;
-use crate::stats::WorkerCounters;
 use crate::transport::deadline::timeout_at;
-use crate::transport::{
-    can_splice, recycle, write_all_by, Buffer, Pipe, ReadHalf, ServerStream, Stream, WriteHalf,
-};
+use crate::transport::{recycle, Stream};
 use crate::upstream::choice::{choose, Choice};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -403,27 +397,6 @@ async fn read_request<D: Downstream>(
     }
 }
 
-/// A request on its way to servers: what is known of it, and the clock it runs against.
-#[derive(Debug, Clone, Copy)]
-pub(super) struct Sending {
-    pub(super) facts: RequestFacts,
-    /// `[timeouts] request`'s deadline, if set: no attempt waits past it, and none starts after.
-    pub(super) deadline: Option<Moment>,
-    /// When the first attempt began (a clock reading that serves more than this).
-    pub(super) began: Moment,
-}
-
-impl Sending {
-    /// The earlier of an attempt's own deadline and the request's, with the failure its
-    /// expiry means.
-    pub(super) fn bound(&self, own: Moment, own_failure: Failure) -> (Moment, Failure) {
-        match self.deadline {
-            Some(request) if request <= own => (request, Failure::RequestTimeout),
-            _ => (own, own_failure),
-        }
-    }
-}
-
 /// Sends the request to `server` and relays the response, sending it again where the replay
 /// rules allow (`replay.rs`). Each failure is logged and counted for passive checks here.
 async fn forward<'s, D: Downstream>(
@@ -601,245 +574,6 @@ async fn forward<'s, D: Downstream>(
     }
 }
 
-/// An attempt that failed: why, and what the replay rules need to know of it.
-struct Failed {
-    failure: Failure,
-    /// It went out on a connection kept idle from an earlier request.
-    reused: bool,
-    /// The connection it went out on, and how many of the request's bytes were written to it.
-    connection: Option<(ServerStream, usize)>,
-}
-
-impl Sending {
-    /// The request goes to server `next` of `pool` now, on a new attempt.
-    fn moved_to(&mut self, next: usize, pool: &Pool) {
-        self.facts.choice.server = Some(next);
-        // The client is now on this server: a sticky pool says so with its cookie.
-        self.facts.choice.assign_cookie = pool.sticky_cookie.is_some();
-        self.began = Moment::now();
-    }
-}
-
-impl From<Failure> for Failed {
-    fn from(failure: Failure) -> Failed {
-        Failed {
-            failure,
-            reused: false,
-            connection: None,
-        }
-    }
-}
-
-/// Sends a request whose head and body are all in `client.out`, and reads the response head.
-/// `fresh_only`: not on an idle connection (a reused one just failed it). A failure says what
-/// the replay rules need (`replay.rs`).
-async fn send_whole<D: Downstream>(
-    context: &ProxyContext,
-    client: &mut Client<D>,
-    snapshot: &Snapshot,
-    server: &Server,
-    sending: &Sending,
-    fresh_only: bool,
-    body: Option<&BufferedBody<'_>>,
-) -> Result<(ServerStream, ResponseStart, bool), Failed> {
-    let upload_done = Cell::new(true);
-    let facts = sending.facts;
-    let (mut upstream, reused, ready) =
-        server_connection(context, snapshot, server, fresh_only, sending).await?;
-    // One deadline for sending the request and receiving the response head.
-    let (deadline, expired) = sending.bound(
-        ready + facts.timeouts.backend_response,
-        Failure::ResponseTimeout,
-    );
-    let mut written = 0;
-    let mut sent = write_all_by(&mut upstream, &client.out, deadline, &mut written)
-        .await
-        .map(|sent| sent.map_err(|e| Failure::server_io(&e)));
-    if let (Some(Ok(())), Some(body)) = (&sent, body) {
-        // The part of the body that went to a temporary file.
-        sent = body
-            .send_spilled(&mut upstream, deadline, &mut written)
-            .await;
-    }
-    let sent = match sent {
-        None => Err(expired),
-        Some(Err(failure)) => Err(failure),
-        Some(Ok(())) => {
-            let (mut server_read, _) = upstream.split();
-            // The client's writing half, as with a streaming upload: one instance of the head
-            // reader serves both (with two, its parse was no longer inlined: +60 instructions
-            // a request, callgrind).
-            let timer = client.timer();
-            let (_, _, mut client_write) = client.downstream.split();
-            let head = respond::read_response_head(
-                &mut server_read,
-                &mut client.server_buffer,
-                &mut client_write,
-                &mut client.out,
-                expected(server, facts, &client.hsts, &upload_done, context),
-            );
-            match timer.timeout_at(deadline, head).await {
-                Err(_) => Err(expired),
-                Ok(result) => result,
-            }
-        }
-    };
-    match sent {
-        Ok(start) => Ok((upstream, start, true)),
-        Err(failure) => Err(Failed {
-            failure,
-            reused,
-            connection: Some((upstream, written)),
-        }),
-    }
-}
-
-/// The least of a streaming body's length still to come that goes by splice rather than
-/// through a buffer (a pipe costs four system calls to make and close).
-const SPLICE_FROM: u64 = 1 << 20;
-
-/// A pipe for the rest of a streaming request body, when it can go by splice: of known length,
-/// at least `SPLICE_FROM` of it to come and none of it at hand, plain TCP on both sides (a
-/// client's HTTP/1 connection, a server's), and not a gRPC call (whose upload may go on beside
-/// its response, with the relay that the pipe's bytes would be lost to).
-/// Returns the client's read half with it.
-fn spliceable<'s, S: BodySource>(
-    upload: &BodyRelay,
-    grpc: bool,
-    received: &Buffer,
-    source: &'s S,
-    sink: &WriteHalf<'_>,
-) -> Option<(&'s ReadHalf<'s>, Pipe)> {
-    let worth = upload.length_left().is_some_and(|left| left >= SPLICE_FROM);
-    if !worth || !received.is_empty() || grpc {
-        return None;
-    }
-    let read = source.read_half().filter(|read| can_splice(read, sink))?;
-    Some((read, Pipe::new().ok()?))
-}
-
-/// Sends a request whose body is still arriving: the body streams to the server while the
-/// response head is awaited, so a server that answers early (or asks for the body with
-/// 100 Continue) is heard. Returns whether the whole body was sent. With `kept`, the request
-/// (head and body as far as it came) moves there from `client.out` once its first write went,
-/// and the rest of the body is read behind it as it is sent ([`BodyRelay::relay_kept`]).
-async fn send_streaming<D: Downstream>(
-    context: &ProxyContext,
-    client: &mut Client<D>,
-    snapshot: &Snapshot,
-    server: &Server,
-    sending: &Sending,
-    upload: &mut BodyRelay,
-    kept: Option<&mut Vec<u8>>,
-) -> Result<(ServerStream, ResponseStart, bool), Failed> {
-    let facts = sending.facts;
-    let timeouts = snapshot.timeouts;
-    // Set once the whole body went out: a response head that comes before then closes both
-    // connections after the response.
-    let upload_done = Cell::new(false);
-    let (mut upstream, reused, ready) =
-        server_connection(context, snapshot, server, false, sending).await?;
-    let (deadline, expired) = sending.bound(
-        ready + facts.timeouts.backend_response,
-        Failure::ResponseTimeout,
-    );
-    let mut written = 0;
-    let failed = |failure, upstream, written| Failed {
-        failure,
-        reused,
-        connection: Some((upstream, written)),
-    };
-    match write_all_by(&mut upstream, &client.out, deadline, &mut written).await {
-        None => return Err(failed(expired, upstream, written)),
-        Some(Err(e)) => return Err(failed(Failure::server_io(&e), upstream, written)),
-        Some(Ok(())) => {}
-    }
-    // Sent: unless kept, never sent again (only a whole request is retried), so a slow upload
-    // need not hold it. The response head gets a block when it comes.
-    let mut kept = kept;
-    match kept.as_deref_mut() {
-        Some(kept) => std::mem::swap(kept, &mut client.out),
-        None => recycle::give_back_bytes(std::mem::take(&mut client.out)),
-    }
-    let (head, upload_finished) = {
-        let (mut client_read, received, mut client_write) = client.downstream.split();
-        let (mut server_read, mut server_write) = upstream.split();
-        let upload_future = async {
-            let spliced = match kept {
-                Some(_) => None,
-                None => spliceable(upload, facts.grpc, received, &client_read, &server_write),
-            };
-            let sent = match (spliced, kept) {
-                (_, Some(kept)) => {
-                    upload
-                        .relay_kept(
-                            (&mut client_read, received),
-                            kept,
-                            &mut server_write,
-                            &mut written,
-                            (timeouts.client_idle, facts.timeouts.backend_read),
-                        )
-                        .await
-                }
-                (Some((source, mut pipe)), None) => {
-                    WorkerCounters::bump(&context.counters().spliced_request_bodies);
-                    let (read_wait, write_wait) =
-                        (timeouts.client_idle, facts.timeouts.backend_read);
-                    upload
-                        .splice(source, &server_write, &mut pipe, read_wait, write_wait)
-                        .await
-                }
-                (None, None) => {
-                    upload
-                        .relay(
-                            &mut client_read,
-                            received,
-                            &mut server_write,
-                            timeouts.client_idle,
-                            facts.timeouts.backend_read,
-                        )
-                        .await
-                }
-            };
-            upload_done.set(sent.is_ok());
-            sent
-        };
-        let head_future = respond::read_response_head(
-            &mut server_read,
-            &mut client.server_buffer,
-            &mut client_write,
-            &mut client.out,
-            expected(server, facts, &client.hsts, &upload_done, context),
-        );
-        tokio::pin!(upload_future, head_future);
-        tokio::select! {
-            head = &mut head_future => (head, upload_done.get()),
-            sent = &mut upload_future => {
-                match sent {
-                    // The server stopped reading; it may still have answered (e.g. 413).
-                    Err(RelayError::SinkIo(_) | RelayError::SinkTimeout) => {}
-                    Err(error) => return Err(upload_failure(error).into()),
-                    Ok(()) => {}
-                }
-                // From here the server owes a response within backend_response.
-                let (deadline, expired) = sending.bound(
-                    Moment::now() + facts.timeouts.backend_response,
-                    Failure::ResponseTimeout,
-                );
-                let head = match timeout_at(deadline, &mut head_future).await {
-                    Err(_) => Err(expired),
-                    Ok(head) => head,
-                };
-                (head, sent.is_ok())
-            }
-        }
-    };
-    match head {
-        Ok(head) => Ok((upstream, head, upload_finished)),
-        Err(failure) => Err(failed(failure, upstream, written)),
-    }
-}
-
 /// The timeouts and buffering of a request that may be a gRPC call: a call is never buffered
 /// either way (a streaming call's messages go one by one, and a bidirectional one would wait on
 /// itself), and its `grpc-timeout` bounds it as `[timeouts] request` does, the shorter winning.
@@ -932,34 +666,6 @@ fn answered_here(
         grpc: false,
         secure: false,
         answered_here: Some(status),
-    }
-}
-
-/// What decides the client's head for `server`'s response to the request `facts` describe.
-fn expected<'a>(
-    server: &'a Server,
-    facts: RequestFacts,
-    hsts: &'a [u8],
-    upload_done: &'a Cell<bool>,
-    context: &'a ProxyContext,
-) -> Expected<'a> {
-    Expected {
-        facts,
-        own: OwnFields {
-            set_cookie: cookie_to_set(server, facts),
-            hsts,
-        },
-        upload_done,
-        context,
-    }
-}
-
-/// The `Set-Cookie` line the response carries: the server's sticky cookie when the request was
-/// balanced in a sticky pool (`Secure` when it came over TLS), else nothing.
-fn cookie_to_set(server: &Server, facts: RequestFacts) -> &[u8] {
-    match &server.set_cookie {
-        Some(lines) if facts.choice.assign_cookie => &lines[usize::from(facts.secure)],
-        _ => b"",
     }
 }
 

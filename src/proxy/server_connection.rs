@@ -7,8 +7,8 @@ use std::time::Duration;
 
 use crate::transport::Moment;
 
+use super::attempt::Sending;
 use super::context::ProxyContext;
-use super::exchange::Sending;
 use super::failure::Failure;
 use crate::config::tls::ALPN_H2;
 use crate::http2::servers::ConnectionSettings;

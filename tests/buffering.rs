@@ -428,18 +428,35 @@ fn fnv(bytes: &[u8]) -> u64 {
     })
 }
 
-#[test]
-fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
-    let server = Mock::start(|ex| {
+/// A server that answers each request with the FNV-1a of the body it got, calling `heard` as
+/// soon as it has the head.
+fn hashing_server(heard: impl Fn() + Send + Sync + 'static) -> Mock {
+    Mock::start(move |ex| {
+        heard();
         let body = ex.read_body()?;
         ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
         Ok(Flow::KeepAlive)
-    });
+    })
+}
+
+/// `response` is a 200 from a [`hashing_server`] that got `body` as sent; `what` names it.
+fn assert_arrived_as_sent(response: &Response, body: &[u8], what: &str) {
+    assert_eq!(response.status(), 200, "{what}");
+    assert_eq!(
+        response.body_text(),
+        fnv(body).to_string(),
+        "{what}: the body arrived as sent"
+    );
+}
+
+#[test]
+fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
+    let server = hashing_server(|| {});
     let dir = fresh_temp_dir("splice");
     let buffering = format!("temp_dir = {:?}", dir.display().to_string());
     let herdsman = Proxy::start(&config(server.addr, &buffering));
     const SIZE: usize = 16 << 20;
-    let body: Vec<u8> = (0..SIZE).map(|i| (i * 31 % 251) as u8).collect();
+    let body = numbered_body(SIZE);
     let mut client = Conn::connect(herdsman.addr);
     client.set_read_timeout(Duration::from_secs(20));
     // Twice on one connection: after a spliced body, both connections carry the next request.
@@ -447,13 +464,7 @@ fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
         let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
         client.send(head.as_bytes());
         client.send(&body);
-        let response = client.response();
-        assert_eq!(response.status(), 200);
-        assert_eq!(
-            response.body_text(),
-            fnv(&body).to_string(),
-            "the body arrived as sent"
-        );
+        assert_arrived_as_sent(&client.response(), &body, "POST /up");
     }
     let report = herdsman.server().stats().report().remove(0);
     assert_eq!(
@@ -489,11 +500,8 @@ fn fast_body_goes_on_before_it_is_whole(size: usize, buffering: &str) {
     let heard: Arc<std::sync::Mutex<Option<Instant>>> = Arc::default();
     let server = {
         let heard = Arc::clone(&heard);
-        Mock::start(move |ex| {
+        hashing_server(move || {
             heard.lock().unwrap().get_or_insert_with(Instant::now);
-            let body = ex.read_body()?;
-            ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
-            Ok(Flow::KeepAlive)
         })
     };
     let dir = fresh_temp_dir(&format!("fast-{size}"));
@@ -504,18 +512,12 @@ fn fast_body_goes_on_before_it_is_whole(size: usize, buffering: &str) {
     let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {size}\r\n\r\n");
     client.send(head.as_bytes());
     // All but the last kilobyte at once, far faster than request_stream_rate (10 MiB/s).
-    let body: Vec<u8> = (0..size).map(|i| (i * 7 % 251) as u8).collect();
+    let body = numbered_body(size);
     client.send(&body[..size - 1024]);
     thread::sleep(Duration::from_millis(500));
     let last_sent = Instant::now();
     client.send(&body[size - 1024..]);
-    let response = client.response();
-    assert_eq!(response.status(), 200);
-    assert_eq!(
-        response.body_text(),
-        fnv(&body).to_string(),
-        "the body arrived as sent"
-    );
+    assert_arrived_as_sent(&client.response(), &body, "POST /up");
     let heard = heard.lock().unwrap().expect("the server heard the request");
     assert!(
         heard < last_sent,
@@ -539,11 +541,7 @@ fn a_kept_body_whose_server_resets_midway_goes_whole_to_another() {
     // "cut" resets each connection once it has the head: the PUT streaming to it fails before
     // any answer, and its body, kept as it streamed, goes whole to "a".
     let cut = Mock::start(|_| Ok(Flow::Reset));
-    let whole = Mock::start(|ex| {
-        let body = ex.read_body()?;
-        ex.respond(200, &[], fnv(&body).to_string().as_bytes())?;
-        Ok(Flow::KeepAlive)
-    });
+    let whole = hashing_server(|| {});
     let config = format!(
         "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
          [[pool]]\nname = \"app\"\nservers = [{{ name = \"cut\", addr = \"{}\" }}, \
@@ -552,7 +550,7 @@ fn a_kept_body_whose_server_resets_midway_goes_whole_to_another() {
     );
     let herdsman = Proxy::start(&config);
     const SIZE: usize = 1 << 20;
-    let body: Vec<u8> = (0..SIZE).map(|i| (i * 13 % 251) as u8).collect();
+    let body = numbered_body(SIZE);
     for i in 0..2 {
         let mut client = Conn::connect(herdsman.addr);
         client.set_read_timeout(Duration::from_secs(10));
@@ -562,13 +560,7 @@ fn a_kept_body_whose_server_resets_midway_goes_whole_to_another() {
         client.send(&body[..SIZE * 3 / 4]);
         thread::sleep(Duration::from_millis(300));
         client.send(&body[SIZE * 3 / 4..]);
-        let response = client.response();
-        assert_eq!(response.status(), 200, "PUT {i}");
-        assert_eq!(
-            response.body_text(),
-            fnv(&body).to_string(),
-            "PUT {i}'s body"
-        );
+        assert_arrived_as_sent(&client.response(), &body, &format!("PUT {i}"));
     }
     assert_eq!(cut.heads().len(), 1, "one of the two went to \"cut\" first");
     let report = herdsman.server().stats().report().remove(0);

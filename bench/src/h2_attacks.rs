@@ -153,6 +153,7 @@ fn measure(
         .map(|&attack| AttackRun {
             attack,
             periods: Periods::default(),
+            before: Vec::new(),
             tally: AttackTally::default(),
             server_requests: 0,
             floods: 0.0,
@@ -165,8 +166,15 @@ fn measure(
             legit(settings.seconds).with_context(|| format!("round {round}'s baseline"))?;
         session.baseline.legit.push(baseline);
         session.baseline.cpu.push(clock.stop(&processes));
-        for run in &mut session.runs {
+        for (index, run) in session.runs.iter_mut().enumerate() {
             let attack = run.attack;
+            // The control: the clients alone just before (the round's baseline for the first).
+            let control = match index {
+                0 => baseline,
+                _ => legit(settings.seconds)
+                    .with_context(|| format!("round {round}, before {}", attack.name()))?,
+            };
+            run.before.push(control);
             let served_before = server_status::read(ports.attacked)?;
             let floods_before = floods(ports.admin)?;
             let until = Instant::now() + Duration::from_secs(u64::from(settings.seconds));

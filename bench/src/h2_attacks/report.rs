@@ -65,6 +65,11 @@ pub struct Alone {
 pub struct AttackRun {
     pub attack: Attack,
     pub periods: Periods,
+    /// The legitimate clients alone just before each of its periods: its control. Beside
+    /// attacks one after another, the clients' figures drift over a round (the attackers' closed
+    /// connections and the machine's state accumulate), so each period is judged against the
+    /// period right before it, not against the round's first.
+    pub before: Vec<Legit>,
     /// Every round's connections.
     pub tally: AttackTally,
     /// Requests the attack's own server answered during the attack, over the rounds.
@@ -86,15 +91,7 @@ pub struct Session {
 }
 
 /// The table's heading row.
-pub const HEADING: &str = "| attack | legit requests/s, median (lowest–highest) | × baseline | legit p99 ms, median (lowest–highest) | × baseline | legit failed | attacker connections | how they ended | frames before the end (median · most) | time to the end (median) | server requests from the attack | floods counted |";
-
-fn ratio(value: f64, baseline: f64) -> String {
-    if baseline > 0.0 {
-        format!("{:.2}×", value / baseline)
-    } else {
-        "–".into()
-    }
-}
+pub const HEADING: &str = "| attack | legit requests/s, median (lowest–highest) | × the control before it, median (lowest–highest) | legit p99 ms, median (lowest–highest) | × the control before it | legit failed | attacker connections | how they ended | frames before the end (median · most) | time to the end (median) | server requests from the attack | floods counted |";
 
 fn median_and_most(values: &[f64]) -> (f64, f64) {
     let median = percentile_of(values, 50.0).unwrap_or_default();
@@ -118,8 +115,27 @@ fn p99_cell(spread: &Spread) -> String {
 }
 
 impl AttackRun {
-    /// Its row of the table, its figures against `baseline`.
-    pub fn row(&self, baseline: &Periods) -> String {
+    /// The median over rounds of its period's figure over the control period's before it.
+    fn paired_ratio(&self, value: impl Fn(&Legit) -> f64) -> String {
+        let ratios: Vec<f64> = self
+            .periods
+            .legit
+            .iter()
+            .zip(&self.before)
+            .filter(|(_, before)| value(before) > 0.0)
+            .map(|(during, before)| value(during) / value(before))
+            .collect();
+        match spread(&ratios) {
+            Some(ratios) => format!(
+                "{:.2}× ({:.2}–{:.2})",
+                ratios.median, ratios.min, ratios.max
+            ),
+            None => "–".into(),
+        }
+    }
+
+    /// Its row of the table, each figure against the control period right before it.
+    pub fn row(&self) -> String {
         let frames: Vec<f64> = self.tally.endings.iter().map(|e| e.frames as f64).collect();
         let times: Vec<f64> = self
             .tally
@@ -145,9 +161,9 @@ impl AttackRun {
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             self.attack.name(),
             requests_cell(&per_second),
-            ratio(per_second.median, baseline.per_second().median),
+            self.paired_ratio(|l| l.per_second),
             p99_cell(&p99),
-            ratio(p99.median, baseline.p99_ms().median),
+            self.paired_ratio(|l| l.p99_ms),
             self.periods.failed(),
             self.tally.endings.len(),
             ways.join(", "),
@@ -216,7 +232,7 @@ impl Session {
             self.baseline.failed()
         );
         for run in &self.runs {
-            table.push_str(&run.row(&self.baseline));
+            table.push_str(&run.row());
             table.push('\n');
         }
         table
@@ -261,10 +277,15 @@ impl Session {
              `max_requests_per_connection` raised since h2load does not reconnect after a \
              GOAWAY{}) in front of herdsman-bench's own HTTP/1.1 backend. {} legitimate HTTP/2 \
              clients (h2load, one connection each, one request in flight) for {} s alone (the \
-             baseline), then for {} s beside each attack in turn; {} rounds of that, each \
-             condition's figures the median over its rounds (with the lowest and highest: on \
-             this shared 2-CPU machine two periods of the same condition differ by up to a \
-             tenth). Each attack runs from one connection at a time, opened again as soon as \
+             baseline), then for {} s beside each attack in turn, each attack after a control \
+             period of the clients alone (the baseline before the first); {} rounds of that, \
+             each condition's figures the median over its rounds (with the lowest and highest: \
+             on this shared 2-CPU machine two periods of the same condition differ by up to a \
+             tenth). Each ratio is the median over rounds of an attack period's figure over its \
+             control's: the clients' figures drift over a round of attacks (in one run with a \
+             single baseline a round, the later attacks of each round measured up to a tenth \
+             lower whatever they were, a stream never read among them), so each attack is \
+             judged against the clients just before it. Each attack runs from one connection at a time, opened again as soon as \
              herdsman ends it but at most {} a second (faster, the connections themselves are \
              the attack: a bare connect-and-close loop at some 11,000 a second cut h2load's \
              requests/s here to about 40%, whatever a proxy does with them); the first row, \

@@ -24,6 +24,8 @@
 //! - [`session`]: one client connection's protocol: HTTP/1 (`h1`), bytes both ways after a 101.
 //! - [`proxy`]: one exchange: read and check a head, route, pick, forward (again where the replay
 //!   rules allow), answer.
+//! - [`cache`]: the shared cache of responses (RFC 9111): what may be stored and for how long,
+//!   and the process's store, beside the exchange.
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting, the body relay
 //!   (RFC 9112).
 //! - [`transport`]: the byte stream a connection runs on (an enum of transports), buffers and
@@ -44,6 +46,7 @@
 pub mod access_log;
 pub mod acme;
 pub mod admin;
+pub mod cache;
 pub mod config;
 pub mod demo;
 pub mod health_check;

@@ -240,6 +240,8 @@ impl Server {
         };
         handoff.resize_with(config.workers, || None);
         let mut workers = Vec::with_capacity(config.workers);
+        // The cache store every worker shares (made when a pool first caches).
+        let cache = crate::cache::shared::SharedStore::new();
         for ((index, listeners), handoff) in sockets_by_worker.into_iter().enumerate().zip(handoff)
         {
             let setup = WorkerSetup {
@@ -254,6 +256,7 @@ impl Server {
                 failing: failing.clone(),
                 stop: stopping_receiver.clone(),
                 access_log: access_log.sink(),
+                cache: Arc::clone(&cache),
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }

@@ -13,17 +13,19 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     ("acme", "upstream config stats"),
     (
         "worker",
-        "session intake proxy upstream http1 http2 transport access_log config stats",
+        "session intake proxy cache upstream http1 http2 transport access_log config stats",
     ),
     (
         "session",
-        "proxy upstream http1 http2 transport access_log config stats",
+        "proxy cache upstream http1 http2 transport access_log config stats",
     ),
     ("intake", "transport config stats"),
     (
         "proxy",
-        "upstream http1 http2 transport access_log config stats",
+        "cache upstream http1 http2 transport access_log config stats",
     ),
+    // The cache sits beside the exchange, which alone consults it; it reads heads with http1.
+    ("cache", "http1 transport config stats"),
     ("http2", "http1 transport config stats"),
     ("upstream", "intake http1 transport config stats"),
     ("access_log", "http1 config stats"),
@@ -35,7 +37,7 @@ const MAY_IMPORT: &[(&str, &str)] = &[
 
 /// Rooms of the data path, where no socket type is named: `transport/` owns them.
 const NO_SOCKET_TYPES: &str =
-    "worker intake session proxy upstream http1 http2 access_log config stats";
+    "worker intake session proxy cache upstream http1 http2 access_log config stats";
 
 /// What naming a socket type looks like.
 const SOCKET_TYPES: &[&str] = &[

@@ -176,6 +176,7 @@ mod tests {
             buffered: Default::default(),
             received: 0,
             ended: "done",
+            cache: None,
             tls: None,
         };
         // Enough lines to fill a buffer at least once, then a partial one.

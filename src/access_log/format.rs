@@ -65,6 +65,9 @@ pub struct Entry<'a> {
     /// How the exchange ended: `done`, a failure's word (`Failure::ended`), or how a tunnel
     /// closed.
     pub ended: &'a str,
+    /// What the cache did, for a pool that caches (`hit`, `miss`, `uncacheable`); `None`
+    /// otherwise.
+    pub cache: Option<&'a str>,
     /// The client's TLS connection; `None` for cleartext.
     pub tls: Option<Tls<'a>>,
 }
@@ -175,6 +178,11 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     }
     out.extend_from_slice(b" ended=");
     out.extend_from_slice(entry.ended.as_bytes());
+    // A cached pool's line says what the cache did; others end as they always did.
+    if let Some(cache) = entry.cache {
+        out.extend_from_slice(b" cache=");
+        out.extend_from_slice(cache.as_bytes());
+    }
     // An HTTP/2 request says its stream; HTTP/1 lines end as they always did.
     if let Some(stream) = request.stream() {
         out.extend_from_slice(b" stream=");
@@ -260,6 +268,15 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     out.extend_from_slice(b",\"ended\":\"");
     out.extend_from_slice(entry.ended.as_bytes());
     out.push(b'"');
+    out.extend_from_slice(b",\"cache\":");
+    match entry.cache {
+        Some(cache) => {
+            out.push(b'"');
+            out.extend_from_slice(cache.as_bytes());
+            out.push(b'"');
+        }
+        None => out.extend_from_slice(b"null"),
+    }
     out.extend_from_slice(b",\"stream\":");
     match request.stream() {
         Some(stream) => write_u64(out, u64::from(stream)),
@@ -451,6 +468,7 @@ mod tests {
             buffered: Buffered::default(),
             received: 0,
             ended: "done",
+            cache: None,
             tls: None,
         }
     }
@@ -499,6 +517,7 @@ mod tests {
             },
             received: 21_000_000,
             ended: "client_gone_mid_body",
+            cache: None,
             ..entry(&request)
         };
         assert_eq!(
@@ -544,11 +563,21 @@ mod tests {
         assert!(line.ends_with(" ended=done stream=3\n"), "{line}");
         let line = json(&entry(&request));
         assert!(line.contains(r#""version":"HTTP/2.0""#), "{line}");
-        assert!(line.contains(r#""ended":"done","stream":3"#), "{line}");
+        assert!(
+            line.contains(r#""ended":"done","cache":null,"stream":3"#),
+            "{line}"
+        );
         // An HTTP/1 request's line is as it was; JSON says null.
         let request = captured(b"GET /a HTTP/1.1\r\nHost: h\r\n\r\n");
         assert!(!combined(&entry(&request)).contains("stream="));
         assert!(json(&entry(&request)).contains(r#""stream":null"#));
+        // A cached pool's line says what the cache did, after `ended`.
+        let cached = Entry {
+            cache: Some("hit"),
+            ..entry(&request)
+        };
+        assert!(combined(&cached).ends_with(" ended=done cache=hit\n"));
+        assert!(json(&cached).contains(r#""ended":"done","cache":"hit","stream":null"#));
     }
 
     #[test]
@@ -630,6 +659,7 @@ mod tests {
             "spooled": "none",
             "received": 12,
             "ended": "done",
+            "cache": null,
             "stream": null,
             "tls": null,
             "cipher": null,

@@ -32,6 +32,8 @@ pub struct RawConfig {
     #[serde(default)]
     pub buffering: RawBuffering,
     #[serde(default)]
+    pub cache: RawCache,
+    #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
     #[serde(default)]
     pub pool: Vec<Spanned<RawPool>>,
@@ -216,6 +218,29 @@ pub struct RawBuffering {
     pub temp_dir: Option<Spanned<String>>,
 }
 
+/// `[cache]`: the process's cache of responses, which every pool with `[pool.cache]` shares.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCache {
+    /// Bytes, or a size with a unit ("256MiB").
+    pub memory: Option<Spanned<toml::Value>>,
+}
+
+/// A pool's `[pool.cache]`: its responses are kept and served again.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPoolCache {
+    pub enabled: Option<Spanned<bool>>,
+    pub max_object_size: Option<Spanned<toml::Value>>,
+    pub default_ttl: Option<Spanned<String>>,
+    pub negative_ttl: Option<Spanned<String>>,
+    pub grace: Option<Spanned<String>>,
+    pub store_set_cookie: Option<Spanned<bool>>,
+    pub key_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub cache_status: Option<Spanned<bool>>,
+    pub lock_timeout: Option<Spanned<String>>,
+}
+
 /// One `[[pool]]`.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,6 +260,7 @@ pub struct RawPool {
     pub passive: Option<Spanned<RawPassive>>,
     pub protocol: Option<Spanned<String>>,
     pub tls: Option<Spanned<RawPoolTls>>,
+    pub cache: Option<Spanned<RawPoolCache>>,
 }
 
 /// A pool's `[pool.tls]`: TLS to its servers.

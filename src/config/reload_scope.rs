@@ -42,6 +42,9 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         limits: _,
         http2: _,
         buffering: _,
+        // In the snapshot; the workers take up a new, empty store when it (or any pool's
+        // `[pool.cache]`) changes (`cache::shared`).
+        cache: _,
         routes: _,
         pools: _,
         admin,

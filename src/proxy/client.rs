@@ -5,6 +5,7 @@
 
 use std::net::SocketAddr;
 
+use super::cached::CacheStep;
 use super::downstream::Downstream;
 use crate::access_log::CapturedRequest;
 use crate::http1::forward::{client_ip, AddressText};
@@ -33,6 +34,8 @@ pub struct Client<D> {
     /// The connection's entry in the worker's timer wheel, for the waits that come one after
     /// another on every request: the next request's first bytes, a server's response head.
     timer: Timer,
+    /// What the cache does for the current request (nothing, for a pool that does not cache).
+    pub(super) cache: CacheStep,
 }
 
 impl<D: Downstream> Client<D> {
@@ -51,6 +54,7 @@ impl<D: Downstream> Client<D> {
             hsts: Vec::new(),
             client_certificate,
             timer: Timer::new(),
+            cache: CacheStep::default(),
         }
     }
 

@@ -13,6 +13,8 @@ use tokio::sync::{mpsc, Notify};
 
 use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
+use crate::cache::shared::{CacheConfig, SharedStore};
+use crate::cache::Store;
 use crate::http2::servers::ServerConnections;
 use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
@@ -20,6 +22,18 @@ use crate::transport::{InUse, Stream};
 use crate::upstream::health::ServerReport;
 use crate::upstream::idle::{IdleCaps, IdleConnections};
 use crate::upstream::{Snapshot, SnapshotHandle};
+
+/// What the cache store of `snapshot` is made for.
+fn cache_config(snapshot: &Snapshot) -> CacheConfig {
+    CacheConfig {
+        settings: snapshot.cache,
+        pools: snapshot
+            .pools
+            .iter()
+            .filter_map(|pool| Some((pool.name.clone(), pool.cache.clone()?)))
+            .collect(),
+    }
+}
 
 /// The request-path half of a worker's state.
 pub struct ProxyContext {
@@ -52,6 +66,12 @@ pub struct ProxyContext {
     cut_notify: Notify,
     /// This worker's access log lines, waiting for the writer.
     access_log: WorkerAccessLog,
+    /// The process's cache store, across reloads.
+    shared_cache: Arc<SharedStore>,
+    /// The store for the snapshot in use (`None` when no pool caches), taken up with it: in an
+    /// `Rc` as the snapshot is, so that a request clones a count of this thread's.
+    #[allow(clippy::redundant_allocation)]
+    cache: RefCell<Option<Rc<Arc<Store>>>>,
 }
 
 impl ProxyContext {
@@ -61,8 +81,10 @@ impl ProxyContext {
         stats: Arc<Stats>,
         failing: mpsc::UnboundedSender<ServerReport>,
         access_log: Option<LogSink>,
+        shared_cache: Arc<SharedStore>,
     ) -> ProxyContext {
         let current = snapshot.load_full();
+        let cache = shared_cache.follow(&cache_config(&current)).map(Rc::new);
         ProxyContext {
             index,
             stats,
@@ -82,6 +104,8 @@ impl ProxyContext {
             cut: Cell::new(None),
             cut_notify: Notify::new(),
             access_log: WorkerAccessLog::new(access_log),
+            shared_cache,
+            cache: RefCell::new(cache),
         }
     }
 
@@ -97,8 +121,16 @@ impl ProxyContext {
             let mut idle = self.idle.borrow_mut();
             idle.retain_servers(|server| current.has_server(server));
             self.publish_idle_count(&idle);
+            let store = self.shared_cache.follow(&cache_config(current));
+            *self.cache.borrow_mut() = store.map(Rc::new);
         }
         Rc::clone(&local)
+    }
+
+    /// The cache store of the snapshot last taken up by [`ProxyContext::snapshot`].
+    #[allow(clippy::redundant_allocation)]
+    pub fn cache(&self) -> Option<Rc<Arc<Store>>> {
+        self.cache.borrow().clone()
     }
 
     /// Counts a failure a request met on `server`; the worker whose count reaches the pool's
@@ -280,6 +312,7 @@ impl ProxyContext {
             buffered: outcome.buffered,
             received: outcome.received,
             ended: outcome.ended,
+            cache: outcome.cache,
             tls: client.downstream.tls().map(|facts| Tls {
                 version: facts.version,
                 cipher: facts.cipher,

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use crate::transport::Moment;
 
 use super::attempt::{send_streaming, send_whole, Sending};
+use super::cached::{self, CacheStep, Hit};
 use super::client::scratch;
 use super::context::ProxyContext;
 use super::downstream::Downstream;
@@ -16,6 +17,7 @@ use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
 use super::respond::{self, Answer};
 use super::{tunnel, Client, Exchanged, Next};
+use crate::cache::head::HitFraming;
 use crate::config::acme::AcmeBoard;
 use crate::config::{ExchangeTimeouts, RouteBuffering};
 use crate::http1::error_response::{
@@ -113,6 +115,9 @@ async fn exchange<D: Downstream>(
             return Next::Close { linger: true }.into();
         }
     };
+    if let Some(hit) = client.cache.hit.take() {
+        return serve_hit(context, client, snapshot, facts, hit, outcome).await;
+    }
     if let Some(status) = facts.answered_here {
         // Answered by herdsman itself (a redirect to HTTPS): the answer is in `out`.
         outcome.ending = Ending::Status(status);
@@ -133,11 +138,26 @@ async fn exchange<D: Downstream>(
         client.hsts.clear();
         client.hsts.extend_from_slice(hsts);
     }
+    if let Some(flight) = client.cache.follow.take() {
+        // Another request is fetching this object: answered from its fetch, or on to the
+        // server when that cannot be.
+        // Boxed, as the tunnel is: its waits would otherwise enlarge every exchange's future.
+        let followed = Box::pin(cached::follow(
+            context, client, snapshot, facts, flight, outcome,
+        ))
+        .await;
+        if let Some(answered) = followed {
+            return answered;
+        }
+    }
     outcome.pool = Some(facts.choice.pool);
     outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
     let pool = &snapshot.pools[facts.choice.pool];
     let Some(chosen) = facts.choice.server else {
         report(client, Failure::NoServer, None);
+        if let Some(served) = stale_instead(context, client, snapshot, facts, outcome).await {
+            return served;
+        }
         outcome.failed(Failure::NoServer, false);
         answer_error(client, Failure::NoServer, Some(&facts), snapshot, outcome).await;
         return Next::Close { linger: true }.into();
@@ -173,6 +193,9 @@ async fn exchange<D: Downstream>(
         Ok(taken) => taken,
         Err(failure) => {
             report(client, failure, Some(&pool.servers[chosen]));
+            if let Some(served) = stale_instead(context, client, snapshot, facts, outcome).await {
+                return served;
+            }
             outcome.failed(failure, false);
             answer_error(client, failure, Some(&facts), snapshot, outcome).await;
             return Next::Close { linger: true }.into();
@@ -197,6 +220,12 @@ async fn exchange<D: Downstream>(
     match forwarded {
         Ok(next) => next,
         Err(failure) => {
+            if !outcome.response_started {
+                if let Some(served) = stale_instead(context, client, snapshot, facts, outcome).await
+                {
+                    return served;
+                }
+            }
             outcome.failed(failure, !upload.is_done());
             if !outcome.response_started {
                 answer_error(client, failure, Some(&facts), snapshot, outcome).await;
@@ -212,6 +241,60 @@ async fn exchange<D: Downstream>(
             .into()
         }
     }
+}
+
+/// Answers from the cache: the head `cached::look_up` wrote into `out`, then the stored body.
+/// No server is involved.
+async fn serve_hit<D: Downstream>(
+    context: &ProxyContext,
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    facts: RequestFacts,
+    hit: Hit,
+    outcome: &mut Outcome,
+) -> Exchanged {
+    outcome.pool = Some(facts.choice.pool);
+    outcome.ending = Ending::Status(hit.status);
+    outcome.cache = Some(if hit.stale { "stale" } else { "hit" });
+    let deadline = Moment::now() + snapshot.timeouts.client_idle;
+    let mut sent = client.downstream.send(&client.out, deadline).await;
+    outcome.response_started = matches!(sent, Some(Ok(())));
+    let body = hit.body();
+    if outcome.response_started && !body.is_empty() {
+        sent = client.downstream.send(body, deadline).await;
+        if matches!(sent, Some(Ok(()))) {
+            outcome.body_bytes = body.len() as u64;
+        }
+    }
+    let keep = facts.keep_alive && !context.is_stopping();
+    match sent {
+        Some(Ok(())) if keep => Next::KeepAlive,
+        _ => Next::Close { linger: true },
+    }
+    .into()
+}
+
+/// After a failure before any answer: the stale stored answer instead, when the cache has one
+/// the request may still get (`cached::stale_on_error`).
+#[cold]
+#[inline(never)]
+async fn stale_instead<D: Downstream>(
+    context: &ProxyContext,
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    facts: RequestFacts,
+    outcome: &mut Outcome,
+) -> Option<Exchanged> {
+    client.cache.stale.as_ref()?;
+    let config = snapshot.pools[facts.choice.pool].cache.as_ref()?;
+    let framing = HitFraming {
+        close: !facts.keep_alive || context.is_stopping(),
+        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+    };
+    let (step, hsts, out) = (&mut client.cache, &client.hsts, &mut client.out);
+    let hit = cached::stale_on_error(step, config, facts.method, framing, hsts, out)?;
+    // Boxed: a rare answer's state kept out of every exchange's future.
+    Some(Box::pin(serve_hit(context, client, snapshot, facts, hit, outcome)).await)
 }
 
 /// A slot on the chosen server, or, when it is at its `max_connections`, on the least loaded
@@ -379,6 +462,30 @@ async fn read_request<D: Downstream>(
                     scratch(&mut client.out),
                 )
                 .map_err(Failure::from_request_head)?;
+                let pool = &snapshot.pools[facts.choice.pool];
+                if let Some(config) = &pool.cache {
+                    let hsts = snapshot
+                        .listener_tls(listener)
+                        .filter(|_| secure)
+                        .map_or(&[][..], |tls| &tls.hsts_line);
+                    let framing = HitFraming {
+                        close: !facts.keep_alive || context.is_stopping(),
+                        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+                    };
+                    client.cache = cached::look_up(
+                        context.cache(),
+                        config,
+                        &pool.name,
+                        secure,
+                        &request,
+                        framing,
+                        hsts,
+                        &mut client.out,
+                    );
+                } else if client.cache.fill.is_some() || client.cache.stale.is_some() {
+                    // Left by an exchange that failed before its answer.
+                    client.cache = CacheStep::default();
+                }
                 let head_len = request.head_len;
                 client.downstream.received().consume(head_len);
                 return Ok(Some(facts));
@@ -494,6 +601,31 @@ async fn forward<'s, D: Downstream>(
                 // A gRPC call is full duplex: the rest of its request goes on beside its
                 // response (an HTTP/1.1 request answered early ends with the answer instead).
                 let duplex_upload = (!upload_finished && facts.grpc).then_some(&mut *upload);
+                if start.status >= 500 && client.cache.stale.is_some() {
+                    // A server error, and a stale answer the request may get instead.
+                    let facts = sending.facts;
+                    if let Some(served) =
+                        stale_instead(context, client, snapshot, facts, outcome).await
+                    {
+                        // Its answer is dropped with its connection (reset: its body unread).
+                        drop(upstream);
+                        let unread = client.server_buffer.len();
+                        client.server_buffer.consume(unread);
+                        return Ok(served);
+                    }
+                }
+                // The answer goes to the client: a stale stored one is not needed.
+                client.cache.stale = None;
+                if let Some(plan) = client.cache.fill.take() {
+                    client.cache.filling = (*plan).start(&client.out, start.body_to_client());
+                    outcome.cache = Some(match client.cache.filling {
+                        Some(_) => "miss",
+                        None => "uncacheable",
+                    });
+                } else if pool.cache.is_some() && outcome.cache.is_none() {
+                    // Not for the cache: another method, a range, a method override, no-store.
+                    outcome.cache = Some("pass");
+                }
                 let answer = Answer {
                     server,
                     start,

@@ -36,6 +36,9 @@ pub struct Outcome {
     pub received: u64,
     /// How it ended, as the access log says it: `done`, a failure's word, or a tunnel's end.
     pub ended: &'static str,
+    /// What the cache did, for a pool that caches: `hit`, `miss` (stored as it came) or
+    /// `uncacheable` (the answer may not be stored).
+    pub cache: Option<&'static str>,
 }
 
 impl Outcome {
@@ -53,6 +56,7 @@ impl Outcome {
             buffered: Buffered::default(),
             received: 0,
             ended: "done",
+            cache: None,
         }
     }
 

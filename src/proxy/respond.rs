@@ -9,6 +9,7 @@ use std::future::poll_fn;
 use crate::transport::Moment;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 
+use super::cached::Tee;
 use super::client::scratch;
 use super::context::ProxyContext;
 use super::downstream::{BodySource, Downstream};
@@ -55,6 +56,17 @@ pub struct ResponseStart {
     /// The body (not all at hand with the head) may be read at the server's pace: its route
     /// allows it, and the server did not ask for a stream.
     spool: bool,
+}
+
+impl ResponseStart {
+    /// How the body reaches the client: its framing, unless it is de-chunked for an HTTP/1.0
+    /// client (then until the close).
+    pub fn body_to_client(&self) -> Body {
+        match self.dechunk {
+            true => Body::UntilClose,
+            false => self.body,
+        }
+    }
 }
 
 /// What the bytes at the front of the server's buffer hold.
@@ -265,9 +277,13 @@ pub async fn respond<D: Downstream>(
     } = answer;
     let timeouts = snapshot.timeouts;
     let mut download = BodyRelay::new(start.body, start.dechunk, 0);
+    let head_len = client.out.len();
     download
         .take_buffered_into_room(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
+    if let Some(filling) = client.cache.filling.as_mut() {
+        filling.take(&client.out[head_len..]);
+    }
     let server_done_with_head = download.is_done();
     let deadline = start.arrived + timeouts.client_idle;
     match client.downstream.send(&client.out, deadline).await {
@@ -307,6 +323,8 @@ pub async fn respond<D: Downstream>(
             outcome,
         )
         .await?;
+    } else if client.cache.filling.is_some() {
+        relay_filling(client, snapshot, &mut download, upstream, keep, outcome).await?;
     } else {
         let (mut client_read, _, mut client_write) = client.downstream.split();
         let relayed = download
@@ -329,6 +347,9 @@ pub async fn respond<D: Downstream>(
         };
         keep.release(upstream, &client.server_buffer, since);
     }
+    if let Some(filling) = client.cache.filling.take() {
+        filling.finish();
+    }
     Ok(if start.close {
         Next::Close {
             linger: start.linger,
@@ -337,6 +358,41 @@ pub async fn respond<D: Downstream>(
         Next::KeepAlive
     }
     .into())
+}
+
+/// The rest of a response body the cache stores, relayed as any other with each write copied
+/// into its fill. Apart from `respond`'s own relay, which would otherwise go through the copying
+/// writer too, and kept out of line: sharing one relay with it cost a keep-alive request about
+/// 100 instructions (callgrind: `respond` no longer inlined into `forward`).
+#[cold]
+#[inline(never)]
+async fn relay_filling<D: Downstream>(
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    download: &mut BodyRelay,
+    mut upstream: ServerStream,
+    keep: Keep<'_>,
+    outcome: &mut Outcome,
+) -> Result<(), Failure> {
+    let (mut client_read, _, mut client_write) = client.downstream.split();
+    let mut sink = Tee {
+        inner: &mut client_write,
+        filling: client.cache.filling.as_deref_mut(),
+    };
+    let relayed = download
+        .relay_watching(
+            &mut *upstream,
+            &mut client.server_buffer,
+            &mut sink,
+            keep.start.backend_read,
+            snapshot.timeouts.client_idle,
+            client_read.closed(),
+        )
+        .await;
+    outcome.body_bytes = download.data_seen();
+    relayed.map_err(download_failure)?;
+    keep.release(upstream, &client.server_buffer, Moment::now());
+    Ok(())
 }
 
 /// A full-duplex call's response body and the rest of its request body at once, each at its own
@@ -415,11 +471,16 @@ async fn relay_through_spool<D: Downstream>(
         buffering,
     };
     let (mut client_read, _, mut client_write) = client.downstream.split();
+    // A response the cache stores is copied into its fill as it goes to the client.
+    let mut sink = Tee {
+        inner: &mut client_write,
+        filling: client.cache.filling.as_deref_mut(),
+    };
     let relayed = relay_spooled(
         download,
         upstream,
         &mut client.server_buffer,
-        &mut client_write,
+        &mut sink,
         client_read.closed(),
         &mut spool,
         pace,

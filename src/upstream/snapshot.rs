@@ -43,6 +43,8 @@ pub struct Snapshot {
     /// as a snapshot arrives, so a reload changes it.
     pub client_cap: u32,
     pub buffering: Buffering,
+    /// `[cache]`: the process's cache of responses, for the pools with `cache`.
+    pub cache: crate::config::CacheSettings,
     /// Shared with the snapshots before and after while the routes do not change (a health or
     /// admin change to a config of 100,000 routes copies none of them).
     pub routes: Arc<Vec<RouteConfig>>,
@@ -117,6 +119,8 @@ pub struct Pool {
     pub queue_timeout: std::time::Duration,
     /// `[pool.tls]`, for the admin API to show (each server keeps what it connects with).
     pub tls: Option<PoolTls>,
+    /// `[pool.cache]`: its responses are cached. `None`: never.
+    pub cache: Option<crate::config::PoolCache>,
 }
 
 /// A pool's queue: requests wait here, on any worker, when every server that may take them is
@@ -613,6 +617,7 @@ impl Lineage {
                 traffic: Arc::clone(&record.traffic),
                 queue_timeout: pool.queue_timeout,
                 tls: pool.tls.clone(),
+                cache: pool.cache.clone(),
                 servers,
             });
         }
@@ -632,6 +637,7 @@ impl Lineage {
                 crate::config::descriptors::Budget::of(config, limit).cap(config)
             },
             buffering: config.buffering.clone(),
+            cache: config.cache,
             routes,
             route_index,
             pools,

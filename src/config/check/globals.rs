@@ -9,8 +9,8 @@ use toml::Spanned;
 use super::primitives::Zero;
 use super::words::{LOG_FORMATS, LOG_LEVELS};
 use super::Checker;
-use crate::config::raw::{RawBuffering, RawHttp2, RawLimits, RawLog, RawTimeouts};
-use crate::config::{Buffering, Http2Limits, Limits, LogSettings, Timeouts};
+use crate::config::raw::{RawBuffering, RawCache, RawHttp2, RawLimits, RawLog, RawTimeouts};
+use crate::config::{Buffering, CacheSettings, Http2Limits, Limits, LogSettings, Timeouts};
 
 /// Most worker threads accepted; also the cap on "auto".
 const MAX_WORKERS: i64 = 1024;
@@ -330,6 +330,19 @@ impl Checker {
         }
     }
 
+    pub(super) fn cache(&mut self, raw: &RawCache) -> CacheSettings {
+        let default = CacheSettings::default();
+        CacheSettings {
+            memory: self.size(
+                "cache.memory",
+                &raw.memory,
+                1 << 20..=1 << 40,
+                "1MiB to 1TiB, as bytes or with a unit, e.g. \"256MiB\" (the default) or \"4GiB\"",
+                default.memory,
+            ),
+        }
+    }
+
     pub(super) fn log(&mut self, raw: &RawLog) -> LogSettings {
         LogSettings {
             level: self.word("log.level", &raw.level, &LOG_LEVELS),
@@ -349,6 +362,31 @@ mod tests {
     use super::*;
     use crate::config::fixtures::{only_problem, MINIMAL};
     use crate::config::load::from_toml;
+
+    #[test]
+    fn the_cache_s_memory_is_a_size_with_or_without_a_unit() {
+        let memory = |value: &str| {
+            from_toml(&format!("{MINIMAL}[cache]\nmemory = {value}\n"), "t")
+                .unwrap()
+                .cache
+                .memory
+        };
+        assert_eq!(from_toml(MINIMAL, "t").unwrap().cache.memory, 256 << 20);
+        assert_eq!(memory("\"4GiB\""), 4 << 30);
+        assert_eq!(memory("\"512 MiB\""), 512 << 20);
+        assert_eq!(memory("2097152"), 2 << 20);
+        for bad in ["\"lots\"", "\"4GB\"", "1024", "\"2TiB\"", "true"] {
+            let text = format!("{MINIMAL}[cache]\nmemory = {bad}\n");
+            let refused = only_problem(&text);
+            assert_eq!(refused.key, "cache.memory", "{bad}");
+            assert_eq!(refused.line, Some(11), "{bad}");
+            assert!(
+                refused.message.contains("accepted: 1MiB to 1TiB"),
+                "{}",
+                refused.message
+            );
+        }
+    }
 
     #[test]
     fn buffering_is_on_by_default_and_each_key_is_read() {

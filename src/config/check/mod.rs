@@ -99,6 +99,7 @@ impl Checker {
         let limits = self.limits(&raw.limits);
         let http2 = self.http2(&raw.http2);
         let buffering = self.buffering(&raw.buffering);
+        let cache = self.cache(&raw.cache);
 
         if raw.listener.is_empty() {
             self.report(
@@ -162,6 +163,7 @@ impl Checker {
             limits,
             http2,
             buffering,
+            cache,
             routes: Arc::new(routes),
             pools,
             admin,
@@ -245,6 +247,7 @@ mod tests {
             protocol: ServerProtocol::Http1,
             tls: None,
             servers,
+            cache: None,
         }
     }
 
@@ -316,6 +319,7 @@ mod tests {
             },
             http2: crate::config::Http2Limits::default(),
             buffering: Buffering::default(),
+            cache: crate::config::CacheSettings::default(),
             pools: vec![
                 pool(
                     "app",

@@ -10,10 +10,10 @@ use toml::Spanned;
 use super::primitives::{is_token, quoted, PortZero, Zero};
 use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_PROTOCOLS, SERVER_STATES};
 use super::{Checker, Table};
-use crate::config::raw::{RawPool, RawPoolTls, RawServer, RawSticky};
+use crate::config::raw::{RawPool, RawPoolCache, RawPoolTls, RawServer, RawSticky};
 use crate::config::{
-    Balance, HashKey, HealthKind, Passive, PoolConfig, RetryOn, ServerConfig, ServerProtocol,
-    StickyConfig,
+    Balance, HashKey, HealthKind, Passive, PoolCache, PoolConfig, RetryOn, ServerConfig,
+    ServerProtocol, StickyConfig,
 };
 
 /// A server's `weight` when not written (see `ServerConfig::weight`).
@@ -110,6 +110,10 @@ impl Checker {
                 (None, _) => None,
             },
             servers: self.servers(table, &pool.servers),
+            cache: pool.cache.as_ref().and_then(|cache| {
+                let cache_table = sub_table(self, "cache", cache.span().start);
+                self.pool_cache(&cache_table, cache.get_ref())
+            }),
         };
         self.server_names(table, pool, &checked);
         let grpc_check = matches!(
@@ -128,6 +132,73 @@ impl Checker {
             }
         }
         checked
+    }
+
+    /// `[pool.cache]`: `None` when `enabled = false`.
+    fn pool_cache(&mut self, table: &Table, raw: &RawPoolCache) -> Option<PoolCache> {
+        let default = PoolCache::default();
+        let key_headers = match &raw.key_headers {
+            None => Vec::new(),
+            Some(names) => names
+                .get_ref()
+                .iter()
+                .filter_map(|name| {
+                    if is_token(name.get_ref()) {
+                        return Some(name.get_ref().to_ascii_lowercase());
+                    }
+                    let why = "not a field name; e.g. key_headers = [\"X-Tenant\"]";
+                    self.reject(
+                        &table.key("key_headers"),
+                        name.span(),
+                        &quoted(name.get_ref()),
+                        why,
+                    );
+                    None
+                })
+                .collect(),
+        };
+        let checked = PoolCache {
+            max_object_size: self.size(
+                &table.key("max_object_size"),
+                &raw.max_object_size,
+                1..=(u64::from(u16::MAX) << 10) - (1 << 10),
+                "1 byte to 67107840 (64 MiB less 1 KiB), as bytes or with a unit, e.g. \"16MiB\" \
+                 (the default)",
+                default.max_object_size,
+            ),
+            default_ttl: self.optional_duration(
+                &table.key("default_ttl"),
+                &raw.default_ttl,
+                "2m",
+                "no heuristic freshness (the default)",
+            ),
+            negative_ttl: self.optional_duration(
+                &table.key("negative_ttl"),
+                &raw.negative_ttl,
+                "10s",
+                "404 and 410 stored only with explicit freshness (the default)",
+            ),
+            grace: self.duration(
+                &table.key("grace"),
+                &raw.grace,
+                Duration::ZERO,
+                Zero::Allowed,
+            ),
+            store_set_cookie: raw
+                .store_set_cookie
+                .as_ref()
+                .is_some_and(|store| *store.get_ref()),
+            key_headers,
+            cache_status: raw.cache_status.as_ref().is_some_and(|on| *on.get_ref()),
+            lock_timeout: self.duration(
+                &table.key("lock_timeout"),
+                &raw.lock_timeout,
+                default.lock_timeout,
+                Zero::Allowed,
+            ),
+        };
+        let enabled = raw.enabled.as_ref().is_none_or(|on| *on.get_ref());
+        enabled.then_some(checked)
     }
 
     /// No two sticky pools may share a cookie name: a browser keeps one cookie per name and path,
@@ -316,6 +387,52 @@ mod tests {
     use crate::config::fixtures::{only_problem, problem, valid_with, MINIMAL, VALID};
     use crate::config::load::from_toml;
     use crate::config::RetryCondition;
+
+    #[test]
+    fn a_pool_cache_is_read_key_by_key_and_refused_by_name() {
+        use crate::config::load::from_toml;
+        let pool_cache = |lines: &str| {
+            let config = from_toml(&format!("{MINIMAL}[pool.cache]\n{lines}"), "t").unwrap();
+            config.pools[0].cache.clone()
+        };
+        assert_eq!(from_toml(MINIMAL, "t").unwrap().pools[0].cache, None);
+        assert_eq!(pool_cache(""), Some(PoolCache::default()));
+        assert_eq!(pool_cache("enabled = false\n"), None);
+        let every = pool_cache(
+            "max_object_size = \"1MiB\"\ndefault_ttl = \"2m\"\nnegative_ttl = \"10s\"\n\
+             grace = \"30s\"\nstore_set_cookie = true\nkey_headers = [\"X-Tenant\"]\n\
+             cache_status = true\nlock_timeout = \"1s\"\n",
+        );
+        let expected = PoolCache {
+            max_object_size: 1 << 20,
+            default_ttl: Some(Duration::from_secs(120)),
+            negative_ttl: Some(Duration::from_secs(10)),
+            grace: Duration::from_secs(30),
+            store_set_cookie: true,
+            key_headers: vec!["x-tenant".into()],
+            cache_status: true,
+            lock_timeout: Duration::from_secs(1),
+        };
+        assert_eq!(every, Some(expected));
+        for (line, key) in [
+            (
+                "max_object_size = \"64MiB\"",
+                "pool[0].cache.max_object_size",
+            ),
+            ("default_ttl = \"0s\"", "pool[0].cache.default_ttl"),
+            (
+                "key_headers = [\"not a name\"]",
+                "pool[0].cache.key_headers",
+            ),
+            ("grace = \"soon\"", "pool[0].cache.grace"),
+        ] {
+            let refused = only_problem(&format!("{MINIMAL}[pool.cache]\n{line}\n"));
+            assert_eq!(refused.key, key, "{line}");
+            assert_eq!(refused.line, Some(11), "{line}");
+        }
+        let unknown = only_problem(&format!("{MINIMAL}[pool.cache]\nttl = \"1m\"\n"));
+        assert!(unknown.message.contains("ttl"), "{}", unknown.message);
+    }
 
     #[test]
     fn routes_sticky_hash_keys_and_states_are_held_to_their_rules() {

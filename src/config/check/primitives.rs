@@ -171,6 +171,39 @@ impl Checker {
         default
     }
 
+    /// An optional size in bytes within `range`: a whole number of bytes, or a string with a
+    /// binary unit (`"512KiB"`, `"256MiB"`, `"4GiB"`, `"1TiB"`; `B` for bytes). `default` when
+    /// absent or refused.
+    pub(super) fn size(
+        &mut self,
+        key: &str,
+        raw: &Option<Spanned<toml::Value>>,
+        range: RangeInclusive<u64>,
+        accepted: &str,
+        default: u64,
+    ) -> u64 {
+        let Some(raw) = raw else {
+            return default;
+        };
+        let value = match raw.get_ref() {
+            toml::Value::Integer(bytes) => u64::try_from(*bytes).ok(),
+            toml::Value::String(text) => parse_size(text),
+            _ => None,
+        };
+        let why = match value {
+            Some(bytes) if range.contains(&bytes) => return bytes,
+            Some(_) => "out of range",
+            None => "not a size",
+        };
+        self.reject(
+            key,
+            raw.span(),
+            &raw.get_ref().to_string(),
+            format!("{why}; accepted: {accepted}"),
+        );
+        default
+    }
+
     /// An optional `"auto"` or whole number in `range` (`what` names the number in a refusal):
     /// `None` when absent, written "auto", or refused (and reported).
     pub(super) fn auto_or_integer(
@@ -269,6 +302,23 @@ impl Checker {
 
 /// An RFC 9110 token: a header field name, a cookie name.
 pub(super) use crate::config::token::is_token;
+
+/// A size with a binary unit: digits, optional spaces, then `B`, `KiB`, `MiB`, `GiB` or `TiB`
+/// (the unit alone may be left out: bytes).
+pub(super) fn parse_size(text: &str) -> Option<u64> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let number: u64 = text[..digits].parse().ok()?;
+    let shift = match text[digits..].trim_start() {
+        "" | "B" => 0,
+        "KiB" => 10,
+        "MiB" => 20,
+        "GiB" => 30,
+        "TiB" => 40,
+        _ => return None,
+    };
+    number.checked_mul(1 << shift)
+}
 
 pub(super) fn quoted(text: &str) -> String {
     format!("{text:?}")

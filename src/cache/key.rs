@@ -1,0 +1,161 @@
+//! Cache keys: what a request is stored and found under. The primary key is the pool, the
+//! scheme, the host and the target as herdsman forwards them (what the server answers is what
+//! it was asked), with any request fields the pool adds; a response with `Vary` is stored under
+//! the primary key and the request's values of the fields it names, `Accept-Encoding` reduced
+//! to the codings that matter so that the clients' many spellings share a few variants.
+
+/// Appends the primary key: each part followed by a NUL, which no part can contain (a host, a
+/// target and a field value are checked for it before they get here). Fields the pool keys on
+/// follow with [`write_field`].
+pub fn write_primary(out: &mut Vec<u8>, pool: &str, secure: bool, host: &[u8], target: &[u8]) {
+    out.extend_from_slice(pool.as_bytes());
+    out.push(0);
+    out.extend_from_slice(if secure { b"https" } else { b"http" });
+    out.push(0);
+    out.extend(host.iter().map(u8::to_ascii_lowercase));
+    out.push(0);
+    out.extend_from_slice(target);
+    out.push(0);
+}
+
+/// Appends one field's part of a key: its name (lower case) and the request's values of it,
+/// each trimmed, joined by commas — `Accept-Encoding` normalised
+/// ([`write_accepted_codings`]).
+pub fn write_field(out: &mut Vec<u8>, name: &[u8], values: &[&[u8]]) {
+    out.extend(name.iter().map(u8::to_ascii_lowercase));
+    out.push(b'=');
+    if name.eq_ignore_ascii_case(b"accept-encoding") {
+        write_accepted_codings(out, values);
+    } else {
+        for (n, value) in values.iter().enumerate() {
+            if n > 0 {
+                out.push(b',');
+            }
+            out.extend_from_slice(value.trim_ascii());
+        }
+    }
+    out.push(0);
+}
+
+/// Appends the variant part of a key: for each name of `vary` (lower case, comma-separated),
+/// the request's values of that field, as `values` gives them.
+pub fn write_variant<'v>(out: &mut Vec<u8>, vary: &[u8], values: impl Fn(&[u8]) -> Vec<&'v [u8]>) {
+    out.extend_from_slice(b"vary\0");
+    for name in vary.split(|&byte| byte == b',') {
+        write_field(out, name, &values(name));
+    }
+}
+
+/// The content codings a cache's variants are told apart by, in the order written.
+const CODINGS: [&[u8]; 3] = [b"br", b"gzip", b"zstd"];
+
+/// `Accept-Encoding` reduced to which of [`CODINGS`] it accepts (a q-value of 0 refuses one;
+/// `*` accepts those not named), comma-separated in a fixed order: `gzip, deflate`,
+/// `deflate, gzip;q=1.0` and `GZIP` are one variant.
+pub fn write_accepted_codings(out: &mut Vec<u8>, values: &[&[u8]]) {
+    // Per coding: None (not named), Some(accepted).
+    let mut named = [None::<bool>; CODINGS.len()];
+    let mut star = None::<bool>;
+    for value in values {
+        for element in value.split(|&byte| byte == b',') {
+            let mut parts = element.split(|&byte| byte == b';');
+            let coding = parts.next().unwrap_or_default().trim_ascii();
+            let accepted = parts.all(|parameter| {
+                let parameter = parameter.trim_ascii();
+                let zero = parameter.len() >= 2
+                    && parameter[..2].eq_ignore_ascii_case(b"q=")
+                    && parameter[2..]
+                        .iter()
+                        .all(|&byte| byte == b'0' || byte == b'.');
+                !zero
+            });
+            if coding == b"*" {
+                star = Some(accepted);
+            } else if let Some(at) = CODINGS
+                .iter()
+                .position(|known| coding.eq_ignore_ascii_case(known))
+            {
+                named[at] = Some(accepted);
+            }
+        }
+    }
+    let mut first = true;
+    for (at, coding) in CODINGS.iter().enumerate() {
+        if named[at].or(star).unwrap_or(false) {
+            if !first {
+                out.push(b',');
+            }
+            out.extend_from_slice(coding);
+            first = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn codings(values: &[&str]) -> String {
+        let values: Vec<&[u8]> = values.iter().map(|value| value.as_bytes()).collect();
+        let mut out = Vec::new();
+        write_accepted_codings(&mut out, &values);
+        String::from_utf8(out).unwrap()
+    }
+
+    #[test]
+    fn accept_encoding_reduces_to_the_codings_that_matter() {
+        assert_eq!(codings(&["gzip, deflate"]), "gzip");
+        assert_eq!(codings(&["deflate, GZIP;q=1.0"]), "gzip");
+        assert_eq!(codings(&["gzip, deflate, br, zstd"]), "br,gzip,zstd");
+        assert_eq!(codings(&["br;q=0, gzip"]), "gzip");
+        assert_eq!(codings(&["gzip;q=0.000"]), "");
+        assert_eq!(codings(&["*"]), "br,gzip,zstd");
+        assert_eq!(codings(&["*, br;q=0"]), "gzip,zstd");
+        assert_eq!(codings(&["identity"]), "");
+        assert_eq!(codings(&[]), "");
+        assert_eq!(codings(&["gzip", "br"]), "br,gzip");
+    }
+
+    #[test]
+    fn keys_differ_by_every_part_and_not_by_host_case() {
+        let key = |pool: &str, secure, host: &[u8], target: &[u8]| {
+            let mut out = Vec::new();
+            write_primary(&mut out, pool, secure, host, target);
+            out
+        };
+        let base = key("web", false, b"Example.COM", b"/a?b=1");
+        assert_eq!(base, key("web", false, b"example.com", b"/a?b=1"));
+        assert_ne!(base, key("api", false, b"example.com", b"/a?b=1"));
+        assert_ne!(base, key("web", true, b"example.com", b"/a?b=1"));
+        assert_ne!(base, key("web", false, b"example.org", b"/a?b=1"));
+        assert_ne!(base, key("web", false, b"example.com", b"/a?b=2"));
+    }
+
+    #[test]
+    fn a_variant_holds_the_request_s_values_of_the_vary_fields() {
+        let variant = |encoding: &'static [u8], tenant: &'static [u8]| {
+            let mut out = Vec::new();
+            write_variant(
+                &mut out,
+                b"accept-encoding,x-tenant",
+                |name: &[u8]| match name {
+                    b"accept-encoding" => vec![encoding],
+                    b"x-tenant" if !tenant.is_empty() => vec![tenant],
+                    _ => vec![],
+                },
+            );
+            out
+        };
+        assert_eq!(
+            variant(b"gzip, deflate", b"a"),
+            variant(b"deflate,gzip", b" a ")
+        );
+        assert_ne!(variant(b"gzip", b"a"), variant(b"gzip", b"b"));
+        assert_ne!(variant(b"gzip", b"a"), variant(b"br", b"a"));
+        assert_ne!(variant(b"gzip", b""), variant(b"gzip", b"a"));
+        assert_eq!(
+            variant(b"gzip", b"a"),
+            b"vary\0accept-encoding=gzip\0x-tenant=a\0"
+        );
+    }
+}

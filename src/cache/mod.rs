@@ -1,0 +1,23 @@
+//! The cache tier: responses kept and served again without a server, as a shared cache
+//! (RFC 9111, RFC 5861). `control.rs` reads `Cache-Control`; `fields.rs` the other fields a
+//! cache reads of a request and a response; `freshness.rs` decides what may be stored, for how
+//! long, and what a stored response may answer; `head.rs` is the head an object keeps and the
+//! head a hit sends; `key.rs` what a request is stored and found under; `flight.rs` makes one fetch of a herd of misses;
+//! `object.rs` is one stored response; `store.rs` is the process's store,
+//! shared by every worker, within its memory budget. It sits beside the exchange (`proxy/`),
+//! which imports it; it imports http1's heads and the transport's clock below it.
+
+pub mod control;
+pub mod fields;
+pub mod flight;
+pub mod freshness;
+pub mod head;
+pub mod key;
+pub mod object;
+pub mod shared;
+pub mod store;
+
+pub use control::{RequestControl, ResponseControl};
+pub use freshness::{Freshness, FreshnessRules, NotStored, ResponseFacts, Verdict};
+pub use object::Object;
+pub use store::{Entry, Store};

@@ -1,0 +1,274 @@
+//! The process's cache of responses, shared by every worker: objects by key in TinyUFO
+//! (S3-FIFO eviction with TinyLFU admission, Cloudflare's crate from Pingora), within a memory
+//! budget counted in KiB.
+//!
+//! Why TinyUFO: its reads take no lock — a hit is a lookup in a concurrent hash map and one
+//! relaxed atomic on the object's use count, so two workers hitting the same object contend on
+//! nothing but that count's cache line and the object's reference count; and on a Zipf(1.0)
+//! replay its hit ratio is well above LRU's (`herdsman-bench cache-replay`,
+//! `bench/results/cache-hit-ratio.md`).
+//!
+//! A key is hashed to 64 bits for TinyUFO, which keeps only the hash; each object keeps its whole
+//! key and a lookup compares it, so two keys whose hashes collide cost a miss, never the wrong
+//! answer.
+//!
+//! A response with `Vary` is kept as two entries: under its key, the names it varies on
+//! ([`Entry::Variants`]); under its key and the request's values for those names, the object.
+
+use std::hash::BuildHasher;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+
+use tinyufo::TinyUfo;
+
+use super::flight::Flights;
+use super::object::Object;
+
+/// The unit of TinyUFO's weights: an object weighs its bytes (with [`ENTRY_OVERHEAD`]) in KiB,
+/// rounded up. TinyUFO's weights are 16 bits, so no object is heavier than 64 MiB less a KiB.
+const WEIGHT_UNIT: u64 = 1024;
+
+/// Bytes an entry costs beyond its key, head and body: the object's own fields, its `Arc`, and
+/// TinyUFO's bucket and queue entries (measured in `tests/cache.rs`'s memory case).
+pub const ENTRY_OVERHEAD: u64 = 512;
+
+/// The heaviest object the store takes, in bytes.
+pub const MAX_OBJECT_BYTES: u64 = (u16::MAX as u64) * WEIGHT_UNIT - ENTRY_OVERHEAD;
+
+/// What one key holds.
+#[derive(Debug)]
+pub enum Entry {
+    /// A response.
+    Object(Object),
+    /// The field names the response at this key varies on (lower case, comma-separated, as
+    /// the variant's key spells them); its variants are kept under their own keys.
+    Variants { key: Box<[u8]>, names: Box<[u8]> },
+}
+
+impl Entry {
+    fn key(&self) -> &[u8] {
+        match self {
+            Entry::Object(object) => &object.key,
+            Entry::Variants { key, .. } => key,
+        }
+    }
+
+    fn bytes(&self) -> u64 {
+        let own = match self {
+            Entry::Object(object) => object.bytes(),
+            Entry::Variants { key, names } => (key.len() + names.len()) as u64,
+        };
+        own + ENTRY_OVERHEAD
+    }
+}
+
+/// The process's objects.
+pub struct Store {
+    entries: TinyUfo<u64, Arc<Entry>>,
+    /// Seeded per process: which keys collide is not something a client can plan.
+    hasher: foldhash::fast::RandomState,
+    /// What the budget allows, in bytes.
+    memory: u64,
+    /// Bytes held by the entries kept (their weights' sum, in bytes rather than KiB).
+    held: AtomicU64,
+    /// Entries held.
+    count: AtomicU64,
+    /// Entries evicted to make room, since start.
+    evicted: AtomicU64,
+    /// Puts and removes one at a time, so that what is counted held is what TinyUFO holds. A
+    /// put follows a server's answer (a miss), never a hit: reads take no lock.
+    writing: Mutex<()>,
+    /// The fetches in the air, one per key missed (`flight.rs`).
+    pub flights: Arc<Flights>,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Store")
+            .field("memory", &self.memory)
+            .field("held", &self.held.load(Relaxed))
+            .field("count", &self.count.load(Relaxed))
+            .finish()
+    }
+}
+
+/// The weight TinyUFO counts for `bytes`.
+fn weight(bytes: u64) -> u16 {
+    bytes.div_ceil(WEIGHT_UNIT).clamp(1, u64::from(u16::MAX)) as u16
+}
+
+impl Store {
+    /// A store that holds at most `memory` bytes of entries (their keys, heads, bodies and
+    /// [`ENTRY_OVERHEAD`] each).
+    pub fn new(memory: u64) -> Store {
+        let units = (memory / WEIGHT_UNIT).max(1) as usize;
+        // TinyUFO sizes its frequency sketch and its map by the number of objects it expects:
+        // one per 8 KiB of budget, at least a thousand.
+        let expected = (memory / (8 * WEIGHT_UNIT)).max(1024) as usize;
+        Store {
+            entries: TinyUfo::new(units, expected),
+            hasher: foldhash::fast::RandomState::default(),
+            memory,
+            held: AtomicU64::new(0),
+            count: AtomicU64::new(0),
+            evicted: AtomicU64::new(0),
+            writing: Mutex::new(()),
+            flights: Arc::default(),
+        }
+    }
+
+    /// The entry at `key`, if one is held (its whole key compared).
+    pub fn get(&self, key: &[u8]) -> Option<Arc<Entry>> {
+        let entry = self.entries.get(&self.hasher.hash_one(key))?;
+        (entry.key() == key).then_some(entry)
+    }
+
+    /// Keeps `entry` under its key, replacing what was there, evicting others as the budget
+    /// needs. TinyLFU's admission may turn away a newcomer less popular than what it would
+    /// evict: `false` then. An entry heavier than [`MAX_OBJECT_BYTES`] is refused.
+    pub fn put(&self, entry: Arc<Entry>) -> bool {
+        let bytes = entry.bytes();
+        if bytes > MAX_OBJECT_BYTES + ENTRY_OVERHEAD || bytes > self.memory {
+            return false;
+        }
+        let hash = self.hasher.hash_one(entry.key());
+        let _writing = self
+            .writing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        self.take(hash);
+        let evicted = self.entries.put(hash, Arc::clone(&entry), weight(bytes));
+        let mut admitted = true;
+        for gone in &evicted {
+            if Arc::ptr_eq(&gone.data, &entry) {
+                // Turned away at admission (or evicted at once): never counted in.
+                admitted = false;
+                continue;
+            }
+            self.forget(gone.data.bytes());
+            self.evicted.fetch_add(1, Relaxed);
+        }
+        if admitted {
+            self.held.fetch_add(bytes, Relaxed);
+            self.count.fetch_add(1, Relaxed);
+        }
+        admitted
+    }
+
+    /// Removes what is at `key`; whether there was something.
+    pub fn remove(&self, key: &[u8]) -> bool {
+        let hash = self.hasher.hash_one(key);
+        let _writing = self
+            .writing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        match self.entries.get(&hash) {
+            Some(entry) if entry.key() == key => self.take(hash).is_some(),
+            _ => false,
+        }
+    }
+
+    /// Takes the entry at `hash` out, whoever's it is, counting it out. Under `writing`.
+    fn take(&self, hash: u64) -> Option<Arc<Entry>> {
+        let entry = self.entries.remove(&hash)?;
+        self.forget(entry.bytes());
+        Some(entry)
+    }
+
+    fn forget(&self, bytes: u64) {
+        self.held.fetch_sub(bytes, Relaxed);
+        self.count.fetch_sub(1, Relaxed);
+    }
+
+    /// The bytes of the budget `entry` takes: its bytes with [`ENTRY_OVERHEAD`], rounded up to
+    /// whole KiB as TinyUFO weighs it.
+    pub fn counted_bytes(entry: &Entry) -> u64 {
+        u64::from(weight(entry.bytes())) * WEIGHT_UNIT
+    }
+
+    /// Bytes the entries held take (their own bytes with [`ENTRY_OVERHEAD`] each).
+    pub fn held_bytes(&self) -> u64 {
+        self.held.load(Relaxed)
+    }
+
+    /// Entries held.
+    pub fn len(&self) -> u64 {
+        self.count.load(Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Entries evicted for room since start.
+    pub fn evictions(&self) -> u64 {
+        self.evicted.load(Relaxed)
+    }
+
+    /// The budget, in bytes.
+    pub fn memory(&self) -> u64 {
+        self.memory
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(key: &str, body_bytes: usize) -> Entry {
+        Entry::Object(Object::for_test(key.as_bytes(), vec![b'x'; body_bytes]))
+    }
+
+    #[test]
+    fn an_object_is_found_by_its_whole_key() {
+        let store = Store::new(1 << 20);
+        assert!(store.put(Arc::new(object("GET example.com /a", 100))));
+        let Some(found) = store.get(b"GET example.com /a") else {
+            panic!("not found");
+        };
+        assert_eq!(found.key(), b"GET example.com /a");
+        assert!(store.get(b"GET example.com /b").is_none());
+        assert_eq!(store.len(), 1);
+    }
+
+    #[test]
+    fn a_second_put_replaces_the_first_and_counts_once() {
+        let store = Store::new(1 << 20);
+        store.put(Arc::new(object("k", 100)));
+        store.put(Arc::new(object("k", 300)));
+        assert_eq!(store.len(), 1);
+        assert_eq!(
+            store.held_bytes(),
+            300 + 1 + ENTRY_OVERHEAD + test_head_len()
+        );
+        assert!(store.remove(b"k"));
+        assert!(!store.remove(b"k"));
+        assert_eq!((store.len(), store.held_bytes()), (0, 0));
+    }
+
+    fn test_head_len() -> u64 {
+        let Entry::Object(object) = object("", 0) else {
+            unreachable!()
+        };
+        object.bytes()
+    }
+
+    #[test]
+    fn the_budget_holds_however_many_objects_come() {
+        let budget = 256 * 1024;
+        let store = Store::new(budget);
+        for n in 0..2_000 {
+            store.put(Arc::new(object(&format!("object {n}"), 4_000)));
+        }
+        assert!(store.held_bytes() <= budget, "{} held", store.held_bytes());
+        assert!(store.len() > 10, "only {} kept", store.len());
+        assert!(store.evictions() > 1_000);
+    }
+
+    #[test]
+    fn an_object_larger_than_the_budget_is_refused() {
+        let store = Store::new(64 * 1024);
+        assert!(!store.put(Arc::new(object("big", 100 * 1024))));
+        assert!(store.is_empty());
+    }
+}

@@ -2,6 +2,8 @@
 //!
 //! Layout: one module per experiment, each importing only `kit` and its own submodules, never
 //! another experiment.
+//! - `cache-replay` — the hit ratio of herdsman's cache store against LRU on a Zipf replay, and
+//!   its reads a second from one and two threads (issue 38)
 //! - `churn`       — herdsman vs HAProxy vs nginx with a new connection per request: CPU per
 //!   request, requests/s, system calls per connection (issue 25)
 //! - `compare`     — herdsman vs HAProxy vs nginx under wrk, in turns, per worker and connection
@@ -46,6 +48,7 @@
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
+mod cache_replay;
 mod churn;
 mod compare;
 mod fairness;
@@ -105,6 +108,9 @@ enum Command {
     /// and p99 against a baseline, how each attack ended, what reached a server, what each
     /// attacking connection cost herdsman; writes bench/results/h2-attacks.md.
     H2Attacks(h2_attacks::H2AttacksArgs),
+    /// The cache store's hit ratio against LRU on a Zipf replay, and its reads a second; writes
+    /// bench/results/cache-hit-ratio.md
+    CacheReplay(cache_replay::CacheReplayArgs),
     /// The h2c gRPC server of `h2` (started by it): every unary call answered with its message.
     #[command(hide = true)]
     GrpcServer {
@@ -191,6 +197,7 @@ fn main() -> anyhow::Result<()> {
         Command::Herd(args) => herd::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
+        Command::CacheReplay(args) => cache_replay::run(args),
         Command::GrpcServer { listen } => kit::grpc_server::run(listen),
         Command::H2(args) => h2::run(args),
         Command::Fairness(args) => fairness::run(args),

@@ -8,9 +8,16 @@ use crate::kit::tools;
 /// herdsman's version and build, rustc, the kernel, the CPUs and how busy they were: the setup
 /// lines of the benchmarks that measure herdsman alone.
 pub fn machine_lines(herdsman: &Path, busy: Option<f64>) -> Vec<(String, String)> {
+    let mut lines = vec![herdsman_line("herdsman", herdsman)];
+    lines.extend(machine_lines_without_herdsman(busy));
+    lines
+}
+
+/// rustc, the kernel, the CPUs and how busy they were: for a benchmark of herdsman's library
+/// built into this program (no herdsman binary runs).
+pub fn machine_lines_without_herdsman(busy: Option<f64>) -> Vec<(String, String)> {
     let cpu = cpu_model();
     vec![
-        herdsman_line("herdsman", herdsman),
         (
             "rustc".into(),
             tools::version_line(Path::new("rustc"), &["-V"]),

@@ -511,3 +511,24 @@ fn an_http2_client_gets_hits_from_the_same_cache() {
     );
     assert_eq!(requests_for(&counts, "/shared"), 1);
 }
+
+#[test]
+fn an_unsafe_request_answered_without_an_error_invalidates_what_is_stored_for_its_target() {
+    let (server, counts) = counting_server(&[("/item", &[("Cache-Control", "max-age=60")])]);
+    let proxy = cached_proxy(&server, "");
+    let send = |request: &[u8]| proxy.connect().roundtrip(request);
+    assert_eq!(proxy.get("/item").body_text(), "/item answer 1");
+    assert_eq!(proxy.get("/item").body_text(), "/item answer 1");
+    let put = send(b"PUT /item HTTP/1.1\r\nHost: test.local\r\nContent-Length: 3\r\nConnection: close\r\n\r\nnew");
+    assert_eq!(put.status(), 200);
+    assert_eq!(
+        proxy.get("/item").body_text(),
+        "/item answer 3",
+        "fetched again after the PUT"
+    );
+    assert_eq!(proxy.get("/item").body_text(), "/item answer 3");
+    // Another target's PUT leaves it alone.
+    send(b"PUT /other HTTP/1.1\r\nHost: test.local\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(proxy.get("/item").body_text(), "/item answer 3");
+    assert_eq!(requests_for(&counts, "/item"), 3);
+}

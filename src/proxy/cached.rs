@@ -49,6 +49,9 @@ pub struct CacheStep {
     pub stale: Option<Arc<Entry>>,
     /// Another request is fetching this object: wait for its answer.
     pub follow: Option<Arc<Flight>>,
+    /// An unsafe request (POST, PUT, DELETE…): the stored answers for its target go once the
+    /// server answers it without an error (RFC 9111 §4.4).
+    pub invalidate: Option<(WorkerStore, Vec<u8>)>,
 }
 
 /// A request answered from the cache.
@@ -129,14 +132,6 @@ pub fn look_up(
     let Some(store) = store else {
         return CacheStep::default();
     };
-    let cacheable_method = matches!(request.method, Method::Get | Method::Head);
-    if !cacheable_method || request.body != Body::None || request.upgrade {
-        return CacheStep::default();
-    }
-    let fields = read_request(request.headers);
-    if fields.method_override || fields.range.is_some() {
-        return CacheStep::default();
-    }
     let mut key = Vec::with_capacity(128);
     write_primary(
         &mut key,
@@ -148,6 +143,24 @@ pub fn look_up(
     for name in &config.key_headers {
         let values = values_of(request.headers, name.as_bytes());
         write_field(&mut key, name.as_bytes(), &values);
+    }
+    let safe = matches!(
+        request.method,
+        Method::Get | Method::Head | Method::Options | Method::Trace
+    );
+    if !safe {
+        return CacheStep {
+            invalidate: Some((store, key)),
+            ..CacheStep::default()
+        };
+    }
+    let cacheable_method = matches!(request.method, Method::Get | Method::Head);
+    if !cacheable_method || request.body != Body::None || request.upgrade {
+        return CacheStep::default();
+    }
+    let fields = read_request(request.headers);
+    if fields.method_override || fields.range.is_some() {
+        return CacheStep::default();
     }
     let now = Moment::now();
     let primary_len = key.len();

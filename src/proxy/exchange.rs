@@ -482,7 +482,10 @@ async fn read_request<D: Downstream>(
                         hsts,
                         &mut client.out,
                     );
-                } else if client.cache.fill.is_some() || client.cache.stale.is_some() {
+                } else if client.cache.fill.is_some()
+                    || client.cache.stale.is_some()
+                    || client.cache.invalidate.is_some()
+                {
                     // Left by an exchange that failed before its answer.
                     client.cache = CacheStep::default();
                 }
@@ -616,6 +619,13 @@ async fn forward<'s, D: Downstream>(
                 }
                 // The answer goes to the client: a stale stored one is not needed.
                 client.cache.stale = None;
+                if let Some((store, key)) = client.cache.invalidate.take() {
+                    // An unsafe request answered without an error: what was stored for its
+                    // target is no longer what the server would answer.
+                    if start.status < 400 {
+                        store.remove(&key);
+                    }
+                }
                 if let Some(plan) = client.cache.fill.take() {
                     client.cache.filling = (*plan).start(&client.out, start.body_to_client());
                     outcome.cache = Some(match client.cache.filling {

@@ -281,10 +281,17 @@ pub async fn respond<D: Downstream>(
     download
         .take_buffered_into_room(&mut client.server_buffer, &mut client.out)
         .map_err(download_failure)?;
+    let server_done_with_head = download.is_done();
     if let Some(filling) = client.cache.filling.as_mut() {
         filling.take(&client.out[head_len..]);
+        if server_done_with_head {
+            // Whole already: stored before the client has it, so that its next request finds
+            // it stored rather than still in flight.
+            if let Some(filling) = client.cache.filling.take() {
+                filling.finish();
+            }
+        }
     }
-    let server_done_with_head = download.is_done();
     let deadline = start.arrived + timeouts.client_idle;
     match client.downstream.send(&client.out, deadline).await {
         None => return Err(Failure::ClientStalled),

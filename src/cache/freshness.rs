@@ -158,14 +158,16 @@ fn heuristic_lifetime(response: &ResponseFacts, rules: &FreshnessRules) -> Optio
     })
 }
 
-/// The age a response had when it arrived, RFC 9111 §4.2.3's `corrected_initial_age`:
-/// `request_time` and `response_time` are when the request went and the response came, in
-/// seconds since the epoch.
-pub fn initial_age(response: &ResponseFacts, request_time: u64, response_time: u64) -> u64 {
+/// The age a response had when it arrived, RFC 9111 §4.2.3's `corrected_initial_age`, in whole
+/// seconds: `request_ms` and `response_ms` are when the request went and the response came, in
+/// milliseconds since the epoch. Each difference is rounded down: a request answered in 20 ms
+/// that happened to span a second's end, or a `Date` of the second the response came in, adds no
+/// second of age (which would make a `max-age=1` response stale on arrival).
+pub fn initial_age(response: &ResponseFacts, request_ms: u64, response_ms: u64) -> u64 {
     let apparent_age = response
         .date
-        .map_or(0, |date| response_time.saturating_sub(date));
-    let response_delay = response_time.saturating_sub(request_time);
+        .map_or(0, |date| response_ms.saturating_sub(date * 1000) / 1000);
+    let response_delay = response_ms.saturating_sub(request_ms) / 1000;
     let corrected_age_value = response.age.unwrap_or(0).saturating_add(response_delay);
     apparent_age.max(corrected_age_value)
 }
@@ -249,6 +251,13 @@ impl Freshness {
 /// Seconds since the Unix epoch, now.
 pub fn unix_now() -> u64 {
     unix_seconds(SystemTime::now())
+}
+
+/// Milliseconds since the Unix epoch, now.
+pub fn unix_now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |since| since.as_millis() as u64)
 }
 
 fn unix_seconds(time: SystemTime) -> u64 {
@@ -409,16 +418,21 @@ mod tests {
     #[test]
     fn age_follows_rfc_9111_4_2_3() {
         let mut response = ok_200("");
+        let ms = |seconds: u64| seconds * 1000;
         // Date 10 s before it arrived: apparent age 10.
         response.date = Some(NOW - 10);
-        assert_eq!(initial_age(&response, NOW - 1, NOW), 10);
+        assert_eq!(initial_age(&response, ms(NOW - 1), ms(NOW)), 10);
         // An Age of 30 plus the 1 s the request took is larger.
         response.age = Some(30);
-        assert_eq!(initial_age(&response, NOW - 1, NOW), 31);
+        assert_eq!(initial_age(&response, ms(NOW - 1), ms(NOW)), 31);
         // A Date in the future gives no negative age.
         response.date = Some(NOW + 100);
         response.age = None;
-        assert_eq!(initial_age(&response, NOW, NOW), 0);
+        assert_eq!(initial_age(&response, ms(NOW), ms(NOW)), 0);
+        // 20 ms across a second's end, and a Date of the second it came in: no age.
+        response.date = Some(NOW);
+        assert_eq!(initial_age(&response, ms(NOW) - 10, ms(NOW) + 10), 0);
+        assert_eq!(initial_age(&response, ms(NOW) + 990, ms(NOW) + 1010), 1);
     }
 
     fn freshness(line: &str, lifetime: u64) -> Freshness {

@@ -13,7 +13,7 @@ use tokio::io::AsyncWrite;
 
 use crate::cache::fields::{read_request, read_response, RequestFields};
 use crate::cache::flight::{Flight, FlightHead, Leader, Role};
-use crate::cache::freshness::{initial_age, storable, unix_now, FreshnessRules, Verdict};
+use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
 use crate::cache::head::{stored_head, write_hit_head, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
 use crate::cache::{Entry, Freshness, Object, RequestControl, Store};
@@ -88,7 +88,7 @@ pub struct FillPlan {
     forwarded_head: Vec<u8>,
     control: RequestControl,
     authorization: bool,
-    /// When the request went, in seconds since the epoch.
+    /// When the request went, in milliseconds since the epoch.
     requested: u64,
     rules: FreshnessRules,
     max_object_size: u64,
@@ -231,7 +231,7 @@ pub fn look_up(
         forwarded_head: out.clone(),
         control: fields.control,
         authorization: fields.authorization,
-        requested: unix_now(),
+        requested: unix_now_ms(),
         rules: FreshnessRules {
             default_ttl: config.default_ttl,
             negative_ttl: config.negative_ttl,
@@ -372,7 +372,7 @@ impl FillPlan {
         .ok()?;
         let mut head = Vec::with_capacity(response.head_len);
         stored_head(&response, &mut head);
-        let responded = unix_now();
+        let responded = unix_now_ms();
         let initial_age = initial_age(&fields.facts, self.requested, responded);
         let FillPlan {
             store,

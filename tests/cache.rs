@@ -532,3 +532,49 @@ fn an_unsafe_request_answered_without_an_error_invalidates_what_is_stored_for_it
     assert_eq!(proxy.get("/item").body_text(), "/item answer 3");
     assert_eq!(requests_for(&counts, "/item"), 3);
 }
+
+#[test]
+fn a_herd_that_varies_is_served_only_the_answers_it_would_have_been_given() {
+    // 300 ms per answer, varying on Accept-Encoding: each answer says what it was asked with.
+    let count = Arc::new(Mutex::new(0usize));
+    let seen = Arc::clone(&count);
+    let server = Mock::start(move |exchange| {
+        *seen.lock().unwrap() += 1;
+        let encoding = exchange
+            .head
+            .header("accept-encoding")
+            .unwrap_or("none")
+            .to_string();
+        std::thread::sleep(Duration::from_millis(300));
+        let headers = [("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")];
+        exchange.respond(200, &headers, encoding.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    });
+    let proxy = cached_proxy(&server, "");
+    let addr = proxy.addr;
+    let threads: Vec<_> = ["gzip", "br", "gzip", "br", "gzip", "br"]
+        .into_iter()
+        .enumerate()
+        .map(|(n, encoding)| {
+            std::thread::spawn(move || {
+                // The first goes first, so that the others find its fetch in flight.
+                std::thread::sleep(Duration::from_millis(if n == 0 { 0 } else { 100 }));
+                let mut conn = common::Conn::connect(addr);
+                let request = format!(
+                    "GET /v HTTP/1.1\r\nHost: test.local\r\nAccept-Encoding: {encoding}\r\nConnection: close\r\n\r\n"
+                );
+                (encoding, conn.roundtrip(request.as_bytes()).body_text())
+            })
+        })
+        .collect();
+    for thread in threads {
+        let (asked, got) = thread.join().unwrap();
+        assert_eq!(
+            got, asked,
+            "an answer for {got} went to a request for {asked}"
+        );
+    }
+    // gzip's once; br's by each br request that found gzip's fetch in flight, or once more.
+    let requests = *count.lock().unwrap();
+    assert!((2..=4).contains(&requests), "{requests} server requests");
+}

@@ -68,6 +68,18 @@ pub struct FlightHead {
     pub head: Box<[u8]>,
     pub status: u16,
     pub length: u64,
+    /// When the answer varies: what it varies on, and for which request.
+    pub vary: Option<FlightVary>,
+}
+
+/// What a flight's answer varies on. A follower whose request writes another variant part is
+/// not this answer's to take: it goes to the server itself.
+#[derive(Debug)]
+pub struct FlightVary {
+    /// The field names, lower case, comma-separated (as `Vary` gave them).
+    pub names: Box<[u8]>,
+    /// The variant part of the leader's key (`key::write_variant`).
+    pub variant: Box<[u8]>,
 }
 
 impl Flights {

@@ -12,7 +12,7 @@ use std::task::{Context, Poll};
 use tokio::io::AsyncWrite;
 
 use crate::cache::fields::{read_request, read_response, RequestFields};
-use crate::cache::flight::{Flight, FlightHead, Leader, Role};
+use crate::cache::flight::{Flight, FlightHead, FlightVary, Leader, Role};
 use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
 use crate::cache::head::{stored_head, write_hit_head, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
@@ -388,19 +388,19 @@ impl FillPlan {
             None
         } else {
             let primary = key.clone();
-            let mut request_slots = header_slots();
-            let request =
-                parse_request(&forwarded_head, &mut request_slots, forwarded_head.len()).ok()??;
-            write_variant(&mut key, &fields.vary, |name| {
-                values_of(request.headers, name)
-            });
+            key.extend(variant_of(&forwarded_head, &fields.vary)?);
             Some((primary, fields.vary.clone()))
         };
         let head: Box<[u8]> = head.into();
+        let vary = variants.as_ref().map(|(_, names)| FlightVary {
+            names: names[..].into(),
+            variant: key[primary_len..].into(),
+        });
         leader.head(FlightHead {
             head: head.clone(),
             status: fields.facts.status,
             length,
+            vary,
         });
         Some(Box::new(Filling {
             store,
@@ -575,12 +575,23 @@ pub async fn follow<D: Downstream>(
     });
     let head = match timeout(config.lock_timeout, head).await {
         Ok(Some(head)) => head,
-        _ => {
+        Ok(None) => {
+            flight.leave();
+            return None;
+        }
+        Err(_) => {
             flight.leave();
             outcome.cache = Some("lock_timeout");
             return None;
         }
     };
+    if let Some(vary) = &head.vary {
+        // `out` still holds this request's head as it would be forwarded.
+        if variant_of(&client.out, &vary.names).as_deref() != Some(&vary.variant[..]) {
+            flight.leave();
+            return None;
+        }
+    }
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(head.status);
     outcome.cache = Some("collapsed");
@@ -659,6 +670,16 @@ pub async fn follow<D: Downstream>(
     outcome.body_bytes = sent;
     let whole = !with_body || sent == head.length;
     Some(finished(Some(Ok(())), whole, facts, context))
+}
+
+/// The variant part of a key (`key::write_variant`) for the request whose forwarded head is
+/// `forwarded`, varying on `names`; `None` if the head does not parse.
+fn variant_of(forwarded: &[u8], names: &[u8]) -> Option<Vec<u8>> {
+    let mut slots = header_slots();
+    let request = parse_request(forwarded, &mut slots, forwarded.len()).ok()??;
+    let mut part = Vec::new();
+    write_variant(&mut part, names, |name| values_of(request.headers, name));
+    Some(part)
 }
 
 /// How the connection goes on after an answer from the cache: kept when it all went and the

@@ -5,6 +5,8 @@
 //! reload applies and which wait for a restart is decided in `reload_scope.rs`.
 
 pub mod acme;
+mod cache;
+pub use cache::{CacheSettings, PoolCache};
 pub mod certificates;
 mod check;
 pub mod descriptors;
@@ -464,65 +466,6 @@ impl Default for Buffering {
             memory_total: 256 << 20,
             disk_total: 10 << 30,
             temp_dir: std::path::PathBuf::from("/var/tmp"),
-        }
-    }
-}
-
-/// `[cache]`: the cache of responses every pool with `[pool.cache]` shares, one per process (a
-/// hit rate does not divide by the worker count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CacheSettings {
-    /// The most memory the stored responses take, in bytes: their keys, heads and bodies, and
-    /// 512 bytes of bookkeeping each. Default 256 MiB. Taken only when some pool caches.
-    pub memory: u64,
-}
-
-impl Default for CacheSettings {
-    fn default() -> Self {
-        CacheSettings { memory: 256 << 20 }
-    }
-}
-
-/// A pool's `[pool.cache]`: its GET responses are stored as RFC 9111 allows a shared cache, and
-/// served again without a server while fresh.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PoolCache {
-    /// A response with a larger body passes through without being stored. Default 16 MiB (at
-    /// most 64 MiB less a KiB, the store's heaviest object).
-    pub max_object_size: u64,
-    /// Freshness for a response without explicit freshness whose status allows heuristic
-    /// freshness (RFC 9111 §4.2.2); with `Last-Modified`, 10% of its age, at most this. `None`
-    /// (the default): such responses are not stored.
-    pub default_ttl: Option<Duration>,
-    /// Freshness for a 404 or 410 without explicit freshness. `None` (the default): not stored.
-    pub negative_ttl: Option<Duration>,
-    /// How long past its freshness a response may still be served (at once, while one request
-    /// refreshes it; or when its server fails), unless it forbids serving stale. Default 0.
-    pub grace: Duration,
-    /// Store responses that set a cookie (the stored copy never hands the cookie on). Default
-    /// false: they are not stored.
-    pub store_set_cookie: bool,
-    /// Request fields added to the key (lower case): a response is served only to requests with
-    /// the same values of them.
-    pub key_headers: Vec<String>,
-    /// Send a `Cache-Status` field (RFC 9211) on every response of the pool. Default false.
-    pub cache_status: bool,
-    /// How long a miss waits for another request's fetch of the same object before it goes to
-    /// the server itself. Default 5 s (nginx's `proxy_cache_lock_timeout`).
-    pub lock_timeout: Duration,
-}
-
-impl Default for PoolCache {
-    fn default() -> Self {
-        PoolCache {
-            max_object_size: 16 << 20,
-            default_ttl: None,
-            negative_ttl: None,
-            grace: Duration::ZERO,
-            store_set_cookie: false,
-            key_headers: Vec::new(),
-            cache_status: false,
-            lock_timeout: Duration::from_secs(5),
         }
     }
 }

@@ -18,6 +18,7 @@ use crate::cache::head::{stored_head, write_hit_head, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
 use crate::cache::{Entry, Freshness, Object, RequestControl, Store};
 use crate::config::PoolCache;
+use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout;
 use crate::upstream::Snapshot;
@@ -581,7 +582,7 @@ pub async fn follow<D: Downstream>(
         }
         Err(_) => {
             flight.leave();
-            outcome.cache = Some("lock_timeout");
+            outcome.cache = Some(CacheOutcome::LockTimeout);
             return None;
         }
     };
@@ -594,7 +595,7 @@ pub async fn follow<D: Downstream>(
     }
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(head.status);
-    outcome.cache = Some("collapsed");
+    outcome.cache = Some(CacheOutcome::Collapsed);
     let framing = HitFraming {
         close: !facts.keep_alive || context.is_stopping(),
         http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,

@@ -16,6 +16,7 @@ use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::cache::shared::{CacheConfig, SharedStore};
 use crate::cache::Store;
 use crate::http2::servers::ServerConnections;
+use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
 use crate::transport::{InUse, Stream};
@@ -312,7 +313,7 @@ impl ProxyContext {
             buffered: outcome.buffered,
             received: outcome.received,
             ended: outcome.ended,
-            cache: outcome.cache,
+            cache: outcome.cache.map(CacheOutcome::as_str),
             tls: client.downstream.tls().map(|facts| Tls {
                 version: facts.version,
                 cipher: facts.cipher,

@@ -29,6 +29,7 @@ use crate::http1::head::read_as_http11;
 use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
+use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, Stream};
@@ -255,7 +256,11 @@ async fn serve_hit<D: Downstream>(
 ) -> Exchanged {
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(hit.status);
-    outcome.cache = Some(if hit.stale { "stale" } else { "hit" });
+    outcome.cache = Some(if hit.stale {
+        CacheOutcome::Stale
+    } else {
+        CacheOutcome::Hit
+    });
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let mut sent = client.downstream.send(&client.out, deadline).await;
     outcome.response_started = matches!(sent, Some(Ok(())));
@@ -629,12 +634,12 @@ async fn forward<'s, D: Downstream>(
                 if let Some(plan) = client.cache.fill.take() {
                     client.cache.filling = (*plan).start(&client.out, start.body_to_client());
                     outcome.cache = Some(match client.cache.filling {
-                        Some(_) => "miss",
-                        None => "uncacheable",
+                        Some(_) => CacheOutcome::Miss,
+                        None => CacheOutcome::Uncacheable,
                     });
                 } else if pool.cache.is_some() && outcome.cache.is_none() {
                     // Not for the cache: another method, a range, a method override, no-store.
-                    outcome.cache = Some("pass");
+                    outcome.cache = Some(CacheOutcome::Pass);
                 }
                 let answer = Answer {
                     server,

@@ -6,6 +6,7 @@ use crate::transport::Moment;
 
 use super::failure::Failure;
 use crate::access_log::Buffered;
+use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::Ending;
 use crate::upstream::{Pool, Server, Snapshot};
 
@@ -36,9 +37,8 @@ pub struct Outcome {
     pub received: u64,
     /// How it ended, as the access log says it: `done`, a failure's word, or a tunnel's end.
     pub ended: &'static str,
-    /// What the cache did, for a pool that caches: `hit`, `miss` (stored as it came) or
-    /// `uncacheable` (the answer may not be stored).
-    pub cache: Option<&'static str>,
+    /// What the cache did, for a pool that caches.
+    pub cache: Option<CacheOutcome>,
 }
 
 impl Outcome {

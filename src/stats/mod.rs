@@ -6,6 +6,7 @@
 //! also written by other workers when they hand it a connection, and read by every acceptor that
 //! chooses where a new connection goes.
 
+pub mod cache;
 pub mod client_cap;
 pub mod http2;
 pub mod log_every;

@@ -23,6 +23,8 @@ pub struct RequestFields<'b> {
     pub if_modified_since: Option<u64>,
     /// `Range`: served from a complete stored object, or passed on.
     pub range: Option<&'b [u8]>,
+    /// `If-Range`: the range only if the stored object is this one.
+    pub if_range: Option<&'b [u8]>,
 }
 
 /// Fields that ask the server for another method than the request line's (as frameworks
@@ -52,6 +54,8 @@ pub fn read_request<'b>(headers: &[httparse::Header<'b>]) -> RequestFields<'b> {
             fields.if_modified_since = http_date(header.value);
         } else if name.eq_ignore_ascii_case("range") {
             fields.range = Some(header.value.trim_ascii());
+        } else if name.eq_ignore_ascii_case("if-range") {
+            fields.if_range = Some(header.value.trim_ascii());
         } else if METHOD_OVERRIDES
             .iter()
             .any(|known| name.eq_ignore_ascii_case(known))

@@ -2,7 +2,8 @@
 //! make one request to the server. The first is the flight's leader and goes to the server; the
 //! others follow: they wait for its answer's head (up to the pool's `lock_timeout`) and are
 //! served from its body as it arrives, not once it is whole. When the answer may not be stored,
-//! or the leader fails before its head, the followers go to the server themselves.
+//! the followers go to the server themselves; when the leader fails before its head, one of
+//! them leads a new flight in its place.
 //!
 //! Flights are the process's, like the store: followers on any worker wait for a leader on any
 //! other. The map of flights is touched only by misses (a hit never sees it), in one of 16
@@ -57,6 +58,10 @@ pub struct FlightState {
     /// The answer may not be stored, or the leader failed: the followers that have not begun
     /// to answer go to the server themselves; those that have end their answers.
     pub abandoned: bool,
+    /// … because the answer may not be stored: each follower goes to the server at once.
+    /// Otherwise (the leader failed) one of them takes its place, and the others follow that
+    /// one.
+    pub passed: bool,
     /// Followers waiting or reading.
     pub followers: usize,
 }
@@ -201,6 +206,12 @@ impl Leader {
         state.stored = store(body);
         drop(state);
         // Drop does the rest: out of the map, and the followers told.
+    }
+
+    /// The answer may not be stored: the followers go to the server themselves, all at once.
+    pub fn pass(self) {
+        self.flight.lock().passed = true;
+        // Drop does the rest.
     }
 
     /// Followers waiting or reading now.

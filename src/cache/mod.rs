@@ -3,8 +3,9 @@
 //! cache reads of a request and a response; `freshness.rs` decides what may be stored, for how
 //! long, and what a stored response may answer; `head.rs` is the head an object keeps and the
 //! head a hit sends; `key.rs` what a request is stored and found under; `flight.rs` makes one fetch of a herd of misses;
-//! `object.rs` is one stored response; `store.rs` is the process's store,
-//! shared by every worker, within its memory budget. It sits beside the exchange (`proxy/`),
+//! `object.rs` is one stored response; `range.rs` the part of one a `Range` asks for; `store.rs` is the process's store,
+//! shared by every worker, within its memory budget; `validate.rs` asks a server whether a stale
+//! object is current and refreshes it from a 304. It sits beside the exchange (`proxy/`),
 //! which imports it; it imports http1's heads and the transport's clock below it.
 
 pub mod control;
@@ -14,8 +15,10 @@ pub mod freshness;
 pub mod head;
 pub mod key;
 pub mod object;
+pub mod range;
 pub mod shared;
 pub mod store;
+pub mod validate;
 
 pub use control::{RequestControl, ResponseControl};
 pub use freshness::{Freshness, FreshnessRules, NotStored, ResponseFacts, Verdict};

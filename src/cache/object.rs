@@ -14,8 +14,9 @@ pub struct Object {
     /// `Content-Length`, `Transfer-Encoding`, hop-by-hop fields and `Age`: what a hit sends
     /// before its own `Age` and framing.
     pub head: Box<[u8]>,
-    /// The body, whole and decoded of any transfer coding.
-    pub body: Box<[u8]>,
+    /// The body, whole and decoded of any transfer coding (shared: a 304 refreshes the object
+    /// around the same bytes).
+    pub body: bytes::Bytes,
     pub status: u16,
     pub freshness: Freshness,
     /// Its age when it arrived (RFC 9111 §4.2.3), in seconds.

@@ -16,6 +16,8 @@ use crate::cache::flight::{Flight, FlightHead, FlightVary, Leader, Role};
 use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
 use crate::cache::head::{stored_head, write_hit_head, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
+use crate::cache::range::{requested_part, Part};
+use crate::cache::validate::{ask_if_changed, has_validators, updated_head};
 use crate::cache::{Entry, Freshness, Object, RequestControl, Store};
 use crate::config::PoolCache;
 use crate::stats::cache::CacheOutcome;
@@ -53,34 +55,104 @@ pub struct CacheStep {
     /// An unsafe request (POST, PUT, DELETE…): the stored answers for its target go once the
     /// server answers it without an error (RFC 9111 §4.4).
     pub invalidate: Option<(WorkerStore, Vec<u8>)>,
+    /// A stale answer served at once (`stale-while-revalidate`, `grace`): the fetch that
+    /// refreshes it, to run in the background (`background.rs`), leading its key's flight.
+    pub refresh: Option<Refresh>,
+    /// This exchange is such a background fetch: its plan, made by the request that served
+    /// the stale answer.
+    pub refreshing: Option<Box<FillPlan>>,
+    /// What the request asks of a stored answer, kept for one made after the server answered
+    /// (a 304 that refreshed the object, a stale answer instead of an error).
+    pub asked: Asked,
+    /// `only-if-cached`, and the cache holds nothing the request may get: 504.
+    pub not_cached: bool,
+}
+
+/// A background refresh: its plan, and the client's request head it sends again.
+pub struct Refresh {
+    pub plan: Box<FillPlan>,
+    pub request_head: Vec<u8>,
 }
 
 /// A request answered from the cache.
 pub struct Hit {
     pub object: Arc<Entry>,
-    /// The body goes too (not for HEAD, nor for a 304 to a client's own condition).
-    pub with_body: bool,
+    /// The part of the stored body that goes (empty for HEAD, a 304, a 416).
+    body: std::ops::Range<usize>,
     /// The status the client gets.
     pub status: u16,
-    /// Served stale because its server failed.
-    pub stale: bool,
+    /// What the cache did, for the log and the counters.
+    pub outcome: CacheOutcome,
 }
 
 impl Hit {
-    /// The stored body.
+    /// The body that goes.
     pub fn body(&self) -> &[u8] {
         match &*self.object {
-            Entry::Object(object) if self.with_body => &object.body,
-            _ => &[],
+            Entry::Object(object) => &object.body[self.body.clone()],
+            Entry::Variants { .. } => &[],
         }
     }
+}
+
+/// What a request asks of a stored answer beyond its key: the body or only the head, its own
+/// conditions, a range.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct AskedOf<'a> {
+    pub head_only: bool,
+    pub if_none_match: Option<&'a [u8]>,
+    pub if_modified_since: Option<u64>,
+    pub range: Option<&'a [u8]>,
+    pub if_range: Option<&'a [u8]>,
+}
+
+/// [`AskedOf`], owned: kept past the request head (copies only what the request carried).
+#[derive(Debug, Clone, Default)]
+pub struct Asked {
+    head_only: bool,
+    if_none_match: Option<Box<[u8]>>,
+    if_modified_since: Option<u64>,
+    range: Option<Box<[u8]>>,
+    if_range: Option<Box<[u8]>>,
+}
+
+impl Asked {
+    fn of(asked: AskedOf<'_>) -> Asked {
+        Asked {
+            head_only: asked.head_only,
+            if_none_match: asked.if_none_match.map(Box::from),
+            if_modified_since: asked.if_modified_since,
+            range: asked.range.map(Box::from),
+            if_range: asked.if_range.map(Box::from),
+        }
+    }
+
+    fn view(&self) -> AskedOf<'_> {
+        AskedOf {
+            head_only: self.head_only,
+            if_none_match: self.if_none_match.as_deref(),
+            if_modified_since: self.if_modified_since,
+            range: self.range.as_deref(),
+            if_range: self.if_range.as_deref(),
+        }
+    }
+}
+
+/// How a hit's head is written: the connection's framing, herdsman's HSTS line, and whether
+/// the pool sends `Cache-Status`.
+#[derive(Clone, Copy)]
+pub struct HitWriting<'a> {
+    pub framing: HitFraming,
+    pub hsts: &'a [u8],
+    pub cache_status: bool,
 }
 
 /// A miss that may be stored: what storing its answer needs of the request.
 pub struct FillPlan {
     store: WorkerStore,
-    /// The fetch the other misses on this key wait for.
-    leader: Leader,
+    /// The fetch the other misses on this key wait for, once this request leads it (a request
+    /// that followed another's and stopped waiting stores its answer without one).
+    leader: Option<Leader>,
     /// The primary key, and after it the variant's part when the lookup found the names the
     /// stored response varied on (`primary_len` says where the primary key ends).
     key: Vec<u8>,
@@ -93,13 +165,16 @@ pub struct FillPlan {
     requested: u64,
     rules: FreshnessRules,
     max_object_size: u64,
+    /// The stale object this fetch asks the server about, with its validators (a 304 refreshes
+    /// it).
+    validating: Option<Arc<Entry>>,
 }
 
 /// An answer being stored as it streams to the client (its body gathered in the flight, where
 /// the followers read it as it comes).
 pub struct Filling {
     store: WorkerStore,
-    leader: Leader,
+    leader: Option<Leader>,
     /// Its whole key (with the variant's part when it varies).
     key: Vec<u8>,
     /// The primary key and the names it varies on, when it varies.
@@ -108,6 +183,8 @@ pub struct Filling {
     /// Body bytes taken so far, up to `length`.
     taken: u64,
     length: u64,
+    /// The body, when no flight gathers it.
+    body: Vec<u8>,
     status: u16,
     freshness: Freshness,
     initial_age: u64,
@@ -118,7 +195,7 @@ pub struct Filling {
 
 /// Decides the cache's step for `request` (GET or HEAD, no body) routed to a pool with
 /// `config`; `out` holds the request head as forwarded. On a hit, the response head replaces
-/// it in `out`.
+/// it in `out`. `refreshing`: the request is a background refresh with this plan.
 #[allow(clippy::too_many_arguments)]
 pub fn look_up(
     store: Option<WorkerStore>,
@@ -126,13 +203,22 @@ pub fn look_up(
     pool: &str,
     secure: bool,
     request: &Request<'_, '_>,
-    framing: HitFraming,
-    hsts: &[u8],
+    writing: HitWriting<'_>,
+    refreshing: Option<Box<FillPlan>>,
     out: &mut Vec<u8>,
 ) -> CacheStep {
     let Some(store) = store else {
         return CacheStep::default();
     };
+    if let Some(mut plan) = refreshing {
+        plan.forwarded_head.clear();
+        plan.forwarded_head.extend_from_slice(out);
+        plan.ask(out);
+        return CacheStep {
+            fill: Some(plan),
+            ..CacheStep::default()
+        };
+    }
     let mut key = Vec::with_capacity(128);
     write_primary(
         &mut key,
@@ -160,9 +246,16 @@ pub fn look_up(
         return CacheStep::default();
     }
     let fields = read_request(request.headers);
-    if fields.method_override || fields.range.is_some() {
+    if fields.method_override {
         return CacheStep::default();
     }
+    let asked = AskedOf {
+        head_only: request.method == Method::Head,
+        if_none_match: fields.if_none_match,
+        if_modified_since: fields.if_modified_since,
+        range: fields.range,
+        if_range: fields.if_range,
+    };
     let now = Moment::now();
     let primary_len = key.len();
     let mut found = store.get(&key);
@@ -172,78 +265,164 @@ pub fn look_up(
         found = store.get(&key);
     }
     let mut stale = None;
+    let mut validating = None;
     if let Some(entry) = found {
         if let Entry::Object(object) = &*entry {
             let age = object.age(now);
             let grace = config.grace.as_secs();
-            let usable = match object.freshness.judge(age, &fields.control, grace) {
-                Verdict::Fresh | Verdict::StaleServe { refresh: false } => true,
-                // Served stale while one request refreshes it comes with the herd's lock;
-                // until then a stale object is fetched again.
-                Verdict::StaleServe { refresh: true } | Verdict::Validate => false,
-            };
-            if usable {
-                let not_modified = matches_condition(&fields, object);
-                let status = if not_modified { 304 } else { object.status };
-                let with_body = request.method == Method::Get && !not_modified;
-                let length = (!not_modified).then_some(object.body.len() as u64);
-                let cache_status = cache_status_line(config, object.fresh_for(now) as i64);
-                out.clear();
-                let stored = if not_modified {
-                    not_modified_head(&object.head)
-                } else {
-                    object.head.to_vec()
-                };
-                write_hit_head(&stored, age, length, hsts, &cache_status, framing, out);
-                return CacheStep {
-                    hit: Some(Hit {
-                        object: Arc::clone(&entry),
-                        with_body,
-                        status,
-                        stale: false,
-                    }),
-                    ..CacheStep::default()
-                };
+            match object.freshness.judge(age, &fields.control, grace) {
+                Verdict::Fresh => {
+                    let hit = answer(&entry, asked, now, CacheOutcome::Hit, writing, out);
+                    return CacheStep {
+                        hit: Some(hit),
+                        ..CacheStep::default()
+                    };
+                }
+                Verdict::StaleServe { refresh } => {
+                    let hit = answer(&entry, asked, now, CacheOutcome::Stale, writing, out);
+                    // One request refreshes it in the background; the others, and this one,
+                    // are answered stale at once.
+                    let refresh = (refresh && request.method == Method::Get)
+                        .then(|| match store.flights.join(&key) {
+                            Role::Lead(leader) => Some(leader),
+                            Role::Follow(flight) => {
+                                flight.leave();
+                                None
+                            }
+                        })
+                        .flatten()
+                        .map(|leader| {
+                            let mut plan =
+                                FillPlan::new(Rc::clone(&store), key, primary_len, &fields, config);
+                            plan.leader = Some(leader);
+                            plan.validating = has_validators(object).then(|| Arc::clone(&entry));
+                            Refresh {
+                                plan,
+                                request_head: Vec::new(),
+                            }
+                        });
+                    return CacheStep {
+                        hit: Some(hit),
+                        refresh,
+                        ..CacheStep::default()
+                    };
+                }
+                Verdict::Validate => {}
+            }
+            if has_validators(object) && request.method == Method::Get {
+                validating = Some(Arc::clone(&entry));
             }
         }
         stale = Some(entry);
     }
-    if request.method != Method::Get || fields.control.no_store {
+    let asked_owned = Asked::of(asked);
+    if fields.control.only_if_cached {
         return CacheStep {
-            stale,
+            not_cached: true,
             ..CacheStep::default()
         };
     }
-    let leader = match store.flights.join(&key) {
-        Role::Lead(leader) => leader,
-        Role::Follow(flight) => {
-            return CacheStep {
-                follow: Some(flight),
+    if request.method != Method::Get || fields.control.no_store || fields.range.is_some() {
+        // Not stored from here: a range is fetched as asked, and answered from the cache only
+        // once a whole object is stored.
+        return CacheStep {
+            stale,
+            asked: asked_owned,
+            ..CacheStep::default()
+        };
+    }
+    let mut plan = FillPlan::new(Rc::clone(&store), key, primary_len, &fields, config);
+    plan.forwarded_head.extend_from_slice(out);
+    plan.validating = validating;
+    match store.flights.join(&plan.key) {
+        Role::Lead(leader) => {
+            plan.leader = Some(leader);
+            plan.ask(out);
+            CacheStep {
+                fill: Some(plan),
                 stale,
+                asked: asked_owned,
                 ..CacheStep::default()
             }
         }
-    };
-    let fill = Some(Box::new(FillPlan {
-        store,
-        leader,
-        key,
-        primary_len,
-        forwarded_head: out.clone(),
-        control: fields.control,
-        authorization: fields.authorization,
-        requested: unix_now_ms(),
-        rules: FreshnessRules {
-            default_ttl: config.default_ttl,
-            negative_ttl: config.negative_ttl,
-            store_set_cookie: config.store_set_cookie,
+        Role::Follow(flight) => CacheStep {
+            follow: Some(flight),
+            fill: Some(plan),
+            stale,
+            asked: asked_owned,
+            ..CacheStep::default()
         },
-        max_object_size: config.max_object_size,
-    }));
-    CacheStep {
-        fill,
-        stale,
-        ..CacheStep::default()
+    }
+}
+
+/// The answer `entry` (an object) gives a request that asked `asked`, its head written into
+/// `out`: a 304 when the request's own condition holds, a 206 or 416 for a range, else the
+/// object; with `outcome` saying how the cache came by it.
+fn answer(
+    entry: &Arc<Entry>,
+    asked: AskedOf<'_>,
+    now: Moment,
+    outcome: CacheOutcome,
+    writing: HitWriting<'_>,
+    out: &mut Vec<u8>,
+) -> Hit {
+    let Entry::Object(object) = &**entry else {
+        unreachable!("an answer is made of an object")
+    };
+    let age = object.age(now);
+    let ttl = match outcome {
+        CacheOutcome::Stale => -(age.saturating_sub(object.freshness.lifetime) as i64),
+        _ => object.fresh_for(now) as i64,
+    };
+    let cache_status = cache_status_line(writing.cache_status, outcome, ttl);
+    let length = object.body.len();
+    let whole = |status| Hit {
+        object: Arc::clone(entry),
+        body: if asked.head_only { 0..0 } else { 0..length },
+        status,
+        outcome,
+    };
+    out.clear();
+    let HitWriting { framing, hsts, .. } = writing;
+    if matches_condition(asked, object) {
+        let head = not_modified_head(&object.head);
+        write_hit_head(&head, age, None, hsts, &cache_status, framing, out);
+        return Hit {
+            body: 0..0,
+            ..whole(304)
+        };
+    }
+    let part = asked.range.map_or(Part::Whole, |range| {
+        requested_part(range, asked.if_range, object)
+    });
+    match part {
+        Part::Whole => {
+            let length = Some(length as u64);
+            write_hit_head(&object.head, age, length, hsts, &cache_status, framing, out);
+            whole(object.status)
+        }
+        Part::Bytes { from, to } => {
+            let head = with_status_line(&object.head, b"HTTP/1.1 206 Partial Content\r\n");
+            let mut lines = format!("Content-Range: bytes {from}-{to}/{length}\r\n").into_bytes();
+            lines.extend_from_slice(&cache_status);
+            let part_length = Some(to - from + 1);
+            write_hit_head(&head, age, part_length, hsts, &lines, framing, out);
+            let body = match asked.head_only {
+                true => 0..0,
+                false => from as usize..to as usize + 1,
+            };
+            Hit { body, ..whole(206) }
+        }
+        Part::Unsatisfiable => {
+            let mut lines = format!("Content-Range: bytes */{length}\r\n").into_bytes();
+            lines.extend_from_slice(&cache_status);
+            let head = b"HTTP/1.1 416 Range Not Satisfiable\r\n";
+            write_hit_head(head, age, Some(0), hsts, &lines, framing, out);
+            Hit {
+                body: 0..0,
+                ..whole(416)
+            }
+        }
     }
 }
 
@@ -253,9 +432,7 @@ pub fn look_up(
 pub fn stale_on_error(
     step: &mut CacheStep,
     config: &PoolCache,
-    method: Method,
-    framing: HitFraming,
-    hsts: &[u8],
+    writing: HitWriting<'_>,
     out: &mut Vec<u8>,
 ) -> Option<Hit> {
     let entry = step.stale.take()?;
@@ -263,24 +440,94 @@ pub fn stale_on_error(
     let Entry::Object(object) = &*entry else {
         return None;
     };
-    let age = object.age(Moment::now());
+    let now = Moment::now();
+    let age = object.age(now);
     if !object
         .freshness
         .serves_on_error(age, config.grace.as_secs())
     {
         return None;
     }
-    let stale_by = age.saturating_sub(object.freshness.lifetime) as i64;
-    let cache_status = cache_status_line(config, -stale_by);
-    out.clear();
-    let length = Some(object.body.len() as u64);
-    write_hit_head(&object.head, age, length, hsts, &cache_status, framing, out);
-    Some(Hit {
-        status: object.status,
-        with_body: method == Method::Get,
-        object: Arc::clone(&entry),
-        stale: true,
-    })
+    let asked = step.asked.view();
+    Some(answer(
+        &entry,
+        asked,
+        now,
+        CacheOutcome::Stale,
+        writing,
+        out,
+    ))
+}
+
+/// The server answered 304 to the conditions a fill asked with: the stale object, refreshed
+/// with the 304's fields (its head in `out`, as the client gets it), is stored again and
+/// answers the request — and the flight's followers.
+pub fn revalidated(
+    plan: FillPlan,
+    asked: &Asked,
+    writing: HitWriting<'_>,
+    out: &mut Vec<u8>,
+) -> Option<Hit> {
+    let FillPlan {
+        store,
+        leader,
+        validating,
+        control,
+        authorization,
+        requested,
+        rules,
+        ..
+    } = plan;
+    let entry = validating?;
+    let Entry::Object(stale) = &*entry else {
+        return None;
+    };
+    let mut slots = header_slots();
+    let not_modified = parse_response(out, &mut slots, Method::Get, out.len()).ok()??;
+    let mut head = updated_head(&stale.head, &not_modified);
+    head.extend_from_slice(b"\r\n");
+    let mut slots = header_slots();
+    let merged = parse_response(&head, &mut slots, Method::Head, head.len()).ok()??;
+    let fields = read_response(&merged);
+    let lifetime = storable(&control, authorization, &fields.facts, &rules).ok();
+    head.truncate(head.len() - 2);
+    let refreshed = Arc::new(Entry::Object(Object {
+        key: stale.key.clone(),
+        head: head.into(),
+        body: stale.body.clone(),
+        status: stale.status,
+        freshness: Freshness {
+            lifetime: lifetime.unwrap_or(0),
+            control: fields.facts.control,
+        },
+        initial_age: initial_age(&fields.facts, requested, unix_now_ms()),
+        stored: Moment::now(),
+        etag: fields.etag.or_else(|| stale.etag.clone()),
+        last_modified: fields.facts.last_modified.or(stale.last_modified),
+        tags: stale.tags.clone(),
+    }));
+    if lifetime.is_some() {
+        store.put(Arc::clone(&refreshed));
+    }
+    if let (Some(leader), Entry::Object(object)) = (leader, &*refreshed) {
+        leader.head(FlightHead {
+            head: object.head.clone(),
+            status: object.status,
+            length: object.body.len() as u64,
+            vary: None,
+        });
+        leader.land(|_| Some(Arc::clone(&refreshed)));
+    }
+    let now = Moment::now();
+    let asked = asked.view();
+    Some(answer(
+        &refreshed,
+        asked,
+        now,
+        CacheOutcome::Revalidated,
+        writing,
+        out,
+    ))
 }
 
 /// The request's values of field `name`.
@@ -295,8 +542,8 @@ fn values_of<'b>(headers: &[httparse::Header<'b>], name: &[u8]) -> Vec<&'b [u8]>
 /// The client's own condition holds for the stored response: `If-None-Match` names its ETag
 /// (weak comparison, RFC 9110 §13.1.2), or without one, `If-Modified-Since` is no earlier than
 /// its `Last-Modified`.
-fn matches_condition(fields: &RequestFields<'_>, object: &Object) -> bool {
-    if let Some(list) = fields.if_none_match {
+fn matches_condition(asked: AskedOf<'_>, object: &Object) -> bool {
+    if let Some(list) = asked.if_none_match {
         let Some(etag) = object.etag.as_deref() else {
             return false;
         };
@@ -307,10 +554,19 @@ fn matches_condition(fields: &RequestFields<'_>, object: &Object) -> bool {
                 .split(|&byte| byte == b',')
                 .any(|tag| opaque(tag.trim_ascii()) == ours);
     }
-    match (fields.if_modified_since, object.last_modified) {
+    match (asked.if_modified_since, object.last_modified) {
         (Some(since), Some(modified)) => modified <= since,
         _ => false,
     }
+}
+
+/// A stored head with another status line.
+fn with_status_line(stored: &[u8], line: &[u8]) -> Vec<u8> {
+    let fields = stored
+        .iter()
+        .position(|&byte| byte == b'\n')
+        .map_or(&[][..], |end| &stored[end + 1..]);
+    [line, fields].concat()
 }
 
 /// A stored head as a 304's: its status line rewritten, its content fields left out (RFC 9110
@@ -341,19 +597,81 @@ fn not_modified_head(stored: &[u8]) -> Vec<u8> {
     head
 }
 
-/// The `Cache-Status` line of a hit (RFC 9211) when the pool sends one, else nothing: `ttl` is
-/// how long it stays fresh, negative when it is already stale by so much.
-fn cache_status_line(config: &PoolCache, ttl: i64) -> Vec<u8> {
-    if !config.cache_status {
+/// The `Cache-Status` line of an answer from the cache (RFC 9211) when the pool sends one, else
+/// nothing: `ttl` is how long it stays fresh, negative when it is already stale by so much.
+fn cache_status_line(sends: bool, outcome: CacheOutcome, ttl: i64) -> Vec<u8> {
+    if !sends {
         return Vec::new();
     }
-    format!("Cache-Status: herdsman; hit; ttl={ttl}\r\n").into_bytes()
+    let how = match outcome {
+        CacheOutcome::Revalidated => "fwd=stale; fwd-status=304; stored",
+        _ => "hit",
+    };
+    format!("Cache-Status: herdsman; {how}; ttl={ttl}\r\n").into_bytes()
 }
 
 impl FillPlan {
+    fn new(
+        store: WorkerStore,
+        key: Vec<u8>,
+        primary_len: usize,
+        fields: &RequestFields<'_>,
+        config: &PoolCache,
+    ) -> Box<FillPlan> {
+        Box::new(FillPlan {
+            store,
+            leader: None,
+            key,
+            primary_len,
+            forwarded_head: Vec::new(),
+            control: fields.control,
+            authorization: fields.authorization,
+            requested: unix_now_ms(),
+            rules: FreshnessRules {
+                default_ttl: config.default_ttl,
+                negative_ttl: config.negative_ttl,
+                store_set_cookie: config.store_set_cookie,
+            },
+            max_object_size: config.max_object_size,
+            validating: None,
+        })
+    }
+
+    /// Leading the fetch now: when a stale object is being validated, the forwarded head in
+    /// `out` asks the server about it (`validate::ask_if_changed`).
+    fn ask(&self, out: &mut Vec<u8>) {
+        if let Some(Entry::Object(object)) = self.validating.as_deref() {
+            ask_if_changed(out, object);
+        }
+    }
+
+    /// The server's 304 answers this fetch's own conditions (a stale object it validates).
+    pub fn is_answered_by(&self, status: u16) -> bool {
+        status == 304 && self.validating.is_some()
+    }
+
     /// Once the server's head is in `out` (as the client gets it): whether the answer may be
     /// stored, and if so what storing it starts with. `body` is its framing to the client.
-    pub fn start(self, out: &[u8], body: Body) -> Option<Box<Filling>> {
+    /// Also what the cache did: a miss stored, a validated object replaced, or neither.
+    pub fn start(mut self, out: &[u8], body: Body) -> (Option<Box<Filling>>, CacheOutcome) {
+        let stored = match self.validating.is_some() {
+            true => CacheOutcome::Replaced,
+            false => CacheOutcome::Miss,
+        };
+        let mut leader = self.leader.take();
+        match self.filling(out, body, &mut leader) {
+            Some(filling) => (Some(filling), stored),
+            None => {
+                if let Some(leader) = leader {
+                    leader.pass();
+                }
+                (None, CacheOutcome::Uncacheable)
+            }
+        }
+    }
+
+    /// The fill, if the answer may be stored (then it takes `leader`).
+    fn filling(self, out: &[u8], body: Body, leader: &mut Option<Leader>) -> Option<Box<Filling>> {
         let length = match body {
             Body::Length(length) if length <= self.max_object_size => length,
             Body::None => 0,
@@ -377,7 +695,6 @@ impl FillPlan {
         let initial_age = initial_age(&fields.facts, self.requested, responded);
         let FillPlan {
             store,
-            leader,
             mut key,
             primary_len,
             forwarded_head,
@@ -393,16 +710,19 @@ impl FillPlan {
             Some((primary, fields.vary.clone()))
         };
         let head: Box<[u8]> = head.into();
-        let vary = variants.as_ref().map(|(_, names)| FlightVary {
-            names: names[..].into(),
-            variant: key[primary_len..].into(),
-        });
-        leader.head(FlightHead {
-            head: head.clone(),
-            status: fields.facts.status,
-            length,
-            vary,
-        });
+        let leader = leader.take();
+        if let Some(leader) = &leader {
+            let vary = variants.as_ref().map(|(_, names)| FlightVary {
+                names: names[..].into(),
+                variant: key[primary_len..].into(),
+            });
+            leader.head(FlightHead {
+                head: head.clone(),
+                status: fields.facts.status,
+                length,
+                vary,
+            });
+        }
         Some(Box::new(Filling {
             store,
             leader,
@@ -411,6 +731,7 @@ impl FillPlan {
             head,
             taken: 0,
             length,
+            body: Vec::new(),
             status: fields.facts.status,
             freshness: Freshness {
                 lifetime,
@@ -425,13 +746,17 @@ impl FillPlan {
 }
 
 impl Filling {
-    /// Takes body bytes as they go to the client (into the flight, where followers read them);
-    /// past the stated length nothing more is taken (the relay fails such a response anyway).
+    /// Takes body bytes as they come from the server (into the flight, where followers read
+    /// them); past the stated length nothing more is taken (the relay fails such a response
+    /// anyway).
     pub fn take(&mut self, bytes: &[u8]) {
         let room = self.length.saturating_sub(self.taken) as usize;
         let bytes = &bytes[..bytes.len().min(room)];
         self.taken += bytes.len() as u64;
-        self.leader.body(bytes);
+        match &self.leader {
+            Some(leader) => leader.body(bytes),
+            None => self.body.extend_from_slice(bytes),
+        }
     }
 
     /// The body is whole: stores the object (and, when it varies, the names it varies on under
@@ -448,6 +773,7 @@ impl Filling {
             key,
             variants,
             head,
+            body,
             status,
             freshness,
             initial_age,
@@ -462,9 +788,8 @@ impl Filling {
                 names: names.into(),
             }));
         }
-        let mut stored = false;
-        leader.land(|body| {
-            let object = Arc::new(Entry::Object(Object {
+        let object = |body: Vec<u8>| {
+            Arc::new(Entry::Object(Object {
                 key: key.into(),
                 head,
                 body: body.into(),
@@ -475,7 +800,14 @@ impl Filling {
                 etag,
                 last_modified,
                 tags: tags.into(),
-            }));
+            }))
+        };
+        let Some(leader) = leader else {
+            return store.put(object(body));
+        };
+        let mut stored = false;
+        leader.land(|body| {
+            let object = object(body);
             stored = store.put(Arc::clone(&object));
             Some(object)
         });
@@ -483,62 +815,55 @@ impl Filling {
     }
 }
 
-/// A writer that copies what it writes into a fill, when there is one (a response the cache
-/// stores); otherwise it only passes the writes on.
+/// A writer that copies what it writes into a fill (a response the cache stores). When the
+/// client fails, it goes on taking the writes for the fill alone — the fetch is its followers'
+/// too — and keeps the client's failure for the end.
 pub struct Tee<'a, W> {
     pub inner: &'a mut W,
-    pub filling: Option<&'a mut Filling>,
+    pub filling: &'a mut Filling,
+    pub client_failed: Option<io::ErrorKind>,
 }
 
 impl<W: AsyncWrite + Unpin> AsyncWrite for Tee<'_, W> {
-    #[inline]
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         bytes: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        let written = Pin::new(&mut *this.inner).poll_write(cx, bytes);
-        if let (Poll::Ready(Ok(n)), Some(filling)) = (&written, this.filling.as_deref_mut()) {
-            filling.take(&bytes[..*n]);
-        }
-        written
-    }
-
-    #[inline]
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        slices: &[io::IoSlice<'_>],
-    ) -> Poll<io::Result<usize>> {
-        let this = &mut *self;
-        let written = Pin::new(&mut *this.inner).poll_write_vectored(cx, slices);
-        if let (Poll::Ready(Ok(n)), Some(filling)) = (&written, this.filling.as_deref_mut()) {
-            let mut left = *n;
-            for slice in slices {
-                let taken = left.min(slice.len());
-                filling.take(&slice[..taken]);
-                left -= taken;
-                if left == 0 {
-                    break;
+        let written = match this.client_failed {
+            Some(_) => bytes.len(),
+            None => match Pin::new(&mut *this.inner).poll_write(cx, bytes) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(Ok(n)) => n,
+                Poll::Ready(Err(error)) => {
+                    this.client_failed = Some(error.kind());
+                    bytes.len()
                 }
-            }
-        }
-        written
+            },
+        };
+        this.filling.take(&bytes[..written]);
+        Poll::Ready(Ok(written))
     }
 
-    #[inline]
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    #[inline]
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut *self.inner).poll_flush(cx)
+        if self.client_failed.is_some() {
+            return Poll::Ready(Ok(()));
+        }
+        let this = &mut *self;
+        match Pin::new(&mut *this.inner).poll_flush(cx) {
+            Poll::Ready(Err(error)) => {
+                this.client_failed = Some(error.kind());
+                Poll::Ready(Ok(()))
+            }
+            polled => polled,
+        }
     }
 
-    #[inline]
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        if self.client_failed.is_some() {
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut *self.inner).poll_shutdown(cx)
     }
 }
@@ -569,21 +894,42 @@ pub async fn follow<D: Downstream>(
     outcome: &mut Outcome,
 ) -> Option<Exchanged> {
     let config = snapshot.pools[facts.choice.pool].cache.as_ref()?;
-    let head = flight.wait_for(|state| match (&state.head, state.abandoned) {
-        (Some(head), _) => Some(Some(Arc::clone(head))),
-        (None, true) => Some(None),
-        (None, false) => None,
-    });
-    let head = match timeout(config.lock_timeout, head).await {
-        Ok(Some(head)) => head,
-        Ok(None) => {
-            flight.leave();
-            return None;
-        }
-        Err(_) => {
-            flight.leave();
-            outcome.cache = Some(CacheOutcome::LockTimeout);
-            return None;
+    let waited = Moment::now();
+    let mut flight = flight;
+    let head = loop {
+        let head = flight.wait_for(|state| match (&state.head, state.abandoned) {
+            (Some(head), _) => Some(Ok(Arc::clone(head))),
+            (None, true) => Some(Err(state.passed)),
+            (None, false) => None,
+        });
+        let patience = config.lock_timeout.saturating_sub(waited.elapsed());
+        match timeout(patience, head).await {
+            Ok(Ok(head)) => break head,
+            Ok(Err(true)) => {
+                // The answer may not be stored: each goes to the server.
+                flight.leave();
+                client.cache.fill = None;
+                return None;
+            }
+            Ok(Err(false)) => {
+                // The leader failed before its answer's head (its client left, its server
+                // failed): one follower takes its place, and the others follow that one.
+                flight.leave();
+                let plan = client.cache.fill.as_mut()?;
+                match plan.store.flights.join(&plan.key) {
+                    Role::Lead(leader) => {
+                        plan.leader = Some(leader);
+                        plan.ask(&mut client.out);
+                        return None;
+                    }
+                    Role::Follow(next) => flight = next,
+                }
+            }
+            Err(_) => {
+                flight.leave();
+                outcome.cache = Some(CacheOutcome::LockTimeout);
+                return None;
+            }
         }
     };
     if let Some(vary) = &head.vary {
@@ -593,6 +939,8 @@ pub async fn follow<D: Downstream>(
             return None;
         }
     }
+    // Answered from the flight: nothing of this request's own is stored.
+    client.cache.fill = None;
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(head.status);
     outcome.cache = Some(CacheOutcome::Collapsed);

@@ -4,7 +4,8 @@
 //! with another thread except through atomics and channels, so the request path takes no lock.
 
 use std::cell::{Cell, RefCell};
-use std::rc::Rc;
+use std::future::Future;
+use std::rc::{Rc, Weak};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -73,6 +74,9 @@ pub struct ProxyContext {
     /// `Rc` as the snapshot is, so that a request clones a count of this thread's.
     #[allow(clippy::redundant_allocation)]
     cache: RefCell<Option<Rc<Arc<Store>>>>,
+    /// The worker's own handle on this context, for the tasks it starts apart from any
+    /// connection ([`ProxyContext::spawn`]).
+    me: Weak<ProxyContext>,
 }
 
 impl ProxyContext {
@@ -83,6 +87,7 @@ impl ProxyContext {
         failing: mpsc::UnboundedSender<ServerReport>,
         access_log: Option<LogSink>,
         shared_cache: Arc<SharedStore>,
+        me: Weak<ProxyContext>,
     ) -> ProxyContext {
         let current = snapshot.load_full();
         let cache = shared_cache.follow(&cache_config(&current)).map(Rc::new);
@@ -107,6 +112,18 @@ impl ProxyContext {
             access_log: WorkerAccessLog::new(access_log),
             shared_cache,
             cache: RefCell::new(cache),
+            me,
+        }
+    }
+
+    /// Runs `task` on this worker apart from any connection (a cache refresh no client waits
+    /// for); it gets the context for its own.
+    pub fn spawn<F>(&self, task: impl FnOnce(Rc<ProxyContext>) -> F)
+    where
+        F: Future<Output = ()> + 'static,
+    {
+        if let Some(context) = self.me.upgrade() {
+            tokio::task::spawn_local(task(context));
         }
     }
 

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use crate::transport::Moment;
 
 use super::attempt::{send_streaming, send_whole, Sending};
+use super::background;
+use super::cached::HitWriting;
 use super::cached::{self, CacheStep, Hit};
 use super::client::scratch;
 use super::context::ProxyContext;
@@ -117,7 +119,23 @@ async fn exchange<D: Downstream>(
         }
     };
     if let Some(hit) = client.cache.hit.take() {
+        if let Some(refresh) = client.cache.refresh.take() {
+            background::refresh(context, refresh, &client.downstream, listener);
+        }
         return serve_hit(context, client, snapshot, facts, hit, outcome).await;
+    }
+    if client.cache.not_cached {
+        client.cache.not_cached = false;
+        let failure = Failure::NotCached;
+        outcome.failed(failure, false);
+        answer_error(client, failure, Some(&facts), snapshot, outcome).await;
+        let keep = facts.keep_alive && !context.is_stopping();
+        return if keep {
+            Next::KeepAlive
+        } else {
+            Next::Close { linger: true }
+        }
+        .into();
     }
     if let Some(status) = facts.answered_here {
         // Answered by herdsman itself (a redirect to HTTPS): the answer is in `out`.
@@ -256,11 +274,7 @@ async fn serve_hit<D: Downstream>(
 ) -> Exchanged {
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(hit.status);
-    outcome.cache = Some(if hit.stale {
-        CacheOutcome::Stale
-    } else {
-        CacheOutcome::Hit
-    });
+    outcome.cache = Some(hit.outcome);
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let mut sent = client.downstream.send(&client.out, deadline).await;
     outcome.response_started = matches!(sent, Some(Ok(())));
@@ -292,14 +306,53 @@ async fn stale_instead<D: Downstream>(
 ) -> Option<Exchanged> {
     client.cache.stale.as_ref()?;
     let config = snapshot.pools[facts.choice.pool].cache.as_ref()?;
-    let framing = HitFraming {
-        close: !facts.keep_alive || context.is_stopping(),
-        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+    let writing = HitWriting {
+        framing: hit_framing(context, &facts),
+        hsts: &client.hsts,
+        cache_status: config.cache_status,
     };
-    let (step, hsts, out) = (&mut client.cache, &client.hsts, &mut client.out);
-    let hit = cached::stale_on_error(step, config, facts.method, framing, hsts, out)?;
+    let (step, out) = (&mut client.cache, &mut client.out);
+    let hit = cached::stale_on_error(step, config, writing, out)?;
     // Boxed: a rare answer's state kept out of every exchange's future.
     Some(Box::pin(serve_hit(context, client, snapshot, facts, hit, outcome)).await)
+}
+
+/// The server answered 304 to a fill's own conditions: the refreshed object answers
+/// (`cached::revalidated`).
+#[cold]
+#[inline(never)]
+async fn revalidated<D: Downstream>(
+    context: &ProxyContext,
+    client: &mut Client<D>,
+    snapshot: &Snapshot,
+    facts: RequestFacts,
+    outcome: &mut Outcome,
+) -> Exchanged {
+    let plan = client.cache.fill.take();
+    let config = snapshot.pools[facts.choice.pool].cache.as_ref();
+    let writing = HitWriting {
+        framing: hit_framing(context, &facts),
+        hsts: &client.hsts,
+        cache_status: config.is_some_and(|config| config.cache_status),
+    };
+    let (asked, out) = (&client.cache.asked, &mut client.out);
+    let Some(hit) = plan.and_then(|plan| cached::revalidated(*plan, asked, writing, out)) else {
+        // A 304 that cannot be read as one: not for a client that asked no condition.
+        let failure = Failure::BadResponse("a 304 that does not refresh the stored response");
+        outcome.failed(failure, false);
+        answer_error(client, failure, Some(&facts), snapshot, outcome).await;
+        return Next::Close { linger: true }.into();
+    };
+    client.cache.stale = None;
+    Box::pin(serve_hit(context, client, snapshot, facts, hit, outcome)).await
+}
+
+/// How a hit's head ends the connection, as a proxied response's would.
+fn hit_framing(context: &ProxyContext, facts: &RequestFacts) -> HitFraming {
+    HitFraming {
+        close: !facts.keep_alive || context.is_stopping(),
+        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+    }
 }
 
 /// A slot on the chosen server, or, when it is at its `max_connections`, on the least loaded
@@ -473,20 +526,27 @@ async fn read_request<D: Downstream>(
                         .listener_tls(listener)
                         .filter(|_| secure)
                         .map_or(&[][..], |tls| &tls.hsts_line);
-                    let framing = HitFraming {
-                        close: !facts.keep_alive || context.is_stopping(),
-                        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+                    let writing = HitWriting {
+                        framing: hit_framing(context, &facts),
+                        hsts,
+                        cache_status: config.cache_status,
                     };
+                    let refreshing = client.cache.refreshing.take();
                     client.cache = cached::look_up(
                         context.cache(),
                         config,
                         &pool.name,
                         secure,
                         &request,
-                        framing,
-                        hsts,
+                        writing,
+                        refreshing,
                         &mut client.out,
                     );
+                    if let Some(refresh) = &mut client.cache.refresh {
+                        // Sent again by the background fetch, as the client sent it.
+                        let head = &received.data()[..request.head_len];
+                        refresh.request_head.extend_from_slice(head);
+                    }
                 } else if client.cache.fill.is_some()
                     || client.cache.stale.is_some()
                     || client.cache.invalidate.is_some()
@@ -631,12 +691,24 @@ async fn forward<'s, D: Downstream>(
                         store.remove(&key);
                     }
                 }
+                let revalidating = client.cache.fill.as_ref();
+                if revalidating.is_some_and(|plan| plan.is_answered_by(start.status)) {
+                    // The stale object is still current: refreshed, it answers the client.
+                    let answer = Answer {
+                        server,
+                        start,
+                        upstream,
+                        upload_finished,
+                        duplex_upload: None,
+                    };
+                    respond::release_bodiless(context, answer, &client.server_buffer);
+                    let facts = sending.facts;
+                    return Ok(revalidated(context, client, snapshot, facts, outcome).await);
+                }
                 if let Some(plan) = client.cache.fill.take() {
-                    client.cache.filling = (*plan).start(&client.out, start.body_to_client());
-                    outcome.cache = Some(match client.cache.filling {
-                        Some(_) => CacheOutcome::Miss,
-                        None => CacheOutcome::Uncacheable,
-                    });
+                    let (filling, did) = (*plan).start(&client.out, start.body_to_client());
+                    client.cache.filling = filling;
+                    outcome.cache = Some(did);
                 } else if pool.cache.is_some() && outcome.cache.is_none() {
                     // Not for the cache: another method, a range, a method override, no-store.
                     outcome.cache = Some(CacheOutcome::Pass);

@@ -58,6 +58,9 @@ pub enum Failure {
     RequestTimeout,
     /// The server stopped in the middle of a response body.
     ServerTruncated,
+    /// The request asked for a stored answer only (`Cache-Control: only-if-cached`) and the
+    /// cache holds none it may give (RFC 9111 §5.2.1.7).
+    NotCached,
 }
 
 impl Failure {
@@ -77,7 +80,10 @@ impl Failure {
             | Failure::ServerIo(_)
             | Failure::BadResponse(_)
             | Failure::ServerTruncated => 502,
-            Failure::ConnectTimeout | Failure::ResponseTimeout | Failure::RequestTimeout => 504,
+            Failure::ConnectTimeout
+            | Failure::ResponseTimeout
+            | Failure::RequestTimeout
+            | Failure::NotCached => 504,
             Failure::SpoolFailed => 500,
             Failure::ClientStalled | Failure::ClientGone | Failure::ReaderTooSlow => return None,
         })
@@ -109,6 +115,7 @@ impl Failure {
             Failure::ResponseTimeout => "server did not respond in time",
             Failure::RequestTimeout => "no response within the request's time limit",
             Failure::ServerTruncated => "server closed the connection mid-response",
+            Failure::NotCached => "only-if-cached: the cache holds no answer it may give",
         }
     }
 
@@ -144,6 +151,7 @@ impl Failure {
             Failure::ResponseTimeout => "response_timeout",
             Failure::RequestTimeout => "request_timeout",
             Failure::ServerTruncated => "server_truncated",
+            Failure::NotCached => "not_cached",
         }
     }
 
@@ -204,6 +212,7 @@ impl Failure {
                 | Failure::ClientStalled
                 | Failure::ClientGone
                 | Failure::ReaderTooSlow
+                | Failure::NotCached
         )
     }
 

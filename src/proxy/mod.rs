@@ -7,6 +7,7 @@
 //! (`replay.rs`).
 
 mod attempt;
+mod background;
 mod cached;
 mod client;
 mod context;

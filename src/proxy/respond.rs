@@ -17,7 +17,7 @@ use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::outcome::Outcome;
 use super::request_body::upload_failure;
-use super::spooled::{relay_spooled, Pace};
+use super::spooled::{relay_spooled, Pace, Taker};
 use super::{Client, Exchanged, Next};
 use crate::http1::forward::{write_response_head, ClientFraming, OwnFields};
 use crate::http1::relay::{BodyRelay, RelayError};
@@ -320,7 +320,7 @@ pub async fn respond<D: Downstream>(
         keep.upload_finished = relayed?;
         keep.release(upstream, &client.server_buffer, Moment::now());
     } else if !download.is_done() && start.spool && snapshot.buffering.response_memory > 0 {
-        relay_through_spool(
+        let relayed = relay_through_spool(
             context,
             client,
             snapshot,
@@ -329,9 +329,22 @@ pub async fn respond<D: Downstream>(
             keep,
             outcome,
         )
-        .await?;
+        .await;
+        if relayed.is_err() {
+            // A body read to its end though its client left is stored all the same.
+            if let Some(filling) = client.cache.filling.take() {
+                filling.finish();
+            }
+        }
+        relayed?;
     } else if client.cache.filling.is_some() {
-        relay_filling(client, snapshot, &mut download, upstream, keep, outcome).await?;
+        let relayed = relay_filling(client, snapshot, &mut download, upstream, keep, outcome).await;
+        if relayed.is_err() {
+            if let Some(filling) = client.cache.filling.take() {
+                filling.finish();
+            }
+        }
+        relayed?;
     } else {
         let (mut client_read, _, mut client_write) = client.downstream.split();
         let relayed = download
@@ -381,11 +394,17 @@ async fn relay_filling<D: Downstream>(
     keep: Keep<'_>,
     outcome: &mut Outcome,
 ) -> Result<(), Failure> {
-    let (mut client_read, _, mut client_write) = client.downstream.split();
+    let (_, _, mut client_write) = client.downstream.split();
+    let Some(filling) = client.cache.filling.as_deref_mut() else {
+        return Ok(());
+    };
     let mut sink = Tee {
         inner: &mut client_write,
-        filling: client.cache.filling.as_deref_mut(),
+        filling,
+        client_failed: None,
     };
+    // Not watched for the client's going: the body is read to its end for the fill, and the
+    // client's failure, if any, said after (`Tee`).
     let relayed = download
         .relay_watching(
             &mut *upstream,
@@ -393,13 +412,17 @@ async fn relay_filling<D: Downstream>(
             &mut sink,
             keep.start.backend_read,
             snapshot.timeouts.client_idle,
-            client_read.closed(),
+            std::future::pending(),
         )
         .await;
     outcome.body_bytes = download.data_seen();
+    let client_failed = sink.client_failed;
     relayed.map_err(download_failure)?;
     keep.release(upstream, &client.server_buffer, Moment::now());
-    Ok(())
+    match client_failed {
+        Some(_) => Err(Failure::ClientGone),
+        None => Ok(()),
+    }
 }
 
 /// A full-duplex call's response body and the rest of its request body at once, each at its own
@@ -478,20 +501,29 @@ async fn relay_through_spool<D: Downstream>(
         buffering,
     };
     let (mut client_read, _, mut client_write) = client.downstream.split();
-    // A response the cache stores is copied into its fill as it goes to the client.
-    let mut sink = Tee {
-        inner: &mut client_write,
-        filling: client.cache.filling.as_deref_mut(),
+    let release = |upstream, rest: &Buffer| keep.release(upstream, rest, Moment::now());
+    // A response the cache stores is taken into its fill as it comes from the server, at the
+    // server's pace (its followers are not held to this client's), and read to its end if this
+    // client goes away: the fetch is the followers' too.
+    let mut filling = client.cache.filling.as_deref_mut();
+    let taker = Taker {
+        outlives_client: filling.is_some(),
+        take: |piece: &[u8]| {
+            if let Some(filling) = filling.as_deref_mut() {
+                filling.take(piece);
+            }
+        },
     };
     let relayed = relay_spooled(
         download,
         upstream,
         &mut client.server_buffer,
-        &mut sink,
+        &mut client_write,
         client_read.closed(),
         &mut spool,
         pace,
-        |upstream, rest| keep.release(upstream, rest, Moment::now()),
+        release,
+        taker,
     )
     .await;
     outcome.body_bytes = download.data_seen();
@@ -506,6 +538,18 @@ async fn relay_through_spool<D: Downstream>(
         WorkerCounters::bump(&counters.slow_response_readers);
     }
     relayed.map_err(download_failure)
+}
+
+/// A response without a body that does not go to the client as it came (a 304 that refreshed a
+/// stored object): its server connection is kept for reuse as after any other.
+pub fn release_bodiless(context: &ProxyContext, answer: Answer<'_>, rest: &Buffer) {
+    let keep = Keep {
+        context,
+        server: answer.server,
+        start: &answer.start,
+        upload_finished: answer.upload_finished,
+    };
+    keep.release(answer.upstream, rest, answer.start.arrived);
 }
 
 /// What decides whether a server connection is kept once its response is read.

@@ -38,6 +38,15 @@ enum Event {
     Late(bool),
 }
 
+/// What else the body's bytes are for, as they come from the server.
+pub struct Taker<F> {
+    /// Sees every piece of the body as the server sends it (the cache's copy).
+    pub take: F,
+    /// When the client fails or goes away, the body is still read to its end (for `take`),
+    /// and the client's failure returned then.
+    pub outlives_client: bool,
+}
+
 /// Relays the rest of `download`'s body from `upstream` (its first bytes in `server_buffer`) to
 /// `sink` through `spool`. Once the body is complete, `release` gets the server's connection and
 /// whatever the server sent beyond the body (empty for a connection that may be reused); the
@@ -52,8 +61,20 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
     spool: &mut Spool<'_>,
     pace: Pace<'_>,
     release: impl FnOnce(ServerStream, &Buffer),
+    mut taker: Taker<impl FnMut(&[u8])>,
 ) -> Result<(), RelayError> {
     tokio::pin!(sink_gone);
+    // The client's failure, when the body goes on without it (`Taker::outlives_client`).
+    let mut client_failed: Option<RelayError> = None;
+    let outlives_client = taker.outlives_client;
+    let fail = move |error: RelayError, spool: &mut Spool<'_>, failed: &mut Option<RelayError>| {
+        if !outlives_client {
+            return Err(error);
+        }
+        spool.clear();
+        failed.get_or_insert(error);
+        Ok(())
+    };
     let mut server = Some(upstream);
     let mut release = Some(release);
     let mut sent = 0u64;
@@ -68,6 +89,10 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
             // them (a fast client costs no copy), and what it does not take to the spool.
             poll_fn(|cx| {
                 Poll::Ready(download.take_buffered_with(server_buffer, |piece| {
+                    (taker.take)(piece);
+                    if client_failed.is_some() {
+                        return Ok(());
+                    }
                     let mut rest = piece;
                     if spool.is_empty() && !rest.is_empty() {
                         match Pin::new(&mut *sink).poll_write(cx, rest) {
@@ -75,7 +100,13 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
                                 rest = &rest[n..];
                                 sent += n as u64;
                             }
-                            Poll::Ready(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
+                            Poll::Ready(Err(e)) => {
+                                return fail(
+                                    RelayError::SinkIo(e.kind()),
+                                    spool,
+                                    &mut client_failed,
+                                )
+                            }
                             Poll::Pending => {}
                         }
                     }
@@ -91,7 +122,7 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
         }
         let client_waits = !spool.is_empty();
         if server.is_none() && !client_waits {
-            return Ok(());
+            return client_failed.map_or(Ok(()), Err);
         }
         let reading = server.is_some() && spool.has_room();
         // The client's deadline, while bytes wait for it: `client_idle` from now, or the end of
@@ -106,7 +137,8 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
                     let (began, taken_before) = *window.get_or_insert((now, sent));
                     if now >= began + length {
                         if sent - taken_before < owed {
-                            return Err(RelayError::SinkTooSlow);
+                            fail(RelayError::SinkTooSlow, spool, &mut client_failed)?;
+                            continue;
                         }
                         window = Some((now, sent));
                     }
@@ -139,26 +171,29 @@ pub async fn relay_spooled<W: AsyncWrite + Unpin>(
             biased;
             written = sink.write(front), if client_waits => Event::Wrote(written),
             read = read => Event::Read(read),
-            () = &mut sink_gone, if !client_waits => Event::ClientGone,
+            () = &mut sink_gone, if !client_waits && client_failed.is_none() => Event::ClientGone,
             () = sleep_until(late.map_or(relay_began, |(at, _)| at)), if late.is_some() => {
                 Event::Late(late.is_some_and(|(_, for_rate)| for_rate))
             }
         };
+        let failed = &mut client_failed;
         match event {
-            Event::Wrote(Ok(0)) => return Err(RelayError::SinkIo(io::ErrorKind::WriteZero)),
+            Event::Wrote(Ok(0)) => {
+                fail(RelayError::SinkIo(io::ErrorKind::WriteZero), spool, failed)?
+            }
             Event::Wrote(Ok(n)) => {
                 sent += n as u64;
                 spool.consume(n);
             }
-            Event::Wrote(Err(e)) => return Err(RelayError::SinkIo(e.kind())),
+            Event::Wrote(Err(e)) => fail(RelayError::SinkIo(e.kind()), spool, failed)?,
             Event::Read(Err(_)) => return Err(RelayError::SourceTimeout),
             Event::Read(Ok(Err(e))) => return Err(RelayError::SourceIo(e.kind())),
             Event::Read(Ok(Ok(0))) => download.end_of_source()?,
             Event::Read(Ok(Ok(_))) => {}
-            Event::ClientGone => return Err(RelayError::SinkGone),
+            Event::ClientGone => fail(RelayError::SinkGone, spool, failed)?,
             // The window ended: its due is checked at the top of the loop.
             Event::Late(true) => {}
-            Event::Late(false) => return Err(RelayError::SinkTimeout),
+            Event::Late(false) => fail(RelayError::SinkTimeout, spool, failed)?,
         }
     }
 }

@@ -41,6 +41,17 @@ impl Default for Buffer {
     }
 }
 
+impl From<Vec<u8>> for Buffer {
+    /// A buffer whose unread bytes are `bytes`.
+    fn from(bytes: Vec<u8>) -> Buffer {
+        Buffer {
+            bytes,
+            start: 0,
+            read_filled_room: false,
+        }
+    }
+}
+
 impl Buffer {
     /// An empty buffer that allocates nothing until the first read.
     pub fn new() -> Buffer {

@@ -235,6 +235,18 @@ impl<'a> Spool<'a> {
         Ok(&self.window[self.window_read..])
     }
 
+    /// Drops every byte held (their reader went away).
+    pub fn clear(&mut self) {
+        self.memory.clear();
+        self.memory_read = 0;
+        self.window_read = self.window.len();
+        self.file_read = 0;
+        self.file_written = 0;
+        if let Some(file) = self.file.as_mut() {
+            let _ = file.clear();
+        }
+    }
+
     /// Marks the first `n` bytes of [`Spool::front`] as sent.
     pub fn consume(&mut self, n: usize) {
         if self.memory_read < self.memory.len() {

@@ -193,14 +193,17 @@ async fn run(lasting: &Lasting) {
     lasting.stats.counters[index]
         .tid
         .store(procfs::current_thread_id(), Ordering::Relaxed);
-    let proxy = Rc::new(ProxyContext::new(
-        index,
-        Arc::clone(&lasting.snapshot),
-        Arc::clone(&lasting.stats),
-        lasting.failing.clone(),
-        lasting.access_log.clone(),
-        Arc::clone(&lasting.cache),
-    ));
+    let proxy = Rc::new_cyclic(|me| {
+        ProxyContext::new(
+            index,
+            Arc::clone(&lasting.snapshot),
+            Arc::clone(&lasting.stats),
+            lasting.failing.clone(),
+            lasting.access_log.clone(),
+            Arc::clone(&lasting.cache),
+            me.clone(),
+        )
+    });
     let context = Rc::new(WorkerContext::new(
         proxy,
         Arc::clone(&lasting.stats),

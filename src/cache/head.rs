@@ -27,6 +27,24 @@ pub fn stored_head(response: &Response<'_, '_>, out: &mut Vec<u8>) {
     }
 }
 
+/// Removes from the head in `head` every field line whose name is one of `names` (lower case).
+pub fn remove_fields(head: &mut Vec<u8>, names: &[&str]) {
+    let mut kept = Vec::with_capacity(head.len());
+    for line in head.split_inclusive(|&byte| byte == b'\n') {
+        if !names.iter().any(|name| is_named(line, name)) {
+            kept.extend_from_slice(line);
+        }
+    }
+    *head = kept;
+}
+
+/// The line is a field named `name` (lower case).
+pub fn is_named(line: &[u8], name: &str) -> bool {
+    line.len() > name.len()
+        && line[name.len()] == b':'
+        && line[..name.len()].eq_ignore_ascii_case(name.as_bytes())
+}
+
 /// How a hit's head ends the client's connection, as for a proxied response.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct HitFraming {

@@ -7,6 +7,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use crate::http1::forward::is_hop_by_hop;
 use crate::http1::Response;
 
+use super::head::{is_named, remove_fields};
 use super::object::Object;
 
 /// The object can be revalidated: it has an `ETag` or a `Last-Modified`.
@@ -32,24 +33,6 @@ pub fn ask_if_changed(out: &mut Vec<u8>, object: &Object) {
         out.extend_from_slice(b"\r\n");
     }
     out.extend_from_slice(b"\r\n");
-}
-
-/// Removes from the head in `head` every field line whose name is one of `names` (lower case).
-fn remove_fields(head: &mut Vec<u8>, names: &[&str]) {
-    let mut kept = Vec::with_capacity(head.len());
-    for line in head.split_inclusive(|&byte| byte == b'\n') {
-        if !names.iter().any(|name| is_named(line, name)) {
-            kept.extend_from_slice(line);
-        }
-    }
-    *head = kept;
-}
-
-/// The line is a field named `name` (lower case).
-fn is_named(line: &[u8], name: &str) -> bool {
-    line.len() > name.len()
-        && line[name.len()] == b':'
-        && line[..name.len()].eq_ignore_ascii_case(name.as_bytes())
 }
 
 /// Fields a 304 does not update in a stored head: those that frame or encode the stored body

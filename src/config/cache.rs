@@ -18,6 +18,19 @@ impl Default for CacheSettings {
     }
 }
 
+/// Request fields known to make servers and frameworks answer for another host, path or scheme
+/// than the request's (the "unkeyed input" of cache poisoning): a cached pool takes them out of
+/// the requests it forwards unless they are in its key (`key_headers`) or the operator forwards
+/// them regardless (`forward_unkeyed`).
+pub const POISONING_FIELDS: [&str; 6] = [
+    "x-host",
+    "x-forwarded-server",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-forwarded-scheme",
+    "x-http-host-override",
+];
+
 /// A pool's `[pool.cache]`: its GET responses are stored as RFC 9111 allows a shared cache, and
 /// served again without a server while fresh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +53,12 @@ pub struct PoolCache {
     /// Request fields added to the key (lower case): a response is served only to requests with
     /// the same values of them.
     pub key_headers: Vec<String>,
+    /// Of [`POISONING_FIELDS`], those the operator has the pool forward though they are not in
+    /// the key (lower case); `check` warns of each.
+    pub forward_unkeyed: Vec<String>,
+    /// Of [`POISONING_FIELDS`], those taken out of every request to the pool: neither keyed
+    /// nor in `forward_unkeyed` (lower case).
+    pub stripped: Vec<&'static str>,
     /// Send a `Cache-Status` field (RFC 9211) on every response of the pool. Default false.
     pub cache_status: bool,
     /// How long a miss waits for another request's fetch of the same object before it goes to
@@ -56,6 +75,8 @@ impl Default for PoolCache {
             grace: Duration::ZERO,
             store_set_cookie: false,
             key_headers: Vec::new(),
+            forward_unkeyed: Vec::new(),
+            stripped: POISONING_FIELDS.to_vec(),
             cache_status: false,
             lock_timeout: Duration::from_secs(5),
         }

@@ -6,7 +6,7 @@
 
 pub mod acme;
 mod cache;
-pub use cache::{CacheSettings, PoolCache};
+pub use cache::{CacheSettings, PoolCache, POISONING_FIELDS};
 pub mod certificates;
 mod check;
 pub mod descriptors;

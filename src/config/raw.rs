@@ -237,6 +237,7 @@ pub struct RawPoolCache {
     pub grace: Option<Spanned<String>>,
     pub store_set_cookie: Option<Spanned<bool>>,
     pub key_headers: Option<Spanned<Vec<Spanned<String>>>>,
+    pub forward_unkeyed: Option<Spanned<Vec<Spanned<String>>>>,
     pub cache_status: Option<Spanned<bool>>,
     pub lock_timeout: Option<Spanned<String>>,
 }

@@ -14,7 +14,7 @@ use tokio::io::AsyncWrite;
 use crate::cache::fields::{read_request, read_response, RequestFields};
 use crate::cache::flight::{Flight, FlightHead, FlightVary, Leader, Role};
 use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
-use crate::cache::head::{stored_head, write_hit_head, HitFraming};
+use crate::cache::head::{remove_fields, stored_head, write_hit_head, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
 use crate::cache::range::{requested_part, Part};
 use crate::cache::validate::{ask_if_changed, has_validators, updated_head};
@@ -207,6 +207,7 @@ pub fn look_up(
     refreshing: Option<Box<FillPlan>>,
     out: &mut Vec<u8>,
 ) -> CacheStep {
+    strip_unkeyed(config, request.headers, out);
     let Some(store) = store else {
         return CacheStep::default();
     };
@@ -528,6 +529,20 @@ pub fn revalidated(
         writing,
         out,
     ))
+}
+
+/// Takes out of the forwarded head in `out` the poisoning fields (`config::POISONING_FIELDS`)
+/// the pool neither keys nor forwards: what reaches the server is what the key says.
+fn strip_unkeyed(config: &PoolCache, headers: &[httparse::Header<'_>], out: &mut Vec<u8>) {
+    let present = headers.iter().any(|header| {
+        config
+            .stripped
+            .iter()
+            .any(|name| header.name.eq_ignore_ascii_case(name))
+    });
+    if present {
+        remove_fields(out, &config.stripped);
+    }
 }
 
 /// The request's values of field `name`.

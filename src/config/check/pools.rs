@@ -10,10 +10,11 @@ use toml::Spanned;
 use super::primitives::{is_token, quoted, PortZero, Zero};
 use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_PROTOCOLS, SERVER_STATES};
 use super::{Checker, Table};
+use crate::config::problem::ConfigProblem;
 use crate::config::raw::{RawPool, RawPoolCache, RawPoolTls, RawServer, RawSticky};
 use crate::config::{
     Balance, HashKey, HealthKind, Passive, PoolCache, PoolConfig, RetryOn, ServerConfig,
-    ServerProtocol, StickyConfig,
+    ServerProtocol, StickyConfig, POISONING_FIELDS,
 };
 
 /// A server's `weight` when not written (see `ServerConfig::weight`).
@@ -137,26 +138,51 @@ impl Checker {
     /// `[pool.cache]`: `None` when `enabled = false`.
     fn pool_cache(&mut self, table: &Table, raw: &RawPoolCache) -> Option<PoolCache> {
         let default = PoolCache::default();
-        let key_headers = match &raw.key_headers {
-            None => Vec::new(),
-            Some(names) => names
-                .get_ref()
-                .iter()
-                .filter_map(|name| {
-                    if is_token(name.get_ref()) {
-                        return Some(name.get_ref().to_ascii_lowercase());
-                    }
-                    let why = "not a field name; e.g. key_headers = [\"X-Tenant\"]";
-                    self.reject(
-                        &table.key("key_headers"),
-                        name.span(),
-                        &quoted(name.get_ref()),
-                        why,
-                    );
-                    None
-                })
-                .collect(),
-        };
+        let key_headers = self.field_names(table, "key_headers", &raw.key_headers);
+        let mut forward_unkeyed = self.field_names(table, "forward_unkeyed", &raw.forward_unkeyed);
+        forward_unkeyed.retain(|name| {
+            let line = raw.forward_unkeyed.as_ref().map(|names| {
+                let at = names
+                    .get_ref()
+                    .iter()
+                    .find(|raw| raw.get_ref().eq_ignore_ascii_case(name));
+                self.lines
+                    .line_of(at.map_or(names.span(), |raw| raw.span()).start)
+            });
+            let key = table.key("forward_unkeyed");
+            if !POISONING_FIELDS.contains(&name.as_str()) {
+                self.problems.push(ConfigProblem {
+                    message: format!(
+                        "{key}: {name:?} is forwarded anyway; only these are taken out of a \
+                         cached pool's requests unless listed here: {}",
+                        POISONING_FIELDS.join(", ")
+                    ),
+                    key,
+                    line,
+                });
+                return false;
+            }
+            if key_headers.contains(name) {
+                return false;
+            }
+            self.warnings.push(ConfigProblem {
+                message: format!(
+                    "{key}: {name} goes to the servers without being in the cache key: a client \
+                     that sends it can make a server answer for another host or path, and the \
+                     answer is stored for everyone (add it to key_headers instead)"
+                ),
+                key,
+                line,
+            });
+            true
+        });
+        let stripped = POISONING_FIELDS
+            .into_iter()
+            .filter(|name| {
+                !key_headers.iter().any(|keyed| keyed == name)
+                    && !forward_unkeyed.iter().any(|forwarded| forwarded == name)
+            })
+            .collect();
         let checked = PoolCache {
             max_object_size: self.size(
                 &table.key("max_object_size"),
@@ -189,6 +215,8 @@ impl Checker {
                 .as_ref()
                 .is_some_and(|store| *store.get_ref()),
             key_headers,
+            forward_unkeyed,
+            stripped,
             cache_status: raw.cache_status.as_ref().is_some_and(|on| *on.get_ref()),
             lock_timeout: self.duration(
                 &table.key("lock_timeout"),
@@ -199,6 +227,36 @@ impl Checker {
         };
         let enabled = raw.enabled.as_ref().is_none_or(|on| *on.get_ref());
         enabled.then_some(checked)
+    }
+
+    /// A list of request field names at `name` in `table` (lower case); each that is not a
+    /// field name is refused.
+    fn field_names(
+        &mut self,
+        table: &Table,
+        name: &str,
+        raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    ) -> Vec<String> {
+        let Some(names) = raw else {
+            return Vec::new();
+        };
+        names
+            .get_ref()
+            .iter()
+            .filter_map(|field| {
+                if is_token(field.get_ref()) {
+                    return Some(field.get_ref().to_ascii_lowercase());
+                }
+                let why = format!("not a field name; e.g. {name} = [\"X-Tenant\"]");
+                self.reject(
+                    &table.key(name),
+                    field.span(),
+                    &quoted(field.get_ref()),
+                    &why,
+                );
+                None
+            })
+            .collect()
     }
 
     /// No two sticky pools may share a cookie name: a browser keeps one cookie per name and path,
@@ -389,6 +447,41 @@ mod tests {
     use crate::config::RetryCondition;
 
     #[test]
+    fn a_cached_pool_strips_poisoning_fields_unless_keyed_and_warns_of_those_it_forwards() {
+        let loaded = |lines: &str| from_toml(&format!("{MINIMAL}[pool.cache]\n{lines}"), "t");
+        let config = loaded("").unwrap();
+        let cache = config.pools[0].cache.clone().unwrap();
+        assert_eq!(cache.stripped, POISONING_FIELDS);
+        assert!(config.warnings.is_empty());
+        let config = loaded(
+            "key_headers = [\"X-Original-URL\"]\nforward_unkeyed = [\"X-Host\", \"x-original-url\"]\n",
+        )
+        .unwrap();
+        let cache = config.pools[0].cache.clone().unwrap();
+        assert!(!cache.stripped.contains(&"x-host") && !cache.stripped.contains(&"x-original-url"));
+        assert!(cache.stripped.contains(&"x-rewrite-url"));
+        assert_eq!(
+            cache.forward_unkeyed,
+            ["x-host"],
+            "a keyed field is not unkeyed"
+        );
+        let [warning] = &config.warnings[..] else {
+            panic!("{:?}", config.warnings);
+        };
+        assert_eq!(warning.key, "pool[0].cache.forward_unkeyed");
+        assert!(warning.message.contains("x-host"), "{}", warning.message);
+        let refused = only_problem(&format!(
+            "{MINIMAL}[pool.cache]\nforward_unkeyed = [\"X-Tenant\"]\n"
+        ));
+        assert_eq!(refused.key, "pool[0].cache.forward_unkeyed");
+        assert!(
+            refused.message.contains("forwarded anyway"),
+            "{}",
+            refused.message
+        );
+    }
+
+    #[test]
     fn a_pool_cache_is_read_key_by_key_and_refused_by_name() {
         use crate::config::load::from_toml;
         let pool_cache = |lines: &str| {
@@ -412,6 +505,7 @@ mod tests {
             key_headers: vec!["x-tenant".into()],
             cache_status: true,
             lock_timeout: Duration::from_secs(1),
+            ..PoolCache::default()
         };
         assert_eq!(every, Some(expected));
         for (line, key) in [

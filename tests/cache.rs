@@ -578,3 +578,85 @@ fn a_herd_that_varies_is_served_only_the_answers_it_would_have_been_given() {
     let requests = *count.lock().unwrap();
     assert!((2..=4).contains(&requests), "{requests} server requests");
 }
+
+/// A server whose `/chunked` answers in chunks (after `delay`, in two parts 200 ms apart), fresh
+/// for a minute; it counts its requests.
+fn chunked_server(delay: Duration) -> (Mock, Arc<Mutex<usize>>) {
+    let count = Arc::new(Mutex::new(0usize));
+    let seen = Arc::clone(&count);
+    let mock = Mock::start(move |exchange| {
+        *seen.lock().unwrap() += 1;
+        std::thread::sleep(delay);
+        exchange.write(
+            b"HTTP/1.1 200 OK\r\nCache-Control: max-age=60\r\nTransfer-Encoding: chunked\r\n\r\n\
+              6\r\nfirst \r\n",
+        )?;
+        std::thread::sleep(Duration::from_millis(200));
+        exchange.write(b"7;note=x\r\nand end\r\n0\r\nX-Checksum: 1\r\n\r\n")?;
+        Ok(Flow::KeepAlive)
+    });
+    (mock, count)
+}
+
+#[test]
+fn a_chunked_answer_is_stored_decoded_and_followers_get_it_in_chunks() {
+    let (server, count) = chunked_server(Duration::from_millis(300));
+    let proxy = cached_proxy(&server, "");
+    let addr = proxy.addr;
+    let request = |version: &'static str| {
+        std::thread::spawn(move || {
+            let request =
+                format!("GET /chunked {version}\r\nHost: test.local\r\nConnection: close\r\n\r\n");
+            let mut conn = common::Conn::connect(addr);
+            conn.send(request.as_bytes());
+            let raw = conn.read_until_closed();
+            String::from_utf8_lossy(&raw).into_owned()
+        })
+    };
+    let clients: Vec<_> = (0..6)
+        .map(|n| request(if n == 5 { "HTTP/1.0" } else { "HTTP/1.1" }))
+        .collect();
+    for (n, client) in clients.into_iter().enumerate() {
+        let raw = client.join().unwrap();
+        let (head, body) = raw.split_once("\r\n\r\n").expect("a head");
+        assert!(head.starts_with("HTTP/1.1 200"), "{raw}");
+        if n == 5 {
+            assert!(
+                !head.to_ascii_lowercase().contains("chunked"),
+                "HTTP/1.0: {raw}"
+            );
+            assert_eq!(body, "first and end", "until the close");
+        } else {
+            assert!(
+                head.to_ascii_lowercase()
+                    .contains("transfer-encoding: chunked"),
+                "{raw}"
+            );
+            assert_eq!(dechunked(body).as_deref(), Some("first and end"), "{raw}");
+        }
+    }
+    assert_eq!(*count.lock().unwrap(), 1, "one request reached the server");
+    let hit = proxy.get("/chunked");
+    assert_eq!(hit.body_text(), "first and end");
+    assert_eq!(
+        hit.header("content-length"),
+        Some("13"),
+        "stored whole, decoded"
+    );
+    assert_eq!(*count.lock().unwrap(), 1);
+}
+
+/// A chunked body's data, if it is whole (its last chunk and trailer section there).
+fn dechunked(mut body: &str) -> Option<String> {
+    let mut data = String::new();
+    loop {
+        let (line, rest) = body.split_once("\r\n")?;
+        let size = usize::from_str_radix(line.split(';').next()?.trim(), 16).ok()?;
+        if size == 0 {
+            // The trailer section ends with an empty line.
+            return (rest == "\r\n" || rest.ends_with("\r\n\r\n")).then_some(data);
+        }
+        data.push_str(rest.get(..size)?);
+        body = rest.get(size..)?.strip_prefix("\r\n")?;
+    }
+}

@@ -72,7 +72,8 @@ pub struct FlightHead {
     /// The stored head (as an object keeps it).
     pub head: Box<[u8]>,
     pub status: u16,
-    pub length: u64,
+    /// The body's length; `None` when it is chunked (known once it is whole).
+    pub length: Option<u64>,
     /// When the answer varies: what it varies on, and for which request.
     pub vary: Option<FlightVary>,
 }

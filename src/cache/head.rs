@@ -54,13 +54,24 @@ pub struct HitFraming {
     pub http10_keep_alive: bool,
 }
 
-/// Appends the head a hit sends: the stored head, `Age`, the body's `Content-Length` (`None`
-/// for a 304, which has none), herdsman's own `Strict-Transport-Security` line (`hsts`, which
-/// then replaces the server's), a `Cache-Status` line when given, and the connection field.
+/// How a hit's body is framed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HitBody {
+    /// `Content-Length`.
+    Length(u64),
+    /// `Transfer-Encoding: chunked`: the length is not known yet (a flight's chunked answer).
+    Chunked,
+    /// No framing field: a 304, or a body the connection's close ends.
+    Unframed,
+}
+
+/// Appends the head a hit sends: the stored head, `Age`, the body's framing, herdsman's own
+/// `Strict-Transport-Security` line (`hsts`, which then replaces the server's), a
+/// `Cache-Status` line when given, and the connection field.
 pub fn write_hit_head(
     stored: &[u8],
     age: u64,
-    content_length: Option<u64>,
+    body: HitBody,
     hsts: &[u8],
     cache_status: &[u8],
     framing: HitFraming,
@@ -81,10 +92,14 @@ pub fn write_hit_head(
     out.extend_from_slice(b"Age: ");
     out.extend_from_slice(decimal(age, &mut number));
     out.extend_from_slice(b"\r\n");
-    if let Some(length) = content_length {
-        out.extend_from_slice(b"Content-Length: ");
-        out.extend_from_slice(decimal(length, &mut number));
-        out.extend_from_slice(b"\r\n");
+    match body {
+        HitBody::Length(length) => {
+            out.extend_from_slice(b"Content-Length: ");
+            out.extend_from_slice(decimal(length, &mut number));
+            out.extend_from_slice(b"\r\n");
+        }
+        HitBody::Chunked => out.extend_from_slice(b"Transfer-Encoding: chunked\r\n"),
+        HitBody::Unframed => {}
     }
     out.extend_from_slice(hsts);
     out.extend_from_slice(cache_status);
@@ -146,7 +161,7 @@ mod tests {
         write_hit_head(
             stored,
             0,
-            Some(12_345),
+            HitBody::Length(12_345),
             b"",
             b"",
             HitFraming::default(),
@@ -163,7 +178,15 @@ mod tests {
         };
         let hsts = b"Strict-Transport-Security: max-age=63072000\r\n";
         let status = b"Cache-Status: herdsman; hit; ttl=5\r\n";
-        write_hit_head(stored, 77, None, hsts, status, framing, &mut out);
+        write_hit_head(
+            stored,
+            77,
+            HitBody::Unframed,
+            hsts,
+            status,
+            framing,
+            &mut out,
+        );
         assert_eq!(
             out,
             b"HTTP/1.1 200 OK\r\nETag: \"a\"\r\nAge: 77\r\nStrict-Transport-Security: max-age=63072000\r\nCache-Status: herdsman; hit; ttl=5\r\nConnection: close\r\n\r\n"

@@ -14,7 +14,8 @@ use tokio::io::AsyncWrite;
 use crate::cache::fields::{read_request, read_response, RequestFields};
 use crate::cache::flight::{Flight, FlightHead, FlightVary, Leader, Role};
 use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
-use crate::cache::head::{remove_fields, stored_head, write_hit_head, HitFraming};
+use crate::cache::gather::Gathering;
+use crate::cache::head::{remove_fields, stored_head, write_hit_head, HitBody, HitFraming};
 use crate::cache::key::{write_field, write_primary, write_variant};
 use crate::cache::range::{requested_part, Part};
 use crate::cache::validate::{ask_if_changed, has_validators, updated_head};
@@ -30,6 +31,7 @@ use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::outcome::Outcome;
 use super::{Client, Exchanged, Next};
+use crate::http1::chunked::put_size_line;
 use crate::http1::{header_slots, parse_request, parse_response, Body, Method, Request};
 use crate::transport::Moment;
 
@@ -180,9 +182,8 @@ pub struct Filling {
     /// The primary key and the names it varies on, when it varies.
     variants: Option<(Vec<u8>, Vec<u8>)>,
     head: Box<[u8]>,
-    /// Body bytes taken so far, up to `length`.
-    taken: u64,
-    length: u64,
+    /// The body's bytes as they come: counted, or out of their chunked framing.
+    gathering: Gathering,
     /// The body, when no flight gathers it.
     body: Vec<u8>,
     status: u16,
@@ -387,7 +388,15 @@ fn answer(
     let HitWriting { framing, hsts, .. } = writing;
     if matches_condition(asked, object) {
         let head = not_modified_head(&object.head);
-        write_hit_head(&head, age, None, hsts, &cache_status, framing, out);
+        write_hit_head(
+            &head,
+            age,
+            HitBody::Unframed,
+            hsts,
+            &cache_status,
+            framing,
+            out,
+        );
         return Hit {
             body: 0..0,
             ..whole(304)
@@ -398,7 +407,7 @@ fn answer(
     });
     match part {
         Part::Whole => {
-            let length = Some(length as u64);
+            let length = HitBody::Length(length as u64);
             write_hit_head(&object.head, age, length, hsts, &cache_status, framing, out);
             whole(object.status)
         }
@@ -406,7 +415,7 @@ fn answer(
             let head = with_status_line(&object.head, b"HTTP/1.1 206 Partial Content\r\n");
             let mut lines = format!("Content-Range: bytes {from}-{to}/{length}\r\n").into_bytes();
             lines.extend_from_slice(&cache_status);
-            let part_length = Some(to - from + 1);
+            let part_length = HitBody::Length(to - from + 1);
             write_hit_head(&head, age, part_length, hsts, &lines, framing, out);
             let body = match asked.head_only {
                 true => 0..0,
@@ -418,7 +427,7 @@ fn answer(
             let mut lines = format!("Content-Range: bytes */{length}\r\n").into_bytes();
             lines.extend_from_slice(&cache_status);
             let head = b"HTTP/1.1 416 Range Not Satisfiable\r\n";
-            write_hit_head(head, age, Some(0), hsts, &lines, framing, out);
+            write_hit_head(head, age, HitBody::Length(0), hsts, &lines, framing, out);
             Hit {
                 body: 0..0,
                 ..whole(416)
@@ -514,7 +523,7 @@ pub fn revalidated(
         leader.head(FlightHead {
             head: object.head.clone(),
             status: object.status,
-            length: object.body.len() as u64,
+            length: Some(object.body.len() as u64),
             vary: None,
         });
         leader.land(|_| Some(Arc::clone(&refreshed)));
@@ -687,11 +696,12 @@ impl FillPlan {
 
     /// The fill, if the answer may be stored (then it takes `leader`).
     fn filling(self, out: &[u8], body: Body, leader: &mut Option<Leader>) -> Option<Box<Filling>> {
-        let length = match body {
-            Body::Length(length) if length <= self.max_object_size => length,
-            Body::None => 0,
-            // A chunked or close-delimited body is not stored (its length is unknown until
-            // its end; a later step of the cache decodes it).
+        let gathering = match body {
+            Body::Length(length) if length <= self.max_object_size => Gathering::of_length(length),
+            Body::None => Gathering::of_length(0),
+            Body::Chunked => Gathering::chunked(self.max_object_size),
+            // A body the connection's close ends (or one de-chunked for an HTTP/1.0 client):
+            // nothing tells its end from a server that failed in the middle of it.
             _ => return None,
         };
         let mut slots = header_slots();
@@ -734,7 +744,7 @@ impl FillPlan {
             leader.head(FlightHead {
                 head: head.clone(),
                 status: fields.facts.status,
-                length,
+                length: gathering.length(),
                 vary,
             });
         }
@@ -744,8 +754,7 @@ impl FillPlan {
             key,
             variants,
             head,
-            taken: 0,
-            length,
+            gathering,
             body: Vec::new(),
             status: fields.facts.status,
             freshness: Freshness {
@@ -761,17 +770,15 @@ impl FillPlan {
 }
 
 impl Filling {
-    /// Takes body bytes as they come from the server (into the flight, where followers read
-    /// them); past the stated length nothing more is taken (the relay fails such a response
-    /// anyway).
+    /// Takes body bytes as they come from the server, framed as it framed them (their data into
+    /// the flight, where followers read it); past the stated length, or `max_object_size` of a
+    /// chunked body, nothing more is taken.
     pub fn take(&mut self, bytes: &[u8]) {
-        let room = self.length.saturating_sub(self.taken) as usize;
-        let bytes = &bytes[..bytes.len().min(room)];
-        self.taken += bytes.len() as u64;
-        match &self.leader {
-            Some(leader) => leader.body(bytes),
-            None => self.body.extend_from_slice(bytes),
-        }
+        let (leader, body) = (&self.leader, &mut self.body);
+        self.gathering.take(bytes, |data| match leader {
+            Some(leader) => leader.body(data),
+            None => body.extend_from_slice(data),
+        });
     }
 
     /// The body is whole: stores the object (and, when it varies, the names it varies on under
@@ -779,7 +786,7 @@ impl Filling {
     /// took it.
     pub fn finish(self: Box<Self>) -> bool {
         let filling = *self;
-        if filling.taken != filling.length {
+        if !filling.gathering.is_whole() {
             return false;
         }
         let Filling {
@@ -959,26 +966,27 @@ pub async fn follow<D: Downstream>(
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(head.status);
     outcome.cache = Some(CacheOutcome::Collapsed);
+    // A chunked answer's length is known only once it is whole: it goes on in chunks, or to
+    // an HTTP/1.0 client until the connection closes.
+    let chunked = head.length.is_none() && facts.minor_version == 1;
+    let unframed = head.length.is_none() && !chunked;
     let framing = HitFraming {
-        close: !facts.keep_alive || context.is_stopping(),
-        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive,
+        close: !facts.keep_alive || context.is_stopping() || unframed,
+        http10_keep_alive: facts.minor_version == 0 && facts.keep_alive && !unframed,
     };
     let cache_status: &[u8] = match config.cache_status {
         true => b"Cache-Status: herdsman; fwd=miss; collapsed\r\n",
         false => b"",
     };
+    let body = match head.length {
+        Some(length) => HitBody::Length(length),
+        None if chunked => HitBody::Chunked,
+        None => HitBody::Unframed,
+    };
     let with_body = facts.method == Method::Get;
     client.out.clear();
     let (hsts, out) = (&client.hsts, &mut client.out);
-    write_hit_head(
-        &head.head,
-        0,
-        Some(head.length),
-        hsts,
-        cache_status,
-        framing,
-        out,
-    );
+    write_hit_head(&head.head, 0, body, hsts, cache_status, framing, out);
     let client_idle = snapshot.timeouts.client_idle;
     let sent_head = client
         .downstream
@@ -991,7 +999,8 @@ pub async fn follow<D: Downstream>(
     outcome.response_started = true;
     let mut sent = 0u64;
     let mut chunk = Vec::new();
-    while with_body && sent < head.length {
+    let mut framed = Vec::new();
+    while with_body && head.length.is_none_or(|length| sent < length) {
         let piece = flight
             .wait_for(|state| {
                 if let Some(stored) = &state.stored {
@@ -1009,19 +1018,24 @@ pub async fn follow<D: Downstream>(
             .await;
         let deadline = Moment::now() + client_idle;
         let written = match piece {
-            Piece::Bytes => client.downstream.send(&chunk, deadline).await,
+            Piece::Bytes => {
+                let bytes = framed_as_read(&mut framed, &chunk, chunked, false);
+                client.downstream.send(bytes, deadline).await
+            }
             Piece::Stored(entry) => {
                 let Entry::Object(object) = &*entry else {
                     break;
                 };
                 let rest = object.body.get(sent as usize..).unwrap_or_default();
-                let written = client.downstream.send(rest, deadline).await;
+                let bytes = framed_as_read(&mut framed, rest, chunked, true);
+                let written = client.downstream.send(bytes, deadline).await;
                 if matches!(written, Some(Ok(()))) {
                     sent += rest.len() as u64;
                 }
                 outcome.body_bytes = sent;
                 flight.leave();
-                return Some(finished(written, sent == head.length, facts, context));
+                let whole = sent == object.body.len() as u64 && !unframed;
+                return Some(finished(written, whole, facts, context));
             }
             Piece::Abandoned => break,
         };
@@ -1032,8 +1046,31 @@ pub async fn follow<D: Downstream>(
     }
     flight.leave();
     outcome.body_bytes = sent;
-    let whole = !with_body || sent == head.length;
+    let whole = !with_body || head.length == Some(sent);
     Some(finished(Some(Ok(())), whole, facts, context))
+}
+
+/// The bytes of `data` as a follower's client reads them: as they are, or when `chunked` in a
+/// chunk of their own (in `framed`), with the last chunk after them when `last`.
+fn framed_as_read<'a>(
+    framed: &'a mut Vec<u8>,
+    data: &'a [u8],
+    chunked: bool,
+    last: bool,
+) -> &'a [u8] {
+    if !chunked {
+        return data;
+    }
+    framed.clear();
+    if !data.is_empty() {
+        put_size_line(framed, data.len());
+        framed.extend_from_slice(data);
+        framed.extend_from_slice(b"\r\n");
+    }
+    if last {
+        framed.extend_from_slice(b"0\r\n\r\n");
+    }
+    framed
 }
 
 /// The variant part of a key (`key::write_variant`) for the request whose forwarded head is

@@ -514,7 +514,21 @@ fn an_http2_client_gets_hits_from_the_same_cache() {
 
 #[test]
 fn an_unsafe_request_answered_without_an_error_invalidates_what_is_stored_for_its_target() {
-    let (server, counts) = counting_server(&[("/item", &[("Cache-Control", "max-age=60")])]);
+    let (server, counts) = counting_server(&[
+        ("/item", &[("Cache-Control", "max-age=60")]),
+        ("/item/7", &[("Cache-Control", "max-age=60")]),
+        ("/item/8", &[("Cache-Control", "max-age=60")]),
+        (
+            "/made",
+            &[
+                (":status", "201"),
+                ("Location", "/item/7"),
+                ("Content-Location", "http://TEST.local/item/8"),
+                ("Link", "</item>; rel=x"),
+                ("Content-Location", "http://elsewhere.example/item"),
+            ],
+        ),
+    ]);
     let proxy = cached_proxy(&server, "");
     let send = |request: &[u8]| proxy.connect().roundtrip(request);
     assert_eq!(proxy.get("/item").body_text(), "/item answer 1");
@@ -531,6 +545,18 @@ fn an_unsafe_request_answered_without_an_error_invalidates_what_is_stored_for_it
     send(b"PUT /other HTTP/1.1\r\nHost: test.local\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
     assert_eq!(proxy.get("/item").body_text(), "/item answer 3");
     assert_eq!(requests_for(&counts, "/item"), 3);
+    // A write's answer that names other targets of the same origin invalidates them too.
+    for path in ["/item/7", "/item/8"] {
+        proxy.get(path);
+    }
+    send(b"POST /made HTTP/1.1\r\nHost: test.local\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+    assert_eq!(proxy.get("/item/7").body_text(), "/item/7 answer 2");
+    assert_eq!(proxy.get("/item/8").body_text(), "/item/8 answer 2");
+    assert_eq!(
+        proxy.get("/item").body_text(),
+        "/item answer 3",
+        "another origin's Location leaves it alone"
+    );
 }
 
 #[test]

@@ -159,3 +159,75 @@ mod tests {
         );
     }
 }
+
+/// The key `key` would be for another target of the same origin (same pool, scheme, host and
+/// keyed fields), as a response's `Location` or `Content-Location` names it (RFC 9111 §4.4): an
+/// absolute path, or an absolute URI whose scheme and host are the key's. `None` for another
+/// origin, or a reference relative to the request's own path.
+pub fn with_target(key: &[u8], location: &[u8]) -> Option<Vec<u8>> {
+    let mut parts = key.splitn(5, |&byte| byte == 0);
+    let (pool, scheme, host, _target) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    let rest = parts.next()?;
+    let location = location.trim_ascii();
+    let target = if location.starts_with(b"/") && !location.starts_with(b"//") {
+        location
+    } else {
+        let after_scheme = location
+            .get(scheme.len()..)
+            .filter(|_| location[..scheme.len()].eq_ignore_ascii_case(scheme))?
+            .strip_prefix(b"://")?;
+        let path_at = after_scheme
+            .iter()
+            .position(|&byte| byte == b'/')
+            .unwrap_or(after_scheme.len());
+        if !after_scheme[..path_at].eq_ignore_ascii_case(host) {
+            return None;
+        }
+        match &after_scheme[path_at..] {
+            b"" => b"/",
+            path => path,
+        }
+    };
+    if target.contains(&0) || target.iter().any(u8::is_ascii_whitespace) {
+        return None;
+    }
+    let mut other = Vec::with_capacity(key.len() + target.len());
+    for part in [pool, scheme, host, target] {
+        other.extend_from_slice(part);
+        other.push(0);
+    }
+    other.extend_from_slice(rest);
+    Some(other)
+}
+
+#[cfg(test)]
+mod location_tests {
+    use super::*;
+
+    #[test]
+    fn a_location_of_the_same_origin_names_another_key() {
+        let mut key = Vec::new();
+        write_primary(&mut key, "app", true, b"Example.com", b"/items");
+        write_field(&mut key, b"x-tenant", &[b"a"]);
+        let mut expected = Vec::new();
+        write_primary(&mut expected, "app", true, b"example.com", b"/items/7?x");
+        write_field(&mut expected, b"x-tenant", &[b"a"]);
+        for same in [&b"/items/7?x"[..], b"https://EXAMPLE.com/items/7?x"] {
+            assert_eq!(with_target(&key, same), Some(expected.clone()));
+        }
+        for other in [
+            &b"http://example.com/items/7"[..],
+            b"https://evil.example/items/7",
+            b"//example.com/items/7",
+            b"items/7",
+        ] {
+            assert_eq!(
+                with_target(&key, other),
+                None,
+                "{}",
+                String::from_utf8_lossy(other)
+            );
+        }
+    }
+}

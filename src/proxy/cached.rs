@@ -16,7 +16,7 @@ use crate::cache::flight::{Flight, FlightHead, FlightVary, Leader, Role};
 use crate::cache::freshness::{initial_age, storable, unix_now_ms, FreshnessRules, Verdict};
 use crate::cache::gather::Gathering;
 use crate::cache::head::{remove_fields, stored_head, write_hit_head, HitBody, HitFraming};
-use crate::cache::key::{write_field, write_primary, write_variant};
+use crate::cache::key::{with_target, write_field, write_primary, write_variant};
 use crate::cache::range::{requested_part, Part};
 use crate::cache::validate::{ask_if_changed, has_validators, updated_head};
 use crate::cache::{Entry, Freshness, Object, RequestControl, Store};
@@ -538,6 +538,25 @@ pub fn revalidated(
         writing,
         out,
     ))
+}
+
+/// After an unsafe request to `key` was answered without an error (its head in `response`):
+/// what is stored for its target goes, and for the targets of the same origin its `Location`
+/// and `Content-Location` name (RFC 9111 §4.4).
+pub fn invalidate(store: &Store, key: &[u8], response: &[u8]) {
+    store.remove(key);
+    let mut slots = header_slots();
+    let Ok(Some(response)) = parse_response(response, &mut slots, Method::Get, response.len())
+    else {
+        return;
+    };
+    for header in response.headers {
+        let names_one = header.name.eq_ignore_ascii_case("location")
+            || header.name.eq_ignore_ascii_case("content-location");
+        if let Some(other) = names_one.then(|| with_target(key, header.value)).flatten() {
+            store.remove(&other);
+        }
+    }
 }
 
 /// Takes out of the forwarded head in `out` the poisoning fields (`config::POISONING_FIELDS`)

@@ -688,7 +688,7 @@ async fn forward<'s, D: Downstream>(
                     // An unsafe request answered without an error: what was stored for its
                     // target is no longer what the server would answer.
                     if start.status < 400 {
-                        store.remove(&key);
+                        cached::invalidate(&store, &key, &client.out);
                     }
                 }
                 let revalidating = client.cache.fill.as_ref();

@@ -7,15 +7,125 @@
 /// Appends the primary key: each part followed by a NUL, which no part can contain (a host, a
 /// target and a field value are checked for it before they get here). Fields the pool keys on
 /// follow with [`write_field`].
+///
+/// A primary key is a prefix of every key written from it (its key fields', its variants'), and
+/// nothing else's: a purge of one URL removes the keys that begin with it.
 pub fn write_primary(out: &mut Vec<u8>, pool: &str, secure: bool, host: &[u8], target: &[u8]) {
+    write_path_prefix(out, pool, secure, host, target);
+    out.push(0);
+}
+
+/// Appends the beginning that every key of `host`'s targets starting with `path_prefix` shares
+/// (for `pool` and the scheme): [`write_primary`] without the end of its target.
+pub fn write_path_prefix(
+    out: &mut Vec<u8>,
+    pool: &str,
+    secure: bool,
+    host: &[u8],
+    path_prefix: &[u8],
+) {
     out.extend_from_slice(pool.as_bytes());
     out.push(0);
     out.extend_from_slice(if secure { b"https" } else { b"http" });
     out.push(0);
     out.extend(host.iter().map(u8::to_ascii_lowercase));
     out.push(0);
-    out.extend_from_slice(target);
-    out.push(0);
+    out.extend_from_slice(path_prefix);
+}
+
+/// The pool a key was written for: its first part.
+pub fn pool_of(key: &[u8]) -> &[u8] {
+    key.split(|&byte| byte == 0).next().unwrap_or_default()
+}
+
+/// A URL as an operator names one to purge: `http://host/target`, `https://host/target`, or
+/// without a scheme (`host/target`, `//host/target`) for both.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PurgeUrl<'u> {
+    /// `Some(true)` for https only, `Some(false)` for http only, `None` for both.
+    pub secure: Option<bool>,
+    /// As a request's Host field carries it (a port included when the clients send one).
+    pub host: &'u str,
+    /// As herdsman forwards it: the path and query.
+    pub target: &'u str,
+}
+
+/// Why a URL, host or path cannot name cached responses.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotAKeyPart {
+    #[error("has no host; write e.g. http://example.com/path")]
+    NoHost,
+    #[error("has no path; write e.g. http://example.com/path (the path starts with /)")]
+    NoPath,
+    #[error("has a scheme other than http or https")]
+    Scheme,
+    #[error("has a fragment (#...), which no request carries")]
+    Fragment,
+    #[error("holds a space, a control character or a byte above 127, which no request's host or target carries")]
+    Byte,
+}
+
+impl<'u> PurgeUrl<'u> {
+    pub fn parse(text: &'u str) -> Result<PurgeUrl<'u>, NotAKeyPart> {
+        let (secure, rest) = if let Some(rest) = text.strip_prefix("http://") {
+            (Some(false), rest)
+        } else if let Some(rest) = text.strip_prefix("https://") {
+            (Some(true), rest)
+        } else if text.contains("://") {
+            return Err(NotAKeyPart::Scheme);
+        } else {
+            (None, text.strip_prefix("//").unwrap_or(text))
+        };
+        let (host, target) = match rest.find(['/', '?']) {
+            Some(at) => rest.split_at(at),
+            None => (rest, ""),
+        };
+        check_host(host)?;
+        check_path(target)?;
+        if target.contains('#') {
+            return Err(NotAKeyPart::Fragment);
+        }
+        Ok(PurgeUrl {
+            secure,
+            host,
+            target,
+        })
+    }
+
+    /// The schemes it names, as `secure` flags.
+    pub fn schemes(&self) -> &'static [bool] {
+        match self.secure {
+            Some(true) => &[true],
+            Some(false) => &[false],
+            None => &[false, true],
+        }
+    }
+}
+
+/// A host as a key holds one: not empty, no `/`, and only the visible ASCII a Host field may
+/// carry.
+pub fn check_host(host: &str) -> Result<(), NotAKeyPart> {
+    if host.is_empty() {
+        return Err(NotAKeyPart::NoHost);
+    }
+    if !host
+        .bytes()
+        .all(|byte| byte.is_ascii_graphic() && byte != b'/')
+    {
+        return Err(NotAKeyPart::Byte);
+    }
+    Ok(())
+}
+
+/// A target or the beginning of one as a key holds it: starting with `/`, visible ASCII.
+pub fn check_path(path: &str) -> Result<(), NotAKeyPart> {
+    if !path.starts_with('/') {
+        return Err(NotAKeyPart::NoPath);
+    }
+    if !path.bytes().all(|byte| byte.is_ascii_graphic()) {
+        return Err(NotAKeyPart::Byte);
+    }
+    Ok(())
 }
 
 /// Appends one field's part of a key: its name (lower case) and the request's values of it,
@@ -94,6 +204,49 @@ pub fn write_accepted_codings(out: &mut Vec<u8>, values: &[&[u8]]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_url_names_its_host_target_and_schemes() {
+        let url = PurgeUrl::parse("https://Example.com:8443/a/b?c=1").unwrap();
+        assert_eq!(
+            (url.host, url.target, url.schemes()),
+            ("Example.com:8443", "/a/b?c=1", &[true][..])
+        );
+        let url = PurgeUrl::parse("http://example.com/").unwrap();
+        assert_eq!(url.schemes(), [false]);
+        for both in ["example.com/a", "//example.com/a"] {
+            let url = PurgeUrl::parse(both).unwrap();
+            assert_eq!((url.host, url.target), ("example.com", "/a"));
+            assert_eq!(url.schemes(), [false, true]);
+        }
+        assert_eq!(
+            PurgeUrl::parse("http://example.com"),
+            Err(NotAKeyPart::NoPath)
+        );
+        assert_eq!(PurgeUrl::parse("http:///a"), Err(NotAKeyPart::NoHost));
+        assert_eq!(PurgeUrl::parse("/a"), Err(NotAKeyPart::NoHost));
+        assert_eq!(PurgeUrl::parse("ftp://h/a"), Err(NotAKeyPart::Scheme));
+        assert_eq!(PurgeUrl::parse("http://h/a#b"), Err(NotAKeyPart::Fragment));
+        assert_eq!(PurgeUrl::parse("http://h/a b"), Err(NotAKeyPart::Byte));
+        assert_eq!(PurgeUrl::parse("http://h\0/a"), Err(NotAKeyPart::Byte));
+    }
+
+    #[test]
+    fn a_url_s_key_begins_every_key_of_it_and_no_other() {
+        let mut url = Vec::new();
+        write_primary(&mut url, "web", false, b"Example.com", b"/a");
+        let mut variant = url.clone();
+        write_field(&mut variant, b"x-tenant", &[b"t"]);
+        write_variant(&mut variant, b"accept-encoding", |_| vec![&b"gzip"[..]]);
+        assert!(variant.starts_with(&url));
+        let mut longer = Vec::new();
+        write_primary(&mut longer, "web", false, b"example.com", b"/ab");
+        assert!(!longer.starts_with(&url), "/ab is another URL than /a");
+        let mut prefix = Vec::new();
+        write_path_prefix(&mut prefix, "web", false, b"example.com", b"/a");
+        assert!(longer.starts_with(&prefix) && variant.starts_with(&prefix));
+        assert_eq!(pool_of(&variant), b"web");
+    }
 
     fn codings(values: &[&str]) -> String {
         let values: Vec<&[u8]> = values.iter().map(|value| value.as_bytes()).collect();

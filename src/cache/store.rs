@@ -14,6 +14,9 @@
 //!
 //! A response with `Vary` is kept as two entries: under its key, the names it varies on
 //! ([`Entry::Variants`]); under its key and the request's values for those names, the object.
+//!
+//! Beside TinyUFO, under the write mutex, an [`Index`] of the same entries by key, by tag and
+//! by pool: what the admin API's purges and the per-pool figures need, and TinyUFO cannot give.
 
 use std::hash::BuildHasher;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -22,15 +25,19 @@ use std::sync::{Arc, Mutex};
 use tinyufo::TinyUfo;
 
 use super::flight::Flights;
+use super::index::Index;
 use super::object::Object;
+use crate::stats::cache::CacheHeld;
 
 /// The unit of TinyUFO's weights: an object weighs its bytes (with [`ENTRY_OVERHEAD`]) in KiB,
 /// rounded up. TinyUFO's weights are 16 bits, so no object is heavier than 64 MiB less a KiB.
 const WEIGHT_UNIT: u64 = 1024;
 
 /// Bytes an entry costs beyond its key, head and body: the object's own fields, its `Arc`, and
-/// TinyUFO's bucket and queue entries (measured in `tests/cache.rs`'s memory case).
-pub const ENTRY_OVERHEAD: u64 = 512;
+/// TinyUFO's bucket and queue entries (measured in `tests/cache.rs`'s memory case), and the
+/// index's (`index.rs`: a pointer in its ordered set, one in a set per tag, with their tables'
+/// slack; 64 bytes, estimated from those collections' layouts).
+pub const ENTRY_OVERHEAD: u64 = 576;
 
 /// The heaviest object the store takes, in bytes.
 pub const MAX_OBJECT_BYTES: u64 = (u16::MAX as u64) * WEIGHT_UNIT - ENTRY_OVERHEAD;
@@ -46,14 +53,16 @@ pub enum Entry {
 }
 
 impl Entry {
-    fn key(&self) -> &[u8] {
+    /// The whole key it is stored under.
+    pub fn key(&self) -> &[u8] {
         match self {
             Entry::Object(object) => &object.key,
             Entry::Variants { key, .. } => key,
         }
     }
 
-    fn bytes(&self) -> u64 {
+    /// The bytes it is counted as holding: its own, with [`ENTRY_OVERHEAD`].
+    pub fn bytes(&self) -> u64 {
         let own = match self {
             Entry::Object(object) => object.bytes(),
             Entry::Variants { key, names } => (key.len() + names.len()) as u64,
@@ -75,9 +84,10 @@ pub struct Store {
     count: AtomicU64,
     /// Entries evicted to make room, since start.
     evicted: AtomicU64,
-    /// Puts and removes one at a time, so that what is counted held is what TinyUFO holds. A
-    /// put follows a server's answer (a miss), never a hit: reads take no lock.
-    writing: Mutex<()>,
+    /// Puts and removes one at a time, so that what is counted held and what the index holds
+    /// are what TinyUFO holds. A put follows a server's answer (a miss), never a hit: reads take
+    /// no lock. The admin API takes it to purge and to read the index's figures.
+    writing: Mutex<Index>,
     /// The fetches in the air, one per key missed (`flight.rs`).
     pub flights: Arc<Flights>,
 }
@@ -112,7 +122,7 @@ impl Store {
             held: AtomicU64::new(0),
             count: AtomicU64::new(0),
             evicted: AtomicU64::new(0),
-            writing: Mutex::new(()),
+            writing: Mutex::default(),
             flights: Arc::default(),
         }
     }
@@ -132,11 +142,8 @@ impl Store {
             return false;
         }
         let hash = self.hasher.hash_one(entry.key());
-        let _writing = self
-            .writing
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        self.take(hash);
+        let mut index = self.lock();
+        self.take(&mut index, hash);
         let evicted = self.entries.put(hash, Arc::clone(&entry), weight(bytes));
         let mut admitted = true;
         for gone in &evicted {
@@ -145,10 +152,13 @@ impl Store {
                 admitted = false;
                 continue;
             }
-            self.forget(gone.data.bytes());
+            let gone_bytes = gone.data.bytes();
+            index.evicted(&gone.data, gone_bytes);
+            self.forget(gone_bytes);
             self.evicted.fetch_add(1, Relaxed);
         }
         if admitted {
+            index.insert(&entry, bytes);
             self.held.fetch_add(bytes, Relaxed);
             self.count.fetch_add(1, Relaxed);
         }
@@ -158,20 +168,63 @@ impl Store {
     /// Removes what is at `key`; whether there was something.
     pub fn remove(&self, key: &[u8]) -> bool {
         let hash = self.hasher.hash_one(key);
-        let _writing = self
-            .writing
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut index = self.lock();
         match self.entries.get(&hash) {
-            Some(entry) if entry.key() == key => self.take(hash).is_some(),
+            Some(entry) if entry.key() == key => self.take(&mut index, hash).is_some(),
             _ => false,
         }
     }
 
+    /// Removes every entry whose key begins with one of `prefixes` (see `key.rs`: a URL's
+    /// primary key, a host's path prefix); how many responses went (the names a varying
+    /// response keeps are removed with it, not counted).
+    pub fn remove_prefixed(&self, prefixes: &[Vec<u8>]) -> u64 {
+        let mut index = self.lock();
+        let found: Vec<Arc<Entry>> = prefixes
+            .iter()
+            .flat_map(|prefix| index.with_prefix(prefix))
+            .collect();
+        self.remove_found(&mut index, found)
+    }
+
+    /// Removes every response carrying the surrogate key `tag`; how many went.
+    pub fn remove_tagged(&self, tag: &[u8]) -> u64 {
+        let mut index = self.lock();
+        let found = index.tagged(tag);
+        self.remove_found(&mut index, found)
+    }
+
+    /// What each pool holds now, and its evictions since this store was made, by pool name.
+    pub fn held_by_pool(&self) -> Vec<(String, CacheHeld)> {
+        self.lock().held_by_pool()
+    }
+
+    /// Takes `found` (from the index, under the same lock) out; the responses among them.
+    fn remove_found(&self, index: &mut Index, found: Vec<Arc<Entry>>) -> u64 {
+        let mut objects = 0;
+        for entry in found {
+            let hash = self.hasher.hash_one(entry.key());
+            // The index holds what TinyUFO holds, so the entry at its hash is this one (unless
+            // two prefixes found it, and it went already).
+            if self.take(index, hash).is_some() && matches!(*entry, Entry::Object(_)) {
+                objects += 1;
+            }
+        }
+        objects
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Index> {
+        self.writing
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     /// Takes the entry at `hash` out, whoever's it is, counting it out. Under `writing`.
-    fn take(&self, hash: u64) -> Option<Arc<Entry>> {
+    fn take(&self, index: &mut Index, hash: u64) -> Option<Arc<Entry>> {
         let entry = self.entries.remove(&hash)?;
-        self.forget(entry.bytes());
+        let bytes = entry.bytes();
+        index.remove(&entry, bytes);
+        self.forget(bytes);
         Some(entry)
     }
 
@@ -263,6 +316,78 @@ mod tests {
         assert!(store.held_bytes() <= budget, "{} held", store.held_bytes());
         assert!(store.len() > 10, "only {} kept", store.len());
         assert!(store.evictions() > 1_000);
+    }
+
+    fn tagged(key: &[u8], tags: &str) -> Arc<Entry> {
+        let mut object = Object::for_test(key, vec![b'x'; 10]);
+        object.tags = tags.as_bytes().into();
+        Arc::new(Entry::Object(object))
+    }
+
+    fn key(pool: &str, host: &str, target: &str, variant: &str) -> Vec<u8> {
+        let mut key = Vec::new();
+        super::super::key::write_primary(&mut key, pool, false, host.as_bytes(), target.as_bytes());
+        key.extend_from_slice(variant.as_bytes());
+        key
+    }
+
+    #[test]
+    fn purges_take_what_their_prefix_or_tag_names_and_nothing_else() {
+        let store = Store::new(1 << 20);
+        let a = key("web", "h", "/a", "");
+        store.put(Arc::new(Entry::Variants {
+            key: a.clone().into(),
+            names: b"accept-encoding".as_slice().into(),
+        }));
+        store.put(tagged(
+            &key("web", "h", "/a", "vary\0accept-encoding=gzip\0"),
+            "t1 t2",
+        ));
+        store.put(tagged(
+            &key("web", "h", "/a", "vary\0accept-encoding=\0"),
+            "t1",
+        ));
+        store.put(tagged(&key("web", "h", "/ab", ""), "t2"));
+        store.put(tagged(&key("api", "h", "/a", ""), "t2"));
+        assert_eq!(store.len(), 5);
+        let held = store.held_by_pool();
+        assert_eq!(held[0].0, "api");
+        assert_eq!((held[1].0.as_str(), held[1].1.objects), ("web", 3));
+        assert_eq!(
+            held.iter().map(|(_, held)| held.bytes).sum::<u64>(),
+            store.held_bytes()
+        );
+
+        // A URL's key with both its variants and its names; not /ab, not another pool's.
+        assert_eq!(store.remove_prefixed(&[a.clone(), a]), 2);
+        assert_eq!(store.len(), 2);
+        assert!(store.get(&key("web", "h", "/ab", "")).is_some());
+        // The tag index forgot the purged objects: only those left carry t2.
+        assert_eq!(store.remove_tagged(b"t1"), 0);
+        assert_eq!(store.remove_tagged(b"t2"), 2);
+        assert_eq!(store.remove_tagged(b"t"), 0);
+        assert!(store.is_empty());
+        assert_eq!(store.held_bytes(), 0);
+        assert!(store
+            .held_by_pool()
+            .iter()
+            .all(|(_, held)| held.objects == 0 && held.bytes == 0));
+    }
+
+    #[test]
+    fn evictions_leave_the_index_and_count_for_their_pool() {
+        let store = Store::new(256 * 1024);
+        for n in 0..500 {
+            store.put(tagged(&key("web", "h", &format!("/{n}"), ""), "all"));
+        }
+        let held = store.held_by_pool();
+        let (_, web) = &held[0];
+        assert_eq!(web.objects, store.len());
+        assert_eq!(web.bytes, store.held_bytes());
+        assert_eq!(web.evictions, store.evictions());
+        assert!(web.evictions > 0);
+        assert_eq!(store.remove_tagged(b"all"), web.objects);
+        assert!(store.is_empty());
     }
 
     #[test]

@@ -203,6 +203,9 @@ impl Server {
             Arc::clone(&stats),
         )
         .map_err(StartError::Thread)?;
+        // The cache store every worker shares (made when a pool first caches); the admin API
+        // purges it.
+        let cache = crate::cache::shared::SharedStore::new();
         let admin = match &config.admin {
             Some(settings) => Some(admin::start(
                 AdminConfig {
@@ -224,6 +227,7 @@ impl Server {
                 },
                 Arc::clone(&stats),
                 Arc::clone(&registry),
+                Arc::clone(&cache),
                 stop_receiver.clone(),
             )?),
             None => None,
@@ -240,8 +244,6 @@ impl Server {
         };
         handoff.resize_with(config.workers, || None);
         let mut workers = Vec::with_capacity(config.workers);
-        // The cache store every worker shares (made when a pool first caches).
-        let cache = crate::cache::shared::SharedStore::new();
         for ((index, listeners), handoff) in sockets_by_worker.into_iter().enumerate().zip(handoff)
         {
             let setup = WorkerSetup {

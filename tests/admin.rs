@@ -9,6 +9,7 @@ use std::sync::{mpsc, Arc};
 use std::time::Duration;
 
 use herdsman::admin::{self, AdminConfig, AdminHandle};
+use herdsman::cache::shared::SharedStore;
 use herdsman::stats::Stats;
 use herdsman::upstream::registry::Registry;
 use herdsman::Config;
@@ -34,8 +35,8 @@ fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
         inherited_socket: None,
         predecessors: None,
     };
-    let handle =
-        admin::start(config, stats, registry(), stopped).expect("the admin listener starts");
+    let handle = admin::start(config, stats, registry(), SharedStore::new(), stopped)
+        .expect("the admin listener starts");
     Admin { handle, stop }
 }
 
@@ -238,7 +239,14 @@ fn an_exposed_address_needs_a_token() {
         inherited_socket: None,
         predecessors: None,
     };
-    let error = admin::start(config, Stats::new(3), registry(), stopped).unwrap_err();
+    let error = admin::start(
+        config,
+        Stats::new(3),
+        registry(),
+        SharedStore::new(),
+        stopped,
+    )
+    .unwrap_err();
     let message = error.to_string();
     assert!(message.contains("token"), "{message}");
     assert!(message.contains("[admin] bind"), "{message}");

@@ -47,6 +47,7 @@ fn shared(token: Option<&str>) -> Shared {
         stats,
         registry: registry(),
         predecessors: None,
+        cache: crate::cache::shared::SharedStore::new(),
     }
 }
 

@@ -2,7 +2,8 @@
 //! `herdsman ctl`. `GET /healthz` says `ok`; `GET /api/workers` returns each worker's counters,
 //! CPU and the kernel's listen-queue losses, and the old processes still draining after a binary
 //! upgrade (`predecessors`); the pool routes (`/api/pools…`, `/api/reload`, in `pools`) show and
-//! change the pools through the [`Registry`]; `GET /metrics` is the Prometheus text format
+//! change the pools through the [`Registry`]; the cache routes (`/api/cache/…`, in `cache`)
+//! purge the cache's store; `GET /metrics` is the Prometheus text format
 //! (`metrics`) and `GET /stats` the live stats page. Every other answer is JSON, errors included:
 //! `{"error": "<what is wrong>"}`.
 //!
@@ -36,6 +37,7 @@
 //! time, so that a `ctl upgrade` that has seen the new pid never reaches the old one again.
 
 mod answer;
+mod cache;
 mod certificates;
 mod connection;
 #[cfg(test)]
@@ -58,6 +60,7 @@ use std::time::Duration;
 use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{watch, Semaphore};
 
+use crate::cache::shared::SharedStore;
 use crate::config::AdminSocket;
 use crate::process::drain::Predecessors;
 use crate::process::kernel_watch;
@@ -181,6 +184,7 @@ pub fn start(
     config: AdminConfig,
     stats: Arc<Stats>,
     registry: Arc<Registry>,
+    cache: Arc<SharedStore>,
     stop: watch::Receiver<bool>,
 ) -> Result<AdminHandle, AdminError> {
     let tcp = match config.bind {
@@ -231,6 +235,7 @@ pub fn start(
         stats,
         registry,
         predecessors: config.predecessors,
+        cache,
     });
     let thread = std::thread::Builder::new()
         .name("herdsman-admin".into())

@@ -49,7 +49,7 @@ struct ErrorBody<'a> {
 }
 
 impl ApiError {
-    fn bad_request(message: String) -> ApiError {
+    pub(super) fn bad_request(message: String) -> ApiError {
         ApiError {
             status: 400,
             message,
@@ -185,14 +185,15 @@ pub(super) fn reload(registry: &Registry) -> Result<Answer, ApiError> {
     Ok(Answer::json(200, &reloaded))
 }
 
-/// A body that must be one JSON object with only the `accepted` fields.
-struct JsonObject {
+/// A body that must be one JSON object with only the `accepted` fields (the cache routes read
+/// theirs with it too).
+pub(super) struct JsonObject {
     fields: Map<String, Value>,
     example: &'static str,
 }
 
 impl JsonObject {
-    fn parse(
+    pub(super) fn parse(
         body: &[u8],
         accepted: &[&str],
         example: &'static str,
@@ -227,7 +228,7 @@ impl JsonObject {
     }
 
     /// The field's value, or a refusal saying it is missing.
-    fn required(&mut self, key: &'static str) -> Result<Field, ApiError> {
+    pub(super) fn required(&mut self, key: &'static str) -> Result<Field, ApiError> {
         self.optional(key).ok_or_else(|| {
             ApiError::bad_request(format!(
                 "the field {key:?} is missing; send e.g. {}",
@@ -236,23 +237,23 @@ impl JsonObject {
         })
     }
 
-    fn optional(&mut self, key: &'static str) -> Option<Field> {
+    pub(super) fn optional(&mut self, key: &'static str) -> Option<Field> {
         self.fields.remove(key).map(|value| Field { key, value })
     }
 }
 
 /// One field of a body, named in the refusals of its value.
-struct Field {
+pub(super) struct Field {
     key: &'static str,
     value: Value,
 }
 
 impl Field {
-    fn refuse(&self, why: &str) -> ApiError {
+    pub(super) fn refuse(&self, why: &str) -> ApiError {
         ApiError::bad_request(format!("{:?}: {} {why}", self.key, self.value))
     }
 
-    fn string(&self, what: &str) -> Result<&str, ApiError> {
+    pub(super) fn string(&self, what: &str) -> Result<&str, ApiError> {
         self.value.as_str().ok_or_else(|| {
             self.refuse(&format!(
                 "is {}; send a string: {what}",

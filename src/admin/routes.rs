@@ -1,17 +1,20 @@
 //! What the admin API answers to one whole request: the guard first, then the route (the
 //! paths and the methods each answers), then what the route does: the workers' report, the pools
-//! (through `pools`), the certificates, `/metrics`, the stats page, an upgrade.
+//! (through `pools`), the certificates, `/metrics`, the stats page, an upgrade, the cache's
+//! purges (through `cache`).
 
 use std::sync::Arc;
 
 use serde::Serialize;
 
 use super::answer::Answer;
+use super::cache;
 use super::certificates;
 use super::guard::Guard;
 use super::metrics;
 use super::metrics::Descriptors;
 use super::pools::{self, ApiError};
+use crate::cache::shared::SharedStore;
 use crate::config::is_valid_name;
 use crate::http1::{Method, Request};
 use crate::process::drain::{Draining, Predecessors};
@@ -27,6 +30,8 @@ pub(super) struct Shared {
     /// The pools; the pool routes read and change them.
     pub(super) registry: Arc<Registry>,
     pub(super) predecessors: Option<Arc<Predecessors>>,
+    /// The process's cache store, as the workers share it; the cache routes purge it.
+    pub(super) cache: Arc<SharedStore>,
 }
 
 /// The live stats page: HTML, CSS and the script that polls `/api/pools` and `/api/workers`,
@@ -58,6 +63,12 @@ enum Route<'t> {
     Reload,
     /// `/api/upgrade`
     Upgrade,
+    /// `/api/cache/purge`: one URL.
+    CachePurge,
+    /// `/api/cache/ban`: a host's paths under a prefix.
+    CacheBan,
+    /// `/api/cache/purge-tag`: a surrogate key's responses.
+    CachePurgeTag,
     /// `/api/pools/{pool}/servers`
     Servers {
         pool: &'t str,
@@ -124,6 +135,9 @@ impl<'t> Route<'t> {
             "/api/certificates" => return Some(Route::Certificates),
             "/api/reload" => return Some(Route::Reload),
             "/api/upgrade" => return Some(Route::Upgrade),
+            "/api/cache/purge" => return Some(Route::CachePurge),
+            "/api/cache/ban" => return Some(Route::CacheBan),
+            "/api/cache/purge-tag" => return Some(Route::CachePurgeTag),
             _ => {}
         }
         let mut segments = path.strip_prefix("/api/pools/")?.split('/');
@@ -154,7 +168,12 @@ impl<'t> Route<'t> {
             | Route::Workers
             | Route::Pools
             | Route::Certificates => Allowed::Read,
-            Route::Reload | Route::Upgrade | Route::Servers { .. } => Allowed::Post,
+            Route::Reload
+            | Route::Upgrade
+            | Route::Servers { .. }
+            | Route::CachePurge
+            | Route::CacheBan
+            | Route::CachePurgeTag => Allowed::Post,
             Route::Server { part, .. } => match part {
                 ServerPart::Whole => Allowed::Delete,
                 ServerPart::State | ServerPart::Weight => Allowed::Put,
@@ -244,6 +263,9 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
                 Answer::error(500, "cannot signal this process")
             })
         }
+        Route::CachePurge => cache::purge(&shared.cache, registry, body),
+        Route::CacheBan => cache::ban(&shared.cache, registry, body),
+        Route::CachePurgeTag => cache::purge_tag(&shared.cache, body),
         Route::Servers { pool } => pools::add_server(registry, pool, body),
         Route::Server { pool, server, part } => match part {
             ServerPart::Whole => pools::remove_server(registry, pool, server),
@@ -284,6 +306,11 @@ mod tests {
             ("/api/workers?x", Some(Workers)),
             ("/api/pools", Some(Pools)),
             ("/api/reload", Some(Reload)),
+            ("/api/cache/purge", Some(CachePurge)),
+            ("/api/cache/ban", Some(CacheBan)),
+            ("/api/cache/purge-tag", Some(CachePurgeTag)),
+            ("/api/cache", None),
+            ("/api/cache/purge/x", None),
             ("/api/pools/app/servers", Some(Servers { pool: "app" })),
             (
                 "/api/pools/app/servers/b-1.x_y",

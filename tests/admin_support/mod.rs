@@ -1,6 +1,7 @@
 //! herdsman started in-process from a config file (so that a reload has a file to read), with its
-//! admin API, for the tests of the pool routes (`admin_pools.rs`) and of `herdsman ctl`
-//! (`ctl.rs`). Built on `common`'s `Setup` (the config text), `Conn` (raw HTTP) and mocks.
+//! admin API, for the tests of the pool routes (`admin_pools.rs`), the cache's purges
+//! (`cache_admin.rs`) and of `herdsman ctl` (`ctl.rs`). Built on `common`'s `Setup` (the config
+//! text), `Conn` (raw HTTP) and mocks, and a server whose answers may be cached.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -12,7 +13,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::common::{get_request, write_temp, Conn, Setup};
+use crate::common::{get_request, get_request_to, write_temp, Conn, Flow, Mock, Setup};
 
 /// herdsman running in this process from the file at `path`. Dropping it stops it.
 pub struct Running {
@@ -31,6 +32,12 @@ impl Running {
     /// Starts herdsman with `setup`'s config (which must have `.admin()`), written to a file.
     pub fn start(setup: Setup) -> Running {
         Running::start_text(setup.toml("127.0.0.1:0"), None)
+    }
+
+    /// Like [`Running::start`], with `after` added at the end of the config (after the pool:
+    /// its `[pool.cache]`, say).
+    pub fn start_with(setup: Setup, after: &str) -> Running {
+        Running::start_text(setup.toml("127.0.0.1:0") + after, None)
     }
 
     /// Like [`Running::start`], with `[admin] token_env` naming a variable set to `token`.
@@ -213,4 +220,56 @@ pub fn with_pool_keys(text: String, keys: &str) -> String {
         "[[pool]]\nname = \"app\"\n",
         &format!("[[pool]]\nname = \"app\"\n{keys}"),
     )
+}
+
+/// A server whose every answer may be cached for a minute and varies on `Accept-Encoding`; a
+/// target `/t/{tag}/…` is tagged with `Surrogate-Key: {tag}`, `/c/{tag}/…` with `Cache-Tag:
+/// {tag}, all`. The body is the target and how many requests for it the server has seen, so a
+/// client tells a stored answer from a fresh one; `Mock::targets` says what reached it.
+pub fn caching_server() -> Mock {
+    let seen = std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new());
+    Mock::start(move |exchange| {
+        let target = exchange.head.target().to_string();
+        let count = {
+            let mut seen = seen.lock().unwrap();
+            let count = seen.entry(target.clone()).or_default();
+            *count += 1;
+            *count
+        };
+        let mut parts = target.split('/').skip(1);
+        let (kind, tag) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+        let tag_field = match kind {
+            "t" => Some(("Surrogate-Key", tag.to_string())),
+            "c" => Some(("Cache-Tag", format!("{tag}, all"))),
+            _ => None,
+        };
+        let mut headers = vec![("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")];
+        if let Some((name, value)) = &tag_field {
+            headers.push((*name, value.as_str()));
+        }
+        let body = format!("{target} answer {count}");
+        exchange.respond(200, &headers, body.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    })
+}
+
+/// How many requests for `target` reached `server`.
+pub fn requests_for(server: &Mock, target: &str) -> usize {
+    server
+        .targets()
+        .iter()
+        .filter(|seen| *seen == target)
+        .count()
+}
+
+/// The body of a GET through `web` for `host` and `target`, with the extra header lines `extra`.
+pub fn body_of(web: SocketAddr, host: &str, target: &str, extra: &str) -> String {
+    let mut conn = Conn::connect(web);
+    let response = conn.roundtrip(&get_request_to(
+        host,
+        target,
+        &format!("{extra}Connection: close\r\n"),
+    ));
+    assert_eq!(response.status(), 200, "{}", response.head.first_line);
+    response.body_text()
 }

@@ -7,7 +7,7 @@ mod common;
 use std::net::SocketAddr;
 use std::process::Command;
 
-use admin_support::{count, Running};
+use admin_support::{body_of, caching_server, count, requests_for, Running};
 use common::*;
 
 /// What a `ctl` run printed, and how it ended.
@@ -331,4 +331,45 @@ fn certs_lists_each_tls_listeners_certificates_with_names_issuer_and_expiry() {
         assert!(cells[cells.len() - 3].ends_with('d'), "{out}");
         assert_eq!(cells[cells.len() - 2..], ["no", "-"], "{out}");
     }
+}
+
+#[test]
+fn cache_commands_purge_and_say_how_many_responses_went() {
+    let server = caching_server();
+    let herdsman = Running::start_with(
+        Setup::new().admin().server("s1", server.addr),
+        "[pool.cache]\n",
+    );
+    for target in ["/a", "/img/1", "/t/red/1"] {
+        body_of(herdsman.web, "test.local", target, "");
+    }
+    body_of(
+        herdsman.web,
+        "test.local",
+        "/a",
+        "Accept-Encoding: gzip\r\n",
+    );
+    assert_eq!(
+        ctl_ok(&herdsman, &["cache", "purge", "test.local/a"]),
+        "test.local/a: 2 responses purged\n"
+    );
+    assert_eq!(
+        ctl_ok(&herdsman, &["cache", "ban", "test.local", "/img/"]),
+        "test.local/img/*: 1 response purged\n"
+    );
+    assert_eq!(
+        ctl_ok(&herdsman, &["cache", "purge-tag", "red"]),
+        "tag red: 1 response purged\n"
+    );
+    // What went is asked of the server again.
+    for target in ["/a", "/img/1", "/t/red/1"] {
+        let before = requests_for(&server, target);
+        body_of(herdsman.web, "test.local", target, "");
+        assert_eq!(requests_for(&server, target), before + 1, "{target}");
+    }
+    let refused = ctl_fails(herdsman.admin, None, &["cache", "purge", "ftp://h/a"]);
+    assert!(
+        refused.contains("scheme other than http or https"),
+        "{refused}"
+    );
 }

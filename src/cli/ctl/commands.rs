@@ -90,6 +90,85 @@ pub enum CtlCommand {
         #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
         server: ServerPath,
     },
+    /// Take responses out of the cache: one URL, a host's paths, or a tag's.
+    Cache {
+        #[command(subcommand)]
+        command: CacheCommand,
+    },
+}
+
+/// `herdsman ctl cache …`: each says how many responses went.
+#[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
+pub enum CacheCommand {
+    /// Purge one URL with all its variants: http://host/path?query for that scheme, or
+    /// host/path?query for both.
+    Purge {
+        url: String,
+        /// Only in this pool (default: every pool that caches).
+        #[arg(long, value_parser = parse_name)]
+        pool: Option<String>,
+    },
+    /// Purge every response for HOST whose path starts with PATH_PREFIX (default /: all of
+    /// them).
+    Ban {
+        host: String,
+        path_prefix: Option<String>,
+        /// Only in this pool (default: every pool that caches).
+        #[arg(long, value_parser = parse_name)]
+        pool: Option<String>,
+    },
+    /// Purge every response whose Surrogate-Key or Cache-Tag carried TAG.
+    PurgeTag { tag: String },
+}
+
+impl CacheCommand {
+    fn call(&self) -> Call {
+        let (path, mut body) = match self {
+            CacheCommand::Purge { url, .. } => ("/api/cache/purge", json!({ "url": url })),
+            CacheCommand::Ban {
+                host, path_prefix, ..
+            } => {
+                let mut body = json!({ "host": host });
+                if let Some(prefix) = path_prefix {
+                    body["path_prefix"] = json!(prefix);
+                }
+                ("/api/cache/ban", body)
+            }
+            CacheCommand::PurgeTag { tag } => ("/api/cache/purge-tag", json!({ "tag": tag })),
+        };
+        if let CacheCommand::Purge {
+            pool: Some(pool), ..
+        }
+        | CacheCommand::Ban {
+            pool: Some(pool), ..
+        } = self
+        {
+            body["pool"] = json!(pool);
+        }
+        Call {
+            method: "POST",
+            path: path.to_string(),
+            body: Some(body.to_string()),
+        }
+    }
+
+    /// `what: N responses purged`.
+    fn describe_success(&self, body: &[u8]) -> Result<String, CtlError> {
+        let reply: PurgeReply = parse_json(body)?;
+        let what = match self {
+            CacheCommand::Purge { url, .. } => url.clone(),
+            CacheCommand::Ban {
+                host, path_prefix, ..
+            } => format!("{host}{}*", path_prefix.as_deref().unwrap_or("/")),
+            CacheCommand::PurgeTag { tag } => format!("tag {tag}"),
+        };
+        let responses = if reply.purged == 1 {
+            "response"
+        } else {
+            "responses"
+        };
+        Ok(format!("{what}: {} {responses} purged\n", reply.purged))
+    }
 }
 
 /// A server named as `POOL/SERVER`.
@@ -172,6 +251,7 @@ impl CtlCommand {
             CtlCommand::TestToken { server } => {
                 call("GET", format!("{}/test-token", server_path(server)), None)
             }
+            CtlCommand::Cache { command } => command.call(),
         }
     }
 
@@ -232,6 +312,7 @@ impl CtlCommand {
                 // The token alone first, for scripts; then how to use it.
                 format!("{}\n{}: {}\n", reply.token, reply.header, reply.token)
             }
+            CtlCommand::Cache { command } => command.describe_success(body)?,
         };
         Ok(text)
     }
@@ -243,6 +324,12 @@ struct ReloadReply {
     /// Absent from herdsman before it said: none.
     #[serde(default)]
     restart_required: Vec<String>,
+}
+
+/// What `/api/cache/…` answers, as far as `ctl` reads it.
+#[derive(Debug, Deserialize)]
+struct PurgeReply {
+    purged: u64,
 }
 
 #[derive(Debug, Deserialize)]

@@ -142,6 +142,34 @@ mod tests {
         assert_eq!((call.method, call.path.as_str()), ("POST", "/api/reload"));
         let call = call_of(&["test-token", "web.v2/b-1"]);
         assert_eq!(call.path, "/api/pools/web.v2/servers/b-1/test-token");
+
+        let call = call_of(&["cache", "purge", "example.com/a?b=1"]);
+        assert_eq!(
+            (call.method, call.path.as_str()),
+            ("POST", "/api/cache/purge")
+        );
+        assert_eq!(body_json(&call), json!({ "url": "example.com/a?b=1" }));
+        let call = call_of(&["cache", "purge", "https://h/a", "--pool", "web"]);
+        assert_eq!(
+            body_json(&call),
+            json!({ "url": "https://h/a", "pool": "web" })
+        );
+        let call = call_of(&["cache", "ban", "example.com", "/img/"]);
+        assert_eq!(
+            (call.method, call.path.as_str()),
+            ("POST", "/api/cache/ban")
+        );
+        assert_eq!(
+            body_json(&call),
+            json!({ "host": "example.com", "path_prefix": "/img/" })
+        );
+        assert_eq!(
+            body_json(&call_of(&["cache", "ban", "example.com"])),
+            json!({ "host": "example.com" })
+        );
+        let call = call_of(&["cache", "purge-tag", "product-42"]);
+        assert_eq!(call.path, "/api/cache/purge-tag");
+        assert_eq!(body_json(&call), json!({ "tag": "product-42" }));
     }
 
     #[test]
@@ -166,6 +194,10 @@ mod tests {
             &["add", "app", "c"],
             &["frobnicate"],
             &[],
+            &["cache"],
+            &["cache", "purge"],
+            &["cache", "purge", "h/a", "--pool", "a b"],
+            &["cache", "purge-tag"],
         ] {
             assert!(parse(args).is_err(), "{args:?} was accepted");
         }
@@ -251,6 +283,21 @@ mod tests {
                 br#"{"header":"X-Herdsman-Test","token":"abc123"}"#
             ),
             "abc123\nX-Herdsman-Test: abc123\n"
+        );
+        assert_eq!(
+            describe(&["cache", "purge", "example.com/a"], br#"{"purged":3}"#),
+            "example.com/a: 3 responses purged\n"
+        );
+        assert_eq!(
+            describe(
+                &["cache", "ban", "example.com", "/img/"],
+                br#"{"purged":1}"#
+            ),
+            "example.com/img/*: 1 response purged\n"
+        );
+        assert_eq!(
+            describe(&["cache", "purge-tag", "red"], br#"{"purged":0}"#),
+            "tag red: 0 responses purged\n"
         );
         let error = parse(&["drain", "app/b"])
             .unwrap()

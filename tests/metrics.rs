@@ -1,6 +1,7 @@
 //! `GET /metrics` on the admin API: the whole output passes Prometheus's own checker (`promtool
 //! check metrics`, which parses it and lints the names) and parses with a Rust text-format
-//! parser, and the values move as traffic flows, servers change state and the config reloads.
+//! parser, and the values move as traffic flows, servers change state and the config reloads,
+//! and the cache's outcomes and holdings are counted per pool.
 
 mod admin_support;
 mod common;
@@ -8,7 +9,7 @@ mod common;
 use std::io::Write;
 use std::process::{Command, Stdio};
 
-use admin_support::Running;
+use admin_support::{body_of, caching_server, Running};
 use common::*;
 use prometheus_parse::{Scrape, Value};
 
@@ -396,4 +397,73 @@ fn tls_handshakes_failures_and_certificate_expiry_are_reported() {
         let labels = [("listener", "web"), ("name", host)];
         assert_eq!(after.value("herdsman_certificate_name_info", &labels), 1.0);
     }
+}
+
+#[test]
+fn cache_outcomes_and_holdings_are_counted_per_pool() {
+    let server = caching_server();
+    let running = Running::start_with(
+        Setup::new().admin().server("s1", server.addr),
+        "[pool.cache]\n",
+    );
+    // A miss, then two hits.
+    for _ in 0..3 {
+        body_of(running.web, "test.local", "/m/1", "");
+    }
+    // Four at once on an object the server takes 500 ms to make: one fetches, three follow it.
+    let web = running.web;
+    let herd: Vec<_> = (0..4)
+        .map(|_| std::thread::spawn(move || body_of(web, "test.local", "/slow/1", "")))
+        .collect();
+    for client in herd {
+        assert_eq!(client.join().unwrap(), "/slow/1 answer 1");
+    }
+    // Stored stale; then the server fails and the stale answer stands in.
+    body_of(running.web, "test.local", "/stale/1", "");
+    assert_eq!(
+        body_of(running.web, "test.local", "/stale/1", ""),
+        "/stale/1 answer 1"
+    );
+
+    let metrics = eventually_scraped(&running, |metrics| {
+        metrics.sum("herdsman_cache_requests_total", &[("pool", "app")]) == 9.0
+    });
+    let requests = |result| {
+        metrics.value(
+            "herdsman_cache_requests_total",
+            &[("pool", "app"), ("result", result)],
+        )
+    };
+    assert_eq!(
+        [
+            requests("hit"),
+            requests("miss"),
+            requests("collapsed"),
+            requests("stale")
+        ],
+        [2.0, 3.0, 3.0, 1.0],
+        "{}",
+        metrics.text
+    );
+    assert_eq!(requests("lock_timeout"), 0.0);
+    assert_eq!(
+        metrics.value("herdsman_cache_objects", &[("pool", "app")]),
+        3.0
+    );
+    let bytes = metrics.value("herdsman_cache_bytes", &[("pool", "app")]);
+    assert!(bytes > 3.0 * 576.0, "{bytes}");
+    assert_eq!(
+        metrics.value("herdsman_cache_evictions_total", &[("pool", "app")]),
+        0.0
+    );
+    promtool_check(&metrics.text);
+
+    // The pools' JSON says the same, with the hit ratio: 6 of the 9 answered from the cache.
+    let (status, pools) = running.api("GET", "/api/pools", None);
+    assert_eq!(status, 200);
+    let cache = &pools["pools"][0]["cache"];
+    assert_eq!(cache["requests"]["collapsed"], 3, "{cache}");
+    assert_eq!(cache["objects"], 3, "{cache}");
+    let ratio = cache["hit_ratio"].as_f64().unwrap();
+    assert!((ratio - 6.0 / 9.0).abs() < 1e-9, "{cache}");
 }

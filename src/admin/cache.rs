@@ -4,6 +4,9 @@
 //! …, "path_prefix": …}` (every response for the host whose target starts with the prefix) and
 //! `POST /api/cache/purge-tag` `{"tag": …}` (every response whose `Surrogate-Key` or `Cache-Tag`
 //! carried the tag). The keys are written by `cache::key`, as the exchange writes them.
+//!
+//! Also the pools as `GET /api/pools` and `/metrics` report them: the registry's view, with what
+//! the store holds of each caching pool.
 
 use serde_json::json;
 
@@ -13,7 +16,7 @@ use crate::cache::key::{check_host, check_path, write_path_prefix, write_primary
 use crate::cache::shared::SharedStore;
 use crate::cache::Store;
 use crate::config::is_valid_name;
-use crate::upstream::registry::Registry;
+use crate::upstream::registry::{PoolsView, Registry};
 
 /// Examples of each body, for the messages that refuse one.
 const PURGE_EXAMPLE: &str = r#"{"url":"http://example.com/a?b=1"} (a URL without a scheme, e.g. "example.com/a", purges both; "pool" optional)"#;
@@ -149,4 +152,21 @@ fn caching_pools(registry: &Registry, pool: Option<Field>) -> Result<Vec<String>
         return Err(field.refuse("names a pool without [pool.cache]: nothing of it is cached"));
     }
     Ok(vec![name.to_string()])
+}
+
+/// The registry's view of the pools, with each caching pool's objects, bytes and evictions from
+/// the store's index (zero when no store is made yet).
+pub(super) fn pools_with_cache(registry: &Registry, cache: &SharedStore) -> PoolsView {
+    let mut view = registry.pools();
+    let Some(store) = cache.current() else {
+        return view;
+    };
+    let held_by_pool = store.held_by_pool();
+    for pool in &mut view.pools {
+        let held = held_by_pool.iter().find(|(name, _)| *name == pool.name);
+        if let (Some(cache), Some((_, held))) = (&mut pool.cache, held) {
+            cache.held = *held;
+        }
+    }
+    view
 }

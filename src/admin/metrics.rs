@@ -9,9 +9,11 @@ use std::sync::atomic::Ordering;
 
 use std::sync::Arc;
 
+use crate::cache::shared::SharedStore;
 use crate::config::acme::ManagedCertificate;
 use crate::config::certificates::{Certificate, CertificateStore};
 use crate::config::ServerState;
+use crate::stats::cache::{CacheHeld, PoolCacheView};
 use crate::stats::http2::{Http2Report, CODES};
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::tls::{HandshakeFailed, TlsReport, HANDSHAKE_BUCKETS_MS};
@@ -27,7 +29,7 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// The whole exposition, as of now.
-pub fn render(stats: &Stats, registry: &Registry) -> String {
+pub fn render(stats: &Stats, registry: &Registry, cache: &SharedStore) -> String {
     let (reloads, failed_reloads) = registry.reload_counts();
     let figures = Figures {
         access_log_dropped_lines: stats.access_log_dropped_lines.load(Ordering::Relaxed),
@@ -36,7 +38,8 @@ pub fn render(stats: &Stats, registry: &Registry) -> String {
         buffered_file_bytes: stats.buffer_use.disk_written.load(Ordering::Relaxed),
         workers: stats.report(),
         health_checker: stats.health_checker_cpu(),
-        pools: registry.pools(),
+        pools: super::cache::pools_with_cache(registry, cache),
+        cache_memory: cache.current().map(|store| store.memory()),
         tls: stats.tls_reports(),
         certificates: registry.certificates(),
         acme: registry.acme_certificates(),
@@ -60,6 +63,8 @@ struct Figures {
     /// The health checker thread's CPU; `None` where /proc cannot be read.
     health_checker: Option<ThreadCpu>,
     pools: PoolsView,
+    /// `[cache] memory`, while some pool caches.
+    cache_memory: Option<u64>,
     listen_queue: Option<ListenQueueDrops>,
     reloads: u64,
     failed_reloads: u64,
@@ -112,6 +117,7 @@ impl Figures {
         self.write_tls(&mut out);
         self.write_http2(&mut out);
         self.write_pools(&mut out);
+        self.write_cache(&mut out);
         self.write_servers(&mut out);
         self.write_process(&mut out);
         out.text
@@ -555,6 +561,46 @@ impl Figures {
         );
         for pool in pools {
             out.sample(name, &[("pool", &pool.name)], pool.queue_timeouts);
+        }
+    }
+
+    /// The caching pools' requests by what the cache did, and what the store holds of them.
+    fn write_cache(&self, out: &mut Exposition) {
+        let caching: Vec<(&str, &PoolCacheView)> = self
+            .pools
+            .pools
+            .iter()
+            .filter_map(|pool| Some((pool.name.as_str(), pool.cache.as_ref()?)))
+            .collect();
+        if caching.is_empty() {
+            return;
+        }
+        let name = "herdsman_cache_requests_total";
+        out.family(name, "counter", "Requests to a caching pool by what the cache did: hit (fresh), stale (served stale), collapsed (served from another request's fetch), lock_timeout (waited lock_timeout for it, then went to the server), miss (fetched and stored), uncacheable (fetched, not storable), pass (not for the cache), revalidated (a stale object the server confirmed with 304), replaced (revalidation answered with a new response).");
+        for (pool, cache) in &caching {
+            for (outcome, count) in cache.requests.by_outcome() {
+                out.sample(name, &[("pool", pool), ("result", outcome.as_str())], count);
+            }
+        }
+        let per_pool = [
+            ("herdsman_cache_objects", "gauge", "Responses the cache holds for the pool now (each variant of a varying response counts), from the store's index.", (|held: &CacheHeld| held.objects) as fn(&CacheHeld) -> u64),
+            ("herdsman_cache_bytes", "gauge", "Bytes of the cache's budget the pool's entries take now: keys, heads, bodies and each entry's bookkeeping.", |held| held.bytes),
+            ("herdsman_cache_evictions_total", "counter", "The pool's entries evicted to make room, since the store was made (a change to the cache's config makes a new, empty one).", |held| held.evictions),
+        ];
+        for (name, kind, help, value) in per_pool {
+            out.family(name, kind, help);
+            for (pool, cache) in &caching {
+                out.sample(name, &[("pool", pool)], value(&cache.held));
+            }
+        }
+        if let Some(memory) = self.cache_memory {
+            let name = "herdsman_cache_memory_limit_bytes";
+            out.family(
+                name,
+                "gauge",
+                "The cache's budget for the whole process ([cache] memory).",
+            );
+            out.sample(name, &[], memory);
         }
     }
 

@@ -231,7 +231,7 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
         Route::Metrics => Ok(Answer::typed(
             200,
             metrics::CONTENT_TYPE,
-            metrics::render(&shared.stats, registry).into_bytes(),
+            metrics::render(&shared.stats, registry, &shared.cache).into_bytes(),
         )),
         Route::Workers => Ok(Answer::json(
             200,
@@ -249,7 +249,10 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
                 descriptors: Descriptors::now(&shared.stats),
             },
         )),
-        Route::Pools => Ok(Answer::json(200, &registry.pools())),
+        Route::Pools => Ok(Answer::json(
+            200,
+            &cache::pools_with_cache(registry, &shared.cache),
+        )),
         Route::Certificates => Ok(Answer::json(200, &certificates::certificates(registry))),
         Route::Reload => pools::reload(registry),
         // The upgrade is the signal's: the main thread starts the new binary, and this process

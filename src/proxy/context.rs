@@ -284,7 +284,8 @@ impl ProxyContext {
     }
 
     /// Counts a finished exchange that `took` so long: in the worker's requests, and in its
-    /// pool's and server's traffic when it was routed.
+    /// pool's and server's traffic when it was routed (and in its pool's cache counts, when the
+    /// pool caches).
     pub fn record(&self, snapshot: &Snapshot, outcome: &Outcome, took: Duration) {
         let counters = self.counters();
         WorkerCounters::bump(&counters.requests);
@@ -294,6 +295,9 @@ impl ProxyContext {
         };
         let took = Took::of(took);
         pool.traffic.record_took(self.index, outcome.ending, took);
+        if let Some(cache) = outcome.cache {
+            pool.cache_counts.record(self.index, cache);
+        }
         if let Some(server) = server {
             server.traffic.record_took(self.index, outcome.ending, took);
         }

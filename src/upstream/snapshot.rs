@@ -28,6 +28,7 @@ use crate::config::{
     HealthCheck, Limits, ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig,
     RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
 };
+use crate::stats::cache::CacheCounts;
 use crate::stats::traffic::Traffic;
 
 /// Everything the request path needs to know, as of one generation.
@@ -116,6 +117,8 @@ pub struct Pool {
     pub queue: Arc<PoolQueue>,
     /// Every request routed to the pool, by ending and duration; kept across snapshots.
     pub traffic: Arc<Traffic>,
+    /// Its requests by what the cache did for them (while it caches); kept across snapshots.
+    pub cache_counts: Arc<CacheCounts>,
     pub queue_timeout: std::time::Duration,
     /// `[pool.tls]`, for the admin API to show (each server keeps what it connects with).
     pub tls: Option<PoolTls>,
@@ -447,6 +450,7 @@ struct ServerRecord {
 struct PoolRecord {
     queue: Arc<PoolQueue>,
     traffic: Arc<Traffic>,
+    cache_counts: Arc<CacheCounts>,
     retry_budget: Arc<RetryBudget>,
     /// Least-conn's tree, re-weighed while the pool keeps its servers, succeeded when not.
     load_tree: Option<Arc<LoadTree>>,
@@ -593,6 +597,7 @@ impl Lineage {
                 .or_insert_with(|| PoolRecord {
                     queue: Arc::default(),
                     traffic: Arc::new(Traffic::new(config.workers)),
+                    cache_counts: Arc::new(CacheCounts::new(config.workers)),
                     retry_budget: Arc::new(RetryBudget::new(config.workers)),
                     load_tree: None,
                 });
@@ -615,6 +620,7 @@ impl Lineage {
                 retry_budget: Arc::clone(&record.retry_budget),
                 queue: Arc::clone(&record.queue),
                 traffic: Arc::clone(&record.traffic),
+                cache_counts: Arc::clone(&record.cache_counts),
                 queue_timeout: pool.queue_timeout,
                 tls: pool.tls.clone(),
                 cache: pool.cache.clone(),

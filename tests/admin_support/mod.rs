@@ -224,8 +224,10 @@ pub fn with_pool_keys(text: String, keys: &str) -> String {
 
 /// A server whose every answer may be cached for a minute and varies on `Accept-Encoding`; a
 /// target `/t/{tag}/…` is tagged with `Surrogate-Key: {tag}`, `/c/{tag}/…` with `Cache-Tag:
-/// {tag}, all`. The body is the target and how many requests for it the server has seen, so a
-/// client tells a stored answer from a fresh one; `Mock::targets` says what reached it.
+/// {tag}, all`; `/slow/…` is answered after 500 ms; `/stale/…` is stale at once but may stand
+/// in for an error for a minute, and is answered 503 after the first time. The body is the
+/// target and how many requests for it the server has seen, so a client tells a stored answer
+/// from a fresh one; `Mock::targets` says what reached it.
 pub fn caching_server() -> Mock {
     let seen = std::sync::Mutex::new(std::collections::HashMap::<String, usize>::new());
     Mock::start(move |exchange| {
@@ -243,12 +245,25 @@ pub fn caching_server() -> Mock {
             "c" => Some(("Cache-Tag", format!("{tag}, all"))),
             _ => None,
         };
-        let mut headers = vec![("Cache-Control", "max-age=60"), ("Vary", "Accept-Encoding")];
+        let (status, control) = match kind {
+            "slow" => {
+                std::thread::sleep(Duration::from_millis(500));
+                (200, "max-age=60")
+            }
+            "stale" if count > 1 => (503, "no-store"),
+            "stale" => (200, "max-age=0, stale-if-error=60"),
+            _ => (200, "max-age=60"),
+        };
+        let mut headers = vec![("Cache-Control", control), ("Vary", "Accept-Encoding")];
+        if kind == "stale" {
+            // Kept though stale at once: it has a validator to be revalidated with.
+            headers.push(("ETag", "\"v1\""));
+        }
         if let Some((name, value)) = &tag_field {
             headers.push((*name, value.as_str()));
         }
         let body = format!("{target} answer {count}");
-        exchange.respond(200, &headers, body.as_bytes())?;
+        exchange.respond(status, &headers, body.as_bytes())?;
         Ok(Flow::KeepAlive)
     })
 }

@@ -30,6 +30,7 @@ use crate::config::certificates::CertificateStore;
 use crate::config::server_tls::{PoolTls, Roots};
 use crate::config::{Config, ConfigError, IntakeMode, ServerConfig, ServerState};
 use crate::intake::{ListenerChange, ListenerLoad};
+use crate::stats::cache::{CacheHeld, PoolCacheView};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
 use crate::transport::ListenSocket;
 use crate::upstream::health::HealthView;
@@ -116,6 +117,9 @@ pub struct PoolView {
     pub traffic: TrafficTotals,
     /// `[pool.tls]`: `null` for a pool its servers are spoken to in cleartext.
     pub tls: Option<PoolTlsView>,
+    /// `null` for a pool without `[pool.cache]`. What the store holds of the pool (`held`) is
+    /// the admin API's to fill in: the registry does not know the store.
+    pub cache: Option<PoolCacheView>,
     pub servers: Vec<ServerView>,
 }
 
@@ -408,6 +412,14 @@ impl Registry {
                     queue_timeouts: pool.queue.timed_out(),
                     traffic: pool.traffic.totals(),
                     tls: pool.tls.as_ref().map(PoolTlsView::of),
+                    cache: pool.cache.is_some().then(|| {
+                        let requests = pool.cache_counts.totals();
+                        PoolCacheView {
+                            requests,
+                            hit_ratio: requests.hit_ratio(),
+                            held: CacheHeld::default(),
+                        }
+                    }),
                     servers: pool.servers.iter().map(server_view).collect(),
                 })
                 .collect(),

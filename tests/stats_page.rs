@@ -709,3 +709,42 @@ fn a_page_on_another_origin_changes_nothing() {
         "a reload was made"
     );
 }
+
+#[test]
+fn a_caching_pool_s_row_shows_its_hit_ratio() {
+    let herdsman = Herdsman::start_with(None, None, "[pool.cache]\n");
+    let browser = Chromium::launch();
+    let tab = browser.open(&herdsman.page_url());
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables",
+    );
+    let hits = |row: &str| {
+        eval(
+            &tab,
+            &format!("document.querySelector('{row} td.hits').textContent"),
+        )
+    };
+    let pool_row = "tr[data-pool-total=\"app\"]";
+    // Before any request asked the cache: no ratio yet; a server's row has none at all.
+    assert_eq!(hits(pool_row), "–", "{}", herdsman.pools());
+    assert_eq!(hits("tr[data-pool=\"app\"][data-server=\"a\"]"), "");
+    // The servers answer without freshness: every request asks the cache, and none is stored.
+    for n in 0..3 {
+        let mut conn = Conn::connect(herdsman.web);
+        conn.roundtrip(&get_request(&format!("/r/{n}"), "Connection: close\r\n"));
+    }
+    wait_for(
+        &tab,
+        "document.querySelector('tr[data-pool-total=\"app\"] td.hits').textContent === '0.0'",
+        "the pool's hit ratio",
+    );
+    assert_eq!(herdsman.pools()["pools"][0]["cache"]["hit_ratio"], 0.0);
+    let title = eval(
+        &tab,
+        "document.querySelector('tr[data-pool-total=\"app\"] td.hits').title",
+    );
+    assert_eq!(title, "0 objects, 0 bytes held; 0 evicted");
+    assert_no_page_errors(&tab);
+}

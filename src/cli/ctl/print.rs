@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 
+use herdsman::stats::cache::PoolCacheView;
 use herdsman::stats::traffic::TrafficTotals;
 
 /// `GET /api/pools`, as far as `ctl` and `top` read it (unknown fields ignored, so that a newer
@@ -26,6 +27,10 @@ pub struct PoolReply {
     /// none).
     #[serde(default)]
     pub tls: Option<PoolTlsReply>,
+    /// A caching pool's cache figures (absent from herdsman before them, and null for a pool
+    /// that does not cache: none).
+    #[serde(default)]
+    pub cache: Option<PoolCacheView>,
     pub servers: Vec<ServerReply>,
 }
 

@@ -145,15 +145,23 @@ impl View {
     }
 
     fn draw(&self, frame: &mut Frame) {
+        let height = |table: &Table| u16::try_from(table.rows.len() + 1).unwrap_or(u16::MAX);
         let workers_height = self
             .tables
             .as_ref()
-            .map_or(0, |tables| tables.workers.rows.len() + 1);
-        let [summary, status, workers, _, servers] = Layout::vertical([
+            .map_or(0, |tables| height(&tables.workers));
+        // The cache's table and the blank line after it, when some pool caches.
+        let cache_height = self
+            .tables
+            .as_ref()
+            .filter(|tables| !tables.cache.rows.is_empty())
+            .map_or(0, |tables| height(&tables.cache) + 1);
+        let [summary, status, workers, _, cache, servers] = Layout::vertical([
             Constraint::Length(1),
             Constraint::Length(1),
-            Constraint::Length(u16::try_from(workers_height).unwrap_or(u16::MAX)),
+            Constraint::Length(workers_height),
             Constraint::Length(1),
+            Constraint::Length(cache_height),
             Constraint::Fill(1),
         ])
         .areas(frame.area());
@@ -176,6 +184,9 @@ impl View {
         frame.render_widget(Paragraph::new(status_line), status);
         if let Some(tables) = &self.tables {
             frame.render_widget(table_widget(&tables.workers), workers);
+            if cache_height > 0 {
+                frame.render_widget(table_widget(&tables.cache), cache);
+            }
             frame.render_widget(table_widget(&tables.servers), servers);
         }
     }

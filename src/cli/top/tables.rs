@@ -7,6 +7,7 @@
 
 use std::fmt::Write as _;
 
+use herdsman::stats::cache::CacheTotals;
 use herdsman::stats::traffic::TrafficTotals;
 
 use super::sample::{Sample, WorkerFigures, WorkersReply};
@@ -51,6 +52,8 @@ pub struct Tables {
     pub workers: Table,
     /// A row per server, pool by pool.
     pub servers: Table,
+    /// A row per pool that caches (none: not shown).
+    pub cache: Table,
 }
 
 const WORKER_HEADINGS: &[&str] = &[
@@ -71,6 +74,8 @@ const SERVER_HEADINGS: &[&str] = &[
     "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ",
 ];
 const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true, true];
+const CACHE_HEADINGS: &[&str] = &["POOL", "CACHE/S", "HIT%", "OBJECTS", "MIB", "EVICT"];
+const CACHE_NUMERIC: &[bool] = &[false, true, true, true, true, true];
 
 impl Tables {
     /// The figures of the span from `earlier` to `later`. A worker or server missing from
@@ -102,13 +107,24 @@ impl Tables {
                 numeric: SERVER_NUMERIC,
                 rows: server_rows(earlier_pools, &later.pools, seconds),
             },
+            cache: Table {
+                headings: CACHE_HEADINGS,
+                numeric: CACHE_NUMERIC,
+                rows: cache_rows(earlier_pools, &later.pools, seconds),
+            },
         }
     }
 
-    /// The summary line, then the two tables: what `--once` prints.
+    /// The summary line, then the tables (the cache's, when some pool caches, before the
+    /// servers', as the screen shows them): what `--once` prints.
     pub fn plain_text(&self) -> String {
+        let cache = if self.cache.rows.is_empty() {
+            String::new()
+        } else {
+            self.cache.text()
+        };
         format!(
-            "{}\n{}{}",
+            "{}\n{}{cache}{}",
             self.summary,
             self.workers.text(),
             self.servers.text()
@@ -268,6 +284,39 @@ fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -
                 per_request(span.connections_opened, span.requests),
             ]);
         }
+    }
+    rows
+}
+
+/// `POOL CACHE/S HIT% OBJECTS MIB EVICT`, a row per pool that caches: the requests that asked
+/// the cache per second, the share of them answered from it (`CacheTotals::hit_ratio`, `-`
+/// without any) in the span, and what the store holds of the pool now and has evicted of it.
+fn cache_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for pool in &later.pools {
+        let Some(cache) = &pool.cache else {
+            continue;
+        };
+        let then = earlier
+            .and_then(|earlier| earlier.pools.iter().find(|then| then.name == pool.name))
+            .and_then(|then| then.cache)
+            .map_or_else(CacheTotals::default, |then| then.requests);
+        let span = cache.requests.since(&then);
+        let asked = span
+            .by_outcome()
+            .iter()
+            .map(|(_, count)| count)
+            .sum::<u64>()
+            - span.pass;
+        rows.push(vec![
+            pool.name.clone(),
+            per_second(asked, seconds),
+            span.hit_ratio()
+                .map_or_else(|| "-".to_string(), |ratio| format!("{:.1}", ratio * 100.0)),
+            cache.held.objects.to_string(),
+            format!("{:.1}", cache.held.bytes as f64 / (1024.0 * 1024.0)),
+            cache.held.evictions.to_string(),
+        ]);
     }
     rows
 }
@@ -516,6 +565,36 @@ empty  (no servers)
         assert_eq!(tables.workers.rows[0][8], "1450.0");
         // Server a: 1600 requests, 20 5xx + 2 unanswered.
         assert_eq!(tables.servers.rows[0][4..6], ["800.0", "11.0"]);
+    }
+
+    #[test]
+    fn a_caching_pool_gets_a_row_with_its_hit_ratio_in_the_span() {
+        let (mut earlier, mut later) = two_samples();
+        let cache = |hit: u64, miss: u64, pass: u64, objects: u64| {
+            serde_json::from_value(json!({
+                "requests": { "hit": hit, "miss": miss, "pass": pass },
+                "hit_ratio": null, "objects": objects, "bytes": 3 * 1024 * 1024, "evictions": 2,
+            }))
+            .unwrap()
+        };
+        earlier.pools.pools[0].cache = Some(cache(10, 10, 0, 5));
+        later.pools.pools[0].cache = Some(cache(40, 20, 6, 7));
+        let tables = Tables::between(&earlier, &later);
+        // 30 hits and 10 misses in 2 s; the 6 passes did not ask the cache.
+        assert_eq!(
+            tables.cache.rows,
+            [["demo", "20.0", "75.0", "7", "3.0", "2"]]
+        );
+        assert!(
+            tables
+                .plain_text()
+                .contains("\nPOOL  CACHE/S  HIT%  OBJECTS  MIB  EVICT\ndemo     20.0  75.0        7  3.0      2\n"),
+            "{}",
+            tables.plain_text()
+        );
+        // No pool caches: no table.
+        let (earlier, later) = two_samples();
+        assert!(Tables::between(&earlier, &later).cache.rows.is_empty());
     }
 
     #[test]

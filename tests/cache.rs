@@ -686,3 +686,73 @@ fn dechunked(mut body: &str) -> Option<String> {
         body = rest.get(size..)?.strip_prefix("\r\n")?;
     }
 }
+
+#[test]
+fn a_route_caches_on_its_own_or_not_at_all() {
+    let (server, counts) = counting_server(&[
+        ("/static/logo", &[("Cache-Control", "max-age=60")]),
+        ("/api/items", &[("Cache-Control", "max-age=60")]),
+        ("/page", &[("Cache-Control", "max-age=60")]),
+    ]);
+    // The pool caches nothing; one route caches with its own rules.
+    let toml = Setup::new().server("s1", server.addr).toml("127.0.0.1:0");
+    let routes = "[[route]]\npath_prefix = \"/static/\"\npool = \"app\"\n\n\
+                  [route.cache]\ncache_status = true\n";
+    let proxy = Proxy::start(&format!("{toml}\n{routes}"));
+    for _ in 0..3 {
+        proxy.get("/static/logo");
+        proxy.get("/page");
+    }
+    assert_eq!(requests_for(&counts, "/static/logo"), 1, "the route caches");
+    assert_eq!(requests_for(&counts, "/page"), 3, "the pool does not");
+    let hit = proxy.get("/static/logo");
+    assert!(
+        hit.header("cache-status").is_some(),
+        "with the route's own rules"
+    );
+    drop(proxy);
+
+    // The pool caches; one route turns it off.
+    let routes = "[[route]]\npath_prefix = \"/api/\"\npool = \"app\"\n\n\
+                  [route.cache]\nenabled = false\n";
+    let proxy = Proxy::start(&format!("{toml}\n[pool.cache]\n\n{routes}"));
+    for _ in 0..3 {
+        proxy.get("/api/items");
+        proxy.get("/page");
+    }
+    assert_eq!(requests_for(&counts, "/api/items"), 3, "not for this route");
+    assert_eq!(
+        requests_for(&counts, "/page"),
+        4,
+        "the pool's own: stored once more"
+    );
+}
+
+#[test]
+fn key_cookies_keep_an_object_per_value() {
+    let (server, counts) = counting_server(&[("/home", &[("Cache-Control", "max-age=60")])]);
+    let proxy = cached_proxy(&server, "key_cookies = [\"lang\"]");
+    let with = |cookie: &str| {
+        proxy
+            .get_from_host("test.local", "/home", &format!("Cookie: {cookie}\r\n"))
+            .body_text()
+    };
+    assert_eq!(with("lang=en"), "/home answer 1");
+    assert_eq!(
+        with("lang=fr"),
+        "/home answer 2",
+        "another value, another object"
+    );
+    assert_eq!(
+        with("session=abc; lang=en"),
+        "/home answer 1",
+        "other cookies aside"
+    );
+    assert_eq!(with("lang=fr; theme=dark"), "/home answer 2");
+    assert_eq!(
+        proxy.get("/home").body_text(),
+        "/home answer 3",
+        "no cookie: its own"
+    );
+    assert_eq!(requests_for(&counts, "/home"), 3);
+}

@@ -131,7 +131,7 @@ fn store_of(cache: &SharedStore) -> Result<std::sync::Arc<Store>, ApiError> {
 /// caches.
 fn caching_pools(registry: &Registry, pool: Option<Field>) -> Result<Vec<String>, ApiError> {
     let snapshot = registry.snapshot_handle().load_full();
-    let caching = snapshot.pools.iter().filter(|pool| pool.cache.is_some());
+    let caching = snapshot.pools.iter().filter(|pool| pool.caches);
     let Some(field) = pool else {
         return Ok(caching.map(|pool| pool.name.clone()).collect());
     };

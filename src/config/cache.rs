@@ -31,6 +31,18 @@ pub const POISONING_FIELDS: [&str; 6] = [
     "x-http-host-override",
 ];
 
+/// A route's `[route.cache]`: its own cache rules in place of its pool's.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum RouteCache {
+    /// No `[route.cache]`: the pool's.
+    #[default]
+    Pool,
+    /// `enabled = false`: nothing of the route is cached, whatever its pool does.
+    Off,
+    /// The route's requests are cached with these rules (under its pool's name in the key).
+    On(Box<PoolCache>),
+}
+
 /// A pool's `[pool.cache]`: its GET responses are stored as RFC 9111 allows a shared cache, and
 /// served again without a server while fresh.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -53,6 +65,9 @@ pub struct PoolCache {
     /// Request fields added to the key (lower case): a response is served only to requests with
     /// the same values of them.
     pub key_headers: Vec<String>,
+    /// Cookies whose values are added to the key (as the request's `Cookie` names them, case
+    /// kept): a stored response is served only to requests with the same values of them.
+    pub key_cookies: Vec<String>,
     /// Of [`POISONING_FIELDS`], those the operator has the pool forward though they are not in
     /// the key (lower case); `check` warns of each.
     pub forward_unkeyed: Vec<String>,
@@ -75,6 +90,7 @@ impl Default for PoolCache {
             grace: Duration::ZERO,
             store_set_cookie: false,
             key_headers: Vec::new(),
+            key_cookies: Vec::new(),
             forward_unkeyed: Vec::new(),
             stripped: POISONING_FIELDS.to_vec(),
             cache_status: false,

@@ -6,7 +6,7 @@
 
 pub mod acme;
 mod cache;
-pub use cache::{CacheSettings, PoolCache, POISONING_FIELDS};
+pub use cache::{CacheSettings, PoolCache, RouteCache, POISONING_FIELDS};
 pub mod certificates;
 mod check;
 pub mod descriptors;
@@ -537,6 +537,8 @@ pub struct RouteConfig {
     pub timeouts: ExchangeTimeouts,
     /// `[route.buffering]`: request or response buffering off for this route.
     pub buffering: RouteBuffering,
+    /// `[route.cache]`: the route's cache rules over its pool's.
+    pub cache: RouteCache,
 }
 
 impl RouteConfig {
@@ -549,6 +551,7 @@ impl RouteConfig {
             pool: 0,
             timeouts: Timeouts::default().exchange(),
             buffering: RouteBuffering::default(),
+            cache: RouteCache::Pool,
         }
     }
 

@@ -233,6 +233,11 @@ pub fn look_up(
         let values = values_of(request.headers, name.as_bytes());
         write_field(&mut key, name.as_bytes(), &values);
     }
+    for name in &config.key_cookies {
+        let values = cookie_values(request.headers, name.as_bytes());
+        key.extend_from_slice(b"cookie ");
+        write_field(&mut key, name.as_bytes(), &values);
+    }
     let safe = matches!(
         request.method,
         Method::Get | Method::Head | Method::Options | Method::Trace
@@ -571,6 +576,19 @@ fn strip_unkeyed(config: &PoolCache, headers: &[httparse::Header<'_>], out: &mut
     if present {
         remove_fields(out, &config.stripped);
     }
+}
+
+/// The request's values of cookie `name`, from its `Cookie` fields (`a=1; b=2`).
+fn cookie_values<'b>(headers: &[httparse::Header<'b>], name: &[u8]) -> Vec<&'b [u8]> {
+    values_of(headers, b"cookie")
+        .into_iter()
+        .flat_map(|line| line.split(|&byte| byte == b';'))
+        .filter_map(|pair| {
+            let pair = pair.trim_ascii();
+            let at = pair.iter().position(|&byte| byte == b'=')?;
+            (pair[..at].trim_ascii() == name).then(|| pair[at + 1..].trim_ascii())
+        })
+        .collect()
 }
 
 /// The request's values of field `name`.
@@ -934,7 +952,7 @@ pub async fn follow<D: Downstream>(
     flight: Arc<Flight>,
     outcome: &mut Outcome,
 ) -> Option<Exchanged> {
-    let config = snapshot.pools[facts.choice.pool].cache.as_ref()?;
+    let config = snapshot.cache_for(facts.choice.route, facts.choice.pool)?;
     let waited = Moment::now();
     let mut flight = flight;
     let head = loop {

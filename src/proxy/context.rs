@@ -16,6 +16,7 @@ use super::{Client, Downstream, Outcome};
 use crate::access_log::{Entry, LogSink, Tls, WorkerAccessLog};
 use crate::cache::shared::{CacheConfig, SharedStore};
 use crate::cache::Store;
+use crate::config::RouteCache;
 use crate::http2::servers::ServerConnections;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::{Ending, Took};
@@ -33,6 +34,18 @@ fn cache_config(snapshot: &Snapshot) -> CacheConfig {
             .pools
             .iter()
             .filter_map(|pool| Some((pool.name.clone(), pool.cache.clone()?)))
+            .chain(
+                snapshot
+                    .routes
+                    .iter()
+                    .filter_map(|route| match &route.cache {
+                        RouteCache::On(rules) => {
+                            let pool = &snapshot.pools.get(route.pool)?.name;
+                            Some((format!("{pool} (a route's)"), (**rules).clone()))
+                        }
+                        _ => None,
+                    }),
+            )
             .collect(),
     }
 }

@@ -305,7 +305,7 @@ async fn stale_instead<D: Downstream>(
     outcome: &mut Outcome,
 ) -> Option<Exchanged> {
     client.cache.stale.as_ref()?;
-    let config = snapshot.pools[facts.choice.pool].cache.as_ref()?;
+    let config = snapshot.cache_for(facts.choice.route, facts.choice.pool)?;
     let writing = HitWriting {
         framing: hit_framing(context, &facts),
         hsts: &client.hsts,
@@ -329,7 +329,7 @@ async fn revalidated<D: Downstream>(
     outcome: &mut Outcome,
 ) -> Exchanged {
     let plan = client.cache.fill.take();
-    let config = snapshot.pools[facts.choice.pool].cache.as_ref();
+    let config = snapshot.cache_for(facts.choice.route, facts.choice.pool);
     let writing = HitWriting {
         framing: hit_framing(context, &facts),
         hsts: &client.hsts,
@@ -521,7 +521,7 @@ async fn read_request<D: Downstream>(
                 )
                 .map_err(Failure::from_request_head)?;
                 let pool = &snapshot.pools[facts.choice.pool];
-                if let Some(config) = &pool.cache {
+                if let Some(config) = snapshot.cache_for(facts.choice.route, facts.choice.pool) {
                     let hsts = snapshot
                         .listener_tls(listener)
                         .filter(|_| secure)
@@ -709,7 +709,11 @@ async fn forward<'s, D: Downstream>(
                     let (filling, did) = (*plan).start(&client.out, start.body_to_client());
                     client.cache.filling = filling;
                     outcome.cache = Some(did);
-                } else if pool.cache.is_some() && outcome.cache.is_none() {
+                } else if outcome.cache.is_none()
+                    && snapshot
+                        .cache_for(facts.choice.route, facts.choice.pool)
+                        .is_some()
+                {
                     // Not for the cache: another method, a range, a method override, no-store.
                     outcome.cache = Some(CacheOutcome::Pass);
                 }

@@ -25,8 +25,8 @@ use crate::config::server_tls::{PoolTls, ServerTls};
 use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
-    HealthCheck, Limits, ListenerConfig, Passive, PoolConfig, RetryOn, RouteBuffering, RouteConfig,
-    RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
+    HealthCheck, Limits, ListenerConfig, Passive, PoolCache, PoolConfig, RetryOn, RouteBuffering,
+    RouteCache, RouteConfig, RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
 };
 use crate::stats::cache::CacheCounts;
 use crate::stats::traffic::Traffic;
@@ -124,6 +124,8 @@ pub struct Pool {
     pub tls: Option<PoolTls>,
     /// `[pool.cache]`: its responses are cached. `None`: never.
     pub cache: Option<crate::config::PoolCache>,
+    /// Some of its requests are cached: it has `[pool.cache]`, or a route to it has its own.
+    pub caches: bool,
 }
 
 /// A pool's queue: requests wait here, on any worker, when every server that may take them is
@@ -384,6 +386,19 @@ impl Snapshot {
             .map_or_else(|| self.timeouts.exchange(), |route| route.timeouts)
     }
 
+    /// The cache rules of a request that `route` matched, routed to `pool`: its
+    /// `[route.cache]`, else the pool's `[pool.cache]`; `None` when it is not cached.
+    pub fn cache_for(&self, route: Option<usize>, pool: usize) -> Option<&PoolCache> {
+        match route
+            .and_then(|index| self.routes.get(index))
+            .map(|route| &route.cache)
+        {
+            Some(RouteCache::Off) => None,
+            Some(RouteCache::On(rules)) => Some(rules),
+            Some(RouteCache::Pool) | None => self.pools.get(pool)?.cache.as_ref(),
+        }
+    }
+
     /// The buffering a request's route allows: its `[route.buffering]`, or both.
     pub fn route_buffering(&self, route: Option<usize>) -> RouteBuffering {
         route
@@ -497,7 +512,7 @@ impl Lineage {
         let now = std::time::Instant::now();
         let mut seen = HashMap::new();
         let mut pools = Vec::with_capacity(config.pools.len());
-        for pool in &config.pools {
+        for (index, pool) in config.pools.iter().enumerate() {
             let key = self.key_for(pool)?;
             let servers: Vec<Server> = pool
                 .servers
@@ -624,6 +639,10 @@ impl Lineage {
                 queue_timeout: pool.queue_timeout,
                 tls: pool.tls.clone(),
                 cache: pool.cache.clone(),
+                caches: pool.cache.is_some()
+                    || config.routes.iter().any(|route| {
+                        route.pool == index && matches!(route.cache, RouteCache::On(_))
+                    }),
                 servers,
             });
         }

@@ -364,6 +364,7 @@ mod tests {
                         request: None,
                     },
                     buffering: RouteBuffering::default(),
+                    cache: crate::config::RouteCache::Pool,
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -375,6 +376,7 @@ mod tests {
                         request: None,
                     },
                     buffering: RouteBuffering::default(),
+                    cache: crate::config::RouteCache::Pool,
                 },
             ]),
             admin: None,

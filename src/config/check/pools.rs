@@ -136,9 +136,10 @@ impl Checker {
     }
 
     /// `[pool.cache]`: `None` when `enabled = false`.
-    fn pool_cache(&mut self, table: &Table, raw: &RawPoolCache) -> Option<PoolCache> {
+    pub(super) fn pool_cache(&mut self, table: &Table, raw: &RawPoolCache) -> Option<PoolCache> {
         let default = PoolCache::default();
         let key_headers = self.field_names(table, "key_headers", &raw.key_headers);
+        let key_cookies = self.cookie_names(table, &raw.key_cookies);
         let mut forward_unkeyed = self.field_names(table, "forward_unkeyed", &raw.forward_unkeyed);
         forward_unkeyed.retain(|name| {
             let line = raw.forward_unkeyed.as_ref().map(|names| {
@@ -215,6 +216,7 @@ impl Checker {
                 .as_ref()
                 .is_some_and(|store| *store.get_ref()),
             key_headers,
+            key_cookies,
             forward_unkeyed,
             stripped,
             cache_status: raw.cache_status.as_ref().is_some_and(|on| *on.get_ref()),
@@ -253,6 +255,34 @@ impl Checker {
                     field.span(),
                     &quoted(field.get_ref()),
                     &why,
+                );
+                None
+            })
+            .collect()
+    }
+
+    /// `key_cookies`: cookie names (tokens, case kept); each that is not one is refused.
+    fn cookie_names(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    ) -> Vec<String> {
+        let Some(names) = raw else {
+            return Vec::new();
+        };
+        names
+            .get_ref()
+            .iter()
+            .filter_map(|cookie| {
+                if is_token(cookie.get_ref()) {
+                    return Some(cookie.get_ref().clone());
+                }
+                let why = "not a cookie name; e.g. key_cookies = [\"lang\"]";
+                self.reject(
+                    &table.key("key_cookies"),
+                    cookie.span(),
+                    &quoted(cookie.get_ref()),
+                    why,
                 );
                 None
             })

@@ -7,7 +7,8 @@ use super::primitives::{quoted, Zero};
 use super::{Checker, Table};
 use crate::config::raw::{RawPool, RawRoute};
 use crate::config::{
-    ConfigProblem, ExchangeTimeouts, HostPattern, RouteBuffering, RouteConfig, RouteIndex, Timeouts,
+    ConfigProblem, ExchangeTimeouts, HostPattern, RouteBuffering, RouteCache, RouteConfig,
+    RouteIndex, Timeouts,
 };
 
 impl Checker {
@@ -85,12 +86,26 @@ impl Checker {
                 request: on(&raw.get_ref().request),
                 response: on(&raw.get_ref().response),
             });
+        let cache = match &route.cache {
+            None => RouteCache::Pool,
+            Some(raw) => {
+                let cache_table = Table {
+                    path: table.key("cache"),
+                    line: self.lines.line_of(raw.span().start),
+                };
+                match self.pool_cache(&cache_table, raw.get_ref()) {
+                    Some(rules) => RouteCache::On(Box::new(rules)),
+                    None => RouteCache::Off,
+                }
+            }
+        };
         RouteConfig {
             host,
             path_prefix,
             pool: self.pool_index(table, &route.pool, pools),
             timeouts,
             buffering,
+            cache,
         }
     }
 

@@ -412,7 +412,7 @@ impl Registry {
                     queue_timeouts: pool.queue.timed_out(),
                     traffic: pool.traffic.totals(),
                     tls: pool.tls.as_ref().map(PoolTlsView::of),
-                    cache: pool.cache.is_some().then(|| {
+                    cache: pool.caches.then(|| {
                         let requests = pool.cache_counts.totals();
                         PoolCacheView {
                             requests,

@@ -239,33 +239,30 @@ impl Checker {
         name: &str,
         raw: &Option<Spanned<Vec<Spanned<String>>>>,
     ) -> Vec<String> {
-        let Some(names) = raw else {
-            return Vec::new();
-        };
-        names
-            .get_ref()
-            .iter()
-            .filter_map(|field| {
-                if is_token(field.get_ref()) {
-                    return Some(field.get_ref().to_ascii_lowercase());
-                }
-                let why = format!("not a field name; e.g. {name} = [\"X-Tenant\"]");
-                self.reject(
-                    &table.key(name),
-                    field.span(),
-                    &quoted(field.get_ref()),
-                    &why,
-                );
-                None
-            })
+        let why = format!("not a field name; e.g. {name} = [\"X-Tenant\"]");
+        self.token_list(table, name, raw, &why)
+            .into_iter()
+            .map(|field| field.to_ascii_lowercase())
             .collect()
     }
 
-    /// `key_cookies`: cookie names (tokens, case kept); each that is not one is refused.
+    /// `key_cookies`: cookie names (case kept); each that is not one is refused.
     fn cookie_names(
         &mut self,
         table: &Table,
         raw: &Option<Spanned<Vec<Spanned<String>>>>,
+    ) -> Vec<String> {
+        let why = "not a cookie name; e.g. key_cookies = [\"lang\"]";
+        self.token_list(table, "key_cookies", raw, why)
+    }
+
+    /// A list of tokens at `name` in `table`; each that is not one is refused with `why`.
+    fn token_list(
+        &mut self,
+        table: &Table,
+        name: &str,
+        raw: &Option<Spanned<Vec<Spanned<String>>>>,
+        why: &str,
     ) -> Vec<String> {
         let Some(names) = raw else {
             return Vec::new();
@@ -273,15 +270,14 @@ impl Checker {
         names
             .get_ref()
             .iter()
-            .filter_map(|cookie| {
-                if is_token(cookie.get_ref()) {
-                    return Some(cookie.get_ref().clone());
+            .filter_map(|token| {
+                if is_token(token.get_ref()) {
+                    return Some(token.get_ref().clone());
                 }
-                let why = "not a cookie name; e.g. key_cookies = [\"lang\"]";
                 self.reject(
-                    &table.key("key_cookies"),
-                    cookie.span(),
-                    &quoted(cookie.get_ref()),
+                    &table.key(name),
+                    token.span(),
+                    &quoted(token.get_ref()),
                     why,
                 );
                 None

@@ -40,6 +40,9 @@ pub fn render(stats: &Stats, registry: &Registry, cache: &SharedStore) -> String
         health_checker: stats.health_checker_cpu(),
         pools: super::cache::pools_with_cache(registry, cache),
         cache_memory: cache.current().map(|store| store.memory()),
+        cache_disk: cache
+            .current()
+            .and_then(|store| store.disk().map(|disk| DiskFigures::of(disk))),
         tls: stats.tls_reports(),
         certificates: registry.certificates(),
         acme: registry.acme_certificates(),
@@ -49,6 +52,28 @@ pub fn render(stats: &Stats, registry: &Registry, cache: &SharedStore) -> String
         descriptors: Descriptors::now(stats),
     };
     figures.write()
+}
+
+/// What the cache's disk tier holds and did.
+struct DiskFigures {
+    files: u64,
+    bytes: u64,
+    read: u64,
+    written: u64,
+    corrupt: u64,
+}
+
+impl DiskFigures {
+    fn of(disk: &crate::cache::disk::Disk) -> DiskFigures {
+        let (files, bytes) = disk.held();
+        DiskFigures {
+            files,
+            bytes,
+            read: disk.read.load(Ordering::Relaxed),
+            written: disk.written.load(Ordering::Relaxed),
+            corrupt: disk.corrupt.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// What one scrape reports.
@@ -65,6 +90,8 @@ struct Figures {
     pools: PoolsView,
     /// `[cache] memory`, while some pool caches.
     cache_memory: Option<u64>,
+    /// `[cache.disk]`, while some pool caches with one.
+    cache_disk: Option<DiskFigures>,
     listen_queue: Option<ListenQueueDrops>,
     reloads: u64,
     failed_reloads: u64,
@@ -601,6 +628,19 @@ impl Figures {
                 "The cache's budget for the whole process ([cache] memory).",
             );
             out.sample(name, &[], memory);
+        }
+        if let Some(disk) = &self.cache_disk {
+            let figures = [
+                ("herdsman_cache_disk_objects", "gauge", "Entries the cache keeps on disk ([cache.disk]).", disk.files),
+                ("herdsman_cache_disk_bytes", "gauge", "Bytes the cache's files on disk take.", disk.bytes),
+                ("herdsman_cache_disk_reads_total", "counter", "Entries read back from the disk (a miss in memory), since start.", disk.read),
+                ("herdsman_cache_disk_writes_total", "counter", "Entries written to the disk, since start.", disk.written),
+                ("herdsman_cache_disk_corrupt_total", "counter", "Files on disk that failed their checksum (or could not be read as an entry): deleted, never served, fetched again.", disk.corrupt),
+            ];
+            for (name, kind, help, value) in figures {
+                out.family(name, kind, help);
+                out.sample(name, &[], value);
+            }
         }
     }
 

@@ -1,5 +1,6 @@
 //! The cache tier: responses kept and served again without a server, as a shared cache
-//! (RFC 9111, RFC 5861). `control.rs` reads `Cache-Control`; `fields.rs` the other fields a
+//! (RFC 9111, RFC 5861). `control.rs` reads `Cache-Control`; `disk.rs` keeps the entries on disk
+//! as well (`[cache.disk]`), checked by a checksum on every read; `fields.rs` the other fields a
 //! cache reads of a request and a response; `freshness.rs` decides what may be stored, for how
 //! long, and what a stored response may answer; `head.rs` is the head an object keeps and the
 //! head a hit sends; `key.rs` what a request is stored and found under; `flight.rs` makes one
@@ -12,6 +13,7 @@
 //! which imports it; it imports http1's heads and the transport's clock below it.
 
 pub mod control;
+pub mod disk;
 pub mod fields;
 pub mod flight;
 pub mod freshness;

@@ -1,11 +1,14 @@
 //! The one store of the process, as the workers reach it across reloads: made when a config
 //! first caches, kept while `[cache]` and every pool's `[pool.cache]` stay as they were, made
-//! anew (empty) when they change, and let go when no pool caches any more.
+//! anew (empty) when they change, and let go when no pool caches any more. The disk tier
+//! (`[cache.disk]`) outlasts the stores: a new store takes up the one there is while its path
+//! and size stay the same, so what it kept is still read back.
 
 use std::sync::{Arc, Mutex};
 
-use crate::config::{CacheSettings, PoolCache};
+use crate::config::{CacheSettings, DiskSettings, PoolCache};
 
+use super::disk::Disk;
 use super::store::Store;
 
 /// What a store was made for: a change to any of it empties the cache.
@@ -20,6 +23,7 @@ pub struct CacheConfig {
 #[derive(Debug, Default)]
 pub struct SharedStore {
     current: Mutex<Option<(CacheConfig, Arc<Store>)>>,
+    disk: Mutex<Option<(DiskSettings, Arc<Disk>)>>,
 }
 
 impl SharedStore {
@@ -44,9 +48,38 @@ impl SharedStore {
                 return Some(Arc::clone(store));
             }
         }
-        let store = Arc::new(Store::new(config.settings.memory));
+        let disk = config
+            .settings
+            .disk
+            .as_ref()
+            .and_then(|settings| self.disk(settings));
+        let store = Arc::new(Store::with_disk(config.settings.memory, disk));
         *current = Some((config.clone(), Arc::clone(&store)));
         Some(store)
+    }
+
+    /// The disk tier for `settings`: the one there is while they are the same, else opened.
+    fn disk(&self, settings: &DiskSettings) -> Option<Arc<Disk>> {
+        let mut current = self
+            .disk
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some((opened_for, disk)) = current.as_ref() {
+            if opened_for == settings {
+                return Some(Arc::clone(disk));
+            }
+        }
+        match Disk::open(&settings.path, settings.size) {
+            Ok(disk) => {
+                *current = Some((settings.clone(), Arc::clone(&disk)));
+                Some(disk)
+            }
+            Err(error) => {
+                tracing::error!(path = %settings.path.display(), %error, "[cache.disk]: cannot use this folder; the cache keeps to memory");
+                *current = None;
+                None
+            }
+        }
     }
 
     /// The store there is now, if any (for the admin API and the metrics).
@@ -65,7 +98,7 @@ mod tests {
 
     fn config(memory: u64, pools: &[&str]) -> CacheConfig {
         CacheConfig {
-            settings: CacheSettings { memory },
+            settings: CacheSettings { memory, disk: None },
             pools: pools
                 .iter()
                 .map(|name| (name.to_string(), PoolCache::default()))

@@ -24,6 +24,7 @@ use std::sync::{Arc, Mutex};
 
 use tinyufo::TinyUfo;
 
+use super::disk::Disk;
 use super::flight::Flights;
 use super::index::Index;
 use super::object::Object;
@@ -92,6 +93,9 @@ pub struct Store {
     writing: Mutex<Index>,
     /// The fetches in the air, one per key missed (`flight.rs`).
     pub flights: Arc<Flights>,
+    /// `[cache.disk]`: every entry put is written there too, and a miss in memory may be read
+    /// back from it.
+    disk: Option<Arc<Disk>>,
 }
 
 impl std::fmt::Debug for Store {
@@ -104,6 +108,13 @@ impl std::fmt::Debug for Store {
     }
 }
 
+/// How many responses a purge took: those it took from memory, and those only on disk.
+fn count_once(memory: Vec<Box<[u8]>>, disk: Option<Vec<Box<[u8]>>>) -> u64 {
+    let mut keys: std::collections::HashSet<Box<[u8]>> = memory.into_iter().collect();
+    keys.extend(disk.into_iter().flatten());
+    keys.len() as u64
+}
+
 /// The weight TinyUFO counts for `bytes`.
 fn weight(bytes: u64) -> u16 {
     bytes.div_ceil(WEIGHT_UNIT).clamp(1, u64::from(u16::MAX)) as u16
@@ -113,6 +124,11 @@ impl Store {
     /// A store that holds at most `memory` bytes of entries (their keys, heads, bodies and
     /// [`ENTRY_OVERHEAD`] each).
     pub fn new(memory: u64) -> Store {
+        Store::with_disk(memory, None)
+    }
+
+    /// A store that also keeps its entries in `disk`.
+    pub fn with_disk(memory: u64, disk: Option<Arc<Disk>>) -> Store {
         let units = (memory / WEIGHT_UNIT).max(1) as usize;
         // TinyUFO sizes its frequency sketch and its map by the number of objects it expects:
         // one per 8 KiB of budget, at least a thousand.
@@ -126,7 +142,18 @@ impl Store {
             evicted: AtomicU64::new(0),
             writing: Mutex::default(),
             flights: Arc::default(),
+            disk,
         }
+    }
+
+    /// The disk tier, when there is one.
+    pub fn disk(&self) -> Option<&Arc<Disk>> {
+        self.disk.as_ref()
+    }
+
+    /// Whether a miss in memory for `key` may be read back from the disk.
+    pub fn on_disk(&self, key: &[u8]) -> bool {
+        self.disk.as_ref().is_some_and(|disk| disk.has(key))
     }
 
     /// The entry at `key`, if one is held (its whole key compared).
@@ -139,6 +166,14 @@ impl Store {
     /// needs. TinyLFU's admission may turn away a newcomer less popular than what it would
     /// evict: `false` then. An entry heavier than [`MAX_OBJECT_BYTES`] is refused.
     pub fn put(&self, entry: Arc<Entry>) -> bool {
+        if let Some(disk) = &self.disk {
+            disk.save(Arc::clone(&entry));
+        }
+        self.keep(entry)
+    }
+
+    /// [`Store::put`] in memory only: an entry read back from the disk.
+    pub fn keep(&self, entry: Arc<Entry>) -> bool {
         let bytes = entry.bytes();
         if bytes > MAX_OBJECT_BYTES + ENTRY_OVERHEAD || bytes > self.memory {
             return false;
@@ -169,6 +204,9 @@ impl Store {
 
     /// Removes what is at `key`; whether there was something.
     pub fn remove(&self, key: &[u8]) -> bool {
+        if let Some(disk) = &self.disk {
+            disk.remove(key);
+        }
         let hash = self.hasher.hash_one(key);
         let mut index = self.lock();
         match self.entries.get(&hash) {
@@ -186,14 +224,23 @@ impl Store {
             .iter()
             .flat_map(|prefix| index.with_prefix(prefix))
             .collect();
-        self.remove_found(&mut index, found)
+        let removed = self.remove_found(&mut index, found);
+        drop(index);
+        let on_disk = self
+            .disk
+            .as_ref()
+            .map(|disk| disk.remove_prefixed(prefixes));
+        count_once(removed, on_disk)
     }
 
     /// Removes every response carrying the surrogate key `tag`; how many went.
     pub fn remove_tagged(&self, tag: &[u8]) -> u64 {
         let mut index = self.lock();
         let found = index.tagged(tag);
-        self.remove_found(&mut index, found)
+        let removed = self.remove_found(&mut index, found);
+        drop(index);
+        let on_disk = self.disk.as_ref().map(|disk| disk.remove_tagged(tag));
+        count_once(removed, on_disk)
     }
 
     /// What each pool holds now, and its evictions since this store was made, by pool name.
@@ -201,15 +248,16 @@ impl Store {
         self.lock().held_by_pool()
     }
 
-    /// Takes `found` (from the index, under the same lock) out; the responses among them.
-    fn remove_found(&self, index: &mut Index, found: Vec<Arc<Entry>>) -> u64 {
-        let mut objects = 0;
+    /// Takes `found` (from the index, under the same lock) out; the keys of the responses
+    /// among them.
+    fn remove_found(&self, index: &mut Index, found: Vec<Arc<Entry>>) -> Vec<Box<[u8]>> {
+        let mut objects = Vec::new();
         for entry in found {
             let hash = self.hasher.hash_one(entry.key());
             // The index holds what TinyUFO holds, so the entry at its hash is this one (unless
             // two prefixes found it, and it went already).
             if self.take(index, hash).is_some() && matches!(*entry, Entry::Object(_)) {
-                objects += 1;
+                objects.push(entry.key().into());
             }
         }
         objects

@@ -1,20 +1,36 @@
 //! `[cache]` and a pool's `[pool.cache]` as checked: the cache of responses the pools share, and
 //! what each caching pool stores and for how long.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 /// `[cache]`: the cache of responses every pool with `[pool.cache]` shares, one per process (a
 /// hit rate does not divide by the worker count).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CacheSettings {
     /// The most memory the stored responses take, in bytes: their keys, heads and bodies, and
-    /// 512 bytes of bookkeeping each. Default 256 MiB. Taken only when some pool caches.
+    /// 576 bytes of bookkeeping each. Default 256 MiB. Taken only when some pool caches.
     pub memory: u64,
+    /// `[cache.disk]`: the objects kept on disk as well. `None` (the default): memory only.
+    pub disk: Option<DiskSettings>,
+}
+
+/// `[cache.disk]`: where the cache keeps its objects on disk, and how much of the disk they may
+/// take.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DiskSettings {
+    /// A folder of herdsman's own (made if missing).
+    pub path: PathBuf,
+    /// Bytes the files may take in all. Default 1 GiB.
+    pub size: u64,
 }
 
 impl Default for CacheSettings {
     fn default() -> Self {
-        CacheSettings { memory: 256 << 20 }
+        CacheSettings {
+            memory: 256 << 20,
+            disk: None,
+        }
     }
 }
 

@@ -6,7 +6,7 @@
 
 pub mod acme;
 mod cache;
-pub use cache::{CacheSettings, PoolCache, RouteCache, POISONING_FIELDS};
+pub use cache::{CacheSettings, DiskSettings, PoolCache, RouteCache, POISONING_FIELDS};
 pub mod certificates;
 mod check;
 pub mod descriptors;

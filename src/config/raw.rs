@@ -225,6 +225,15 @@ pub struct RawBuffering {
 pub struct RawCache {
     /// Bytes, or a size with a unit ("256MiB").
     pub memory: Option<Spanned<toml::Value>>,
+    pub disk: Option<Spanned<RawCacheDisk>>,
+}
+
+/// `[cache.disk]`: the cache's objects kept on disk as well, across restarts.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCacheDisk {
+    pub path: Option<Spanned<String>>,
+    pub size: Option<Spanned<toml::Value>>,
 }
 
 /// A pool's `[pool.cache]`: its responses are kept and served again.

@@ -170,6 +170,8 @@ pub struct FillPlan {
     /// The stale object this fetch asks the server about, with its validators (a 304 refreshes
     /// it).
     validating: Option<Arc<Entry>>,
+    /// Missed in memory, the entry may be on disk (`[cache.disk]`): read there first.
+    on_disk: bool,
 }
 
 /// An answer being stored as it streams to the client (its body gathered in the flight, where
@@ -340,6 +342,7 @@ pub fn look_up(
     }
     let mut plan = FillPlan::new(Rc::clone(&store), key, primary_len, &fields, config);
     plan.forwarded_head.extend_from_slice(out);
+    plan.on_disk = validating.is_none() && stale.is_none() && store.on_disk(&plan.key);
     plan.validating = validating;
     match store.flights.join(&plan.key) {
         Role::Lead(leader) => {
@@ -578,6 +581,77 @@ fn strip_unkeyed(config: &PoolCache, headers: &[httparse::Header<'_>], out: &mut
     }
 }
 
+/// A miss in memory that leads its key's flight, with the entry on disk (`[cache.disk]`): the
+/// entry is read back (off the event loop, its checksum checked) and kept in memory again.
+/// Fresh, it answers (its head written into `client.out`) and lands the flight for the
+/// followers; stale, it goes to the server with its validators, and stands by in case the
+/// server fails. `None`: to the server.
+pub async fn from_disk<D: Downstream>(
+    client: &mut Client<D>,
+    config: &PoolCache,
+    framing: HitFraming,
+) -> Option<Hit> {
+    let plan = client.cache.fill.as_mut()?;
+    plan.on_disk = false;
+    let disk = Arc::clone(plan.store.disk()?);
+    let mut entry = disk.read(plan.key.clone()).await?;
+    let mut vary = None;
+    if let Entry::Variants { names, .. } = &*entry {
+        plan.store.keep(Arc::clone(&entry));
+        // `out` holds the request head as it is forwarded.
+        let variant = variant_of(&client.out, names)?;
+        let mut key = plan.key.clone();
+        key.extend_from_slice(&variant);
+        vary = Some(FlightVary {
+            names: names.clone(),
+            variant: variant.into(),
+        });
+        entry = disk.read(key).await?;
+    }
+    let Entry::Object(object) = &*entry else {
+        return None;
+    };
+    plan.store.keep(Arc::clone(&entry));
+    let now = Moment::now();
+    let age = object.age(now);
+    if object
+        .freshness
+        .judge(age, &plan.control, config.grace.as_secs())
+        == Verdict::Validate
+    {
+        if has_validators(object) {
+            plan.validating = Some(Arc::clone(&entry));
+            plan.ask(&mut client.out);
+        }
+        client.cache.stale = Some(entry);
+        return None;
+    }
+    if let Some(leader) = plan.leader.take() {
+        leader.head(FlightHead {
+            head: object.head.clone(),
+            status: object.status,
+            length: Some(object.body.len() as u64),
+            vary,
+        });
+        leader.land(|_| Some(Arc::clone(&entry)));
+    }
+    client.cache.fill = None;
+    let writing = HitWriting {
+        framing,
+        hsts: &client.hsts,
+        cache_status: config.cache_status,
+    };
+    let asked = client.cache.asked.view();
+    Some(answer(
+        &entry,
+        asked,
+        now,
+        CacheOutcome::Hit,
+        writing,
+        &mut client.out,
+    ))
+}
+
 /// The request's values of cookie `name`, from its `Cookie` fields (`a=1; b=2`).
 fn cookie_values<'b>(headers: &[httparse::Header<'b>], name: &[u8]) -> Vec<&'b [u8]> {
     values_of(headers, b"cookie")
@@ -695,6 +769,7 @@ impl FillPlan {
             },
             max_object_size: config.max_object_size,
             validating: None,
+            on_disk: false,
         })
     }
 
@@ -704,6 +779,11 @@ impl FillPlan {
         if let Some(Entry::Object(object)) = self.validating.as_deref() {
             ask_if_changed(out, object);
         }
+    }
+
+    /// This request leads the fetch, and the entry may be read back from the disk first.
+    pub fn reads_disk(&self) -> bool {
+        self.on_disk && self.leader.is_some()
     }
 
     /// The server's 304 answers this fetch's own conditions (a stale object it validates).

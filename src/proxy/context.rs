@@ -29,7 +29,7 @@ use crate::upstream::{Snapshot, SnapshotHandle};
 /// What the cache store of `snapshot` is made for.
 fn cache_config(snapshot: &Snapshot) -> CacheConfig {
     CacheConfig {
-        settings: snapshot.cache,
+        settings: snapshot.cache.clone(),
         pools: snapshot
             .pools
             .iter()

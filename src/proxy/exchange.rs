@@ -169,6 +169,20 @@ async fn exchange<D: Downstream>(
             return answered;
         }
     }
+    if client
+        .cache
+        .fill
+        .as_ref()
+        .is_some_and(|plan| plan.reads_disk())
+    {
+        if let Some(config) = snapshot.cache_for(facts.choice.route, facts.choice.pool) {
+            // Boxed, as following is: a rare wait kept out of every exchange's future.
+            let framing = hit_framing(context, &facts);
+            if let Some(hit) = Box::pin(cached::from_disk(client, config, framing)).await {
+                return Box::pin(serve_hit(context, client, snapshot, facts, hit, outcome)).await;
+            }
+        }
+    }
     outcome.pool = Some(facts.choice.pool);
     outcome.sticky = facts.choice.pinned || facts.choice.assign_cookie;
     let pool = &snapshot.pools[facts.choice.pool];

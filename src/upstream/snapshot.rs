@@ -662,7 +662,7 @@ impl Lineage {
                 crate::config::descriptors::Budget::of(config, limit).cap(config)
             },
             buffering: config.buffering.clone(),
-            cache: config.cache,
+            cache: config.cache.clone(),
             routes,
             route_index,
             pools,

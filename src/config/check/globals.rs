@@ -8,9 +8,11 @@ use toml::Spanned;
 
 use super::primitives::Zero;
 use super::words::{LOG_FORMATS, LOG_LEVELS};
-use super::Checker;
+use super::{Checker, Table};
 use crate::config::raw::{RawBuffering, RawCache, RawHttp2, RawLimits, RawLog, RawTimeouts};
-use crate::config::{Buffering, CacheSettings, Http2Limits, Limits, LogSettings, Timeouts};
+use crate::config::{
+    Buffering, CacheSettings, DiskSettings, Http2Limits, Limits, LogSettings, Timeouts,
+};
 
 /// Most worker threads accepted; also the cap on "auto".
 const MAX_WORKERS: i64 = 1024;
@@ -332,6 +334,30 @@ impl Checker {
 
     pub(super) fn cache(&mut self, raw: &RawCache) -> CacheSettings {
         let default = CacheSettings::default();
+        let disk = raw.disk.as_ref().and_then(|disk| {
+            let table = Table {
+                path: "cache.disk".to_string(),
+                line: self.lines.line_of(disk.span().start),
+            };
+            let disk = disk.get_ref();
+            let how = "an absolute path of a folder of herdsman's own, e.g. path = \"/var/cache/herdsman\"";
+            let path = self.required(&table, "path", &disk.path, how)?;
+            if !std::path::Path::new(path.get_ref()).is_absolute() {
+                self.reject("cache.disk.path", path.span(), &format!("{:?}", path.get_ref()), how);
+                return None;
+            }
+            let size = self.size(
+                "cache.disk.size",
+                &disk.size,
+                1 << 20..=1 << 50,
+                "1MiB to 1PiB, as bytes or with a unit, e.g. \"1GiB\" (the default) or \"100GiB\"",
+                1 << 30,
+            );
+            Some(DiskSettings {
+                path: path.get_ref().into(),
+                size,
+            })
+        });
         CacheSettings {
             memory: self.size(
                 "cache.memory",
@@ -340,6 +366,7 @@ impl Checker {
                 "1MiB to 1TiB, as bytes or with a unit, e.g. \"256MiB\" (the default) or \"4GiB\"",
                 default.memory,
             ),
+            disk,
         }
     }
 

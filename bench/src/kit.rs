@@ -36,16 +36,16 @@
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
 //! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
 //!   the herdsman builds asked for as rows (`--herdsman-bin`); versions
-//! - `wrk`         — running wrk and parsing its report; uploads by a Lua script; a run paused and
-//!   resumed with signals
+//! - `wrk`         — running wrk and parsing its report, and its figures per request; uploads by a
+//!   Lua script; a run paused and resumed with signals
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them
 //! - `scratch`     — the temporary directory for configs and logs
 //! - `environment` — versions, machine, load, the open-files limit, and the command that
 //!   reproduces a run
 //! - `progress`    — "run k of n, ~ETA left" after each run, paced against the plan
-//! - `results`     — what every results file states about its run; a session's last step (a stop
-//!   reported, nothing written over an earlier file when nothing was measured), and writing the
-//!   results file with its plot
+//! - `results`     — what every results file states about its run and the configurations it ran; a
+//!   session's last step (a stop reported, nothing written over an earlier file when nothing was
+//!   measured), and writing the results file with its plot
 //! - `plot`        — line charts as PNG files for bench/results/
 
 pub mod admin_api;

@@ -74,7 +74,9 @@ pub fn run(args: UploadsArgs) -> anyhow::Result<()> {
         let server = Server::start_for_uploads(scratch.path(), descriptor_limit)
             .context("starting the nginx server")?;
         if let Some((file, text)) = &server.config {
-            session.record_config("the nginx server", file, text, scratch.path());
+            session
+                .configs
+                .record("the nginx server", file, text, scratch.path());
         }
         let mut scripts = HashMap::new();
         for &size in &settings.sizes {
@@ -203,7 +205,7 @@ impl Uploads<'_> {
                 .start(file, &text, port, &dir)
                 .with_context(|| format!("starting {} with {workers} workers", target.label))?;
             let title = format!("{}, {}", session.rows[row].name, worker_count(workers));
-            session.record_config(&title, file, &text, self.scratch);
+            session.configs.record(&title, file, &text, self.scratch);
             running.push(Running { row, port, process });
         }
         for one in &mut running {

@@ -1,7 +1,8 @@
 //! What every benchmark that writes a results file shares: the facts of the run (the command to
 //! repeat it, date, machine, load, time taken) and the last step (print the table, draw the
 //! plot, write the Markdown), with, for a session of runs that may stop early, the step before it
-//! (report the stop, keep an earlier file rather than write an empty one).
+//! (report the stop, keep an earlier file rather than write an empty one); and the configurations a
+//! session ran, as its results file shows them.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -123,6 +124,38 @@ impl<'a> Trouble<'a> {
         }
         if let Some(failure) = self.failure {
             let _ = writeln!(md, "## Stopped early\n\n{}\n", one_line(failure));
+        }
+    }
+}
+
+/// The configurations a session ran, for its results file: each with a title, its file's name and
+/// its text, the session's scratch directory written SCRATCH (it differs from run to run).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Configurations {
+    /// (title, file name, text).
+    pub entries: Vec<(String, String, String)>,
+}
+
+impl Configurations {
+    /// Keeps a configuration, `scratch` (this run's own) written SCRATCH.
+    pub fn record(&mut self, title: &str, file: &str, text: &str, scratch: &Path) {
+        let text = text.replace(&scratch.display().to_string(), "SCRATCH");
+        self.entries
+            .push((title.to_string(), file.to_string(), text));
+    }
+
+    /// A `## Configurations` section with each folded under its title; nothing when none.
+    pub fn write_markdown(&self, md: &mut String) {
+        if self.entries.is_empty() {
+            return;
+        }
+        let _ = writeln!(md, "## Configurations\n");
+        for (title, file, text) in &self.entries {
+            let _ = writeln!(
+                md,
+                "<details><summary>{title}: {file}</summary>\n\n```\n{}\n```\n\n</details>\n",
+                text.trim_end()
+            );
         }
     }
 }

@@ -2,7 +2,8 @@
 //! (`--latency`) and every kind of error it counts; against 127.0.0.1:PORT in cleartext, or any URL
 //! (`https://`, a path such as `/big`); uploads, by a Lua script that makes every request a POST
 //! of a given size. Also a run in the background that is paused (SIGSTOP) and resumed (SIGCONT)
-//! with its connections kept open, and ended when asked (SIGINT).
+//! with its connections kept open, and ended when asked (SIGINT). And a report's figures per
+//! request: a proxy's CPU over the run per response, latencies in milliseconds, errors.
 
 use std::path::Path;
 use std::process::Command;
@@ -29,6 +30,28 @@ pub struct WrkReport {
     pub socket_errors: u64,
     /// Responses with a status of 400 or more (wrk's "Non-2xx or 3xx responses").
     pub bad_status: u64,
+}
+
+impl WrkReport {
+    /// µs of `cpu` (a proxy's over the run) per response completed; None without a response.
+    pub fn per_request_us(&self, cpu: Duration) -> Option<f64> {
+        (self.requests > 0).then(|| cpu.as_secs_f64() * 1e6 / self.requests as f64)
+    }
+
+    /// The median latency in ms; None without a response.
+    pub fn p50_ms(&self) -> Option<f64> {
+        (self.requests > 0).then_some(self.p50_us / 1e3)
+    }
+
+    /// The 99th percentile latency in ms; None without a response.
+    pub fn p99_ms(&self) -> Option<f64> {
+        (self.requests > 0).then_some(self.p99_us / 1e3)
+    }
+
+    /// Socket errors (connect, read, write, timeout) and answers of 400 or more.
+    pub fn errors(&self) -> u64 {
+        self.socket_errors + self.bad_status
+    }
 }
 
 /// What one wrk invocation is asked to do.

@@ -6,7 +6,6 @@
 
 use std::fmt::Write as _;
 use std::path::Path;
-use std::time::Duration;
 
 use super::settings::{
     script_name, size_text, Settings, PLANNED_BYTES_PER_SECOND, UPLOADS_PER_CONNECTION,
@@ -17,7 +16,7 @@ use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
 use crate::kit::procstat::CpuTime;
 use crate::kit::proxies::{ProxyKind, Target};
-use crate::kit::results::{write_plot_link, Results, RunFacts, Trouble};
+use crate::kit::results::{write_plot_link, Configurations, Results, RunFacts, Trouble};
 use crate::kit::stats::{spread, Spread};
 use crate::kit::wrk::{upload_script, Load, WrkReport};
 
@@ -81,21 +80,16 @@ pub struct UploadRun {
 type Figure = fn(&UploadRun) -> Option<f64>;
 
 impl UploadRun {
-    /// µs of `cpu` per upload completed.
-    fn per_upload(&self, cpu: Duration) -> Option<f64> {
-        (self.wrk.requests > 0).then(|| cpu.as_secs_f64() * 1e6 / self.wrk.requests as f64)
-    }
-
     fn cpu_us(&self) -> Option<f64> {
-        self.per_upload(self.cpu.total())
+        self.wrk.per_request_us(self.cpu.total())
     }
 
     fn user_us(&self) -> Option<f64> {
-        self.per_upload(self.cpu.user)
+        self.wrk.per_request_us(self.cpu.user)
     }
 
     fn kernel_us(&self) -> Option<f64> {
-        self.per_upload(self.cpu.system)
+        self.wrk.per_request_us(self.cpu.system)
     }
 
     fn uploads_per_sec(&self) -> Option<f64> {
@@ -103,16 +97,15 @@ impl UploadRun {
     }
 
     fn p50_ms(&self) -> Option<f64> {
-        (self.wrk.requests > 0).then_some(self.wrk.p50_us / 1e3)
+        self.wrk.p50_ms()
     }
 
     fn p99_ms(&self) -> Option<f64> {
-        (self.wrk.requests > 0).then_some(self.wrk.p99_us / 1e3)
+        self.wrk.p99_ms()
     }
 
-    /// Socket errors (connect, read, write, timeout) and answers of 400 or more.
     fn errors(&self) -> u64 {
-        self.wrk.socket_errors + self.wrk.bad_status
+        self.wrk.errors()
     }
 
     /// Uploads completed per connection: with k, the uploads still under way at the end weigh
@@ -223,8 +216,7 @@ pub struct Session {
     pub rows: Vec<Row>,
     pub failure: Option<String>,
     pub runs: Vec<UploadRun>,
-    /// (title, file name, text) of every configuration, the scratch directory written SCRATCH.
-    pub configs: Vec<(String, String, String)>,
+    pub configs: Configurations,
 }
 
 impl Session {
@@ -235,15 +227,8 @@ impl Session {
             rows,
             failure: None,
             runs: Vec::new(),
-            configs: Vec::new(),
+            configs: Configurations::default(),
         }
-    }
-
-    /// Keeps a configuration for the results file, `scratch` (this run's own) written SCRATCH.
-    pub fn record_config(&mut self, title: &str, file: &str, text: &str, scratch: &Path) {
-        let text = text.replace(&scratch.display().to_string(), "SCRATCH");
-        self.configs
-            .push((title.to_string(), file.to_string(), text));
     }
 
     /// Every case asked for, in the order measured within a round, worker count first.
@@ -477,20 +462,6 @@ impl Session {
         );
     }
 
-    fn write_configs(&self, md: &mut String) {
-        if self.configs.is_empty() {
-            return;
-        }
-        let _ = writeln!(md, "## Configurations\n");
-        for (title, file, text) in &self.configs {
-            let _ = writeln!(
-                md,
-                "<details><summary>{title}: {file}</summary>\n\n```\n{}\n```\n\n</details>\n",
-                text.trim_end()
-            );
-        }
-    }
-
     fn write_runs(&self, md: &mut String) {
         let rows = self.runs.iter().map(|r| {
             let cell = |v: Option<f64>, format: fn(f64) -> String| v.map_or("–".into(), format);
@@ -635,7 +606,7 @@ impl Results for Session {
         self.write_cases(&mut md);
         write_plot_link(&mut md, plot, "CPU per upload by connections");
         self.write_setup(&mut md);
-        self.write_configs(&mut md);
+        self.configs.write_markdown(&mut md);
         self.write_runs(&mut md);
         md
     }
@@ -685,6 +656,7 @@ mod tests {
     use super::*;
     use crate::kit::markdown::assert_contains_all;
     use crate::kit::settings::parse_args;
+    use std::time::Duration;
 
     const MIB: u64 = 1 << 20;
 
@@ -864,7 +836,7 @@ mod tests {
     fn every_run_is_listed_with_its_uploads_per_connection() {
         let mut session = issue_session();
         session.runs.push(upload_run(1, 0, (1_000, 9_000), 20.0));
-        session.record_config(
+        session.configs.record(
             "herdsman, 1 worker",
             "herdsman.toml",
             "temp = \"/tmp/s/x\"\n",

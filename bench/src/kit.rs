@@ -7,7 +7,8 @@
 //! - `loopback`    — a loopback address of its own per server (127.0.x.y), and back to its index
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
-//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of
+//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of, and
+//!   the long listen queue every server of the benchmarks binds with
 //! - `servers`     — the servers behind the proxies, the own backend or a real nginx (or nginx
 //!   taking uploads of any size whole before it answers), started on ports of their own
 //! - `grpc_server` — the own h2c gRPC server (unary calls echoed, calls counted) and one checked
@@ -34,8 +35,8 @@
 //! - `silent`      — connections that never send a byte, opened again when closed: the hidden
 //!   `silent-holder` and its handle
 //! - `slow_steps`  — what slow connections do: connect with a small window, trickle, read slowly
-//! - `tools`       — finding/installing haproxy, nginx, wrk, h2load, openssl; building herdsman;
-//!   the herdsman builds asked for as rows (`--herdsman-bin`); versions
+//! - `tools`       — finding/installing haproxy, nginx, varnishd, wrk, h2load, openssl; building
+//!   herdsman; the herdsman builds asked for as rows (`--herdsman-bin`); versions
 //! - `wrk`         — running wrk and parsing its report, and its figures per request; uploads by a
 //!   Lua script; a run paused and resumed with signals
 //! - `settings`    — the full or the --short defaults, and the results file, as every benchmark resolves them

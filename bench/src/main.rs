@@ -2,6 +2,9 @@
 //!
 //! Layout: one module per experiment, each importing only `kit` and its own submodules, never
 //! another experiment.
+//! - `cache`       — herdsman's cache against Varnish, nginx's proxy_cache and HAProxy's cache:
+//!   hits (CPU per request, user and kernel apart, requests/s, p99) beside a proxied request, and
+//!   1,000 clients on one object just expired, with and without stale-while-revalidate (issue 38)
 //! - `cache-replay` — the hit ratio of herdsman's cache store against LRU on a Zipf replay, and
 //!   its reads a second from one and two threads (issue 38)
 //! - `churn`       — herdsman vs HAProxy vs nginx with a new connection per request: CPU per
@@ -48,6 +51,7 @@
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
+mod cache;
 mod cache_replay;
 mod churn;
 mod compare;
@@ -108,6 +112,11 @@ enum Command {
     /// and p99 against a baseline, how each attack ended, what reached a server, what each
     /// attacking connection cost herdsman; writes bench/results/h2-attacks.md.
     H2Attacks(h2_attacks::H2AttacksArgs),
+    /// herdsman's cache against Varnish, nginx and HAProxy's in front of one origin: hits on
+    /// 1 KiB and 64 KiB objects (CPU per request, requests/s, p99, beside herdsman's proxied
+    /// request) and a stampede of 1,000 clients on one expired object, with and without
+    /// stale-while-revalidate; judged against issue 38's targets; writes bench/results/cache.md.
+    Cache(cache::CacheArgs),
     /// The cache store's hit ratio against LRU on a Zipf replay, and its reads a second; writes
     /// bench/results/cache-hit-ratio.md
     CacheReplay(cache_replay::CacheReplayArgs),
@@ -197,6 +206,7 @@ fn main() -> anyhow::Result<()> {
         Command::Herd(args) => herd::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
+        Command::Cache(args) => cache::run(args),
         Command::CacheReplay(args) => cache_replay::run(args),
         Command::GrpcServer { listen } => kit::grpc_server::run(listen),
         Command::H2(args) => h2::run(args),

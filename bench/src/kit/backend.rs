@@ -60,7 +60,9 @@ const MAX_HEADERS: usize = 64;
 /// server the benchmarks put behind a proxy listens with it (`servers`' nginx too).
 pub const BACKLOG: u32 = 4096;
 
-fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
+/// A listener on `listen` with the `BACKLOG` queue, for a server of the benchmarks that runs in a
+/// tokio runtime (this backend, `cache`'s origin).
+pub fn bind(listen: SocketAddr) -> std::io::Result<TcpListener> {
     let socket = if listen.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {

@@ -644,6 +644,19 @@ pub fn nginx_upload_config(plan: Plan, dir: &Path) -> String {
     nginx_listen_config_with(plan, dir, NGINX_ANY_BODY_SIZE, "", HTTP1_SERVER.nginx)
 }
 
+/// `nginx_config` with `http_lines` (each ending in a newline) added to the `http` block and
+/// `location_lines` to the `location /` block, after its lines that forward to the backend: for a
+/// benchmark that adds a feature (the cache's `proxy_cache_path` and `proxy_cache`).
+pub fn nginx_config_adding(
+    plan: Plan,
+    dir: &Path,
+    http_lines: &str,
+    location_lines: &str,
+) -> String {
+    let location = format!("{}{location_lines}", HTTP1_SERVER.nginx);
+    nginx_listen_config_with(plan, dir, http_lines, "", &location)
+}
+
 /// nginx's configuration with `listen_options` (each after a blank) on its listen line and
 /// `location` as its `location /` block's body.
 fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str, location: &str) -> String {

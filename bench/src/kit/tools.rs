@@ -1,4 +1,4 @@
-//! The outside programs a comparison needs: finding haproxy, nginx, wrk, h2load and openssl
+//! The outside programs a comparison needs: finding haproxy, nginx, varnishd, wrk, h2load and openssl
 //! (installing the Debian packages when one is missing), building herdsman in this workspace (into
 //! its target/ or the one CARGO_TARGET_DIR names), the herdsman builds asked for as rows
 //! (`--herdsman-bin [LABEL=]PATH`), and asking each its version.
@@ -34,6 +34,11 @@ pub const NGINX: Tool = Tool {
 pub const H2LOAD: Tool = Tool {
     name: "h2load",
     package: "nghttp2-client",
+};
+/// Varnish Cache, a peer of herdsman's cache (`cache`).
+pub const VARNISH: Tool = Tool {
+    name: "varnishd",
+    package: "varnish",
 };
 /// The command line of OpenSSL: certificates, and `s_time` for handshakes.
 pub const OPENSSL: Tool = Tool {

@@ -1,16 +1,16 @@
 #!/usr/bin/env bash
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
-# packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; and what the tests
-# check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run
-# headless) for the stats page, strace for the churn benchmark's system calls, valgrind for the
-# instruction budget's counts, curl and openssl as TLS clients, h2load (Debian's nghttp2-client)
-# for the tls benchmark's handshakes, and pebble (Let's Encrypt's test CA, with
-# pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio (from PyPI) for tests/grpc.rs.
-# Installs only what is missing (nothing, when all are there); uses sudo when not run as root. CI
-# runs it before `cargo test --workspace`, whose short comparison (bench/tests/compare_short.rs),
-# tests/tls_servers.rs (nginx as a TLS server behind herdsman),
-# short churn and tls runs, the instruction budget (bench/tests/budget.rs), tests/metrics.rs,
-# tests/stats_page.rs, tests/tls_clients.rs and tests/acme.rs need them all.
+# packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; varnish for
+# `herdsman-bench cache`; and what the tests check herdsman with: promtool (Debian's prometheus)
+# for the /metrics output, chromium (run headless) for the stats page, strace for the churn
+# benchmark's system calls, valgrind for the instruction budget's counts, curl and openssl as TLS
+# clients, h2load (Debian's nghttp2-client) for the tls benchmark's handshakes, and pebble (Let's
+# Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio (from
+# PyPI) for tests/grpc.rs. Installs only what is missing (nothing, when all are there); uses sudo
+# when not run as root. CI runs it before `cargo test --workspace`, whose short comparison
+# (bench/tests/compare_short.rs), tests/tls_servers.rs (nginx as a TLS server behind herdsman),
+# short churn, tls and cache runs, the instruction budget (bench/tests/budget.rs),
+# tests/metrics.rs, tests/stats_page.rs, tests/tls_clients.rs and tests/acme.rs need them all.
 set -euo pipefail
 
 # haproxy and nginx live in /usr/sbin, which a non-root PATH often lacks.
@@ -19,6 +19,9 @@ have() { command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/sbin
 missing=()
 have haproxy || missing+=(haproxy)
 have nginx || missing+=(nginx-light)
+# Varnish, the third cache the cache benchmark measures herdsman's against
+# (bench/tests/cache_short.rs).
+have varnishd || missing+=(varnish)
 have wrk || missing+=(wrk)
 # promtool (Prometheus's own checker of the text format) for tests/metrics.rs.
 have promtool || missing+=(prometheus)
@@ -53,7 +56,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, varnish, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

@@ -55,7 +55,9 @@ fn setting(backend: &Mock, dir: &Path, disk_size: &str) -> Setting {
     }
 }
 
-fn start(setting: &Setting) -> ChildGuard {
+/// Starts the binary, and waits until it has indexed the `files` it finds in its folder (the
+/// index is built in the background: until then a file is a miss).
+fn start(setting: &Setting, files: u64) -> ChildGuard {
     let process = run_binary_with(&setting.path);
     assert!(wait_listening(setting.web, Duration::from_secs(10)));
     for signal in [libc::SIGHUP, libc::SIGUSR2] {
@@ -65,6 +67,12 @@ fn start(setting: &Setting) -> ChildGuard {
             Duration::from_secs(10)
         ));
     }
+    assert!(
+        eventually(Duration::from_secs(10), || {
+            metric(setting.admin, "herdsman_cache_disk_objects") == Some(files)
+        }),
+        "{files} files indexed"
+    );
     process
 }
 
@@ -113,7 +121,7 @@ fn what_was_stored_survives_a_crash_and_a_binary_upgrade() {
     let (server, count) = counting_server(20_000);
     let dir = fresh_temp_dir("cache-disk-restart");
     let setting = setting(&server, &dir, "64MiB");
-    let mut process = start(&setting);
+    let mut process = start(&setting, 0);
     assert_eq!(first_line(setting.web, "/page"), "made 1");
     assert!(
         eventually(Duration::from_secs(5), || files(&dir).len() == 1),
@@ -121,7 +129,7 @@ fn what_was_stored_survives_a_crash_and_a_binary_upgrade() {
     );
     kill(&mut process);
 
-    let process = start(&setting);
+    let process = start(&setting, 1);
     assert_eq!(
         first_line(setting.web, "/page"),
         "made 1",
@@ -143,6 +151,9 @@ fn what_was_stored_survives_a_crash_and_a_binary_upgrade() {
         Some(successor.0 as u64),
         "the new process serves"
     );
+    assert!(eventually(Duration::from_secs(10), || {
+        metric(setting.admin, "herdsman_cache_disk_objects") == Some(2)
+    }));
     for path in ["/page", "/other"] {
         let line = first_line(setting.web, path);
         assert!(line == "made 1" || line == "made 2", "{path}: {line}");
@@ -165,7 +176,7 @@ fn a_flipped_byte_on_disk_is_caught_and_the_object_fetched_again() {
     let (server, count) = counting_server(50_000);
     let dir = fresh_temp_dir("cache-disk-flip");
     let setting = setting(&server, &dir, "64MiB");
-    let mut process = start(&setting);
+    let mut process = start(&setting, 0);
     assert_eq!(first_line(setting.web, "/flip"), "made 1");
     assert!(eventually(Duration::from_secs(5), || files(&dir).len() == 1));
     kill(&mut process);
@@ -175,7 +186,7 @@ fn a_flipped_byte_on_disk_is_caught_and_the_object_fetched_again() {
     bytes[middle] ^= 0x01;
     std::fs::write(&file, &bytes).unwrap();
 
-    let _process = start(&setting);
+    let _process = start(&setting, 1);
     assert_eq!(
         first_line(setting.web, "/flip"),
         "made 2",
@@ -198,7 +209,7 @@ fn the_files_keep_to_their_budget() {
     let (server, _) = counting_server(8 * 1024);
     let dir = fresh_temp_dir("cache-disk-budget");
     let setting = setting(&server, &dir, "1MiB");
-    let _process = start(&setting);
+    let _process = start(&setting, 0);
     let mut conn = Conn::connect(setting.web);
     for n in 0..300 {
         assert_eq!(

@@ -196,32 +196,64 @@ pub struct Filling {
     tags: Vec<u8>,
 }
 
-/// Decides the cache's step for `request` (GET or HEAD, no body) routed to a pool with
-/// `config`; `out` holds the request head as forwarded. On a hit, the response head replaces
-/// it in `out`. `refreshing`: the request is a background refresh with this plan.
+/// What the lookup found, before the request head is forwarded.
+pub enum Lookup<'r> {
+    /// The cache's step is decided: a hit (its head in `out`: no request head is forwarded),
+    /// a request not for the cache, an invalidation.
+    Decided(CacheStep),
+    /// A miss that may be filled: decided once the forwarded head is written
+    /// ([`after_miss`]).
+    Missed(Missed<'r>),
+}
+
+/// A miss as the lookup left it.
+pub struct Missed<'r> {
+    store: WorkerStore,
+    key: Vec<u8>,
+    primary_len: usize,
+    fields: RequestFields<'r>,
+    asked: AskedOf<'r>,
+    stale: Option<Arc<Entry>>,
+    validating: Option<Arc<Entry>>,
+    head_only: bool,
+    /// A background refresh's plan, made by the request that served the stale answer.
+    refreshing: Option<Box<FillPlan>>,
+}
+
+/// Looks `request` (routed to a pool or route with `config`) up, before its head is forwarded:
+/// a hit's head is written into `out` at once. `refreshing`: the request is a background
+/// refresh with this plan.
 #[allow(clippy::too_many_arguments)]
-pub fn look_up(
+pub fn look_up<'r>(
     store: Option<WorkerStore>,
     config: &PoolCache,
     pool: &str,
     secure: bool,
-    request: &Request<'_, '_>,
+    request: &Request<'_, 'r>,
     writing: HitWriting<'_>,
     refreshing: Option<Box<FillPlan>>,
     out: &mut Vec<u8>,
-) -> CacheStep {
-    strip_unkeyed(config, request.headers, out);
+) -> Lookup<'r> {
+    let decided = Lookup::Decided;
     let Some(store) = store else {
-        return CacheStep::default();
+        return decided(CacheStep::default());
     };
-    if let Some(mut plan) = refreshing {
-        plan.forwarded_head.clear();
-        plan.forwarded_head.extend_from_slice(out);
-        plan.ask(out);
-        return CacheStep {
-            fill: Some(plan),
-            ..CacheStep::default()
-        };
+    let fields = read_request(request.headers);
+    let missed = |store, key, primary_len, fields, refreshing| {
+        Lookup::Missed(Missed {
+            store,
+            key,
+            primary_len,
+            fields,
+            asked: AskedOf::default(),
+            stale: None,
+            validating: None,
+            head_only: false,
+            refreshing,
+        })
+    };
+    if refreshing.is_some() {
+        return missed(store, Vec::new(), 0, fields, refreshing);
     }
     let mut key = Vec::with_capacity(128);
     write_primary(
@@ -245,18 +277,17 @@ pub fn look_up(
         Method::Get | Method::Head | Method::Options | Method::Trace
     );
     if !safe {
-        return CacheStep {
+        return decided(CacheStep {
             invalidate: Some((store, key)),
             ..CacheStep::default()
-        };
+        });
     }
     let cacheable_method = matches!(request.method, Method::Get | Method::Head);
     if !cacheable_method || request.body != Body::None || request.upgrade {
-        return CacheStep::default();
+        return decided(CacheStep::default());
     }
-    let fields = read_request(request.headers);
     if fields.method_override {
-        return CacheStep::default();
+        return decided(CacheStep::default());
     }
     let asked = AskedOf {
         head_only: request.method == Method::Head,
@@ -282,10 +313,10 @@ pub fn look_up(
             match object.freshness.judge(age, &fields.control, grace) {
                 Verdict::Fresh => {
                     let hit = answer(&entry, asked, now, CacheOutcome::Hit, writing, out);
-                    return CacheStep {
+                    return decided(CacheStep {
                         hit: Some(hit),
                         ..CacheStep::default()
-                    };
+                    });
                 }
                 Verdict::StaleServe { refresh } => {
                     let hit = answer(&entry, asked, now, CacheOutcome::Stale, writing, out);
@@ -310,11 +341,11 @@ pub fn look_up(
                                 request_head: Vec::new(),
                             }
                         });
-                    return CacheStep {
+                    return decided(CacheStep {
                         hit: Some(hit),
                         refresh,
                         ..CacheStep::default()
-                    };
+                    });
                 }
                 Verdict::Validate => {}
             }
@@ -324,14 +355,58 @@ pub fn look_up(
         }
         stale = Some(entry);
     }
-    let asked_owned = Asked::of(asked);
     if fields.control.only_if_cached {
-        return CacheStep {
+        return decided(CacheStep {
             not_cached: true,
+            ..CacheStep::default()
+        });
+    }
+    Lookup::Missed(Missed {
+        store,
+        key,
+        primary_len,
+        fields,
+        asked,
+        stale,
+        validating,
+        head_only: request.method != Method::Get,
+        refreshing: None,
+    })
+}
+
+/// The cache's step for a miss, once its head as forwarded is in `out`: the poisoning fields
+/// the pool neither keys nor forwards are taken out of it, and a GET the cache may store leads
+/// its key's flight (its validators, if it validates a stale object, added to `out`) or
+/// follows another request's.
+pub fn after_miss(
+    missed: Missed<'_>,
+    config: &PoolCache,
+    headers: &[httparse::Header<'_>],
+    out: &mut Vec<u8>,
+) -> CacheStep {
+    strip_unkeyed(config, headers, out);
+    let Missed {
+        store,
+        key,
+        primary_len,
+        fields,
+        asked,
+        stale,
+        validating,
+        head_only,
+        refreshing,
+    } = missed;
+    if let Some(mut plan) = refreshing {
+        plan.forwarded_head.clear();
+        plan.forwarded_head.extend_from_slice(out);
+        plan.ask(out);
+        return CacheStep {
+            fill: Some(plan),
             ..CacheStep::default()
         };
     }
-    if request.method != Method::Get || fields.control.no_store || fields.range.is_some() {
+    let asked_owned = Asked::of(asked);
+    if head_only || fields.control.no_store || fields.range.is_some() {
         // Not stored from here: a range is fetched as asked, and answered from the cache only
         // once a whole object is stored.
         return CacheStep {
@@ -569,7 +644,7 @@ pub fn invalidate(store: &Store, key: &[u8], response: &[u8]) {
 
 /// Takes out of the forwarded head in `out` the poisoning fields (`config::POISONING_FIELDS`)
 /// the pool neither keys nor forwards: what reaches the server is what the key says.
-fn strip_unkeyed(config: &PoolCache, headers: &[httparse::Header<'_>], out: &mut Vec<u8>) {
+pub fn strip_unkeyed(config: &PoolCache, headers: &[httparse::Header<'_>], out: &mut Vec<u8>) {
     let present = headers.iter().any(|header| {
         config
             .stripped

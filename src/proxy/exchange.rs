@@ -8,7 +8,7 @@ use crate::transport::Moment;
 use super::attempt::{send_streaming, send_whole, Sending};
 use super::background;
 use super::cached::HitWriting;
-use super::cached::{self, CacheStep, Hit};
+use super::cached::{self, CacheStep, Hit, Lookup};
 use super::client::scratch;
 use super::context::ProxyContext;
 use super::downstream::Downstream;
@@ -43,6 +43,10 @@ use crate::upstream::{Pool, Server, Snapshot};
 /// Room first taken for an access log's copy of a request head's logged parts (method, target,
 /// Host, Referer, User-Agent): enough for most, from a free list of its own size.
 const CAPTURE_INITIAL: usize = 1024;
+
+/// The largest stored body a hit copies behind its head, to send both at once: a copy of 16 KiB
+/// costs far less than a second write (a system call, and on loopback a segment of its own).
+const HIT_BODY_WITH_HEAD: usize = 16 * 1024;
 
 /// Serves one request on `client`; returns whether the connection stays open, and when the
 /// exchange ended (where the wait for the next request starts). Counts it, and logs it where
@@ -290,14 +294,19 @@ async fn serve_hit<D: Downstream>(
     outcome.ending = Ending::Status(hit.status);
     outcome.cache = Some(hit.outcome);
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
+    let body = hit.body();
+    // A small body goes in the head's write: one send, one segment, rather than two.
+    let with_head = body.len() <= HIT_BODY_WITH_HEAD;
+    if with_head {
+        client.out.extend_from_slice(body);
+    }
     let mut sent = client.downstream.send(&client.out, deadline).await;
     outcome.response_started = matches!(sent, Some(Ok(())));
-    let body = hit.body();
-    if outcome.response_started && !body.is_empty() {
+    if outcome.response_started && !with_head {
         sent = client.downstream.send(body, deadline).await;
-        if matches!(sent, Some(Ok(()))) {
-            outcome.body_bytes = body.len() as u64;
-        }
+    }
+    if matches!(sent, Some(Ok(()))) {
+        outcome.body_bytes = body.len() as u64;
     }
     let keep = facts.keep_alive && !context.is_stopping();
     match sent {
@@ -521,6 +530,51 @@ async fn read_request<D: Downstream>(
                     secure,
                     answered_here: None,
                 };
+                // The cache first: a hit forwards no head.
+                let cache = snapshot.cache_for(facts.choice.route, facts.choice.pool);
+                let mut lookup = None;
+                if let Some(config) = cache {
+                    let hsts = snapshot
+                        .listener_tls(listener)
+                        .filter(|_| secure)
+                        .map_or(&[][..], |tls| &tls.hsts_line);
+                    let writing = HitWriting {
+                        framing: hit_framing(context, &facts),
+                        hsts,
+                        cache_status: config.cache_status,
+                    };
+                    let refreshing = client.cache.refreshing.take();
+                    let found = cached::look_up(
+                        context.cache(),
+                        config,
+                        &snapshot.pools[facts.choice.pool].name,
+                        secure,
+                        &request,
+                        writing,
+                        refreshing,
+                        scratch(&mut client.out),
+                    );
+                    match found {
+                        Lookup::Decided(step) if step.hit.is_some() => {
+                            client.cache = step;
+                            if let Some(refresh) = &mut client.cache.refresh {
+                                // Sent again by the background fetch, as the client sent it.
+                                let head = &received.data()[..request.head_len];
+                                refresh.request_head.extend_from_slice(head);
+                            }
+                            let head_len = request.head_len;
+                            client.downstream.received().consume(head_len);
+                            return Ok(Some(facts));
+                        }
+                        found => lookup = Some(found),
+                    }
+                } else if client.cache.fill.is_some()
+                    || client.cache.stale.is_some()
+                    || client.cache.invalidate.is_some()
+                {
+                    // Left by an exchange that failed before its answer.
+                    client.cache = CacheStep::default();
+                }
                 write_request_head(
                     &request,
                     upgrades,
@@ -534,39 +588,17 @@ async fn read_request<D: Downstream>(
                     scratch(&mut client.out),
                 )
                 .map_err(Failure::from_request_head)?;
-                let pool = &snapshot.pools[facts.choice.pool];
-                if let Some(config) = snapshot.cache_for(facts.choice.route, facts.choice.pool) {
-                    let hsts = snapshot
-                        .listener_tls(listener)
-                        .filter(|_| secure)
-                        .map_or(&[][..], |tls| &tls.hsts_line);
-                    let writing = HitWriting {
-                        framing: hit_framing(context, &facts),
-                        hsts,
-                        cache_status: config.cache_status,
+                if let (Some(lookup), Some(config)) = (lookup, cache) {
+                    let out = &mut client.out;
+                    client.cache = match lookup {
+                        Lookup::Missed(missed) => {
+                            cached::after_miss(missed, config, request.headers, out)
+                        }
+                        Lookup::Decided(step) => {
+                            cached::strip_unkeyed(config, request.headers, out);
+                            step
+                        }
                     };
-                    let refreshing = client.cache.refreshing.take();
-                    client.cache = cached::look_up(
-                        context.cache(),
-                        config,
-                        &pool.name,
-                        secure,
-                        &request,
-                        writing,
-                        refreshing,
-                        &mut client.out,
-                    );
-                    if let Some(refresh) = &mut client.cache.refresh {
-                        // Sent again by the background fetch, as the client sent it.
-                        let head = &received.data()[..request.head_len];
-                        refresh.request_head.extend_from_slice(head);
-                    }
-                } else if client.cache.fill.is_some()
-                    || client.cache.stale.is_some()
-                    || client.cache.invalidate.is_some()
-                {
-                    // Left by an exchange that failed before its answer.
-                    client.cache = CacheStep::default();
                 }
                 let head_len = request.head_len;
                 client.downstream.received().consume(head_len);

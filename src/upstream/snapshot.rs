@@ -46,6 +46,9 @@ pub struct Snapshot {
     pub buffering: Buffering,
     /// `[cache]`: the process's cache of responses, for the pools with `cache`.
     pub cache: crate::config::CacheSettings,
+    /// Some pool or route caches: without one, no request looks at the cache (a request to a
+    /// config without a cache pays one test for it).
+    pub caches: bool,
     /// Shared with the snapshots before and after while the routes do not change (a health or
     /// admin change to a config of 100,000 routes copies none of them).
     pub routes: Arc<Vec<RouteConfig>>,
@@ -388,7 +391,11 @@ impl Snapshot {
 
     /// The cache rules of a request that `route` matched, routed to `pool`: its
     /// `[route.cache]`, else the pool's `[pool.cache]`; `None` when it is not cached.
+    #[inline]
     pub fn cache_for(&self, route: Option<usize>, pool: usize) -> Option<&PoolCache> {
+        if !self.caches {
+            return None;
+        }
         match route
             .and_then(|index| self.routes.get(index))
             .map(|route| &route.cache)
@@ -663,6 +670,7 @@ impl Lineage {
             },
             buffering: config.buffering.clone(),
             cache: config.cache.clone(),
+            caches: pools.iter().any(|pool| pool.caches),
             routes,
             route_index,
             pools,

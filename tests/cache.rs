@@ -66,6 +66,11 @@ fn a_fresh_response_is_served_again_without_the_server() {
     let first = proxy.get("/fresh");
     assert_eq!(first.status(), 200);
     assert_eq!(first.body_text(), "/fresh answer 1");
+    assert_eq!(
+        first.header("cache-status"),
+        Some("herdsman; fwd=miss; fwd-status=200; stored"),
+        "a miss says it went to the server, and that its answer is stored"
+    );
     for _ in 0..5 {
         let again = proxy.get("/fresh");
         assert_eq!(again.status(), 200);

@@ -807,6 +807,23 @@ fn not_modified_head(stored: &[u8]) -> Vec<u8> {
     head
 }
 
+/// Adds to the client's head of a response from the server (in `out`, ending with its blank
+/// line) the `Cache-Status` line that says why it went to the server (RFC 9211): `fwd=miss`,
+/// `fwd=stale` for a stale object revalidated, `fwd=bypass` for a request not for the cache;
+/// `fwd-status` the server's status; `stored` when the answer is being stored.
+pub fn say_forwarded(did: CacheOutcome, status: u16, out: &mut Vec<u8>) {
+    let (forwarded, stored) = match did {
+        CacheOutcome::Miss => ("miss", true),
+        CacheOutcome::Replaced => ("stale", true),
+        CacheOutcome::Uncacheable | CacheOutcome::LockTimeout => ("miss", false),
+        _ => ("bypass", false),
+    };
+    let stored = if stored { "; stored" } else { "" };
+    let line = format!("Cache-Status: herdsman; fwd={forwarded}; fwd-status={status}{stored}\r\n");
+    let at = out.len().saturating_sub(2);
+    out.splice(at..at, line.into_bytes());
+}
+
 /// The `Cache-Status` line of an answer from the cache (RFC 9211) when the pool sends one, else
 /// nothing: `ttl` is how long it stays fresh, negative when it is already stale by so much.
 fn cache_status_line(sends: bool, outcome: CacheOutcome, ttl: i64) -> Vec<u8> {

@@ -751,17 +751,20 @@ async fn forward<'s, D: Downstream>(
                     let facts = sending.facts;
                     return Ok(revalidated(context, client, snapshot, facts, outcome).await);
                 }
-                if let Some(plan) = client.cache.fill.take() {
-                    let (filling, did) = (*plan).start(&client.out, start.body_to_client());
-                    client.cache.filling = filling;
-                    outcome.cache = Some(did);
-                } else if outcome.cache.is_none()
-                    && snapshot
-                        .cache_for(facts.choice.route, facts.choice.pool)
-                        .is_some()
-                {
-                    // Not for the cache: another method, a range, a method override, no-store.
-                    outcome.cache = Some(CacheOutcome::Pass);
+                if let Some(config) = snapshot.cache_for(facts.choice.route, facts.choice.pool) {
+                    if let Some(plan) = client.cache.fill.take() {
+                        let (filling, did) = (*plan).start(&client.out, start.body_to_client());
+                        client.cache.filling = filling;
+                        outcome.cache = Some(did);
+                    } else if outcome.cache.is_none() {
+                        // Not for the cache: another method, a range, a method override,
+                        // no-store.
+                        outcome.cache = Some(CacheOutcome::Pass);
+                    }
+                    if config.cache_status {
+                        let did = outcome.cache.unwrap_or(CacheOutcome::Pass);
+                        cached::say_forwarded(did, start.status, &mut client.out);
+                    }
                 }
                 let answer = Answer {
                     server,

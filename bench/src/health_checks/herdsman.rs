@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use super::server::address;
 use super::settings::{Scenario, Settings};
-use crate::kit::admin_api;
+use crate::kit::admin_api::{self, metric_sum};
 use crate::kit::process::Supervised;
 use crate::kit::procstat::{self, CpuTime};
 use crate::kit::proxies;
@@ -162,24 +162,11 @@ impl Herdsman {
         let took = started.elapsed();
         let text = String::from_utf8_lossy(&body);
         Ok(Scrape {
-            checker_seconds: sum_of(&text, CHECKER_METRIC),
-            generation: sum_of(&text, GENERATION_METRIC),
+            checker_seconds: metric_sum(&text, CHECKER_METRIC),
+            generation: metric_sum(&text, GENERATION_METRIC),
             took,
         })
     }
-}
-
-/// The sum of the samples of metric `name` (every label set), or None when it has none.
-fn sum_of(exposition: &str, name: &str) -> Option<f64> {
-    let values: Vec<f64> = exposition
-        .lines()
-        .filter(|line| {
-            line.strip_prefix(name)
-                .is_some_and(|rest| rest.starts_with(['{', ' ']))
-        })
-        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
-        .collect();
-    (!values.is_empty()).then(|| values.iter().sum())
 }
 
 #[cfg(test)]
@@ -207,15 +194,5 @@ mod tests {
         let shown = config_shown(&text, 5);
         assert!(shown.contains("s2\"") && !shown.contains("s3\""), "{shown}");
         assert!(shown.contains("# … 5 servers in all"), "{shown}");
-    }
-
-    #[test]
-    fn a_metric_is_summed_over_its_labels() {
-        let text = "# HELP x\nherdsman_health_checker_cpu_seconds_total{mode=\"user\"} 1.5\n\
-                    herdsman_health_checker_cpu_seconds_total{mode=\"system\"} 0.25\n\
-                    herdsman_config_generation 7\nherdsman_config_generation_other 9\n";
-        assert_eq!(sum_of(text, CHECKER_METRIC), Some(1.75));
-        assert_eq!(sum_of(text, GENERATION_METRIC), Some(7.0));
-        assert_eq!(sum_of(text, "herdsman_nothing"), None);
     }
 }

@@ -1,6 +1,7 @@
 //! herdsman's admin API from outside: a `GET` on a fresh loopback connection (`Connection: close`)
 //! whose answer must be a whole 200 with a body, a change (`POST`, `PUT`, `DELETE` with a JSON
-//! body) timed to its answer's status, and waiting until the API answers at all.
+//! body) timed to its answer's status, waiting until the API answers at all, and a metric's value
+//! in its `/metrics` text.
 
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, TcpStream};
@@ -134,9 +135,34 @@ pub fn wait_for_admin(process: &mut Supervised, admin_port: u16) -> anyhow::Resu
     }
 }
 
+/// The sum of the samples of metric `name` in a `/metrics` text (every label set), or None when
+/// it has none.
+pub fn metric_sum(exposition: &str, name: &str) -> Option<f64> {
+    let values: Vec<f64> = exposition
+        .lines()
+        .filter(|line| {
+            line.strip_prefix(name)
+                .is_some_and(|rest| rest.starts_with(['{', ' ']))
+        })
+        .filter_map(|line| line.rsplit(' ').next()?.parse().ok())
+        .collect();
+    (!values.is_empty()).then(|| values.iter().sum())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_metric_is_summed_over_its_labels() {
+        let text = "# HELP x\nherdsman_health_checker_cpu_seconds_total{mode=\"user\"} 1.5\n\
+                    herdsman_health_checker_cpu_seconds_total{mode=\"system\"} 0.25\n\
+                    herdsman_config_generation 7\nherdsman_config_generation_other 9\n";
+        let checker = "herdsman_health_checker_cpu_seconds_total";
+        assert_eq!(metric_sum(text, checker), Some(1.75));
+        assert_eq!(metric_sum(text, "herdsman_config_generation"), Some(7.0));
+        assert_eq!(metric_sum(text, "herdsman_nothing"), None);
+    }
 
     #[test]
     fn only_a_whole_non_empty_200_counts() {

@@ -111,14 +111,39 @@ impl Supervised {
                 bail!("{} did not stop cleanly on SIGTERM: {reason}", self.label);
             }
             if Instant::now() >= deadline {
-                bail!(
-                    "{} had not stopped {limit:?} after SIGTERM; its log ends: {}",
-                    self.label,
-                    self.log_tail(5)
-                );
+                return Err(self.not_stopped(limit));
             }
             thread::sleep(Duration::from_millis(20));
         }
+    }
+
+    /// SIGTERM to every process of its group (the one serving, and an old one still finishing
+    /// after a binary upgrade: herdsman's successor stays in its parent's group), and waits until
+    /// none is left: a graceful stop of a group whose processes may outlive this child.
+    pub fn stop_group_gracefully(&mut self, limit: Duration) -> anyhow::Result<()> {
+        let group = self.pid();
+        signal_group(group as libc::pid_t, libc::SIGTERM);
+        let deadline = Instant::now() + limit;
+        loop {
+            // Reaps the first process once it has exited, so that it counts as gone.
+            let _ = self.exit_reason();
+            if crate::kit::procstat::group_members(group).is_empty() {
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(self.not_stopped(limit));
+            }
+            thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Why a stop failed: still running `limit` after SIGTERM.
+    fn not_stopped(&self, limit: Duration) -> anyhow::Error {
+        anyhow::anyhow!(
+            "{} had not stopped {limit:?} after SIGTERM; its log ends: {}",
+            self.label,
+            self.log_tail(5)
+        )
     }
 
     /// If the process has exited: how, with the end of its log.

@@ -1,5 +1,6 @@
 //! Reading herdsman's per-worker counters: `GET /api/workers` on the admin listener, parsed into a
-//! snapshot, and the difference between two snapshots (what one run added).
+//! snapshot, and the difference between two snapshots (what one run added); and the pid of the
+//! process serving (another after a binary upgrade).
 
 use anyhow::Context;
 
@@ -134,6 +135,15 @@ pub fn parse_workers(body: &str) -> anyhow::Result<Snapshot> {
         });
     }
     Ok(snapshot)
+}
+
+/// The pid of the process serving now, as `GET /api/workers` gives it.
+pub fn serving_pid(admin_port: u16) -> anyhow::Result<u32> {
+    let body = admin_api::get(admin_port, "/api/workers")?;
+    let answer = json::parse(&String::from_utf8_lossy(&body))
+        .map_err(|e| anyhow::anyhow!("/api/workers is not JSON: {e}"))?;
+    let pid = answer.u64_at(&["pid"]).context("/api/workers has no pid")?;
+    Ok(pid as u32)
 }
 
 #[cfg(test)]

@@ -14,8 +14,8 @@ use anyhow::{bail, Context};
 
 use super::plan::{Balance, Plan, ServerState, POOL};
 use crate::kit::admin_api;
-use crate::kit::json;
 use crate::kit::process::{run_with_timeout, GroupGuard, Supervised};
+use crate::kit::workers_api::serving_pid;
 use crate::kit::{procstat, proxies};
 
 /// How long a `herdsman ctl` command may take.
@@ -151,26 +151,7 @@ impl Herdsman {
     /// after an upgrade), and waits until none is left: a graceful stop, after which every
     /// access log line is in its file.
     pub fn stop(&mut self) -> anyhow::Result<()> {
-        let group = self.group();
-        // SAFETY: kill(2) on the process group this program started herdsman in.
-        unsafe {
-            libc::kill(-(group as libc::pid_t), libc::SIGTERM);
-        }
-        let deadline = Instant::now() + STOP_LIMIT;
-        loop {
-            // Reaps the first process once it has exited, so that it counts as gone.
-            let _ = self.process.exit_reason();
-            if procstat::group_members(group).is_empty() {
-                return Ok(());
-            }
-            if Instant::now() >= deadline {
-                bail!(
-                    "herdsman had not stopped {STOP_LIMIT:?} after SIGTERM; its log ends: {}",
-                    self.process.log_tail(5)
-                );
-            }
-            thread::sleep(Duration::from_millis(50));
-        }
+        self.process.stop_group_gracefully(STOP_LIMIT)
     }
 
     /// Runs `herdsman ctl --admin ADDR ARGS…`; its one line of confirmation, or why it failed.
@@ -237,15 +218,6 @@ fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
         }
         thread::sleep(Duration::from_millis(20));
     }
-}
-
-/// The pid `GET /api/workers` gives.
-pub fn serving_pid(admin_port: u16) -> anyhow::Result<u32> {
-    let body = admin_api::get(admin_port, "/api/workers")?;
-    let answer = json::parse(&String::from_utf8_lossy(&body))
-        .map_err(|e| anyhow::anyhow!("/api/workers is not JSON: {e}"))?;
-    let pid = answer.u64_at(&["pid"]).context("/api/workers has no pid")?;
-    Ok(pid as u32)
 }
 
 /// The counters of one herdsman process that the soak follows, from `/metrics`. Each process

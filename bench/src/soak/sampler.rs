@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::herdsman::{self, Counters};
 use crate::kit::periodic::Periodic;
-use crate::kit::procstat;
+use crate::kit::{procstat, workers_api};
 
 /// How often the proxy is sampled.
 pub const EVERY: Duration = Duration::from_secs(1);
@@ -68,7 +68,7 @@ impl Sampler {
         Periodic::start("soak-sampler", EVERY, Vec::new(), move |samples| {
             let (pid, counters) = match admin_port {
                 Some(port) => (
-                    herdsman::serving_pid(port).ok(),
+                    workers_api::serving_pid(port).ok(),
                     herdsman::read_counters(port).ok(),
                 ),
                 None => (None, None),

@@ -330,6 +330,25 @@ pub fn guard_group(group: u32) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Polls `check` every `every` until it gives a value, at most `limit`: what herdsman shows once
+/// a change took (a reload in its metrics, a new pid after an upgrade, files written).
+pub fn poll_until<T>(
+    limit: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> Option<T>,
+) -> Option<T> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check() {
+            return Some(value);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        thread::sleep(every);
+    }
+}
+
 /// Asks the kernel to SIGTERM the child when this process dies, so that even a killed benchmark
 /// leaves no proxy behind.
 fn die_with_parent(command: &mut Command) {

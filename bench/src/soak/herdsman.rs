@@ -7,14 +7,13 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::thread;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 
 use super::plan::{Balance, Plan, ServerState, POOL};
 use crate::kit::admin_api;
-use crate::kit::process::{run_with_timeout, GroupGuard, Supervised};
+use crate::kit::process::{poll_until, run_with_timeout, GroupGuard, Supervised};
 use crate::kit::workers_api::serving_pid;
 use crate::kit::{procstat, proxies};
 
@@ -207,17 +206,8 @@ fn signal(pid: u32, signal: libc::c_int) -> anyhow::Result<()> {
 }
 
 /// Polls `check` every 20 ms until it gives a value, at most `APPLY_LIMIT`.
-fn wait_for<T>(mut check: impl FnMut() -> Option<T>) -> Option<T> {
-    let deadline = Instant::now() + APPLY_LIMIT;
-    loop {
-        if let Some(value) = check() {
-            return Some(value);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
+fn wait_for<T>(check: impl FnMut() -> Option<T>) -> Option<T> {
+    poll_until(APPLY_LIMIT, Duration::from_millis(20), check)
 }
 
 /// The counters of one herdsman process that the soak follows, from `/metrics`. Each process

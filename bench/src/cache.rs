@@ -16,14 +16,19 @@
 //! Then the targets are judged and the results written. The hit ratio is `cache-replay`'s.
 //! Every process it starts is stopped when it returns, on success or error.
 //!
+//! `cache-disk` (the `disk` submodule) measures herdsman's disk tier in front of the same origin.
+//!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults, the plan
 //! - `origin`   — the origin server, on a thread of this program
 //! - `caches`   — the four caches' configurations, and starting them
 //! - `stampede` — the clients released at once on one expiry
 //! - `report`   — the targets, the tables, the results file and its plot
+//! - `disk`     — `cache-disk`: memory hits beside disk reads, and the hit ratio across a binary
+//!   upgrade with `[cache.disk]` and without
 
 mod caches;
+pub mod disk;
 mod origin;
 mod report;
 mod settings;

@@ -5,6 +5,9 @@
 //! - `cache`       — herdsman's cache against Varnish, nginx's proxy_cache and HAProxy's cache:
 //!   hits (CPU per request, user and kernel apart, requests/s, p99) beside a proxied request, and
 //!   1,000 clients on one object just expired, with and without stale-while-revalidate (issue 38)
+//! - `cache-disk`  — herdsman's disk tier (`[cache.disk]`): memory hits' requests/s and p99 alone
+//!   and beside disk reads, and the hit ratio in the minute after a binary upgrade against the
+//!   minute before, with the disk tier and without (issue 38; part of `cache`'s module)
 //! - `cache-replay` — the hit ratio of herdsman's cache store against LRU on a Zipf replay, and
 //!   its reads a second from one and two threads (issue 38)
 //! - `churn`       — herdsman vs HAProxy vs nginx with a new connection per request: CPU per
@@ -117,6 +120,10 @@ enum Command {
     /// request) and a stampede of 1,000 clients on one expired object, with and without
     /// stale-while-revalidate; judged against issue 38's targets; writes bench/results/cache.md.
     Cache(cache::CacheArgs),
+    /// herdsman's disk tier: memory hits' requests/s and p50/p99 alone and beside a load of disk
+    /// reads, and the hit ratio per 10 s in the minute before and after a binary upgrade, with
+    /// `[cache.disk]` and memory only; writes bench/results/cache-disk.md.
+    CacheDisk(cache::disk::CacheDiskArgs),
     /// The cache store's hit ratio against LRU on a Zipf replay, and its reads a second; writes
     /// bench/results/cache-hit-ratio.md
     CacheReplay(cache_replay::CacheReplayArgs),
@@ -207,6 +214,7 @@ fn main() -> anyhow::Result<()> {
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
         Command::Cache(args) => cache::run(args),
+        Command::CacheDisk(args) => cache::disk::run(args),
         Command::CacheReplay(args) => cache_replay::run(args),
         Command::GrpcServer { listen } => kit::grpc_server::run(listen),
         Command::H2(args) => h2::run(args),

@@ -170,6 +170,16 @@ impl CacheTarget {
 /// herdsman's: the kit's, its pool cached, and a second listener (`proxied_port`) on a pool of
 /// the same origin without a cache.
 pub fn herdsman_config(plan: Plan, proxied_port: Option<u16>) -> String {
+    herdsman_config_with(
+        plan,
+        proxied_port,
+        &format!("\n[cache]\nmemory = \"{CACHE_MIB}MiB\"\n"),
+    )
+}
+
+/// `herdsman_config` with `tables` (`[cache]` and what else the run sets) at its end in place of
+/// the 256 MiB `[cache]`.
+pub fn herdsman_config_with(plan: Plan, proxied_port: Option<u16>, tables: &str) -> String {
     let mut text = proxies::herdsman_config(plan, None);
     // The kit's config ends with its one pool, so this table is that pool's.
     text.push_str("\n[pool.cache]\nenabled = true\n");
@@ -188,7 +198,7 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend}" }}]
             backend = plan.backend_port
         ));
     }
-    text.push_str(&format!("\n[cache]\nmemory = \"{CACHE_MIB}MiB\"\n"));
+    text.push_str(tables);
     text
 }
 

@@ -2,7 +2,8 @@
 //! program, which says how long each answer may be kept and counts the requests for each path, so
 //! that a run can tell how many reached it.
 //!
-//! - `/object/SIZE` answers SIZE bytes at once, `Cache-Control: max-age=86400, public`: the hits.
+//! - `/object/SIZE` answers SIZE bytes at once, `Cache-Control: max-age=86400, public`: the hits;
+//!   `/object/SIZE/NAME` the same, an object of its own per NAME (`cache-disk`'s many objects).
 //! - `/slow/fresh/TAG`, `/slow/expiring/TAG` and `/slow/swr/TAG` answer 1 KiB after
 //!   `SLOW_ANSWER` (500 ms), `max-age=86400, public`, `max-age=1, public`, and `max-age=1,
 //!   stale-while-revalidate=30`: the stampede's object, one TAG per expiry.
@@ -156,6 +157,16 @@ impl Origin {
         })
     }
 
+    /// Requests for every path that starts with `prefix`, answered or under way so far.
+    pub fn requests_under(&self, prefix: &str) -> u64 {
+        let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        counts
+            .iter()
+            .filter(|(path, _)| path.starts_with(prefix))
+            .map(|(_, count)| count)
+            .sum()
+    }
+
     /// Requests for `path` answered or under way so far.
     pub fn requests_for(&self, path: &str) -> u64 {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
@@ -285,6 +296,9 @@ mod tests {
 
     #[test]
     fn each_path_says_how_long_it_may_be_kept() {
+        let named = answer_for("/object/2048/z-17");
+        assert_eq!(named.bytes.len() - named.head_len, 2048);
+        assert!(text(&named).contains("max-age=86400"));
         let hit = answer_for(&object_path(1024));
         assert_eq!(hit.bytes.len() - hit.head_len, 1024);
         assert!(text(&hit).contains("Cache-Control: max-age=86400, public\r\n"));
@@ -319,6 +333,7 @@ mod tests {
             }
         });
         assert_eq!(origin.requests_for("/object/10"), 2);
+        assert_eq!(origin.requests_under("/object/"), 2);
         assert_eq!(origin.requests_for("/object/11"), 0);
     }
 }

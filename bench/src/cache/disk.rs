@@ -2,12 +2,13 @@
 //! of herdsman's optional disk tier (`[cache.disk]`), in front of `cache`'s origin, with wrk:
 //!
 //! - **memory hits beside disk reads**: herdsman (one worker by default) with 8 MiB of memory and
-//!   1 GiB of disk. A few hot objects (1 KiB, always in memory) and many cold ones (32 KiB each,
-//!   many times what memory holds) are all stored first. wrk asks only for the hot ones, alone and
-//!   beside a second wrk asking for the cold ones (each a read from the disk), in turns, round
-//!   after round: the hot load's requests/s and p50/p99 each way, and the disk reads a second by
-//!   `herdsman_cache_disk_reads_total`. A read that held a worker's event loop would hold the hot
-//!   requests behind it and show in their p99.
+//!   1 GiB of disk. A few hot objects (1 KiB, always in memory), a few warm ones and many cold ones
+//!   (32 KiB each; the cold ones many times what memory holds) are all stored first. wrk asks only
+//!   for the hot ones, alone, beside a second wrk asking for the warm ones (memory hits: what a
+//!   second load costs on this machine) and beside one asking for the cold ones (each a read from
+//!   the disk), in turns, round after round: the hot load's requests/s and p50/p99 each way, and
+//!   the disk reads a second by `herdsman_cache_disk_reads_total`. A read that held a worker's
+//!   event loop would hold the hot requests behind it and show in their p99.
 //! - **the hit ratio across a binary upgrade**: a steady Zipf(1.0) load (paced to 2,000 requests a
 //!   second by default) over a few thousand 4 KiB objects on herdsman started empty: a warm-up, the minute before SIGUSR2, and the minute after it (the
 //!   new process starts with an empty memory and indexes the disk folder in the background), in
@@ -41,7 +42,7 @@ use super::origin::Origin;
 use super::stampede::get;
 use crate::kit::admin_api::{self, metric_sum};
 use crate::kit::environment;
-use crate::kit::paired::without_and_with;
+use crate::kit::paired::turn_order;
 use crate::kit::process::{poll_until, GroupGuard, Supervised};
 use crate::kit::progress::Progress;
 use crate::kit::proxies::{self, Plan};
@@ -51,7 +52,7 @@ use crate::kit::stack::listener_and_admin_ports;
 use crate::kit::tools;
 use crate::kit::workers_api::serving_pid;
 use crate::kit::wrk::{self, Load};
-use report::{HotRun, Interval, Phase, Session, Stored, Tier, Upgrade};
+use report::{Beside, HotRun, Interval, Phase, Session, Stored, Tier, Upgrade};
 use scripts::Objects;
 use settings::{
     Settings, COLD_BYTES, COLD_CONNECTIONS, COLD_LEAD_SECONDS, DISK_SIZE, HOT_BYTES,
@@ -125,6 +126,11 @@ impl Bench<'_> {
             prefix: "hot-",
             count: HOT_OBJECTS,
         };
+        let warm = Objects {
+            size: COLD_BYTES,
+            prefix: "warm-",
+            count: HOT_OBJECTS,
+        };
         let cold = Objects {
             size: COLD_BYTES,
             prefix: "cold-",
@@ -132,8 +138,8 @@ impl Bench<'_> {
         };
         let mut herdsman = self.start("disk-reads", Tier::Disk, SMALL_MEMORY, session)?;
         let began = Instant::now();
-        fill(herdsman.port, &[&hot, &cold])?;
-        let objects = u64::from(hot.count + cold.count);
+        fill(herdsman.port, &[&hot, &warm, &cold])?;
+        let objects = u64::from(hot.count + warm.count + cold.count);
         let files = wait_for(|| {
             let files = read_disk(herdsman.admin_port).ok()?.objects;
             (files >= objects).then_some(files)
@@ -145,26 +151,41 @@ impl Bench<'_> {
             seconds: began.elapsed().as_secs_f64(),
         });
         let hot_script = self.script("hot.lua", &hot.uniform_script())?;
+        let warm_script = self.script("warm.lua", &warm.uniform_script())?;
         let cold_script = self.script("cold.lua", &cold.uniform_script())?;
-        let warm = Load {
+        // The objects of the loads that hit memory, asked for often (the cold ones were asked
+        // for once): the store's admission keeps the frequent ones.
+        let warm_up = Load {
             connections: HOT_CONNECTIONS,
             seconds: HOT_WARM_UP_SECONDS,
         };
-        let args = warm.script_args(&herdsman.url(), &hot_script, WRK_TIMEOUT_SECONDS);
-        wrk::run_script(self.wrk, args, warm.seconds).context("warming the hot objects")?;
+        for script in [&hot_script, &warm_script] {
+            let args = warm_up.script_args(&herdsman.url(), script, WRK_TIMEOUT_SECONDS);
+            wrk::run_script(self.wrk, args, warm_up.seconds).context("warming objects up")?;
+        }
         self.progress.report(
             settings::FILL_SECONDS,
             "stored",
             &format!("{objects} objects, {files} files on disk"),
         );
         for round in 1..=self.settings.rounds {
-            for beside_cold in without_and_with(round) {
+            for turn in turn_order(Beside::ALL.len(), round) {
+                let beside = Beside::ALL[turn];
+                let second = match beside {
+                    Beside::Nothing => None,
+                    Beside::MemoryHits => Some(warm_script.as_path()),
+                    Beside::DiskReads => Some(cold_script.as_path()),
+                };
                 let run = self
-                    .hot_run(&mut herdsman, &hot_script, &cold_script, beside_cold)
-                    .with_context(|| format!("round {round}"))?;
-                let run = HotRun { round, ..run };
+                    .hot_run(&mut herdsman, &hot_script, second)
+                    .with_context(|| format!("round {round}, {}", beside.text()))?;
+                let run = HotRun {
+                    round,
+                    beside,
+                    ..run
+                };
                 self.progress.report(
-                    self.settings.hot_run_seconds(beside_cold),
+                    self.settings.hot_run_seconds(second.is_some()),
                     &format!("round {round}/{}", self.settings.rounds),
                     &run.progress_text(),
                 );
@@ -174,55 +195,54 @@ impl Bench<'_> {
         herdsman.stop()
     }
 
-    /// One hot run, beside the cold load when `beside_cold` (started `COLD_LEAD_SECONDS` before
-    /// and running as long after).
+    /// One hot run, beside a second load of the `second` script when there is one (started
+    /// `COLD_LEAD_SECONDS` before and running as long after).
     fn hot_run(
         &self,
         herdsman: &mut Herdsman,
         hot_script: &Path,
-        cold_script: &Path,
-        beside_cold: bool,
+        second: Option<&Path>,
     ) -> anyhow::Result<HotRun> {
         let seconds = self.settings.duration;
         let hot = Load {
             connections: HOT_CONNECTIONS,
             seconds,
         };
-        let cold = Load {
+        let beside = Load {
             connections: COLD_CONNECTIONS,
             seconds: seconds + 2 * COLD_LEAD_SECONDS,
         };
         let url = herdsman.url();
         let at_origin = self.origin.requests_under("/object/");
-        let (hot_report, cold_report, reads) = thread::scope(|scope| {
-            let cold_load = beside_cold.then(|| {
-                let args = cold.script_args(&url, cold_script, WRK_TIMEOUT_SECONDS);
-                scope.spawn(move || wrk::run_script(self.wrk, args, cold.seconds))
+        let (hot_report, second_report, reads) = thread::scope(|scope| {
+            let second_load = second.map(|script| {
+                let args = beside.script_args(&url, script, WRK_TIMEOUT_SECONDS);
+                scope.spawn(move || wrk::run_script(self.wrk, args, beside.seconds))
             });
-            if beside_cold {
+            if second_load.is_some() {
                 thread::sleep(Duration::from_secs(u64::from(COLD_LEAD_SECONDS)));
             }
             let before = read_disk(herdsman.admin_port)?.reads;
             let args = hot.script_args(&url, hot_script, WRK_TIMEOUT_SECONDS);
             let hot_report = wrk::run_script(self.wrk, args, seconds).context("the hot load")?;
             let reads = read_disk(herdsman.admin_port)?.reads.saturating_sub(before);
-            let cold_report = match cold_load {
+            let second_report = match second_load {
                 Some(thread) => Some(
                     thread
                         .join()
-                        .map_err(|_| anyhow!("the cold load's thread panicked"))?
-                        .context("the cold load")?,
+                        .map_err(|_| anyhow!("the second load's thread panicked"))?
+                        .context("the second load")?,
                 ),
                 None => None,
             };
-            anyhow::Ok((hot_report, cold_report, reads))
+            anyhow::Ok((hot_report, second_report, reads))
         })?;
         herdsman.process.check_running()?;
         Ok(HotRun {
             round: 0,
-            beside_cold,
+            beside: Beside::Nothing,
             hot: hot_report,
-            cold: cold_report,
+            second: second_report,
             disk_reads: reads,
             origin_requests: self.origin.requests_under("/object/") - at_origin,
         })

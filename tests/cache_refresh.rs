@@ -155,7 +155,9 @@ fn a_changed_object_replaces_the_stale_one() {
 }
 
 /// A server whose `/swr` is fresh for a second and may be served stale for 30 more while it is
-/// refreshed; every answer after the first takes `delay`. Its answers count up.
+/// refreshed; every answer after the first takes `delay`, and is fresh for a minute: it comes
+/// `delay` old (RFC 9111 §4.2.3 counts the time it took), and with a second's freshness it would
+/// be stale on arrival and fetched again. Its answers count up.
 fn swr_server(delay: Duration) -> (Mock, Arc<Mutex<usize>>) {
     let count = Arc::new(Mutex::new(0usize));
     let seen = Arc::clone(&count);
@@ -169,7 +171,10 @@ fn swr_server(delay: Duration) -> (Mock, Arc<Mutex<usize>>) {
             std::thread::sleep(delay);
         }
         let body = format!("answer {n}");
-        let control = "max-age=1, stale-while-revalidate=30";
+        let control = match n {
+            1 => "max-age=1, stale-while-revalidate=30",
+            _ => "max-age=60, stale-while-revalidate=30",
+        };
         exchange.respond(200, &[("Cache-Control", control)], body.as_bytes())?;
         Ok(Flow::KeepAlive)
     });

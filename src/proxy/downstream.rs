@@ -65,6 +65,22 @@ pub trait Downstream {
         bytes: &[u8],
         deadline: Moment,
     ) -> impl Future<Output = Option<io::Result<()>>>;
+
+    /// Sends `head` and then `body` by `deadline`, in one write where the connection can (a
+    /// cached answer's head and its stored body, which would otherwise be copied behind it).
+    fn send_two(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        deadline: Moment,
+    ) -> impl Future<Output = Option<io::Result<()>>> {
+        async move {
+            match self.send(head, deadline).await {
+                Some(Ok(())) => self.send(body, deadline).await,
+                failed => failed,
+            }
+        }
+    }
 }
 
 /// A request body's source.

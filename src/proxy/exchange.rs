@@ -44,8 +44,9 @@ use crate::upstream::{Pool, Server, Snapshot};
 /// Host, Referer, User-Agent): enough for most, from a free list of its own size.
 const CAPTURE_INITIAL: usize = 1024;
 
-/// The largest stored body a hit copies behind its head, to send both at once: a copy of 16 KiB
-/// costs far less than a second write (a system call, and on loopback a segment of its own).
+/// The largest stored body a hit copies behind its head, to send both with one `send` (a copy of
+/// 16 KiB cost less than a second write); a larger body is not copied but gathered with the
+/// head into one `sendmsg` (`Downstream::send_two`).
 const HIT_BODY_WITH_HEAD: usize = 16 * 1024;
 
 /// Serves one request on `client`; returns whether the connection stays open, and when the
@@ -295,17 +296,19 @@ async fn serve_hit<D: Downstream>(
     outcome.cache = Some(hit.outcome);
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let body = hit.body();
-    // A small body goes in the head's write: one send, one segment, rather than two.
-    let with_head = body.len() <= HIT_BODY_WITH_HEAD;
-    if with_head {
+    // The head and the body in one write: one send, one segment, rather than two. A small body
+    // is copied behind the head; a larger one goes from the store, the head beside it.
+    let sent = if body.len() <= HIT_BODY_WITH_HEAD {
         client.out.extend_from_slice(body);
-    }
-    let mut sent = client.downstream.send(&client.out, deadline).await;
+        client.downstream.send(&client.out, deadline).await
+    } else {
+        client
+            .downstream
+            .send_two(&client.out, body, deadline)
+            .await
+    };
     outcome.response_started = matches!(sent, Some(Ok(())));
-    if outcome.response_started && !with_head {
-        sent = client.downstream.send(body, deadline).await;
-    }
-    if matches!(sent, Some(Ok(()))) {
+    if outcome.response_started {
         outcome.body_bytes = body.len() as u64;
     }
     let keep = facts.keep_alive && !context.is_stopping();

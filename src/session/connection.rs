@@ -14,7 +14,7 @@ use tokio::io::AsyncWriteExt;
 use crate::proxy::{BodySource, Downstream};
 use crate::transport::deadline::timeout_at;
 use crate::transport::{
-    write_all_by, Buffer, ReadHalf, Stream, TlsFacts, WriteHalf, BUFFER_INITIAL,
+    write_all_by, write_two_by, Buffer, ReadHalf, Stream, TlsFacts, WriteHalf, BUFFER_INITIAL,
 };
 
 /// One client connection speaking HTTP/1.
@@ -153,6 +153,15 @@ impl Downstream for Connection {
         deadline: Moment,
     ) -> impl Future<Output = Option<io::Result<()>>> {
         write_all_by(&mut self.stream, bytes, deadline, &mut self.sent)
+    }
+
+    fn send_two(
+        &mut self,
+        head: &[u8],
+        body: &[u8],
+        deadline: Moment,
+    ) -> impl Future<Output = Option<io::Result<()>>> {
+        write_two_by(&mut self.stream, head, body, deadline, &mut self.sent)
     }
 }
 

@@ -10,7 +10,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use super::stream::{poll_recv, recv_into, shutdown_write, try_send};
+use super::stream::{poll_recv, recv_into, shutdown_write};
 use super::sys;
 
 /// A client's TCP connection, read and written directly until it has to wait, then registered
@@ -187,14 +187,25 @@ impl ClientTcp {
     /// One write that does not wait; `WouldBlock` when the socket takes nothing now.
     #[inline]
     fn write_now(&self, held: &Held<'_>, bytes: &[u8]) -> io::Result<usize> {
+        self.send_now(held, |socket| sys::send(socket, bytes))
+    }
+
+    /// One `send` (a system call on the socket) that does not wait, Nagle turned off first
+    /// where it must be; `WouldBlock` when the socket takes nothing now.
+    #[inline]
+    fn send_now(
+        &self,
+        held: &Held<'_>,
+        send: impl Fn(BorrowedFd<'_>) -> io::Result<usize>,
+    ) -> io::Result<usize> {
         let written = match held {
             Held::Unregistered(socket) => {
                 self.before_write(socket.as_fd());
-                sys::send(socket.as_fd(), bytes)
+                send(socket.as_fd())
             }
             Held::Registered(stream) => {
                 self.before_write(stream.as_fd());
-                try_send(stream, bytes)
+                stream.try_io(Interest::WRITABLE, || send(stream.as_fd()))
             }
             Held::Lost => Err(lost()),
         };
@@ -204,6 +215,11 @@ impl ClientTcp {
 
     pub(super) fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         self.with_held(|held| self.write_now(&held, bytes))
+    }
+
+    /// `first` and then `second` in one write that does not wait (`sys::send_two`).
+    pub(super) fn try_write_two(&self, first: &[u8], second: &[u8]) -> io::Result<usize> {
+        self.with_held(|held| self.send_now(&held, |socket| sys::send_two(socket, first, second)))
     }
 
     pub(super) fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -33,4 +33,4 @@ pub use stream::{Detached, ReadHalf, Stream, WriteHalf};
 pub use sys::{epoll_exclusive_supported, make_epoll_exclusive};
 pub use temp_file::{prepare_temp_dir, TempFile};
 pub use tls::{ClientCertificate, HandshakeFailure, TlsFacts};
-pub use write::write_all_by;
+pub use write::{write_all_by, write_two_by};

@@ -1,6 +1,6 @@
 //! Linux calls on sockets that neither tokio nor socket2 offer, with honest fallbacks elsewhere:
 //! SO_REUSEPORT, TCP_DEFER_ACCEPT, accept4 straight into non-blocking mode, EPOLLEXCLUSIVE,
-//! TCP_INFO's byte counts, and `recv`/`send` as plain system calls.
+//! TCP_INFO's byte counts, and `recv`/`send`/`sendmsg` as plain system calls.
 
 use std::io;
 use std::mem::MaybeUninit;
@@ -61,6 +61,42 @@ pub fn send(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// One `sendmsg` of `first` and then `second` (a head and a body): both in one system call,
+/// and on loopback in one segment, where two `send`s make two of each. A plain system call and
+/// MSG_NOSIGNAL, as [`send`].
+#[cfg(target_os = "linux")]
+#[inline]
+pub fn send_two(socket: BorrowedFd<'_>, first: &[u8], second: &[u8]) -> io::Result<usize> {
+    let mut slices = [
+        libc::iovec {
+            iov_base: first.as_ptr().cast_mut().cast(),
+            iov_len: first.len(),
+        },
+        libc::iovec {
+            iov_base: second.as_ptr().cast_mut().cast(),
+            iov_len: second.len(),
+        },
+    ];
+    // SAFETY: an all-zero msghdr is a valid value of that plain C struct (no address, no
+    // control data); its two iovecs point at slices valid for reads for the call, which only
+    // reads them.
+    let n = unsafe {
+        let mut message: libc::msghdr = std::mem::zeroed();
+        message.msg_iov = slices.as_mut_ptr();
+        message.msg_iovlen = slices.len();
+        libc::syscall(
+            libc::SYS_sendmsg,
+            socket.as_raw_fd(),
+            &message as *const libc::msghdr,
+            libc::MSG_NOSIGNAL,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(n as usize)
+}
+
 #[cfg(not(target_os = "linux"))]
 pub fn recv(socket: BorrowedFd<'_>, room: &mut [MaybeUninit<u8>]) -> io::Result<usize> {
     socket2::SockRef::from(&socket).recv(room)
@@ -70,6 +106,12 @@ pub fn recv(socket: BorrowedFd<'_>, room: &mut [MaybeUninit<u8>]) -> io::Result<
 pub fn send(socket: BorrowedFd<'_>, bytes: &[u8]) -> io::Result<usize> {
     use std::io::Write;
     (&*socket2::SockRef::from(&socket)).write(bytes)
+}
+
+#[cfg(not(target_os = "linux"))]
+pub fn send_two(socket: BorrowedFd<'_>, first: &[u8], second: &[u8]) -> io::Result<usize> {
+    use std::io::{IoSlice, Write};
+    (&*socket2::SockRef::from(&socket)).write_vectored(&[IoSlice::new(first), IoSlice::new(second)])
 }
 
 /// SO_REUSEPORT: several sockets on one address, connections spread over them by the kernel.

@@ -135,7 +135,7 @@ fn an_added_server_takes_requests_and_a_removed_one_none() {
         json!({
             "name": "c", "addr": c.addr.to_string(), "state": "ready", "health": "up",
             "weight": 1, "effective_weight": 1, "max_connections": 0, "active": 0, "requests": 0,
-            "added_at_run_time": true,
+            "latency_ms": null, "added_at_run_time": true,
             "traffic": {
                 "requests": 0, "responses": [0, 0, 0, 0, 0], "unanswered": 0, "retries": 0,
                 "connections_opened": 0, "duration_sum_us": 0, "buckets": vec![0; 19],

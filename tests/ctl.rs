@@ -79,7 +79,12 @@ fn servers_prints_an_aligned_table() {
     assert_eq!(lines.len(), 3, "{table}");
     assert_eq!(
         words(lines[0]),
-        ["POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS"]
+        ["POOL", "SERVER", "ADDR", "STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS", "LATMS"]
+    );
+    // A round-robin pool keeps no latency estimate.
+    assert!(
+        lines[1..].iter().all(|line| words(line)[8] == "-"),
+        "{table}"
     );
     assert_eq!(
         words(lines[1])[..6],

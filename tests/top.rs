@@ -224,7 +224,7 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
 
     assert_eq!(
         words(lines[5]),
-        ["POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ"],
+        ["POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "LATMS", "CONN/REQ"],
         "{text}"
     );
     let servers: Vec<Vec<&str>> = lines[6..].iter().map(|line| words(line)).collect();
@@ -246,15 +246,22 @@ fn once_prints_workers_and_servers_with_the_rates_of_the_traffic_sent() {
         server_requests[0] > 0.0 && server_requests[1] > 0.0,
         "{text}"
     );
+    // A round-robin pool keeps no latency estimate (LATMS `-`).
     assert_eq!(
-        (server_requests[2], servers[2][6], servers[2][7]),
-        (0.0, "-", "-"),
+        (
+            server_requests[2],
+            servers[2][6],
+            servers[2][7],
+            servers[2][8]
+        ),
+        (0.0, "-", "-", "-"),
         "{text}"
     );
     for cells in &servers[..2] {
         let p99: f64 = cells[6].parse().expect("a p99 in ms");
         assert!(p99 > 0.0 && p99 < 1_000.0, "{text}");
-        let opened: f64 = cells[7].parse().expect("connections opened per request");
+        assert_eq!(cells[7], "-", "{text}");
+        let opened: f64 = cells[8].parse().expect("connections opened per request");
         assert!(opened < 0.05, "{text}");
     }
 

@@ -696,6 +696,14 @@ impl Figures {
             "Requests in flight on the server.",
             &|server| u64::from(server.active),
         );
+        let name = "herdsman_server_latency_seconds";
+        out.family(name, "gauge", "The server's time to a response head as balance = \"peak-ewma\" estimates it (a peak-sensitive moving average over the pool's latency_window); no sample before its first answer, nor in pools balanced otherwise.");
+        for (pool, server) in &servers {
+            if let Some(ms) = server.latency_ms {
+                let labels = [("pool", *pool), ("server", server.name.as_str())];
+                out.sample(name, &labels, ms / 1000.0);
+            }
+        }
         let name = "herdsman_server_weight";
         out.family(name, "gauge", "The server's configured weight, and the weight it takes new sessions with now (below it during slow start).");
         for (pool, server) in &servers {

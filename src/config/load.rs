@@ -323,6 +323,7 @@ mod tests {
             "retry_budget_percent",
             "max_connections",
             "queue_timeout",
+            "latency_window",
             "protocol",
             "service",
         ] {

@@ -628,6 +628,10 @@ pub struct PoolConfig {
     /// Retries a second the pool may make whatever its traffic, so that a quiet pool can retry
     /// its few requests. Default 10 (Finagle's `minRetriesPerSec`).
     pub retry_budget_floor: u32,
+    /// `balance = "peak-ewma"`: how long a server's latency is remembered — an answer this old
+    /// weighs under 1% of its estimate, and a server not measured for a tenth of it is probed.
+    /// Default 10s.
+    pub latency_window: Duration,
     /// How long a request waits for a server below its `max_connections` before it gets 503.
     /// Default 2s.
     pub queue_timeout: Duration,
@@ -857,6 +861,10 @@ pub enum Balance {
     /// Consistent hashing of `hash_key`: the same key reaches the same server, and adding or
     /// removing one of N servers moves about 1/N of keys.
     Hash,
+    /// Power of two choices weighed by latency: the cheaper of two random servers, a server's
+    /// cost its peak-sensitive moving average of time to a response head times its requests in
+    /// flight (+1), per unit of weight (Finagle's and Linkerd's peak EWMA; `upstream/latency.rs`).
+    PeakEwma,
 }
 
 #[derive(Debug, Clone, PartialEq)]

@@ -267,6 +267,7 @@ pub struct RawPool {
     pub queue_timeout: Option<Spanned<String>>,
     pub retry_budget_percent: Option<Spanned<i64>>,
     pub retry_budget_floor: Option<Spanned<i64>>,
+    pub latency_window: Option<Spanned<String>>,
     pub sticky: Option<Spanned<RawSticky>>,
     pub health: Option<Spanned<RawHealth>>,
     pub passive: Option<Spanned<RawPassive>>,

@@ -53,6 +53,9 @@ pub(super) fn summary(config: &Config) -> String {
     }
     for pool in &config.pools {
         let mut balance = BALANCES.word_for(pool.balance).to_string();
+        if pool.balance == crate::config::Balance::PeakEwma {
+            balance.push_str(&format!(" over {}", format_duration(pool.latency_window)));
+        }
         match &pool.hash_key {
             _ if pool.balance != crate::config::Balance::Hash => {}
             HashKey::SourceIp => balance.push_str(" of source-ip"),
@@ -146,7 +149,11 @@ mod tests {
 
     #[test]
     fn the_summary_has_one_line_per_listener_pool_and_server() {
-        let config = from_toml(&valid_with("balance = \"least-conn\"\n", ""), "t").unwrap();
+        let text = valid_with("balance = \"least-conn\"\n", "balance = \"round-robin\"\n").replace(
+            "balance = \"p2c\"",
+            "balance = \"peak-ewma\"\nlatency_window = \"5s\"",
+        );
+        let config = from_toml(&text, "t").unwrap();
         assert_eq!(
             summary(&config),
             "workers: 3 (intake reuseport)  log level info\n\
@@ -157,7 +164,7 @@ mod tests {
              pool app  round-robin  2 servers\n  \
              server a  127.0.0.1:9001  weight 1\n  \
              server b  127.0.0.1:9002  weight 2\n\
-             pool api  p2c  1 server\n  \
+             pool api  peak-ewma over 5s  1 server\n  \
              server x  10.0.0.7:80  weight 0\n\
              pool shop  hash of header:x-user  2 servers  sticky cookie SHOP\n  \
              server s1  127.0.0.1:9101  weight 1\n  \

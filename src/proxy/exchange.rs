@@ -17,7 +17,7 @@ use super::failure::Failure;
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
-use super::respond::{self, Answer};
+use super::respond::{self, Answer, ResponseStart};
 use super::{tunnel, Client, Exchanged, Next};
 use crate::cache::head::HitFraming;
 use crate::config::acme::AcmeBoard;
@@ -36,6 +36,7 @@ use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, Stream};
 use crate::upstream::choice::{choose, Choice};
+use crate::upstream::latency::{LatencyRules, Sample};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
 use crate::upstream::{Pool, Server, Snapshot};
@@ -109,7 +110,7 @@ async fn exchange<D: Downstream>(
     listener: usize,
     outcome: &mut Outcome,
 ) -> Exchanged {
-    let facts = match read_request(context, client, snapshot, listener).await {
+    let facts = match read_request(context, client, snapshot, listener, outcome.started).await {
         Ok(Some(facts)) => facts,
         Ok(None) => {
             // The client closed (or reset) the connection: nothing more will come.
@@ -425,8 +426,8 @@ async fn take_slot<'s>(
     Ok((&pool.servers[other], slot))
 }
 
-/// Reads the rest of a request head whose first bytes were received, and chooses its
-/// pool and server. `Ok(None)`: the connection should close quietly (the client closed it or
+/// Reads the rest of a request head whose first bytes were received at `started`, and chooses
+/// its pool and server. `Ok(None)`: the connection should close quietly (the client closed it or
 /// reset it). On success the head to forward is in `client.out` and the head's bytes are
 /// consumed from what was received.
 async fn read_request<D: Downstream>(
@@ -434,6 +435,7 @@ async fn read_request<D: Downstream>(
     client: &mut Client<D>,
     snapshot: &Snapshot,
     listener: usize,
+    started: Moment,
 ) -> Result<Option<RequestFacts>, Failure> {
     let limits = snapshot.limits;
     let timeouts = snapshot.timeouts;
@@ -509,6 +511,7 @@ async fn read_request<D: Downstream>(
                     listener,
                     &request,
                     client_ip(peer),
+                    started,
                     &mut context.rng.borrow_mut(),
                 );
                 let upgrades = snapshot.upgrade_protocols(listener);
@@ -681,6 +684,9 @@ async fn forward<'s, D: Downstream>(
             Ok((upstream, start, upload_finished)) => {
                 outcome.upstream = Some(start.arrived.saturating_duration_since(first_sent));
                 outcome.ending = Ending::Status(start.status);
+                if let Some(rules) = pool.balancer.latency() {
+                    answered(rules, server, sending.began, &start, !whole);
+                }
                 if pool.passive.count_5xx && start.status >= 500 {
                     context.server_failed(server, &pool.passive);
                 } else {
@@ -813,6 +819,16 @@ async fn forward<'s, D: Downstream>(
         if failure.is_server_unreachable() {
             context.server_failed(server, &pool.passive);
         }
+        if let Some(rules) = pool.balancer.latency() {
+            if failure.is_server_failure() {
+                let now = Moment::now();
+                let took = now.saturating_duration_since(sending.began);
+                server
+                    .counters
+                    .latency
+                    .record(rules, Sample::Error(took), now);
+            }
+        }
         if replay == Replay::Elsewhere(Failover::Refused) {
             // The health checker takes the refusing server out of rotation until it listens
             // again.
@@ -847,6 +863,27 @@ async fn forward<'s, D: Downstream>(
         (server, slot) = (&pool.servers[next], Some(next_slot));
         sending.moved_to(next, pool);
     }
+}
+
+/// What a server's answer tells a peak-ewma pool of its latency: the time from `began` (the
+/// attempt's start, connecting included) to its response head, or for a 5xx an error. An answer
+/// to a request whose body `streamed` is not timed: that time is the client's upload as much as
+/// the server's. No clock is read: the head's arrival was.
+#[inline]
+fn answered(
+    rules: LatencyRules,
+    server: &Server,
+    began: Moment,
+    start: &ResponseStart,
+    streamed: bool,
+) {
+    let took = start.arrived.saturating_duration_since(began);
+    let sample = match start.status {
+        500.. => Sample::Error(took),
+        _ if streamed => return,
+        _ => Sample::Answer(took),
+    };
+    server.counters.latency.record(rules, sample, start.arrived);
 }
 
 /// The timeouts and buffering of a request that may be a gRPC call: a call is never buffered

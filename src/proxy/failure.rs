@@ -169,6 +169,15 @@ impl Failure {
         )
     }
 
+    /// The server failed the attempt — it could not be reached, did not answer in time (its
+    /// own `backend_response` or the request's deadline), or answered with a head that is not
+    /// HTTP — as opposed to the client, or herdsman itself: what peak-ewma counts as a slow
+    /// answer.
+    pub fn is_server_failure(self) -> bool {
+        self.is_server_unreachable()
+            || matches!(self, Failure::BadResponse(_) | Failure::RequestTimeout)
+    }
+
     /// The `retry_on` condition this failure meets, if any. Only failures before a response
     /// byte come here: the exchange stops at any failure after one.
     pub fn retry_condition(self) -> Option<RetryCondition> {

@@ -1,9 +1,10 @@
 //! Choosing a server for a request: smooth weighted round-robin, least-conn, power of two
-//! choices, weighted random, consistent hashing.
+//! choices (by load, or by latency and load: peak-ewma), weighted random, consistent hashing.
 //!
 //! All state a pick reads is in the snapshot: the precomputed round-robin sequence with one
-//! shared cursor, least-conn's tree of loads (`load_tree.rs`), and the per-server active counts
-//! (shared by all workers where a pick reads them: least-conn, p2c, a limit).
+//! shared cursor, least-conn's tree of loads (`load_tree.rs`), the per-server active counts
+//! (shared by all workers where a pick reads them: least-conn, p2c, peak-ewma, a limit) and
+//! latency estimates (`latency.rs`).
 //! All are atomics: workers never take a lock to pick, and round-robin is one sequence for the
 //! whole process (so consecutive requests rotate through the servers even when the kernel hands
 //! them to different workers). Every pick costs the same whatever the pool's size, except a
@@ -11,11 +12,14 @@
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use super::hash_ring::HashRing;
+use super::latency::{Candidate, LatencyRules};
 use super::load_tree::LoadTree;
 use super::snapshot::Server;
 use crate::config::Balance;
+use crate::transport::Moment;
 
 /// Longest round-robin sequence precomputed; weights are scaled down past it (only reachable
 /// with hundreds of heavily weighted servers, where the rounding is below a percent).
@@ -35,6 +39,8 @@ pub struct Balancer {
     /// Least-conn: the servers ordered by load, kept across snapshots while the pool keeps its
     /// servers.
     load_tree: Option<Arc<LoadTree>>,
+    /// Peak-ewma: how its servers' latency is weighed (from the pool's `latency_window`).
+    latency: Option<LatencyRules>,
     cursor: PaddedCursor,
 }
 
@@ -45,11 +51,13 @@ struct PaddedCursor(AtomicUsize);
 impl Balancer {
     /// A balancer over `servers` — each one's name and the weight it takes new requests with
     /// (0: none) — in pool order. Least-conn needs `load_tree`, over the same servers and
-    /// weights; the others ignore it.
+    /// weights; the others ignore it. Peak-ewma weighs latency over `latency_window`; the others
+    /// ignore it.
     pub fn new(
         kind: Balance,
         servers: &[(&str, u32)],
         load_tree: Option<Arc<LoadTree>>,
+        latency_window: Duration,
     ) -> Balancer {
         assert!(
             kind != Balance::LeastConn || load_tree.is_some(),
@@ -84,6 +92,7 @@ impl Balancer {
             cumulative,
             ring,
             load_tree: load_tree.filter(|_| kind == Balance::LeastConn),
+            latency: (kind == Balance::PeakEwma).then(|| LatencyRules::new(latency_window)),
             cursor: PaddedCursor::default(),
         }
     }
@@ -92,10 +101,20 @@ impl Balancer {
         self.kind
     }
 
-    /// Whether picks read the servers' loads (least-conn, power of two choices): then a request
-    /// in flight is counted where every worker sees it at once.
+    /// Whether picks read the servers' loads (least-conn, power of two choices, peak-ewma): then
+    /// a request in flight is counted where every worker sees it at once.
     pub fn weighs_loads(&self) -> bool {
-        matches!(self.kind, Balance::LeastConn | Balance::P2c)
+        matches!(
+            self.kind,
+            Balance::LeastConn | Balance::P2c | Balance::PeakEwma
+        )
+    }
+
+    /// Peak-ewma's rules for its servers' latency: the exchange records what each attempt
+    /// showed only where this is `Some` (other pools pay one test of it).
+    #[inline]
+    pub fn latency(&self) -> Option<LatencyRules> {
+        self.latency
     }
 
     /// Least-conn's tree, which a request's start and end on a server must be told of.
@@ -104,11 +123,13 @@ impl Balancer {
     }
 
     /// The index of the server to use, or `None` when no server may take requests (503).
-    /// `key_hash` is called only by `hash`, for the hash of the request's key.
+    /// `key_hash` is called only by `hash`, for the hash of the request's key; `now` (a recent
+    /// reading: the request's start) is read only by peak-ewma, for its probes.
     pub fn pick(
         &self,
         servers: &[Server],
         rng: &mut fastrand::Rng,
+        now: Moment,
         key_hash: impl FnOnce() -> u64,
     ) -> Option<usize> {
         if self.eligible.is_empty() {
@@ -123,7 +144,7 @@ impl Balancer {
                 let tree = self.load_tree.as_ref().expect("least-conn has a load tree");
                 return tree.lightest();
             }
-            Balance::P2c => {
+            Balance::P2c | Balance::PeakEwma => {
                 let n = self.eligible.len();
                 if n == 1 {
                     self.eligible[0]
@@ -131,9 +152,15 @@ impl Balancer {
                     let first = rng.usize(..n);
                     let second = (first + 1 + rng.usize(..n - 1)) % n;
                     let (a, b) = (self.eligible[first], self.eligible[second]);
-                    // A p2c pool counts its requests in flight on the shared counts alone.
-                    let shared = |server: &Server| server.counters.active();
-                    if lighter(&servers[b as usize], &servers[a as usize], shared) {
+                    let (first, second) = (&servers[a as usize], &servers[b as usize]);
+                    let prefers_second = match self.latency {
+                        // A p2c pool counts its requests in flight on the shared counts alone.
+                        None => lighter(second, first, |server| server.counters.active()),
+                        Some(rules) => {
+                            rules.prefers_second(candidate(first), candidate(second), now)
+                        }
+                    };
+                    if prefers_second {
                         b
                     } else {
                         a
@@ -156,9 +183,9 @@ impl Balancer {
 }
 
 impl Balancer {
-    /// The least loaded server that may take new requests and has room under its
-    /// `max_connections`, other than those in `tried` (ties broken by a random start): for a
-    /// retry, or when the balancer's pick is full.
+    /// The least loaded server (for peak-ewma, the cheapest) that may take new requests and has
+    /// room under its `max_connections`, other than those in `tried` (ties broken by a random
+    /// start): for a retry, or when the balancer's pick is full.
     pub fn pick_other(
         &self,
         servers: &[Server],
@@ -182,15 +209,34 @@ impl Balancer {
         let start = rng.usize(..count);
         let mut best: Option<usize> = None;
         for offset in 0..count {
-            let candidate = self.eligible[(start + offset) % count] as usize;
-            if !has_room(candidate) || tried.contains(&candidate) {
+            let index = self.eligible[(start + offset) % count] as usize;
+            if !has_room(index) || tried.contains(&index) {
                 continue;
             }
-            if best.is_none_or(|b| lighter(&servers[candidate], &servers[b], Server::active)) {
-                best = Some(candidate);
+            let better = |best: usize| {
+                let (this, best) = (&servers[index], &servers[best]);
+                match self.latency {
+                    None => lighter(this, best, Server::active),
+                    Some(_) => LatencyRules::cheaper(candidate(this), candidate(best)),
+                }
+            };
+            if best.is_none_or(better) {
+                best = Some(index);
             }
         }
         best
+    }
+}
+
+/// A server as peak-ewma weighs it: its latency, its requests in flight over all workers (a
+/// peak-ewma pool counts them on the shared counts alone), and the weight it takes new requests
+/// with (less while it ramps up after slow start).
+#[inline]
+fn candidate(server: &Server) -> Candidate<'_> {
+    Candidate {
+        latency: &server.counters.latency,
+        in_flight: server.counters.active(),
+        weight: server.effective_weight,
     }
 }
 
@@ -303,6 +349,7 @@ fn gcd(a: u32, b: u32) -> u32 {
 mod tests {
     use super::*;
     use crate::config::ServerState;
+    use crate::upstream::latency::Sample;
     use crate::upstream::snapshot::ActiveGuard;
 
     fn servers(weights: &[u32]) -> Vec<Server> {
@@ -339,12 +386,22 @@ mod tests {
             .iter()
             .map(|s| (std::sync::Arc::clone(&s.counters), s.weight))
             .collect();
-        Balancer::new(kind, &named, Some(Arc::new(LoadTree::new(&loads))))
+        let window = Duration::from_secs(10);
+        Balancer::new(kind, &named, Some(Arc::new(LoadTree::new(&loads))), window)
     }
 
     fn pick(balancer: &Balancer, servers: &[Server], rng: &mut fastrand::Rng) -> Option<usize> {
+        pick_at(balancer, servers, rng, Moment::now())
+    }
+
+    fn pick_at(
+        balancer: &Balancer,
+        servers: &[Server],
+        rng: &mut fastrand::Rng,
+        now: Moment,
+    ) -> Option<usize> {
         let key = rng.u64(..);
-        balancer.pick(servers, rng, || key)
+        balancer.pick(servers, rng, now, || key)
     }
 
     fn shares(kind: Balance, weights: &[u32], picks: usize) -> Vec<usize> {
@@ -406,6 +463,96 @@ mod tests {
         assert!(p2c[0] > 300 && p2c[1] > 300, "{p2c:?}");
     }
 
+    /// Records an answer of `ms` from `server` at `at`, as the exchange does.
+    fn answered(balancer: &Balancer, server: &Server, ms: u64, at: Moment) {
+        let rules = balancer.latency().expect("a peak-ewma balancer");
+        let took = Duration::from_millis(ms);
+        server
+            .counters
+            .latency
+            .record(rules, Sample::Answer(took), at);
+    }
+
+    /// Ten servers, one answering in 200 ms and nine in 1 ms, a pick a millisecond for 10 s, each
+    /// answered at once: the slow one is picked only for its probes, about one a second (its
+    /// estimate is a second old by then), and each comes soon after it is due although a pick
+    /// looks at two servers of ten (one in five picks has it among them).
+    #[test]
+    fn peak_ewma_picks_a_slow_server_only_to_probe_it_about_once_a_second() {
+        let servers = servers(&[1; 10]);
+        let balancer = balancer(Balance::PeakEwma, &servers);
+        let mut rng = fastrand::Rng::with_seed(3);
+        let start = Moment::now();
+        let slow = 4;
+        for (index, server) in servers.iter().enumerate() {
+            answered(
+                &balancer,
+                server,
+                if index == slow { 200 } else { 1 },
+                start,
+            );
+        }
+        let mut probes = Vec::new();
+        let mut last_answer = 0;
+        for ms in 1..=10_000 {
+            let now = start + Duration::from_millis(ms);
+            let index = pick_at(&balancer, &servers, &mut rng, now).unwrap();
+            answered(
+                &balancer,
+                &servers[index],
+                if index == slow { 200 } else { 1 },
+                now,
+            );
+            if index == slow {
+                probes.push(ms - last_answer);
+                last_answer = ms;
+            }
+        }
+        // Due 1,000 ms after its last answer, and a candidate within 60 ms of that but once in
+        // about 700 runs (0.8⁶⁰ ≈ 1.5e-6 a probe; the seed makes it the same every run).
+        assert!((9..=10).contains(&probes.len()), "{probes:?}");
+        assert!(
+            probes.iter().all(|&gap| (1000..1060).contains(&gap)),
+            "{probes:?}"
+        );
+    }
+
+    #[test]
+    fn peak_ewma_prefers_the_faster_and_less_loaded_by_weight() {
+        let servers = servers(&[1, 1, 2, 0]);
+        let balancer = balancer(Balance::PeakEwma, &servers);
+        let mut rng = fastrand::Rng::with_seed(5);
+        let now = Moment::now();
+        // Before any answer, each is tried (an idle server without an estimate costs nothing).
+        let mut picked = [0; 4];
+        for _ in 0..30 {
+            picked[pick_at(&balancer, &servers, &mut rng, now).unwrap()] += 1;
+        }
+        assert_eq!(picked[3], 0, "weight 0: {picked:?}");
+        assert!(picked[..3].iter().all(|&n| n > 0), "{picked:?}");
+        // s0 20 ms idle (cost 20), s1 10 ms with 2 in flight (30), s2 10 ms with 2 in flight
+        // but weight 2 (15).
+        answered(&balancer, &servers[0], 20, now);
+        answered(&balancer, &servers[1], 10, now);
+        answered(&balancer, &servers[2], 10, now);
+        let _one: Vec<_> = (0..2)
+            .map(|_| ActiveGuard::new(&servers[1].counters))
+            .collect();
+        let _two: Vec<_> = (0..2)
+            .map(|_| ActiveGuard::new(&servers[2].counters))
+            .collect();
+        let mut picked = [0; 4];
+        for _ in 0..3000 {
+            picked[pick_at(&balancer, &servers, &mut rng, now).unwrap()] += 1;
+        }
+        // s2 wins both its pairs (two thirds of picks), s0 its pair with s1 (the other third).
+        assert_eq!((picked[1], picked[3]), (0, 0), "{picked:?}");
+        assert!((1800..2200).contains(&picked[2]), "{picked:?}");
+        // A retry goes to the cheapest of the others.
+        assert_eq!(balancer.pick_other(&servers, &mut rng, &[2]), Some(0));
+        assert_eq!(balancer.pick_other(&servers, &mut rng, &[2, 0]), Some(1));
+    }
+
     #[test]
     fn least_conn_avoids_the_busy_server() {
         let servers = servers(&[1, 1, 2]);
@@ -433,6 +580,7 @@ mod tests {
             Balance::P2c,
             Balance::Random,
             Balance::Hash,
+            Balance::PeakEwma,
         ] {
             let balancer = balancer(kind, &servers);
             assert_eq!(pick(&balancer, &servers, &mut fastrand::Rng::new()), None);

@@ -8,6 +8,7 @@ use super::sticky::{find_cookie, MAX_NAME_LEN};
 use super::{Pool, Snapshot};
 use crate::config::{HashKey, ServerState};
 use crate::http1::Request;
+use crate::transport::Moment;
 
 /// The header whose value, a server's test token, lets a request reach it in the `test` state.
 pub const TEST_HEADER: &str = "x-herdsman-test";
@@ -28,12 +29,14 @@ pub struct Choice {
     pub pinned: bool,
 }
 
-/// Chooses for `request`, which arrived on listener `listener` from `client`.
+/// Chooses for `request`, which arrived on listener `listener` from `client` and began at
+/// `started` (the clock reading a balancer weighing latency uses: no reading of its own).
 pub fn choose(
     snapshot: &Snapshot,
     listener: usize,
     request: &Request<'_, '_>,
     client: IpAddr,
+    started: Moment,
     rng: &mut fastrand::Rng,
 ) -> Choice {
     let (pool_index, route) = route(snapshot, listener, request);
@@ -55,9 +58,9 @@ pub fn choose(
             return chosen(Some(server), false, true);
         }
     }
-    let server = pool
-        .balancer
-        .pick(&pool.servers, rng, || hash_of_key(pool, request, client));
+    let server = pool.balancer.pick(&pool.servers, rng, started, || {
+        hash_of_key(pool, request, client)
+    });
     chosen(
         server,
         server.is_some() && pool.sticky_cookie.is_some(),

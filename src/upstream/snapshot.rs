@@ -4,8 +4,8 @@
 //! A change (an admin API call, a reload) builds a whole new [`Snapshot`] with a higher
 //! generation and publishes it through [`SnapshotHandle`] (an `ArcSwap`); a worker's reads never
 //! lock and never see a half-made change. The only mutable parts are per-server atomics shared
-//! across workers and across snapshots: active and total request counts, and the round-robin
-//! cursor.
+//! across workers and across snapshots: active and total request counts, latency estimates, and
+//! the round-robin cursor.
 
 use std::collections::{HashMap, HashSet};
 use std::io;
@@ -18,6 +18,7 @@ use arc_swap::ArcSwap;
 use super::balance::Balancer;
 use super::health::{Health, HealthView};
 use super::idle::IdleCaps;
+use super::latency::Latency;
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
@@ -206,7 +207,7 @@ pub struct Server {
     /// `max_connections`).
     pub idle_caps: IdleCaps,
     /// Counts every worker shares (requests in flight where they must be exact, failures in a
-    /// row); kept across snapshots.
+    /// row, the latency estimate); kept across snapshots.
     pub counters: Arc<ServerCounters>,
     /// Requests it answered (or failed), by ending and duration, and those started and in
     /// flight, a line per worker; kept across snapshots.
@@ -240,6 +241,9 @@ pub struct ServerCounters {
     active: AtomicU32,
     /// Failures seen by requests since the last success (passive checks).
     consecutive_failures: AtomicU32,
+    /// Its time to a response head, as peak-ewma weighs it (updated in peak-ewma pools only):
+    /// beside `active`, which a peak-ewma pick reads with it, on the line that pick loads anyway.
+    pub latency: Latency,
 }
 
 impl ServerCounters {
@@ -627,7 +631,12 @@ impl Lineage {
                 .then(|| next_load_tree(record.load_tree.as_ref(), &servers, &candidates));
             pools.push(Pool {
                 name: pool.name.clone(),
-                balancer: Balancer::new(pool.balance, &candidates, record.load_tree.clone()),
+                balancer: Balancer::new(
+                    pool.balance,
+                    &candidates,
+                    record.load_tree.clone(),
+                    pool.latency_window,
+                ),
                 hash_key: pool.hash_key.clone(),
                 sticky_cookie: pool.sticky.as_ref().map(|sticky| sticky.cookie.clone()),
                 has_test_servers: servers.iter().any(|s| s.state == ServerState::Test),

@@ -56,6 +56,11 @@ pub struct ServerReply {
     pub active: u64,
     #[serde(default)]
     pub requests: u64,
+    /// Peak-ewma's estimate of its time to a response head, in milliseconds (null before its
+    /// first answer, in pools balanced otherwise, and absent from herdsman before peak-ewma:
+    /// none).
+    #[serde(default)]
+    pub latency_ms: Option<f64>,
     /// Its requests since it joined, by ending and duration (absent from herdsman before
     /// traffic counters: none).
     #[serde(default)]
@@ -66,8 +71,9 @@ fn up() -> String {
     "up".to_string()
 }
 
-/// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right.
-/// A pool without servers gets a row saying so. When some pool speaks TLS to its servers, a TLS
+/// The table `ctl servers` prints: one row per server, columns aligned, numbers to the right,
+/// the latency estimate of a peak-ewma pool's servers last (`-` elsewhere, and before a
+/// server's first answer). A pool without servers gets a row saying so. When some pool speaks TLS to its servers, a TLS
 /// column after ADDR names what each server is asked for and verified against (`unverified`
 /// after it in a pool with `verify = false`; `-` for a cleartext server).
 pub fn servers_table(reply: &PoolsReply) -> String {
@@ -78,8 +84,8 @@ pub fn servers_table(reply: &PoolsReply) -> String {
         headings.push("TLS");
         numeric.push(false);
     }
-    headings.extend(["STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS"]);
-    numeric.extend([false, false, true, true, true]);
+    headings.extend(["STATE", "HEALTH", "WEIGHT", "ACTIVE", "REQUESTS", "LATMS"]);
+    numeric.extend([false, false, true, true, true, true]);
     let mut rows: Vec<Vec<String>> = vec![headings.into_iter().map(str::to_string).collect()];
     for pool in &reply.pools {
         if pool.servers.is_empty() {
@@ -100,11 +106,18 @@ pub fn servers_table(reply: &PoolsReply) -> String {
                 server.weight.to_string(),
                 server.active.to_string(),
                 server.requests.to_string(),
+                latency_ms(server.latency_ms),
             ]);
             rows.push(row);
         }
     }
     aligned_columns(&rows, &numeric)
+}
+
+/// A server's latency estimate as `ctl servers` and `top` show it (their LATMS): milliseconds
+/// with two decimals, `-` without one.
+pub fn latency_ms(latency_ms: Option<f64>) -> String {
+    latency_ms.map_or_else(|| "-".to_string(), |ms| format!("{ms:.2}"))
 }
 
 /// `GET /api/certificates`, as `ctl certs` reads it.
@@ -209,7 +222,8 @@ mod tests {
             "pools": [
                 { "name": "app", "balance": "round-robin", "servers": [
                     { "name": "a", "addr": "127.0.0.1:9001", "state": "ready", "weight": 1,
-                      "active": 12, "requests": 1234567, "added_at_run_time": false },
+                      "active": 12, "requests": 1234567, "latency_ms": 0.237,
+                      "added_at_run_time": false },
                     { "name": "backend-2", "addr": "[::1]:9002", "state": "drain", "weight": 256,
                       "health": "ejected", "remaining_ms": 900,
                       "active": 0, "requests": 3, "added_at_run_time": true },
@@ -219,9 +233,9 @@ mod tests {
         }))
         .unwrap();
         let expected = "\
-POOL   SERVER        ADDR            STATE  HEALTH   WEIGHT  ACTIVE  REQUESTS
-app    a             127.0.0.1:9001  ready  up            1      12   1234567
-app    backend-2     [::1]:9002      drain  ejected     256       0         3
+POOL   SERVER        ADDR            STATE  HEALTH   WEIGHT  ACTIVE  REQUESTS  LATMS
+app    a             127.0.0.1:9001  ready  up            1      12   1234567   0.24
+app    backend-2     [::1]:9002      drain  ejected     256       0         3      -
 empty  (no servers)
 ";
         assert_eq!(servers_table(&reply), expected);
@@ -248,10 +262,10 @@ empty  (no servers)
         }))
         .unwrap();
         let expected = "\
-POOL    SERVER  ADDR            TLS                  STATE  HEALTH  WEIGHT  ACTIVE  REQUESTS
-app     a       127.0.0.1:9001  -                    ready  up           1       0         0
-secure  s       10.0.0.5:443    api.example.com      ready  up           1       0         0
-lab     l       10.0.0.6:443    10.0.0.6 unverified  ready  up           1       0         0
+POOL    SERVER  ADDR            TLS                  STATE  HEALTH  WEIGHT  ACTIVE  REQUESTS  LATMS
+app     a       127.0.0.1:9001  -                    ready  up           1       0         0      -
+secure  s       10.0.0.5:443    api.example.com      ready  up           1       0         0      -
+lab     l       10.0.0.6:443    10.0.0.6 unverified  ready  up           1       0         0      -
 ";
         assert_eq!(servers_table(&reply), expected);
     }

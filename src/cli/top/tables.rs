@@ -71,9 +71,9 @@ const WORKER_HEADINGS: &[&str] = &[
 ];
 const WORKER_NUMERIC: &[bool] = &[true; 11];
 const SERVER_HEADINGS: &[&str] = &[
-    "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "CONN/REQ",
+    "POOL", "SERVER", "STATE", "HEALTH", "REQ/S", "ERR/S", "P99MS", "LATMS", "CONN/REQ",
 ];
-const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true, true];
+const SERVER_NUMERIC: &[bool] = &[false, false, false, false, true, true, true, true, true];
 const CACHE_HEADINGS: &[&str] = &["POOL", "CACHE/S", "HIT%", "OBJECTS", "MIB", "EVICT"];
 const CACHE_NUMERIC: &[bool] = &[false, true, true, true, true, true];
 
@@ -245,8 +245,9 @@ fn sum<'a>(workers: impl Iterator<Item = &'a WorkerFigures>) -> WorkerFigures {
     total
 }
 
-/// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS CONN/REQ`, a row per server in `later` (and one saying so
-/// for a pool without servers). Without `earlier`, every server counts from zero.
+/// `POOL SERVER STATE HEALTH REQ/S ERR/S P99MS LATMS CONN/REQ`, a row per server in `later` (and
+/// one saying so for a pool without servers); LATMS is peak-ewma's estimate now (`-` without
+/// one). Without `earlier`, every server counts from zero.
 fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for pool in &later.pools {
@@ -281,6 +282,7 @@ fn server_rows(earlier: Option<&PoolsReply>, later: &PoolsReply, seconds: f64) -
                 per_second(span.requests, seconds),
                 per_second(span.errors(), seconds),
                 p99_ms,
+                print::latency_ms(server.latency_ms),
                 per_request(span.connections_opened, span.requests),
             ]);
         }
@@ -509,11 +511,12 @@ mod tests {
                 4,
                 vec![
                     // 1000 + 588 between 0.5 and 1 ms, 12 between 1 and 2.5 ms: p99 is 594th
-                    // of 600, halfway into the 1–2.5 ms bucket.
+                    // of 600, halfway into the 1–2.5 ms bucket. Its pool's peak-ewma estimate
+                    // (as the API gives it, whatever the pool's balance here) is LATMS.
                     server(
                         "a",
                         "ready",
-                        up.clone(),
+                        json!({ "health": "up", "latency_ms": 1.237 }),
                         traffic_opening(20, 2, &[(3, 1588), (4, 12)], 36),
                     ),
                     server(
@@ -539,10 +542,10 @@ WORKER  USR%  SYS%  LAT%  CONNS  H2CONNS  H2STREAMS  ACCEPT/S  REQ/S  CONN/REQ  
      0  12.0   8.0   0.5     25        0          0      10.0  950.0     0.010     2.0
      1   0.0   1.0     -      2        1          3       0.0    5.0     0.000     0.0
    all  12.0   9.0   0.5     27        1          3      10.0  955.0     0.010     2.0
-POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS  CONN/REQ
-demo   a             ready  up       300.0    6.0   1.75     0.010
-demo   backend-b     drain  ejected    0.0    0.0      -         -
-demo   c             ready  up         5.0    0.0   0.10     0.000
+POOL   SERVER        STATE  HEALTH   REQ/S  ERR/S  P99MS  LATMS  CONN/REQ
+demo   a             ready  up       300.0    6.0   1.75   1.24     0.010
+demo   backend-b     drain  ejected    0.0    0.0      -      -         -
+demo   c             ready  up         5.0    0.0   0.10      -     0.000
 empty  (no servers)
 ";
         assert_eq!(tables.plain_text(), expected);

@@ -243,6 +243,7 @@ mod tests {
             retry_on: RetryOn::default(),
             retry_budget_percent: 20,
             retry_budget_floor: 10,
+            latency_window: Duration::from_secs(10),
             queue_timeout: Duration::from_secs(2),
             protocol: ServerProtocol::Http1,
             tls: None,

@@ -24,6 +24,18 @@ const DEFAULT_WEIGHT: u32 = 1;
 const NEED_A_SERVER: &str =
     r#"a pool needs at least one server, e.g. servers = [{ name = "a", addr = "127.0.0.1:9001" }]"#;
 
+/// `latency_window` when not written: long enough that one slow answer among many fast ones is
+/// soon outweighed, short enough that a server that recovers regains its share within seconds.
+const DEFAULT_LATENCY_WINDOW: Duration = Duration::from_secs(10);
+
+/// The shortest `latency_window`: a server is probed every tenth of it (every 10 ms here), which
+/// is already a request every 10 ms to a server known to be slow.
+const LEAST_LATENCY_WINDOW: Duration = Duration::from_millis(100);
+
+/// The longest `latency_window`: a server that recovers takes about that long to regain its
+/// share.
+const MOST_LATENCY_WINDOW: Duration = Duration::from_secs(600);
+
 /// `[pool.sticky] cookie` when not written.
 const DEFAULT_STICKY_COOKIE: &str = "HERDSMAN";
 
@@ -83,6 +95,7 @@ impl Checker {
                 "0 to 100000 retries a second (default 10)",
                 10,
             ),
+            latency_window: self.latency_window(table, &pool.latency_window, balance),
             queue_timeout: self.duration(
                 &table.key("queue_timeout"),
                 &pool.queue_timeout,
@@ -313,6 +326,34 @@ impl Checker {
                 }
             }
         }
+    }
+
+    /// A pool's `latency_window`: only with `balance = "peak-ewma"`, from
+    /// [`LEAST_LATENCY_WINDOW`] to [`MOST_LATENCY_WINDOW`].
+    fn latency_window(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+        balance: Balance,
+    ) -> Duration {
+        let key = table.key("latency_window");
+        let Some(written) = raw else {
+            return DEFAULT_LATENCY_WINDOW;
+        };
+        if balance != Balance::PeakEwma {
+            let why =
+                r#"only used with balance = "peak-ewma"; remove it or set balance = "peak-ewma""#;
+            self.reject(&key, written.span(), &quoted(written.get_ref()), why);
+            return DEFAULT_LATENCY_WINDOW;
+        }
+        // Zero, and what is not a duration, are refused here with their own messages.
+        let window = self.duration(&key, raw, DEFAULT_LATENCY_WINDOW, Zero::Refused);
+        if !(LEAST_LATENCY_WINDOW..=MOST_LATENCY_WINDOW).contains(&window) {
+            let why = r#"from "100ms" to "10m" (default "10s"): a server not measured for a tenth of it is probed, and one that recovers takes about one to regain its share"#;
+            self.reject(&key, written.span(), &quoted(written.get_ref()), why);
+            return DEFAULT_LATENCY_WINDOW;
+        }
+        window
     }
 
     /// A pool's `hash_key`: only with `balance = "hash"`.
@@ -632,6 +673,49 @@ mod tests {
         }
         let unknown = only_problem(&valid_with("path_prefix = \"/api/\"", "path = \"/api/\""));
         assert_eq!(unknown.key, "route[0].path");
+    }
+
+    #[test]
+    fn a_latency_window_is_read_for_peak_ewma_and_refused_by_key_and_line_otherwise() {
+        let api = r#"balance = "p2c""#;
+        let window = |value: &str| {
+            valid_with(
+                api,
+                &format!("balance = \"peak-ewma\"\nlatency_window = {value:?}"),
+            )
+        };
+        let config = from_toml(&window("2s"), "t").unwrap();
+        assert_eq!(config.pools[1].balance, Balance::PeakEwma);
+        assert_eq!(config.pools[1].latency_window, Duration::from_secs(2));
+        let unwritten = from_toml(&valid_with(api, r#"balance = "peak-ewma""#), "t").unwrap();
+        assert_eq!(unwritten.pools[1].latency_window, Duration::from_secs(10));
+        // VALID's pool "api" has its `balance` on line 39: `latency_window` is on line 40.
+        let refused = |value: &str, why: &str| {
+            let message = format!("pool[1].latency_window = {value:?}: {why}");
+            assert_eq!(
+                only_problem(&window(value)),
+                problem("pool[1].latency_window", 40, &message)
+            );
+        };
+        refused("0s", r#"must be more than 0, e.g. "10s" (the default)"#);
+        let range = r#"from "100ms" to "10m" (default "10s"): a server not measured for a tenth of it is probed, and one that recovers takes about one to regain its share"#;
+        refused("50ms", range);
+        refused("2h", range);
+        assert!(only_problem(&window("ten seconds"))
+            .message
+            .starts_with(r#"pool[1].latency_window = "ten seconds": "#));
+        let elsewhere = only_problem(&valid_with(
+            api,
+            "balance = \"p2c\"\nlatency_window = \"5s\"",
+        ));
+        assert_eq!(
+            elsewhere,
+            problem(
+                "pool[1].latency_window",
+                40,
+                r#"pool[1].latency_window = "5s": only used with balance = "peak-ewma"; remove it or set balance = "peak-ewma""#
+            )
+        );
     }
 
     #[test]

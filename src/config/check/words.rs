@@ -79,6 +79,7 @@ pub(in crate::config) const BALANCES: Words<Balance> = Words {
         ("p2c", Balance::P2c),
         ("random", Balance::Random),
         ("hash", Balance::Hash),
+        ("peak-ewma", Balance::PeakEwma),
     ],
     default: Balance::RoundRobin,
 };
@@ -211,7 +212,7 @@ mod tests {
             problem(
                 "pool[0].balance",
                 31,
-                r#"pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random, hash"#
+                r#"pool[0].balance = "fastest": unknown; accepted: round-robin, least-conn, p2c, random, hash, peak-ewma"#
             )
         );
     }

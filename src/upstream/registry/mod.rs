@@ -153,7 +153,7 @@ impl PoolTlsView {
     }
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq)]
 pub struct ServerView {
     pub name: String,
     pub addr: String,
@@ -168,6 +168,9 @@ pub struct ServerView {
     pub max_connections: u32,
     pub active: u32,
     pub requests: u64,
+    /// Peak-ewma's estimate of its time to a response head, in milliseconds (to the
+    /// microsecond): `null` before its first answer, and in a pool balanced otherwise.
+    pub latency_ms: Option<f64>,
     pub added_at_run_time: bool,
     /// In a pool with `[pool.tls]`: the name it is asked for in SNI and its certificate verified
     /// against (an address when neither it nor the pool has an `sni`). Absent otherwise.
@@ -476,6 +479,12 @@ fn server_view(server: &crate::upstream::Server) -> ServerView {
         max_connections: server.max_connections,
         active: server.active(),
         requests: server.traffic.started_total(),
+        latency_ms: server
+            .counters
+            .latency
+            .read()
+            .millis()
+            .map(|ms| (ms * 1000.0).round() / 1000.0),
         added_at_run_time: server.added_at_run_time,
         tls_name: server
             .tls

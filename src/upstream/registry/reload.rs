@@ -478,9 +478,10 @@ servers = [
         let pick = || {
             let snapshot = registry.snapshot_handle().load_full();
             let pool = &snapshot.pools[0];
+            let now = crate::transport::Moment::now();
             let index = pool
                 .balancer
-                .pick(&pool.servers, &mut fastrand::Rng::new(), || 0);
+                .pick(&pool.servers, &mut fastrand::Rng::new(), now, || 0);
             index.map(|index| pool.servers[index].name.clone())
         };
         let first = registry.snapshot_handle().load_full();

@@ -9,6 +9,8 @@
 //! - `stats`       — percentiles by nearest rank
 //! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of, and
 //!   the long listen queue every server of the benchmarks binds with
+//! - `thread_server` — a server on a thread of this program (its runtime, listener and accept
+//!   loop), stopped when dropped
 //! - `servers`     — the servers behind the proxies, the own backend or a real nginx (or nginx
 //!   taking uploads of any size whole before it answers), started on ports of their own
 //! - `grpc_server` — the own h2c gRPC server (unary calls echoed, calls counted) and one checked
@@ -82,6 +84,7 @@ pub mod slow_holders;
 pub mod slow_steps;
 pub mod stack;
 pub mod stats;
+pub mod thread_server;
 pub mod tls_client;
 pub mod tls_metrics;
 pub mod tools;

@@ -14,17 +14,13 @@
 //! in whole seconds would make a `max-age=1` answer up to a second old on arrival).
 
 use std::collections::HashMap;
-use std::net::{Ipv4Addr, SocketAddr};
-use std::sync::{mpsc, Arc, Mutex};
-use std::thread::{self, JoinHandle};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::oneshot;
+use tokio::net::TcpStream;
 
-use crate::kit::backend;
+use crate::kit::thread_server::ThreadServer;
 
 /// How long the origin takes to answer a `/slow/` path: a page that is expensive to make.
 pub const SLOW_ANSWER: Duration = Duration::from_millis(500);
@@ -110,8 +106,8 @@ pub fn slow_path(freshness: Freshness, tag: &str) -> String {
 pub struct Origin {
     pub port: u16,
     counts: Arc<Mutex<HashMap<String, u64>>>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<JoinHandle<()>>,
+    /// Serving on its thread until dropped.
+    _server: ThreadServer,
 }
 
 impl Origin {
@@ -119,41 +115,13 @@ impl Origin {
     /// kit's long queue: a cache that collapses nothing opens a connection per client at once.
     pub fn start() -> anyhow::Result<Origin> {
         let counts = Arc::new(Mutex::new(HashMap::new()));
-        let (stop, stopped) = oneshot::channel();
-        let (bound, port) = mpsc::channel();
         let served = Arc::clone(&counts);
-        let thread = thread::Builder::new()
-            .name("origin".into())
-            .spawn(move || {
-                let runtime = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build();
-                let runtime = match runtime {
-                    Ok(runtime) => runtime,
-                    Err(e) => return drop(bound.send(Err(e))),
-                };
-                runtime.block_on(async move {
-                    let listener = match backend::bind(SocketAddr::from((Ipv4Addr::LOCALHOST, 0))) {
-                        Ok(listener) => listener,
-                        Err(e) => return drop(bound.send(Err(e))),
-                    };
-                    let _ = bound.send(listener.local_addr().map(|a| a.port()));
-                    tokio::select! {
-                        () = accept_loop(listener, served) => {}
-                        _ = stopped => {}
-                    }
-                });
-            })
-            .context("starting the origin's thread")?;
-        let port = port
-            .recv()
-            .context("the origin's thread ended")?
-            .context("binding the origin's port")?;
+        let server =
+            ThreadServer::start("origin", move |stream| serve(stream, Arc::clone(&served)))?;
         Ok(Origin {
-            port,
+            port: server.port,
             counts,
-            stop: Some(stop),
-            thread: Some(thread),
+            _server: server,
         })
     }
 
@@ -171,29 +139,6 @@ impl Origin {
     pub fn requests_for(&self, path: &str) -> u64 {
         let counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
         counts.get(path).copied().unwrap_or(0)
-    }
-}
-
-impl Drop for Origin {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
-}
-
-async fn accept_loop(listener: TcpListener, counts: Arc<Mutex<HashMap<String, u64>>>) {
-    loop {
-        match listener.accept().await {
-            Ok((stream, _)) => {
-                tokio::spawn(serve(stream, Arc::clone(&counts)));
-            }
-            // Out of descriptors, or a connection reset before accept: pause rather than spin.
-            Err(_) => tokio::time::sleep(Duration::from_millis(10)).await,
-        }
     }
 }
 
@@ -289,6 +234,7 @@ fn answer(body_len: usize, cache_control: &str, delay: Option<Duration>) -> Answ
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::net::{Ipv4Addr, SocketAddr};
 
     fn text(answer: &Answer) -> String {
         String::from_utf8_lossy(&answer.bytes[..answer.head_len]).into_owned()

@@ -12,7 +12,9 @@ use super::origin::{Freshness, SLOW_ANSWER};
 use super::settings::{Settings, CONNECTIONS, SIZES};
 use super::stampede::{ExpiryOutcome, EXPIRY_MARGIN};
 use super::STAMPEDES;
-use crate::kit::markdown::{one_line, spread_cell, thousands, worker_count, write_details_table};
+use crate::kit::markdown::{
+    milliseconds, one_line, spread_cell, thousands, worker_count, write_details_table,
+};
 use crate::kit::paired::PairedRatio;
 use crate::kit::plot::{write_panels_png, LineChart, Series};
 use crate::kit::procstat::CpuTime;
@@ -96,7 +98,7 @@ impl HitRun {
             thousands(self.wrk.requests_per_sec),
             self.cpu_us().map_or("–".into(), us_text),
             self.user_us().map_or("–".into(), us_text),
-            self.p99_ms().map_or("–".into(), ms_text),
+            self.p99_ms().map_or("–".into(), milliseconds),
             self.origin_requests,
             self.errors()
         )
@@ -124,9 +126,9 @@ impl ExpiryRun {
             "{:<9} {} server request(s), p50 {} ms, p99 {} ms, max {} ms, {} failure(s){}",
             self.cacher.written(),
             o.server_requests,
-            self.latency(50.0).map_or("–".into(), ms_text),
-            self.latency(99.0).map_or("–".into(), ms_text),
-            self.latency(100.0).map_or("–".into(), ms_text),
+            self.latency(50.0).map_or("–".into(), milliseconds),
+            self.latency(99.0).map_or("–".into(), milliseconds),
+            self.latency(100.0).map_or("–".into(), milliseconds),
             o.failures,
             o.first_failure
                 .as_ref()
@@ -156,17 +158,6 @@ pub fn freshness_text(freshness: Freshness) -> &'static str {
 /// CPU-µs: one decimal.
 fn us_text(value: f64) -> String {
     format!("{value:.1}")
-}
-
-/// Milliseconds: whole above 100, two decimals below 10, one between.
-fn ms_text(value: f64) -> String {
-    if value >= 100.0 {
-        thousands(value)
-    } else if value >= 10.0 {
-        format!("{value:.1}")
-    } else {
-        format!("{value:.2}")
-    }
 }
 
 fn ratio_text(value: f64) -> String {
@@ -412,7 +403,7 @@ impl Session {
                     case,
                     figure: format!(
                         "slowest client {} ms (the server takes {})",
-                        spread_cell(spread(&maxima), ms_text),
+                        spread_cell(spread(&maxima), milliseconds),
                         thousands(server_ms)
                     ),
                     verdict: verdict_word(no_failure && maxima.iter().all(|&m| m < server_ms)),
@@ -472,8 +463,8 @@ impl Session {
             ("user", HitRun::user_us, us_text),
             ("kernel", HitRun::kernel_us, us_text),
             ("requests/s", HitRun::requests_per_sec, thousands),
-            ("p50 ms", HitRun::p50_ms, ms_text),
-            ("p99 ms", HitRun::p99_ms, ms_text),
+            ("p50 ms", HitRun::p50_ms, milliseconds),
+            ("p99 ms", HitRun::p99_ms, milliseconds),
         ];
         for case in self.cases() {
             let _ = writeln!(md, "### {}\n", case.text());
@@ -541,10 +532,10 @@ impl Session {
                         freshness_text(freshness),
                         cacher.written(),
                         spread_cell(over(&|e| Some(e.outcome.server_requests as f64)), thousands),
-                        spread_cell(over(&|e| e.latency(50.0)), ms_text),
-                        spread_cell(over(&|e| e.latency(99.0)), ms_text),
-                        spread_cell(over(&|e| e.latency(100.0)), ms_text),
-                        spread_cell(over(&|e| Some(e.outcome.release_spread_ms)), ms_text),
+                        spread_cell(over(&|e| e.latency(50.0)), milliseconds),
+                        spread_cell(over(&|e| e.latency(99.0)), milliseconds),
+                        spread_cell(over(&|e| e.latency(100.0)), milliseconds),
+                        spread_cell(over(&|e| Some(e.outcome.release_spread_ms)), milliseconds),
                     );
                 }
             }
@@ -651,8 +642,8 @@ impl Session {
                 cell(r.cpu_us(), us_text),
                 cell(r.user_us(), us_text),
                 cell(r.kernel_us(), us_text),
-                cell(r.p50_ms(), ms_text),
-                cell(r.p99_ms(), ms_text),
+                cell(r.p50_ms(), milliseconds),
+                cell(r.p99_ms(), milliseconds),
                 r.origin_requests,
                 r.errors()
             )
@@ -674,11 +665,11 @@ impl Session {
                 e.cacher.written(),
                 e.outcome.server_requests,
                 e.outcome.latencies_ms.len(),
-                cell(e.latency(50.0), ms_text),
-                cell(e.latency(99.0), ms_text),
-                cell(e.latency(100.0), ms_text),
+                cell(e.latency(50.0), milliseconds),
+                cell(e.latency(99.0), milliseconds),
+                cell(e.latency(100.0), milliseconds),
                 e.outcome.failures,
-                ms_text(e.outcome.release_spread_ms)
+                milliseconds(e.outcome.release_spread_ms)
             )
         });
         write_details_table(
@@ -734,7 +725,7 @@ impl Results for Session {
                     row.name(),
                     median(HitRun::cpu_us, us_text),
                     median(HitRun::requests_per_sec, thousands),
-                    median(HitRun::p99_ms, ms_text)
+                    median(HitRun::p99_ms, milliseconds)
                 );
             }
         }

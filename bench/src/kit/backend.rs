@@ -13,7 +13,6 @@
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,6 +20,7 @@ use tokio::net::{TcpListener, TcpStream};
 
 use crate::kit::process::{start_own_server, Supervised};
 use crate::kit::server_status::{Counters, OpenConnection, STATUS_PATH};
+use crate::kit::thread_server::accept_loop;
 
 /// The body every request gets; 19 bytes, so results compare with BENCHMARKING.md's figures.
 pub const BODY: &[u8] = b"hello from bench!!\n";
@@ -98,19 +98,8 @@ pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
         let listener = bind(listen).with_context(|| format!("binding {listen}"))?;
         eprintln!("herdsman-bench backend listening on {listen}");
         let counters = Arc::new(Counters::default());
-        loop {
-            match listener.accept().await {
-                Ok((stream, _)) => {
-                    tokio::spawn(serve(stream, counters.accepted()));
-                }
-                // Out of file descriptors or a connection reset before accept: not fatal; pause so
-                // a full descriptor table does not turn into a busy loop.
-                Err(e) => {
-                    eprintln!("accept: {e}");
-                    tokio::time::sleep(Duration::from_millis(10)).await;
-                }
-            }
-        }
+        accept_loop(listener, |stream| serve(stream, counters.accepted())).await;
+        Ok(())
     })
 }
 

@@ -1,5 +1,5 @@
 //! How figures and lists read in the results files and the summaries: numbers grouped by
-//! thousands, worker counts in words, prose lists, table cells of a spread over rounds, and the
+//! thousands, milliseconds, worker counts in words, prose lists, table cells of a spread over rounds, and the
 //! folded table of every run.
 
 use std::fmt::Write as _;
@@ -17,6 +17,17 @@ pub fn thousands(value: f64) -> String {
         out.push(ch);
     }
     out
+}
+
+/// Milliseconds: whole above 100 ("1,063"), two decimals below 10, one between.
+pub fn milliseconds(value: f64) -> String {
+    if value >= 100.0 {
+        thousands(value)
+    } else if value >= 10.0 {
+        format!("{value:.1}")
+    } else {
+        format!("{value:.2}")
+    }
 }
 
 /// `text` on one line, its runs of white space (newlines among them) made one space.
@@ -100,6 +111,9 @@ mod tests {
         assert_eq!(thousands(57123.4), "57,123");
         assert_eq!(thousands(999.0), "999");
         assert_eq!(thousands(1234567.0), "1,234,567");
+        assert_eq!(milliseconds(1234.4), "1,234");
+        assert_eq!(milliseconds(12.34), "12.3");
+        assert_eq!(milliseconds(1.234), "1.23");
     }
 
     #[test]

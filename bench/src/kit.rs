@@ -7,8 +7,9 @@
 //! - `loopback`    — a loopback address of its own per server (127.0.x.y), and back to its index
 //! - `periodic`    — a thread that does one thing every period until told to finish
 //! - `stats`       — percentiles by nearest rank
-//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of, and
-//!   the long listen queue every server of the benchmarks binds with
+//! - `backend`     — the fast fixed-response HTTP/1.1 backend every proxy is put in front of (which
+//!   can also answer late, or fail fast with 500s), and the long listen queue every server of the
+//!   benchmarks binds with
 //! - `thread_server` — a server on a thread of this program (its runtime, listener and accept
 //!   loop), stopped when dropped
 //! - `servers`     — the servers behind the proxies, the own backend or a real nginx (or nginx
@@ -16,7 +17,8 @@
 //! - `grpc_server` — the own h2c gRPC server (unary calls echoed, calls counted) and one checked
 //!   call to it
 //! - `server_status` — what a server has accepted and answered, read from it (stub_status's shape)
-//! - `proxies`     — the proxies' equivalent configurations (cleartext or TLS) and command lines
+//! - `proxies`     — the proxies' equivalent configurations (cleartext or TLS; one server, or
+//!   several with a balancing method) and command lines
 //! - `stack`       — herdsman in one intake mode plus the backend, started and stopped together
 //! - `process`     — child processes that never outlive the benchmark; ports; readiness
 //! - `procstat`    — CPU time and RSS of a process tree, CPU time of a process or of one of its

@@ -16,6 +16,10 @@
 //!   count, in front of the own backend and of a real nginx (server connections opened per request
 //!   beside CPU and requests/s, issue 50), then with idle connections held open; into
 //!   bench/results/
+//! - `gray`        — one sick server of three (50 ms or 200 ms late, recovering, failing fast):
+//!   herdsman's balancing methods against HAProxy's leastconn and roundrobin and nginx's
+//!   least_conn and random two least_conn — requests/s, p50/p99, the sick server's share, CPU per
+//!   request, recovery (issue 39)
 //! - `herd`        — the 1999 accept() thundering-herd experiment on today's kernel (no herdsman)
 //! - `fd-flood`    — herdsman vs HAProxy vs nginx when idle connections outnumber the open-files
 //!   limit: both kinds of legitimate client's requests/s, p99 and failures, the status page, and
@@ -60,6 +64,7 @@ mod churn;
 mod compare;
 mod fairness;
 mod fd_flood;
+mod gray;
 mod h2;
 mod h2_attacks;
 mod health_checks;
@@ -107,6 +112,12 @@ enum Command {
     IdleClients(compare::idle_clients::IdleClientsArgs),
     /// Reproduce the 1999 accept() thundering-herd experiment and write bench/results/herd.md.
     Herd(herd::HerdArgs),
+    /// Three servers, one of them sick (50 ms or 200 ms late, recovering mid-run, failing fast
+    /// with 500s), behind herdsman's balancing methods, HAProxy's leastconn and roundrobin and
+    /// nginx's least_conn and random two least_conn: requests/s, p50/p99, the sick server's share,
+    /// CPU per request and the time to recover; judged against issue 39's targets; writes
+    /// bench/results/gray.md.
+    Gray(gray::GrayArgs),
     /// 21,000 idle connections against herdsman, HAProxy and nginx each limited to 20,000 open
     /// files: legitimate clients' requests/s, p99 and failures, the status page and recovery;
     /// writes bench/results/fd-flood.md.
@@ -211,6 +222,7 @@ fn main() -> anyhow::Result<()> {
         Command::Compare(args) => compare::run(args),
         Command::IdleClients(args) => compare::idle_clients::run(args),
         Command::Herd(args) => herd::run(args),
+        Command::Gray(args) => gray::run(args),
         Command::FdFlood(args) => fd_flood::run(args),
         Command::H2Attacks(args) => h2_attacks::run(args),
         Command::Cache(args) => cache::run(args),

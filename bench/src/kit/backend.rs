@@ -9,10 +9,16 @@
 //! does (every other path answers as soon as the head is in, and skips the body). A third,
 //! `server_status::STATUS_PATH`, answers with the connections accepted and requests answered so
 //! far, in nginx's stub_status shape, so that `compare` counts the connections each proxy opens.
+//!
+//! How it answers can change while it serves (`Conduct`): at once (always, for the `backend`
+//! subcommand), late, or failing fast with 500s — `gray`'s sick server, which runs this server on
+//! a thread of the benchmark (`thread_server`).
 
 use std::net::SocketAddr;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::Context;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -40,6 +46,14 @@ const BIG_KEEP_ALIVE_10: &[u8] =
 const BIG_CLOSE: &[u8] = b"HTTP/1.1 200 OK\r\nContent-Length: 1048576\r\nConnection: close\r\n\r\n";
 /// `/big`'s body is this chunk, written again and again.
 static BIG_CHUNK: [u8; 64 * 1024] = [b'x'; 64 * 1024];
+/// The small answer's failing counterpart, for a server failing fast (`Answering::Failing`): the
+/// same body, status 500.
+const FAILED_KEEP_ALIVE: &[u8] =
+    b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: 19\r\n\r\nhello from bench!!\n";
+const FAILED_KEEP_ALIVE_10: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: \
+    19\r\nConnection: keep-alive\r\n\r\nhello from bench!!\n";
+const FAILED_CLOSE: &[u8] = b"HTTP/1.1 500 Internal Server Error\r\nContent-Length: \
+    19\r\nConnection: close\r\n\r\nhello from bench!!\n";
 /// Paths that do not get the small fixed answer.
 const BIG_PATH: &str = "/big";
 const UPLOAD_PATH: &str = "/upload";
@@ -87,6 +101,46 @@ pub fn start_for_every_address(port: u16, dir: &Path) -> anyhow::Result<Supervis
     start_own_server("backend", &listen, port, &dir.join("backend.log"))
 }
 
+/// How a backend answers the requests it reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Answering {
+    /// As soon as a request's head is in: the benchmarks' backend.
+    AtOnce,
+    /// This long after the requests read together came in, each on its own connection's time
+    /// (a connection waits; the server does not): a slow server that still accepts and answers.
+    Late(Duration),
+    /// At once, with 500 and the same body: a server failing fast.
+    Failing,
+}
+
+/// How a backend answers, changeable while it serves: read for every batch of requests, so a
+/// change applies from the next request that comes in. One word: 0 at once, `u64::MAX` failing,
+/// anything else the delay in µs. Relaxed ordering: nothing else is published with it.
+#[derive(Debug, Default)]
+pub struct Conduct(AtomicU64);
+
+impl Conduct {
+    const FAILING: u64 = u64::MAX;
+
+    pub fn set(&self, answering: Answering) {
+        let word = match answering {
+            Answering::AtOnce => 0,
+            Answering::Late(delay) => u64::try_from(delay.as_micros())
+                .map_or(Self::FAILING - 1, |us| us.clamp(1, Self::FAILING - 1)),
+            Answering::Failing => Self::FAILING,
+        };
+        self.0.store(word, Ordering::Relaxed);
+    }
+
+    pub fn get(&self) -> Answering {
+        match self.0.load(Ordering::Relaxed) {
+            0 => Answering::AtOnce,
+            Self::FAILING => Answering::Failing,
+            us => Answering::Late(Duration::from_micros(us)),
+        }
+    }
+}
+
 /// Serves until the process is killed; the compare command owns the process and stops it.
 pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -98,12 +152,18 @@ pub fn run(listen: SocketAddr) -> anyhow::Result<()> {
         let listener = bind(listen).with_context(|| format!("binding {listen}"))?;
         eprintln!("herdsman-bench backend listening on {listen}");
         let counters = Arc::new(Counters::default());
-        accept_loop(listener, |stream| serve(stream, counters.accepted())).await;
+        let conduct = Arc::new(Conduct::default());
+        accept_loop(listener, |stream| {
+            serve(stream, counters.accepted(), Arc::clone(&conduct))
+        })
+        .await;
         Ok(())
     })
 }
 
-async fn serve(mut stream: TcpStream, connection: OpenConnection) {
+/// One connection, answered as `conduct` says at the time each batch of requests is read; every
+/// request counted in `connection`'s counters when its head is in.
+pub async fn serve(mut stream: TcpStream, connection: OpenConnection, conduct: Arc<Conduct>) {
     let counters = connection.counters();
     let _ = stream.set_nodelay(true);
     let mut input = vec![0u8; READ_BUFFER];
@@ -116,12 +176,18 @@ async fn serve(mut stream: TcpStream, connection: OpenConnection) {
             Ok(n) => n,
         };
         filled += n;
+        let answering = conduct.get();
+        scanner.failing = answering == Answering::Failing;
         // The scanner stops after the head of a `/big` response, whose body goes out here before
         // the requests after it are answered.
         let mut consumed = 0;
         loop {
             consumed += scanner.answer(&input[consumed..filled], &mut output);
-            counters.answered(std::mem::take(&mut scanner.answered));
+            let answered = std::mem::take(&mut scanner.answered);
+            counters.answered(answered);
+            if let (Answering::Late(delay), 1..) = (answering, answered) {
+                tokio::time::sleep(delay).await;
+            }
             if std::mem::take(&mut scanner.status_due) {
                 // Counted already, so the status includes its own request, as nginx's does.
                 output.extend_from_slice(&status_response(counters, scanner.closing));
@@ -216,6 +282,8 @@ pub struct RequestScanner {
     pub status_due: bool,
     /// Requests answered (queued) since the caller last took this count.
     pub answered: u64,
+    /// The small answer goes out as a 500 (`Answering::Failing`), set by the caller.
+    pub failing: bool,
 }
 
 impl RequestScanner {
@@ -312,10 +380,13 @@ impl RequestScanner {
                 status: true,
             };
         }
-        let bytes = match (keep_alive, http10) {
-            (false, _) => OK_CLOSE,
-            (true, true) => OK_KEEP_ALIVE_10,
-            (true, false) => OK_KEEP_ALIVE,
+        let bytes = match (self.failing, keep_alive, http10) {
+            (false, false, _) => OK_CLOSE,
+            (false, true, true) => OK_KEEP_ALIVE_10,
+            (false, true, false) => OK_KEEP_ALIVE,
+            (true, false, _) => FAILED_CLOSE,
+            (true, true, true) => FAILED_KEEP_ALIVE_10,
+            (true, true, false) => FAILED_KEEP_ALIVE,
         };
         Answer::small(without_body(bytes, head_only), !keep_alive)
     }
@@ -467,6 +538,43 @@ mod tests {
         )));
         let counts = crate::kit::server_status::parse(body).unwrap();
         assert_eq!((counts.accepted, counts.requests), (1, 2));
+    }
+
+    #[test]
+    fn a_failing_server_answers_500_with_the_same_framing() {
+        let mut scanner = RequestScanner {
+            failing: true,
+            ..RequestScanner::default()
+        };
+        let mut out = Vec::new();
+        scanner.answer(GET, &mut out);
+        assert_eq!(out, FAILED_KEEP_ALIVE);
+        for failed in [FAILED_KEEP_ALIVE, FAILED_KEEP_ALIVE_10, FAILED_CLOSE] {
+            let text = std::str::from_utf8(failed).unwrap();
+            assert!(text.starts_with("HTTP/1.1 500 "), "{text}");
+            assert!(text.contains("Content-Length: 19\r\n") && failed.ends_with(BODY));
+        }
+        assert!(std::str::from_utf8(FAILED_CLOSE)
+            .unwrap()
+            .contains("Connection: close\r\n"));
+    }
+
+    #[test]
+    fn a_conduct_reads_back_as_it_was_set() {
+        let conduct = Conduct::default();
+        assert_eq!(conduct.get(), Answering::AtOnce);
+        for answering in [
+            Answering::Late(Duration::from_millis(200)),
+            Answering::Failing,
+            Answering::Late(Duration::from_micros(1)),
+            Answering::AtOnce,
+        ] {
+            conduct.set(answering);
+            assert_eq!(conduct.get(), answering);
+        }
+        // A zero delay is the shortest one, not "at once".
+        conduct.set(Answering::Late(Duration::ZERO));
+        assert_eq!(conduct.get(), Answering::Late(Duration::from_micros(1)));
     }
 
     #[test]

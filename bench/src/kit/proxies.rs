@@ -10,7 +10,9 @@
 //! HTTP/2), session tickets and a TLS 1.2 session cache; with HTTP/2 with prior knowledge in
 //! cleartext (h2c, `Target::h2c_config`); and for gRPC, h2c on both sides (`Target::grpc_config`:
 //! herdsman's pool `protocol = "h2c"`, HAProxy's `server … proto h2`, nginx's `grpc_pass`); and
-//! for uploads of any size (`Target::upload_config`: nginx's body size limit lifted).
+//! for uploads of any size (`Target::upload_config`: nginx's body size limit lifted); and in
+//! front of several servers with a balancing method named in each proxy's words
+//! (`Target::balanced_config`, `Balancing`).
 
 use std::fmt;
 use std::fmt::Write as _;
@@ -286,10 +288,81 @@ impl TlsListener {
     }
 }
 
+/// Several servers behind a proxy, and how it spreads requests over them in the proxy's own
+/// words: herdsman's `balance` value ("least-conn"), HAProxy's `balance` argument ("leastconn"),
+/// nginx's upstream directive ("least_conn", "random two least_conn"). An empty method writes
+/// none: each proxy's default (round-robin in all three).
+#[derive(Debug, Clone, Copy)]
+pub struct Balancing<'a> {
+    /// Ports on 127.0.0.1, the servers named b1, b2, … in this order.
+    pub servers: &'a [u16],
+    pub method: &'a str,
+}
+
+impl Balancing<'_> {
+    /// herdsman's pool lines: `balance`, and `servers` on one line.
+    fn herdsman_lines(&self) -> String {
+        let mut lines = String::new();
+        if !self.method.is_empty() {
+            let _ = writeln!(lines, "balance = \"{}\"", self.method);
+        }
+        let servers: Vec<String> = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, port)| format!("{{ name = \"b{}\", addr = \"127.0.0.1:{port}\" }}", i + 1))
+            .collect();
+        let _ = writeln!(lines, "servers = [{}]", servers.join(", "));
+        lines
+    }
+
+    /// HAProxy's backend lines: `balance`, and a `server` line each with `server_options`.
+    fn haproxy_lines(&self, server_options: &str) -> String {
+        let mut lines = String::new();
+        if !self.method.is_empty() {
+            let _ = writeln!(lines, "    balance {}", self.method);
+        }
+        for (i, port) in self.servers.iter().enumerate() {
+            let _ = writeln!(
+                lines,
+                "    server b{} 127.0.0.1:{port}{server_options}",
+                i + 1
+            );
+        }
+        lines
+    }
+
+    /// nginx's upstream lines before its `keepalive` (which must follow a balancing method): a
+    /// `server` line each, and with a method, the method and a shared memory `zone`, so that with
+    /// several workers each counts every worker's connections (as herdsman's and HAProxy's
+    /// workers and threads do), not only its own.
+    fn nginx_lines(&self) -> String {
+        let mut lines = String::new();
+        for port in self.servers {
+            let _ = writeln!(lines, "        server 127.0.0.1:{port};");
+        }
+        if !self.method.is_empty() {
+            let _ = writeln!(lines, "        zone backend 1m;\n        {};", self.method);
+        }
+        lines
+    }
+}
+
 impl Target {
     /// The configuration file's name and text. `dir` is this target's private scratch directory.
     pub fn config(&self, plan: Plan, dir: &Path) -> (&'static str, String) {
         self.cleartext_config(plan, dir, &CLEARTEXT_HTTP1, &HTTP1_SERVER)
+    }
+
+    /// `config` in front of `balancing`'s servers (`plan.backend_port` is not used) with its
+    /// method.
+    pub fn balanced_config(
+        &self,
+        plan: Plan,
+        balancing: Balancing,
+        dir: &Path,
+    ) -> (&'static str, String) {
+        self.config_over(plan, dir, &CLEARTEXT_HTTP1, &HTTP1_SERVER, balancing)
     }
 
     /// `config` with HTTP/2 with prior knowledge (h2c) on its listener.
@@ -311,6 +384,7 @@ impl Target {
         self.cleartext_config(plan, dir, &H2C, &H2C_SERVER)
     }
 
+    /// The cleartext configuration in front of the plan's one server.
     fn cleartext_config(
         &self,
         plan: Plan,
@@ -318,18 +392,49 @@ impl Target {
         words: &Http2Words,
         server: &ServerWords,
     ) -> (&'static str, String) {
+        let one = Balancing {
+            servers: &[plan.backend_port],
+            method: "",
+        };
+        self.config_over(plan, dir, words, server, one)
+    }
+
+    fn config_over(
+        &self,
+        plan: Plan,
+        dir: &Path,
+        words: &Http2Words,
+        server: &ServerWords,
+        balancing: Balancing,
+    ) -> (&'static str, String) {
         match self.kind {
             ProxyKind::Herdsman => (
                 "herdsman.toml",
-                herdsman_listener_config(plan, self.intake, words.herdsman, server.herdsman),
+                herdsman_listener_config(
+                    plan,
+                    self.intake,
+                    words.herdsman,
+                    &format!("{}{}", server.herdsman, balancing.herdsman_lines()),
+                ),
             ),
             ProxyKind::Haproxy => (
                 "haproxy.cfg",
-                haproxy_bind_config(plan, words.haproxy, server.haproxy),
+                haproxy_bind_config(
+                    plan,
+                    words.haproxy,
+                    &balancing.haproxy_lines(server.haproxy),
+                ),
             ),
             ProxyKind::Nginx => (
                 "nginx.conf",
-                nginx_listen_config(plan, dir, words.nginx, server.nginx),
+                nginx_listen_config_with(
+                    plan,
+                    dir,
+                    "",
+                    words.nginx,
+                    server.nginx,
+                    &balancing.nginx_lines(),
+                ),
             ),
         }
     }
@@ -429,7 +534,11 @@ pub fn start_herdsman(
 
 /// herdsman's configuration; `intake` adds the top-level `intake = "MODE"` line.
 pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
-    herdsman_listener_config(plan, intake, "", "")
+    let one = Balancing {
+        servers: &[plan.backend_port],
+        method: "",
+    };
+    herdsman_listener_config(plan, intake, "", &one.herdsman_lines())
 }
 
 /// herdsman's `[http2]` where a listener speaks HTTP/2: `max_requests_per_connection` (1,000 by
@@ -439,19 +548,14 @@ pub fn herdsman_config(plan: Plan, intake: Option<IntakeMode>) -> String {
 const HERDSMAN_HTTP2_SECTION: &str = "\n[http2]\nmax_requests_per_connection = 1000000000\n";
 
 /// herdsman's configuration with `listener_lines` in its listener and `pool_lines` in its pool
-/// (each line ending in a newline).
+/// (each line ending in a newline; its servers among them).
 fn herdsman_listener_config(
     plan: Plan,
     intake: Option<IntakeMode>,
     listener_lines: &str,
     pool_lines: &str,
 ) -> String {
-    let Plan {
-        workers,
-        port,
-        backend_port,
-        ..
-    } = plan;
+    let Plan { workers, port, .. } = plan;
     let intake = intake.map_or(String::new(), |mode| format!("intake = \"{mode}\"\n"));
     let http2 = if listener_lines.is_empty() {
         ""
@@ -471,8 +575,7 @@ pool = "backend"
 {listener_lines}
 [[pool]]
 name = "backend"
-{pool_lines}servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
-"#
+{pool_lines}"#
     )
 }
 
@@ -529,15 +632,17 @@ servers = [{{ name = "b1", addr = "127.0.0.1:{backend_port}" }}]
 }
 
 pub fn haproxy_config(plan: Plan) -> String {
-    haproxy_bind_config(plan, "", "")
+    let one = Balancing {
+        servers: &[plan.backend_port],
+        method: "",
+    };
+    haproxy_bind_config(plan, "", &one.haproxy_lines(""))
 }
 
-/// HAProxy's configuration with `bind_options` on its bind line and `server_options` on its server
-/// line (each option after a blank).
-fn haproxy_bind_config(plan: Plan, bind_options: &str, server_options: &str) -> String {
-    let Plan {
-        port, backend_port, ..
-    } = plan;
+/// HAProxy's configuration with `bind_options` on its bind line (each option after a blank) and
+/// `backend_lines` in its backend (each ending in a newline; its servers among them).
+fn haproxy_bind_config(plan: Plan, bind_options: &str, backend_lines: &str) -> String {
+    let Plan { port, .. } = plan;
     format!(
         r#"{head}
 frontend bench
@@ -548,8 +653,7 @@ frontend bench
     default_backend backend
 
 backend backend
-    server b1 127.0.0.1:{backend_port}{server_options}
-"#,
+{backend_lines}"#,
         head = haproxy_head(plan)
     )
 }
@@ -628,7 +732,7 @@ defaults
 }
 
 pub fn nginx_config(plan: Plan, dir: &Path) -> String {
-    nginx_listen_config(plan, dir, "", HTTP1_SERVER.nginx)
+    nginx_listen_config(plan, dir, "", "", HTTP1_SERVER.nginx)
 }
 
 /// The `http` block's line that lets nginx take a request body of any size. Its default,
@@ -641,7 +745,7 @@ pub const NGINX_ANY_BODY_SIZE: &str = "    client_max_body_size 0;\n";
 /// in memory up to `client_body_buffer_size` (16 KiB) and the rest in a temporary file in
 /// `dir`/client_body.
 pub fn nginx_upload_config(plan: Plan, dir: &Path) -> String {
-    nginx_listen_config_with(plan, dir, NGINX_ANY_BODY_SIZE, "", HTTP1_SERVER.nginx)
+    nginx_listen_config(plan, dir, NGINX_ANY_BODY_SIZE, "", HTTP1_SERVER.nginx)
 }
 
 /// `nginx_config` with `http_lines` (each ending in a newline) added to the `http` block and
@@ -654,35 +758,50 @@ pub fn nginx_config_adding(
     location_lines: &str,
 ) -> String {
     let location = format!("{}{location_lines}", HTTP1_SERVER.nginx);
-    nginx_listen_config_with(plan, dir, http_lines, "", &location)
+    nginx_listen_config(plan, dir, http_lines, "", &location)
 }
 
-/// nginx's configuration with `listen_options` (each after a blank) on its listen line and
-/// `location` as its `location /` block's body.
-fn nginx_listen_config(plan: Plan, dir: &Path, listen_options: &str, location: &str) -> String {
-    nginx_listen_config_with(plan, dir, "", listen_options, location)
-}
-
-/// `nginx_listen_config` with `http_lines` (each ending in a newline) after the head's lines of
-/// the `http` block.
-fn nginx_listen_config_with(
+/// nginx's configuration in front of the plan's one server, with `http_lines` (each ending in a
+/// newline) after the head's lines of the `http` block, `listen_options` (each after a blank) on
+/// its listen line and `location` as its `location /` block's body.
+fn nginx_listen_config(
     plan: Plan,
     dir: &Path,
     http_lines: &str,
     listen_options: &str,
     location: &str,
 ) -> String {
+    let one = Balancing {
+        servers: &[plan.backend_port],
+        method: "",
+    };
+    nginx_listen_config_with(
+        plan,
+        dir,
+        http_lines,
+        listen_options,
+        location,
+        &one.nginx_lines(),
+    )
+}
+
+/// `nginx_listen_config` with `upstream_lines` (each ending in a newline; its servers among them)
+/// in its upstream before its `keepalive`.
+fn nginx_listen_config_with(
+    plan: Plan,
+    dir: &Path,
+    http_lines: &str,
+    listen_options: &str,
+    location: &str,
+    upstream_lines: &str,
+) -> String {
     let Plan {
-        port,
-        backend_port,
-        backend_idle,
-        ..
+        port, backend_idle, ..
     } = plan;
     format!(
         r#"{head}{http_lines}
     upstream backend {{
-        server 127.0.0.1:{backend_port};
-        keepalive {backend_idle};
+{upstream_lines}        keepalive {backend_idle};
         keepalive_requests 1000000;
     }}
 
@@ -1063,6 +1182,56 @@ mod tests {
         // The HTTP/1.1 servers' configs keep their words.
         assert!(!herdsman_config(PLAN, None).contains("protocol"));
         assert!(nginx_config(PLAN, dir).contains("proxy_pass http://backend;"));
+    }
+
+    #[test]
+    fn a_balanced_config_names_every_server_and_the_method_in_each_proxy_s_words() {
+        let dir = Path::new("/tmp/x");
+        let servers = [4200, 4201, 4202];
+        let config = |kind, method| {
+            let balancing = Balancing {
+                servers: &servers,
+                method,
+            };
+            target(kind).balanced_config(PLAN, balancing, dir).1
+        };
+        let herdsman = config(ProxyKind::Herdsman, "least-conn");
+        assert_contains_all(
+            &herdsman,
+            &["[[pool]]\nname = \"backend\"\nbalance = \"least-conn\"\nservers = [{ name = \"b1\", \
+               addr = \"127.0.0.1:4200\" }, { name = \"b2\", addr = \"127.0.0.1:4201\" }, { name = \
+               \"b3\", addr = \"127.0.0.1:4202\" }]\n"],
+        );
+        let parsed: toml::Table = herdsman.parse().unwrap();
+        assert_eq!(parsed["pool"][0]["servers"].as_array().unwrap().len(), 3);
+        assert_contains_all(
+            &config(ProxyKind::Haproxy, "leastconn"),
+            &[
+                "backend backend\n    balance leastconn\n    server b1 127.0.0.1:4200\n    \
+               server b2 127.0.0.1:4201\n    server b3 127.0.0.1:4202\n",
+            ],
+        );
+        let nginx = config(ProxyKind::Nginx, "random two least_conn");
+        assert_contains_all(
+            &nginx,
+            &[
+                "upstream backend {\n        server 127.0.0.1:4200;\n        server \
+               127.0.0.1:4201;\n        server 127.0.0.1:4202;\n        zone backend 1m;\n        \
+               random two least_conn;\n        keepalive 64;\n",
+            ],
+        );
+        assert_eq!(nginx.matches('{').count(), nginx.matches('}').count());
+        // One server and no method: the plain config.
+        for kind in [ProxyKind::Herdsman, ProxyKind::Haproxy, ProxyKind::Nginx] {
+            let one = Balancing {
+                servers: &[4200],
+                method: "",
+            };
+            assert_eq!(
+                target(kind).balanced_config(PLAN, one, dir),
+                target(kind).config(PLAN, dir)
+            );
+        }
     }
 
     #[test]

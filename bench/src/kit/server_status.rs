@@ -68,7 +68,8 @@ pub fn parse(text: &str) -> anyhow::Result<ServerCounts> {
 }
 
 /// The own backend's counters, shared by its connections. Relaxed atomics: each is a count read
-/// only by the status answer, and the backend runs on one thread.
+/// on its own (by the status answer, or by `gray` from another thread of its process), and the
+/// backend runs on one thread.
 #[derive(Debug, Default)]
 pub struct Counters {
     accepted: AtomicU64,
@@ -87,6 +88,11 @@ impl Counters {
     /// `count` more requests were answered.
     pub fn answered(&self, count: u64) {
         self.requests.fetch_add(count, Ordering::Relaxed);
+    }
+
+    /// Requests answered (or, for a late answer, under way) so far.
+    pub fn requests(&self) -> u64 {
+        self.requests.load(Ordering::Relaxed)
     }
 
     /// The counts as nginx's stub_status writes them (reading, writing and waiting are not kept).

@@ -1,7 +1,7 @@
 //! A server on a thread of this program: its own current-thread runtime, a listener on a free
 //! port of 127.0.0.1 with the kit's long queue, and the accept loop that hands each connection to
-//! the server's function; stopped when dropped. `cache`'s origin is such a server; the `backend`
-//! subcommand runs the same accept loop in a process of its own.
+//! the server's function; stopped when dropped. `cache`'s origin and `gray`'s three servers are
+//! such servers; the `backend` subcommand runs the same accept loop in a process of its own.
 
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};

@@ -42,6 +42,7 @@ mod certificates;
 mod connection;
 #[cfg(test)]
 mod exchange_tests;
+mod exposition;
 mod guard;
 mod metrics;
 mod pools;

@@ -15,6 +15,7 @@ mod downstream;
 mod exchange;
 mod facts;
 mod failure;
+mod hit;
 mod outcome;
 mod replay;
 mod request_body;

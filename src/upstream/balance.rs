@@ -152,18 +152,46 @@ impl Balancer {
                     let first = rng.usize(..n);
                     let second = (first + 1 + rng.usize(..n - 1)) % n;
                     let (a, b) = (self.eligible[first], self.eligible[second]);
-                    let (first, second) = (&servers[a as usize], &servers[b as usize]);
-                    let prefers_second = match self.latency {
+                    let (first_server, second_server) =
+                        (&servers[a as usize], &servers[b as usize]);
+                    match self.latency {
                         // A p2c pool counts its requests in flight on the shared counts alone.
-                        None => lighter(second, first, |server| server.counters.active()),
-                        Some(rules) => {
-                            rules.prefers_second(candidate(first), candidate(second), now)
+                        None => {
+                            if lighter(second_server, first_server, |server| {
+                                server.counters.active()
+                            }) {
+                                b
+                            } else {
+                                a
+                            }
                         }
-                    };
-                    if prefers_second {
-                        b
-                    } else {
-                        a
+                        Some(rules) => {
+                            let preference = rules.prefer(
+                                candidate(first_server),
+                                candidate(second_server),
+                                now,
+                            );
+                            let taken = if preference.second { b } else { a };
+                            if !preference.outclassed || n == 2 {
+                                taken
+                            } else {
+                                // The other was an order of magnitude slower, which says
+                                // nothing of how loaded the one taken is: it meets a third,
+                                // so that a slow server in the pool does not turn two picks
+                                // in three between the others into a coin toss.
+                                let third = self.eligible[third_draw(first, second, n, rng)];
+                                let rival = &servers[third as usize];
+                                let taken_server = &servers[taken as usize];
+                                if rules
+                                    .prefer(candidate(taken_server), candidate(rival), now)
+                                    .second
+                                {
+                                    third
+                                } else {
+                                    taken
+                                }
+                            }
+                        }
                     }
                 }
             }
@@ -226,6 +254,20 @@ impl Balancer {
         }
         best
     }
+}
+
+/// A random index under `n` (at least 3) other than `first` and `second` (which differ).
+#[inline]
+fn third_draw(first: usize, second: usize, n: usize, rng: &mut fastrand::Rng) -> usize {
+    let (low, high) = (first.min(second), first.max(second));
+    let mut third = rng.usize(..n - 2);
+    if third >= low {
+        third += 1;
+    }
+    if third >= high {
+        third += 1;
+    }
+    third
 }
 
 /// A server as peak-ewma weighs it: its latency, its requests in flight over all workers (a
@@ -551,6 +593,49 @@ mod tests {
         // A retry goes to the cheapest of the others.
         assert_eq!(balancer.pick_other(&servers, &mut rng, &[2]), Some(0));
         assert_eq!(balancer.pick_other(&servers, &mut rng, &[2, 0]), Some(1));
+    }
+
+    /// A server an order of magnitude slower is no rival: a pick that drew it compares the other
+    /// with the third, so every pick goes to the less loaded of the fast two.
+    #[test]
+    fn peak_ewma_compares_the_fast_servers_when_a_draw_was_a_slow_one() {
+        let servers = servers(&[1, 1, 1]);
+        let balancer = balancer(Balance::PeakEwma, &servers);
+        let mut rng = fastrand::Rng::with_seed(11);
+        let now = Moment::now();
+        answered(&balancer, &servers[0], 1, now);
+        answered(&balancer, &servers[1], 1, now);
+        answered(&balancer, &servers[2], 200, now);
+        let _busy: Vec<_> = (0..3)
+            .map(|_| ActiveGuard::new(&servers[0].counters))
+            .collect();
+        let mut picked = [0; 3];
+        for _ in 0..300 {
+            picked[pick_at(&balancer, &servers, &mut rng, now).unwrap()] += 1;
+        }
+        assert_eq!(picked, [0, 300, 0]);
+    }
+
+    #[test]
+    fn the_third_draw_is_neither_of_the_first_two_and_each_other_alike() {
+        let mut rng = fastrand::Rng::with_seed(2);
+        for n in 3..7 {
+            for first in 0..n {
+                for second in (0..n).filter(|&second| second != first) {
+                    let mut seen = vec![0; n];
+                    for _ in 0..100 * n {
+                        seen[third_draw(first, second, n, &mut rng)] += 1;
+                    }
+                    assert_eq!((seen[first], seen[second]), (0, 0), "{seen:?}");
+                    assert!(
+                        seen.iter()
+                            .enumerate()
+                            .all(|(i, &k)| i == first || i == second || k > 0),
+                        "{seen:?}"
+                    );
+                }
+            }
+        }
     }
 
     #[test]

@@ -273,29 +273,78 @@ impl Candidate<'_> {
     }
 }
 
+/// How many times slower than another a server's estimate must be for the other to be preferred
+/// whatever their requests in flight.
+///
+/// The cost multiplies an estimate by the requests in flight so that comparable servers share
+/// the load before their estimates can show a queue; but an estimate is measured under the
+/// server's load, queue included (a server answering in 2 ms with 100 requests in flight
+/// answers the 101st in about 2 ms, not 200). Without this rule, at 200 connections over three
+/// servers one of them 200 ms late, the late one looked cheaper than a healthy one's
+/// 2 ms × 100 whenever it had nothing in flight, and got 0.02–0.03% of the requests: each one
+/// 200 ms, which a closed-loop client such as wrk counts as the ~70 requests its connection
+/// would have sent meanwhile (its correction for coordinated omission), making the p99
+/// 70–80 ms against 7 with every server healthy. Eight: a server twice or four times slower
+/// than another (an older machine) still takes its share by cost; one an order of magnitude
+/// slower gets only its probes until its estimate comes within eight times, which a recovering
+/// server's does within about half the window (`bench/results/gray.md`).
+const OUT_OF_CLASS: f32 = 8.0;
+
+/// Of two candidates, which a pick takes, and whether the other was out of its class.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Preference {
+    /// The second is taken (else the first).
+    pub second: bool,
+    /// The one not taken is an order of magnitude slower ([`OUT_OF_CLASS`]): comparing with it
+    /// told nothing of the one taken, so a pick among more servers gives that one a second
+    /// comparison.
+    pub outclassed: bool,
+}
+
+/// Whether `b` (with its estimate `rb`) is to be preferred to `a` (with `ra`): the one an order
+/// of magnitude faster ([`OUT_OF_CLASS`]) when both are measured, else the cheaper (`a` on a
+/// tie).
+#[inline]
+fn preference(a: Candidate<'_>, ra: Reading, b: Candidate<'_>, rb: Reading) -> Preference {
+    let (ea, eb) = (ra.estimate_us, rb.estimate_us);
+    if ea > 0.0 && eb > 0.0 && (ea * OUT_OF_CLASS <= eb || eb * OUT_OF_CLASS <= ea) {
+        return Preference {
+            second: eb < ea,
+            outclassed: true,
+        };
+    }
+    Preference {
+        second: b.cost(rb) < a.cost(ra),
+        outclassed: false,
+    }
+}
+
 impl LatencyRules {
-    /// Of two candidates, whether `second` is to be picked rather than `first` at `now`: a
-    /// candidate due for a probe (the first one checked wins it), else the cheaper (`first` on
-    /// a tie).
+    /// Of two candidates, which is to be picked at `now`: a candidate due for a probe (the
+    /// first one checked wins it), else the preferred one ([`preference`]).
     #[inline]
-    pub fn prefers_second(self, first: Candidate<'_>, second: Candidate<'_>, now: Moment) -> bool {
+    pub fn prefer(self, first: Candidate<'_>, second: Candidate<'_>, now: Moment) -> Preference {
         let now_ms = millis(now);
         let (a, b) = (first.latency.read(), second.latency.read());
+        let probe = |second| Preference {
+            second,
+            outclassed: false,
+        };
         if first.latency.claims_probe(self, a, first.in_flight, now_ms) {
-            return false;
+            return probe(false);
         }
         if second
             .latency
             .claims_probe(self, b, second.in_flight, now_ms)
         {
-            return true;
+            return probe(true);
         }
-        second.cost(b) < first.cost(a)
+        preference(first, a, second, b)
     }
 
-    /// Whether `a` costs less than `b` now (no probes: for a retry's scan).
+    /// Whether `a` is to be preferred to `b` now (no probes: for a retry's scan).
     pub fn cheaper(a: Candidate<'_>, b: Candidate<'_>) -> bool {
-        a.cost(a.latency.read()) < b.cost(b.latency.read())
+        preference(b, b.latency.read(), a, a.latency.read()).second
     }
 }
 
@@ -447,14 +496,37 @@ mod tests {
             in_flight,
             weight,
         };
-        // 1 ms × 26 in flight is still cheaper than 200 ms idle.
+        // A server 200 times slower is never preferred for its load: the fast one's estimate
+        // already holds its queue.
         assert!(LatencyRules::cheaper(
             candidate(&fast, 25, 1),
             candidate(&slow, 0, 1)
         ));
-        assert!(!LatencyRules::cheaper(
+        assert!(LatencyRules::cheaper(
             candidate(&fast, 250, 1),
             candidate(&slow, 0, 1)
+        ));
+        // Within eight times, the loads decide: 1 ms × 6 against 5 ms × 1.
+        let (five, seven_and_a_half, eight) =
+            (Latency::default(), Latency::default(), Latency::default());
+        five.record(rules(), Sample::Answer(MS * 5), at);
+        seven_and_a_half.record(rules(), Sample::Answer(MS * 15 / 2), at);
+        eight.record(rules(), Sample::Answer(MS * 8), at);
+        assert!(!LatencyRules::cheaper(
+            candidate(&fast, 5, 1),
+            candidate(&five, 0, 1)
+        ));
+        assert!(!LatencyRules::cheaper(
+            candidate(&fast, 10, 1),
+            candidate(&seven_and_a_half, 0, 1)
+        ));
+        assert!(LatencyRules::cheaper(
+            candidate(&fast, 10, 1),
+            candidate(&eight, 0, 1)
+        ));
+        assert!(!LatencyRules::cheaper(
+            candidate(&eight, 0, 1),
+            candidate(&fast, 10, 1)
         ));
         // Weight divides the cost.
         assert!(LatencyRules::cheaper(

@@ -125,6 +125,16 @@ pub struct Request<'h, 'b> {
     pub connection: ConnectionTokens<'h, 'b>,
 }
 
+impl<'b> Request<'_, 'b> {
+    /// The value of the first field called `name` (compared ignoring case), if any.
+    pub fn field(&self, name: &str) -> Option<&'b [u8]> {
+        self.headers
+            .iter()
+            .find(|field| field.name.eq_ignore_ascii_case(name))
+            .map(|field| field.value)
+    }
+}
+
 impl Request<'_, '_> {
     /// A gRPC call (a POST of `application/grpc` or `application/grpc+…`): never buffered either
     /// way, its errors answered as gRPC statuses; with its deadline (`grpc-timeout`), if it has

@@ -4,9 +4,10 @@
 use std::net::IpAddr;
 
 use super::hash_ring::key_hash;
-use super::sticky::{find_cookie, MAX_NAME_LEN};
+use super::sticky::MAX_NAME_LEN;
 use super::{Pool, Snapshot};
 use crate::config::{HashKey, ServerState};
+use crate::http1::cookie::request_cookie;
 use crate::http1::Request;
 use crate::transport::Moment;
 
@@ -98,7 +99,7 @@ fn host_and_path<'r>(request: &'r Request<'_, '_>) -> (&'r [u8], &'r [u8]) {
 
 /// The server in `test` state whose token the request carries.
 fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
-    let token = header(request, TEST_HEADER)?;
+    let token = request.field(TEST_HEADER)?;
     pool.servers.iter().position(|server| {
         server.state == ServerState::Test
             && server.available
@@ -110,7 +111,7 @@ fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
 /// `drain`, and neither down nor ejected). A forged, foreign or stale cookie counts as none: the request is balanced and the
 /// response sets a fresh one.
 fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option<usize> {
-    let value = cookies(request).find_map(|header| find_cookie(header, cookie))?;
+    let value = request_cookie(request, cookie)?;
     let mut name = [0; MAX_NAME_LEN];
     let name = pool.key.verify_cookie_into(value, &mut name)?;
     let index = pool.position(name)?;
@@ -124,32 +125,14 @@ fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option
 fn hash_of_key(pool: &Pool, request: &Request<'_, '_>, client: IpAddr) -> u64 {
     let value = match &pool.hash_key {
         HashKey::SourceIp => None,
-        HashKey::Header(name) => header(request, name),
-        HashKey::Cookie(name) => cookies(request).find_map(|header| find_cookie(header, name)),
+        HashKey::Header(name) => request.field(name),
+        HashKey::Cookie(name) => request_cookie(request, name),
     };
     match (value, client) {
         (Some(value), _) => key_hash(value),
         (None, IpAddr::V4(v4)) => key_hash(&v4.octets()),
         (None, IpAddr::V6(v6)) => key_hash(&v6.octets()),
     }
-}
-
-/// The value of the first header named `name` (lowercase).
-fn header<'b>(request: &Request<'_, 'b>, name: &str) -> Option<&'b [u8]> {
-    request
-        .headers
-        .iter()
-        .find(|field| field.name.eq_ignore_ascii_case(name))
-        .map(|field| field.value)
-}
-
-/// The values of every Cookie header (HTTP/1.1 clients send one, but may send several).
-fn cookies<'r, 'b>(request: &'r Request<'_, 'b>) -> impl Iterator<Item = &'b [u8]> + 'r {
-    request
-        .headers
-        .iter()
-        .filter(|field| field.name.eq_ignore_ascii_case("cookie"))
-        .map(|field| field.value)
 }
 
 #[cfg(test)]

@@ -143,22 +143,7 @@ impl fmt::Debug for StickyKey {
     }
 }
 
-/// The value of the first cookie called `name` in a `Cookie` header value (RFC 6265:
-/// `a=1; b=2`, blanks around pairs optional, a value may be in double quotes, which are
-/// removed). Names are compared exactly (cookie names are case-sensitive).
-pub fn find_cookie<'h>(header: &'h [u8], name: &str) -> Option<&'h [u8]> {
-    header.split(|&b| b == b';').find_map(|pair| {
-        let eq = pair.iter().position(|&b| b == b'=')?;
-        if pair[..eq].trim_ascii() != name.as_bytes() {
-            return None;
-        }
-        let value = pair[eq + 1..].trim_ascii();
-        Some(match value {
-            [b'"', quoted @ .., b'"'] => quoted,
-            _ => value,
-        })
-    })
-}
+pub use crate::http1::cookie::find_cookie;
 
 /// Appends the `Set-Cookie` line, CRLF included, that gives the client cookie `name` = `value`:
 /// `Set-Cookie: NAME=VALUE; Path=/; HttpOnly; SameSite=Lax`, then `; Secure` when `secure` and

@@ -206,6 +206,9 @@ impl Server {
         // The cache store every worker shares (made when a pool first caches); the admin API
         // purges it.
         let cache = crate::cache::shared::SharedStore::new();
+        // The rate limits every worker shares (made when a config first limits); the admin
+        // API and the metrics show them.
+        let rate_limits = crate::rate_limit::RateLimits::new(config.workers);
         let admin = match &config.admin {
             Some(settings) => Some(admin::start(
                 AdminConfig {
@@ -228,6 +231,7 @@ impl Server {
                 Arc::clone(&stats),
                 Arc::clone(&registry),
                 Arc::clone(&cache),
+                Arc::clone(&rate_limits),
                 stop_receiver.clone(),
             )?),
             None => None,
@@ -258,7 +262,10 @@ impl Server {
                 failing: failing.clone(),
                 stop: stopping_receiver.clone(),
                 access_log: access_log.sink(),
-                cache: Arc::clone(&cache),
+                shared: crate::proxy::ProcessShared {
+                    cache: Arc::clone(&cache),
+                    rate_limits: Arc::clone(&rate_limits),
+                },
             };
             workers.push(worker::spawn(setup).map_err(StartError::Thread)?);
         }

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use herdsman::admin::{self, AdminConfig, AdminHandle};
 use herdsman::cache::shared::SharedStore;
+use herdsman::rate_limit::RateLimits;
 use herdsman::stats::Stats;
 use herdsman::upstream::registry::Registry;
 use herdsman::Config;
@@ -35,8 +36,15 @@ fn start(stats: Arc<Stats>, token: Option<&str>) -> Admin {
         inherited_socket: None,
         predecessors: None,
     };
-    let handle = admin::start(config, stats, registry(), SharedStore::new(), stopped)
-        .expect("the admin listener starts");
+    let handle = admin::start(
+        config,
+        stats,
+        registry(),
+        SharedStore::new(),
+        RateLimits::new(1),
+        stopped,
+    )
+    .expect("the admin listener starts");
     Admin { handle, stop }
 }
 
@@ -244,6 +252,7 @@ fn an_exposed_address_needs_a_token() {
         Stats::new(3),
         registry(),
         SharedStore::new(),
+        RateLimits::new(3),
         stopped,
     )
     .unwrap_err();

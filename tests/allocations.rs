@@ -1,12 +1,13 @@
 //! Heap allocations per proxied request on warm keep-alive connections, counted by a global
 //! allocator that wraps the system one. The client and the backend in this file allocate nothing
 //! while requests are measured (fixed buffers, static bytes), so every allocation counted is the
-//! proxy's.
+//! proxy's. The tests take turns (`ONE_AT_A_TIME`): the count is the process's.
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
@@ -39,7 +40,12 @@ unsafe impl GlobalAlloc for CountingAllocator {
 #[global_allocator]
 static GLOBAL: CountingAllocator = CountingAllocator;
 
+/// Held by each test while it counts: another test's allocations would count as its own.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
 const REQUEST: &[u8] = b"GET /item?id=7 HTTP/1.1\r\nHost: shop.example\r\nUser-Agent: allocations-test\r\nAccept: */*\r\n\r\n";
+/// A request to the route whose rate limit every request after the first is over.
+const REQUEST_OVER: &[u8] = b"GET /over HTTP/1.1\r\nHost: shop.example\r\nX-Key: alice\r\n\r\n";
 const RESPONSE: &[u8] =
     b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 19\r\n\r\nhello from backend\n";
 
@@ -59,10 +65,40 @@ const MOST_PER_REQUEST: f64 = 0.25;
 
 #[test]
 fn a_request_on_warm_keep_alive_connections_allocates_nothing() {
+    count_allocations("", exchange);
+}
+
+#[test]
+fn a_request_under_or_over_a_rate_limit_allocates_nothing() {
+    // Every request to /item is within its limit (a million a second), every one to /over but
+    // the first is over its own (one an hour), keyed by a field.
+    let routes = "[[route]]\npath_prefix = \"/item\"\npool = \"app\"\n\
+                  [route.rate_limit]\nrate = \"1000000/s\"\n\n\
+                  [[route]]\npath_prefix = \"/over\"\npool = \"app\"\n\
+                  [route.rate_limit]\nrate = \"1/h\"\nburst = 1\nkey = \"header:X-Key\"\n";
+    count_allocations(routes, exchange);
+    // The first request to /over takes its burst; every one after gets the 429.
+    let first = std::cell::Cell::new(true);
+    count_allocations(routes, |client, buffer| {
+        let (status, body_end) = match first.replace(false) {
+            true => (&b"HTTP/1.1 200 "[..], &b"hello from backend\n"[..]),
+            false => (&b"HTTP/1.1 429 "[..], &b"limit route[1]\n"[..]),
+        };
+        exchange_with(client, buffer, REQUEST_OVER, status, body_end)
+    });
+}
+
+/// Starts a backend and herdsman before it (one worker, pool "app" of that backend, then
+/// `routes`), makes `WARM_UP` exchanges, then asserts that `MEASURED` more allocate at most
+/// `MOST_PER_REQUEST` each on average.
+fn count_allocations(routes: &str, exchange: impl Fn(&mut TcpStream, &mut [u8])) {
+    let _alone = ONE_AT_A_TIME
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
     let backend = start_backend();
     let toml = format!(
         "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
-         [[pool]]\nname = \"app\"\nservers = [ {{ name = \"a\", addr = \"{backend}\" }} ]\n"
+         [[pool]]\nname = \"app\"\nservers = [ {{ name = \"a\", addr = \"{backend}\" }} ]\n\n{routes}"
     );
     let config = herdsman::Config::from_toml(&toml, "test").expect("config is valid");
     let server = herdsman::Server::start(config).expect("herdsman starts");
@@ -95,7 +131,25 @@ fn a_request_on_warm_keep_alive_connections_allocates_nothing() {
 
 /// Sends one request and reads its whole response into `buffer`, allocating nothing.
 fn exchange(client: &mut TcpStream, buffer: &mut [u8]) {
-    client.write_all(REQUEST).expect("send the request");
+    exchange_with(
+        client,
+        buffer,
+        REQUEST,
+        b"HTTP/1.1 200 ",
+        b"hello from backend\n",
+    );
+}
+
+/// Sends `request` and reads its whole response into `buffer`, which must start with `status`
+/// and end with `body_end`; allocates nothing.
+fn exchange_with(
+    client: &mut TcpStream,
+    buffer: &mut [u8],
+    request: &[u8],
+    status: &[u8],
+    body_end: &[u8],
+) {
+    client.write_all(request).expect("send the request");
     let mut filled = 0;
     loop {
         let n = client
@@ -105,8 +159,12 @@ fn exchange(client: &mut TcpStream, buffer: &mut [u8]) {
         filled += n;
         if let Some(length) = complete_response_length(&buffer[..filled]) {
             assert_eq!(length, filled, "one response, nothing after it");
-            assert!(buffer.starts_with(b"HTTP/1.1 200 "), "status 200");
-            assert!(buffer[..filled].ends_with(b"hello from backend\n"));
+            assert!(
+                buffer.starts_with(status),
+                "{}",
+                String::from_utf8_lossy(status)
+            );
+            assert!(buffer[..filled].ends_with(body_end));
             return;
         }
     }

@@ -177,6 +177,7 @@ mod tests {
             received: 0,
             ended: "done",
             cache: None,
+            rule: None,
             tls: None,
         };
         // Enough lines to fill a buffer at least once, then a partial one.

@@ -16,9 +16,11 @@
 //! `json` is one object per line with the same facts: `time` (RFC 3339, UTC, milliseconds),
 //! `client`, `method`, `target`, `version`, `host`, `status`, `bytes`, `referer`, `user_agent`,
 //! `pool`, `server`, `upstream_ms`, `total_ms`, `sticky`, `buffered`, `spooled`, `received`,
-//! `ended`, `stream`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is `null` (`stream`
-//! for HTTP/1, the last four on a cleartext connection). An HTTP/2 request's version is
-//! `HTTP/2.0`, and its combined line says `stream=N` after `ended`. A combined line of a TLS
+//! `ended`, `cache`, `rule`, `stream`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is
+//! `null` (`stream` for HTTP/1, the last four on a cleartext connection). An HTTP/2 request's
+//! version is `HTTP/2.0`, and its combined line says `stream=N` after `ended`. A request a rule
+//! answered instead of a server (a rate limit's 429) says which after `ended` and `cache`:
+//! `rule=rate_limit` (combined lines of other requests end as before). A combined line of a TLS
 //! connection ends with `tls=TLSv1.3
 //! cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert="CN=alice"` (`-` for no SNI or no
 //! client certificate); a cleartext one ends as before.
@@ -68,6 +70,8 @@ pub struct Entry<'a> {
     /// What the cache did, for a pool that caches (`hit`, `miss`, `uncacheable`); `None`
     /// otherwise.
     pub cache: Option<&'a str>,
+    /// The rule that answered the request instead of a server (`rate_limit`); `None` otherwise.
+    pub rule: Option<&'a str>,
     /// The client's TLS connection; `None` for cleartext.
     pub tls: Option<Tls<'a>>,
 }
@@ -183,6 +187,11 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
         out.extend_from_slice(b" cache=");
         out.extend_from_slice(cache.as_bytes());
     }
+    // A request a rule answered says which; others end as they always did.
+    if let Some(rule) = entry.rule {
+        out.extend_from_slice(b" rule=");
+        out.extend_from_slice(rule.as_bytes());
+    }
     // An HTTP/2 request says its stream; HTTP/1 lines end as they always did.
     if let Some(stream) = request.stream() {
         out.extend_from_slice(b" stream=");
@@ -277,6 +286,8 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
         }
         None => out.extend_from_slice(b"null"),
     }
+    out.extend_from_slice(b",\"rule\":");
+    json_string_or_null(out, entry.rule.map(str::as_bytes));
     out.extend_from_slice(b",\"stream\":");
     match request.stream() {
         Some(stream) => write_u64(out, u64::from(stream)),
@@ -469,6 +480,7 @@ mod tests {
             received: 0,
             ended: "done",
             cache: None,
+            rule: None,
             tls: None,
         }
     }
@@ -564,7 +576,7 @@ mod tests {
         let line = json(&entry(&request));
         assert!(line.contains(r#""version":"HTTP/2.0""#), "{line}");
         assert!(
-            line.contains(r#""ended":"done","cache":null,"stream":3"#),
+            line.contains(r#""ended":"done","cache":null,"rule":null,"stream":3"#),
             "{line}"
         );
         // An HTTP/1 request's line is as it was; JSON says null.
@@ -577,7 +589,15 @@ mod tests {
             ..entry(&request)
         };
         assert!(combined(&cached).ends_with(" ended=done cache=hit\n"));
-        assert!(json(&cached).contains(r#""ended":"done","cache":"hit","stream":null"#));
+        assert!(json(&cached).contains(r#""ended":"done","cache":"hit","rule":null,"stream":null"#));
+        // A request a rule answered names it, after `cache`.
+        let limited = Entry {
+            status: Some(429),
+            rule: Some("rate_limit"),
+            ..entry(&request)
+        };
+        assert!(combined(&limited).ends_with(" ended=done rule=rate_limit\n"));
+        assert!(json(&limited).contains(r#""cache":null,"rule":"rate_limit","stream":null"#));
     }
 
     #[test]
@@ -660,6 +680,7 @@ mod tests {
             "received": 12,
             "ended": "done",
             "cache": null,
+            "rule": null,
             "stream": null,
             "tls": null,
             "cipher": null,

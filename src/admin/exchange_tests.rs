@@ -48,6 +48,7 @@ fn shared(token: Option<&str>) -> Shared {
         registry: registry(),
         predecessors: None,
         cache: crate::cache::shared::SharedStore::new(),
+        rate_limits: crate::rate_limit::RateLimits::new(2),
     }
 }
 

@@ -12,6 +12,7 @@ use crate::cache::shared::SharedStore;
 use crate::config::acme::ManagedCertificate;
 use crate::config::certificates::{Certificate, CertificateStore};
 use crate::config::ServerState;
+use crate::rate_limit::{LimitView, RateLimits};
 use crate::stats::cache::{CacheHeld, PoolCacheView};
 use crate::stats::http2::{Http2Report, CODES};
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
@@ -30,7 +31,12 @@ pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
 const CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
 
 /// The whole exposition, as of now.
-pub fn render(stats: &Stats, registry: &Registry, cache: &SharedStore) -> String {
+pub fn render(
+    stats: &Stats,
+    registry: &Registry,
+    cache: &SharedStore,
+    rate_limits: &RateLimits,
+) -> String {
     let (reloads, failed_reloads) = registry.reload_counts();
     let figures = Figures {
         access_log_dropped_lines: stats.access_log_dropped_lines.load(Ordering::Relaxed),
@@ -51,6 +57,7 @@ pub fn render(stats: &Stats, registry: &Registry, cache: &SharedStore) -> String
         reloads,
         failed_reloads,
         descriptors: Descriptors::now(stats),
+        rate_limits: rate_limits.views(),
     };
     figures.write()
 }
@@ -101,6 +108,8 @@ struct Figures {
     buffered_disk: u64,
     buffered_file_bytes: u64,
     descriptors: Descriptors,
+    /// The rate limits in force.
+    rate_limits: Vec<LimitView>,
 }
 
 /// The process's descriptors against its budget (`config::descriptors`): in `/metrics` and in
@@ -147,8 +156,41 @@ impl Figures {
         self.write_pools(&mut out);
         self.write_cache(&mut out);
         self.write_servers(&mut out);
+        self.write_rate_limits(&mut out);
         self.write_process(&mut out);
         out.text
+    }
+
+    /// Each rate limit's requests by verdict and the keys it forgot for room; nothing while no
+    /// limit is set.
+    fn write_rate_limits(&self, out: &mut Exposition) {
+        if self.rate_limits.is_empty() {
+            return;
+        }
+        let name = "herdsman_rate_limit_requests_total";
+        out.family(
+            name,
+            "counter",
+            "Requests a rate limit counted, by verdict: allowed, or limited (answered 429).",
+        );
+        for limit in &self.rate_limits {
+            for (verdict, count) in [("allowed", limit.allowed), ("limited", limit.limited)] {
+                out.sample(
+                    name,
+                    &[("limit", limit.name.as_str()), ("verdict", verdict)],
+                    count,
+                );
+            }
+        }
+        let name = "herdsman_rate_limit_forgotten_keys_total";
+        out.family(
+            name,
+            "counter",
+            "Keys a rate limit forgot while still counted, its table full (max_keys).",
+        );
+        for limit in &self.rate_limits {
+            out.sample(name, &[("limit", limit.name.as_str())], limit.forgotten);
+        }
     }
 
     fn write_workers(&self, out: &mut Exposition) {

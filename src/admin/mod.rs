@@ -186,6 +186,7 @@ pub fn start(
     stats: Arc<Stats>,
     registry: Arc<Registry>,
     cache: Arc<SharedStore>,
+    rate_limits: Arc<crate::rate_limit::RateLimits>,
     stop: watch::Receiver<bool>,
 ) -> Result<AdminHandle, AdminError> {
     let tcp = match config.bind {
@@ -237,6 +238,7 @@ pub fn start(
         registry,
         predecessors: config.predecessors,
         cache,
+        rate_limits,
     });
     let thread = std::thread::Builder::new()
         .name("herdsman-admin".into())

@@ -18,6 +18,7 @@ use crate::cache::shared::SharedStore;
 use crate::config::is_valid_name;
 use crate::http1::{Method, Request};
 use crate::process::drain::{Draining, Predecessors};
+use crate::rate_limit::RateLimits;
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::{Stats, WorkerReport};
 use crate::upstream::registry::Registry;
@@ -32,6 +33,8 @@ pub(super) struct Shared {
     pub(super) predecessors: Option<Arc<Predecessors>>,
     /// The process's cache store, as the workers share it; the cache routes purge it.
     pub(super) cache: Arc<SharedStore>,
+    /// The process's rate limits, as the workers share them: `/api/rate_limits` shows them.
+    pub(super) rate_limits: Arc<RateLimits>,
 }
 
 /// The live stats page: HTML, CSS and the script that polls `/api/pools` and `/api/workers`,
@@ -59,6 +62,8 @@ enum Route<'t> {
     Pools,
     /// `/api/certificates`
     Certificates,
+    /// `/api/rate_limits`
+    RateLimitList,
     /// `/api/reload`
     Reload,
     /// `/api/upgrade`
@@ -133,6 +138,7 @@ impl<'t> Route<'t> {
             "/api/workers" => return Some(Route::Workers),
             "/api/pools" => return Some(Route::Pools),
             "/api/certificates" => return Some(Route::Certificates),
+            "/api/rate_limits" => return Some(Route::RateLimitList),
             "/api/reload" => return Some(Route::Reload),
             "/api/upgrade" => return Some(Route::Upgrade),
             "/api/cache/purge" => return Some(Route::CachePurge),
@@ -167,7 +173,8 @@ impl<'t> Route<'t> {
             | Route::Metrics
             | Route::Workers
             | Route::Pools
-            | Route::Certificates => Allowed::Read,
+            | Route::Certificates
+            | Route::RateLimitList => Allowed::Read,
             Route::Reload
             | Route::Upgrade
             | Route::Servers { .. }
@@ -231,7 +238,8 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
         Route::Metrics => Ok(Answer::typed(
             200,
             metrics::CONTENT_TYPE,
-            metrics::render(&shared.stats, registry, &shared.cache).into_bytes(),
+            metrics::render(&shared.stats, registry, &shared.cache, &shared.rate_limits)
+                .into_bytes(),
         )),
         Route::Workers => Ok(Answer::json(
             200,
@@ -254,6 +262,10 @@ pub(super) fn answer(request: &Request, body: &[u8], shared: &Shared) -> Answer 
             &cache::pools_with_cache(registry, &shared.cache),
         )),
         Route::Certificates => Ok(Answer::json(200, &certificates::certificates(registry))),
+        Route::RateLimitList => Ok(Answer::json(
+            200,
+            &serde_json::json!({ "limits": shared.rate_limits.views() }),
+        )),
         Route::Reload => pools::reload(registry),
         // The upgrade is the signal's: the main thread starts the new binary, and this process
         // stops once that one serves. 202: asked, not done.
@@ -308,6 +320,7 @@ mod tests {
             ("/stats/", None),
             ("/api/workers?x", Some(Workers)),
             ("/api/pools", Some(Pools)),
+            ("/api/rate_limits", Some(RateLimitList)),
             ("/api/reload", Some(Reload)),
             ("/api/cache/purge", Some(CachePurge)),
             ("/api/cache/ban", Some(CacheBan)),

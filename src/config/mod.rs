@@ -15,6 +15,7 @@ mod duration;
 mod fixtures;
 mod load;
 mod problem;
+pub mod rate_limit;
 mod raw;
 mod reload_scope;
 pub mod route_index;
@@ -217,6 +218,9 @@ pub struct ListenerConfig {
     /// A cleartext listener takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1, told apart
     /// by the connection preface. (A TLS listener offers HTTP/2 by ALPN: `ListenerTls::http2`.)
     pub h2c: bool,
+    /// `[listener.rate_limit]`: a limit on every request the listener takes, per key, checked
+    /// before a route's own. `None` (the default): none.
+    pub rate_limit: Option<Box<rate_limit::RateLimitRule>>,
 }
 
 /// The `access_log` that means standard output rather than a file.
@@ -539,6 +543,9 @@ pub struct RouteConfig {
     pub buffering: RouteBuffering,
     /// `[route.cache]`: the route's cache rules over its pool's.
     pub cache: RouteCache,
+    /// `[route.rate_limit]`: a limit on the requests the route takes, per key. Boxed: most
+    /// routes have none, and a config may hold 100,000 routes.
+    pub rate_limit: Option<Box<rate_limit::RateLimitRule>>,
 }
 
 impl RouteConfig {
@@ -552,6 +559,7 @@ impl RouteConfig {
             timeouts: Timeouts::default().exchange(),
             buffering: RouteBuffering::default(),
             cache: RouteCache::Pool,
+            rate_limit: None,
         }
     }
 

@@ -91,6 +91,7 @@ pub struct RawListener {
     pub redirect_https_port: Option<Spanned<i64>>,
     pub http2: Option<Spanned<bool>>,
     pub h2c: Option<Spanned<bool>>,
+    pub rate_limit: Option<Box<Spanned<RawRateLimit>>>,
 }
 
 /// A listener's `[listener.tls]`: HTTPS on it.
@@ -136,6 +137,17 @@ pub struct RawRoute {
     pub timeouts: Option<Box<Spanned<RawRouteTimeouts>>>,
     pub buffering: Option<Box<Spanned<RawRouteBuffering>>>,
     pub cache: Option<Box<Spanned<RawPoolCache>>>,
+    pub rate_limit: Option<Box<Spanned<RawRateLimit>>>,
+}
+
+/// `[route.rate_limit]` or `[listener.rate_limit]`: a limit on requests per key.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimit {
+    pub rate: Option<Spanned<String>>,
+    pub burst: Option<Spanned<i64>>,
+    pub key: Option<Spanned<String>>,
+    pub max_keys: Option<Spanned<i64>>,
 }
 
 /// A route's `[route.buffering]`: request or response buffering turned off for it (streaming
@@ -517,11 +529,12 @@ impl<'de> Visitor<'de> for ShapeVisitor {
 mod tests {
     use super::*;
 
-    /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache` is a box (8
-    /// bytes), like `timeouts` and `buffering`, as most routes have none.
+    /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache` and
+    /// `rate_limit` are boxes (8 bytes each), like `timeouts` and `buffering`, as most routes have
+    /// none.
     #[test]
     fn a_route_stays_small() {
-        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 160);
+        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 168);
     }
 
     /// The path at the first occurrence of `needle` in `text`.

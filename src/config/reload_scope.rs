@@ -104,6 +104,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             tls: _,
             redirect_https: _,
             h2c: _,
+            rate_limit: _,
             // The listener's shared load, which a reload sets.
             max_connections: _,
         } = old;

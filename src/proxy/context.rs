@@ -18,6 +18,7 @@ use crate::cache::shared::{CacheConfig, SharedStore};
 use crate::cache::Store;
 use crate::config::RouteCache;
 use crate::http2::servers::ServerConnections;
+use crate::rate_limit::{ActiveLimits, RateLimits};
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
@@ -48,6 +49,25 @@ fn cache_config(snapshot: &Snapshot) -> CacheConfig {
             )
             .collect(),
     }
+}
+
+/// What every worker shares with the others and with the admin API, across reloads.
+#[derive(Debug, Clone)]
+pub struct ProcessShared {
+    /// The cache store (made when a pool first caches).
+    pub cache: Arc<SharedStore>,
+    /// The rate limits, each kept while its rule is.
+    pub rate_limits: Arc<RateLimits>,
+}
+
+/// The rate limits of `snapshot`, from the process's.
+fn rate_limits_of(limits: &RateLimits, snapshot: &Snapshot) -> Option<Arc<ActiveLimits>> {
+    let listeners: Vec<_> = snapshot
+        .listener_rules
+        .iter()
+        .map(|rules| rules.rate_limit.as_deref())
+        .collect();
+    limits.follow(&snapshot.routes, &listeners)
 }
 
 /// The request-path half of a worker's state.
@@ -81,12 +101,16 @@ pub struct ProxyContext {
     cut_notify: Notify,
     /// This worker's access log lines, waiting for the writer.
     access_log: WorkerAccessLog,
-    /// The process's cache store, across reloads.
-    shared_cache: Arc<SharedStore>,
+    /// The process's cache store and rate limits, across reloads.
+    shared: ProcessShared,
     /// The store for the snapshot in use (`None` when no pool caches), taken up with it: in an
     /// `Rc` as the snapshot is, so that a request clones a count of this thread's.
     #[allow(clippy::redundant_allocation)]
     cache: RefCell<Option<Rc<Arc<Store>>>>,
+    /// The rate limits of the snapshot in use (`None` when it has none), taken up with it.
+    rate_limits: RefCell<Option<Arc<ActiveLimits>>>,
+    /// `rate_limits` is `Some`: what a request tests (one load, no borrow).
+    rate_limited: Cell<bool>,
     /// The worker's own handle on this context, for the tasks it starts apart from any
     /// connection ([`ProxyContext::spawn`]).
     me: Weak<ProxyContext>,
@@ -99,11 +123,12 @@ impl ProxyContext {
         stats: Arc<Stats>,
         failing: mpsc::UnboundedSender<ServerReport>,
         access_log: Option<LogSink>,
-        shared_cache: Arc<SharedStore>,
+        shared: ProcessShared,
         me: Weak<ProxyContext>,
     ) -> ProxyContext {
         let current = snapshot.load_full();
-        let cache = shared_cache.follow(&cache_config(&current)).map(Rc::new);
+        let cache = shared.cache.follow(&cache_config(&current)).map(Rc::new);
+        let rate_limits = rate_limits_of(&shared.rate_limits, &current);
         ProxyContext {
             index,
             stats,
@@ -123,8 +148,10 @@ impl ProxyContext {
             cut: Cell::new(None),
             cut_notify: Notify::new(),
             access_log: WorkerAccessLog::new(access_log),
-            shared_cache,
+            shared,
             cache: RefCell::new(cache),
+            rate_limited: Cell::new(rate_limits.is_some()),
+            rate_limits: RefCell::new(rate_limits),
             me,
         }
     }
@@ -152,8 +179,11 @@ impl ProxyContext {
             let mut idle = self.idle.borrow_mut();
             idle.retain_servers(|server| current.has_server(server));
             self.publish_idle_count(&idle);
-            let store = self.shared_cache.follow(&cache_config(current));
+            let store = self.shared.cache.follow(&cache_config(current));
             *self.cache.borrow_mut() = store.map(Rc::new);
+            let limits = rate_limits_of(&self.shared.rate_limits, current);
+            self.rate_limited.set(limits.is_some());
+            *self.rate_limits.borrow_mut() = limits;
         }
         Rc::clone(&local)
     }
@@ -162,6 +192,17 @@ impl ProxyContext {
     #[allow(clippy::redundant_allocation)]
     pub fn cache(&self) -> Option<Rc<Arc<Store>>> {
         self.cache.borrow().clone()
+    }
+
+    /// Whether the snapshot last taken up by [`ProxyContext::snapshot`] has rate limits.
+    #[inline]
+    pub fn rate_limited(&self) -> bool {
+        self.rate_limited.get()
+    }
+
+    /// Its rate limits, `None` when it has none.
+    pub fn rate_limits(&self) -> std::cell::Ref<'_, Option<Arc<ActiveLimits>>> {
+        self.rate_limits.borrow()
     }
 
     /// Counts a failure a request met on `server`; the worker whose count reaches the pool's
@@ -348,6 +389,7 @@ impl ProxyContext {
             received: outcome.received,
             ended: outcome.ended,
             cache: outcome.cache.map(CacheOutcome::as_str),
+            rule: outcome.rule.map(super::outcome::Rule::as_str),
             tls: client.downstream.tls().map(|facts| Tls {
                 version: facts.version,
                 cipher: facts.cipher,

@@ -1,6 +1,7 @@
 //! One request/response exchange: read and check the request head, pick a server, send the
 //! request (retrying once where that is safe), then hand over to `respond` for the response.
 
+use std::net::IpAddr;
 use std::sync::Arc;
 
 use crate::transport::Moment;
@@ -15,7 +16,7 @@ use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::hit::{hit_framing, revalidated, serve_hit, stale_instead};
-use super::outcome::Outcome;
+use super::outcome::{Outcome, Rule};
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
 use super::respond::{self, Answer, ResponseStart};
@@ -31,6 +32,7 @@ use crate::http1::head::read_as_http11;
 use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
+use crate::rate_limit::answer::write_too_many_requests;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
@@ -139,8 +141,10 @@ async fn exchange<D: Downstream>(
         .into();
     }
     if let Some(status) = facts.answered_here {
-        // Answered by herdsman itself (a redirect to HTTPS): the answer is in `out`.
+        // Answered by herdsman itself (a redirect to HTTPS, a rate limit's 429): the answer is
+        // in `out`.
         outcome.ending = Ending::Status(status);
+        outcome.rule = facts.rule;
         let deadline = Moment::now() + snapshot.timeouts.client_idle;
         let sent = client.downstream.send(&client.out, deadline).await;
         let body_unread = facts.body != Body::None;
@@ -409,6 +413,17 @@ async fn read_request<D: Downstream>(
                     started,
                     &mut context.rng.borrow_mut(),
                 );
+                // A background refresh of a cached answer is herdsman's own request, not the
+                // client's again: the client's request that started it was counted.
+                if context.rate_limited() && client.cache.refreshing.is_none() {
+                    let (out, route) = (&mut client.out, choice.route);
+                    let asked = (listener, route, client_ip(peer), started);
+                    if let Some(facts) = over_rate_limit(context, out, snapshot, &request, asked) {
+                        let head_len = request.head_len;
+                        client.downstream.received().consume(head_len);
+                        return Ok(Some(facts));
+                    }
+                }
                 let upgrades = snapshot.upgrade_protocols(listener);
                 let grpc = request.grpc();
                 let (timeouts, buffering) = grpc_bounds(
@@ -430,6 +445,7 @@ async fn read_request<D: Downstream>(
                     grpc: grpc.is_some(),
                     secure,
                     answered_here: None,
+                    rule: None,
                 };
                 // The cache first: a hit forwards no head.
                 let cache = snapshot.cache_for(facts.choice.route, facts.choice.pool);
@@ -873,7 +889,34 @@ fn answered_here(
         grpc: false,
         secure: false,
         answered_here: Some(status),
+        rule: None,
     }
+}
+
+/// Counts `request` against the rate limits of its listener and route (`asked`: the listener
+/// slot, the route, the client's address and when the request came); when it is over one, its
+/// 429 is written into `out` and what is kept of it returned (no pool or server is involved;
+/// the connection stays as after a redirect). Out of line: a config without limits never calls
+/// it, and its code kept inline cost such a config's requests some 100 instructions each.
+#[inline(never)]
+fn over_rate_limit(
+    context: &ProxyContext,
+    out: &mut Vec<u8>,
+    snapshot: &Snapshot,
+    request: &Request<'_, '_>,
+    (listener, route, client, now): (usize, Option<usize>, IpAddr, Moment),
+) -> Option<RequestFacts> {
+    let limits = context.rate_limits();
+    let refusal = limits
+        .as_deref()?
+        .check(listener, route, request, client, now, context.index)?;
+    let close = !request.keep_alive || request.body != Body::None;
+    let head_only = request.method == Method::Head;
+    write_too_many_requests(&refusal, head_only, close, scratch(out));
+    Some(RequestFacts {
+        rule: Some(Rule::RateLimit),
+        ..answered_here(snapshot, listener, request, close, 429)
+    })
 }
 
 /// Logs a failure once, with its cause: server-side ones as warnings (the operator's concern),

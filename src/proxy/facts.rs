@@ -35,4 +35,6 @@ pub struct RequestFacts {
     /// herdsman answered it itself with this status (a redirect to HTTPS), the response in the
     /// client's scratch space; no pool or server is involved.
     pub answered_here: Option<u16>,
+    /// The rule that answered it, for the access log's `rule` field.
+    pub rule: Option<super::outcome::Rule>,
 }

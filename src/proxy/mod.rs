@@ -25,11 +25,11 @@ mod spooled;
 mod tunnel;
 
 pub use client::Client;
-pub use context::ProxyContext;
+pub use context::{ProcessShared, ProxyContext};
 pub use downstream::{BodySource, Downstream};
 pub use exchange::serve_one;
 pub use failure::Failure;
-pub use outcome::Outcome;
+pub use outcome::{Outcome, Rule};
 
 use crate::transport::Stream;
 

@@ -78,6 +78,8 @@ pub struct ListenerRules {
     pub redirect_https: Option<u16>,
     /// It takes HTTP/2 with prior knowledge beside HTTP/1.1 (`h2c`).
     pub h2c: bool,
+    /// Its `[listener.rate_limit]`, if it has one.
+    pub rate_limit: Option<Box<crate::config::rate_limit::RateLimitRule>>,
 }
 
 impl ListenerRules {
@@ -88,6 +90,7 @@ impl ListenerRules {
             tls: listener.tls.clone(),
             redirect_https: listener.redirect_https,
             h2c: listener.h2c,
+            rate_limit: listener.rate_limit.clone(),
         }
     }
 }

@@ -57,8 +57,8 @@ pub struct WorkerSetup {
     pub stop: watch::Receiver<Option<Stopping>>,
     /// Where the worker's access log lines go (`None`: they are dropped).
     pub access_log: Option<LogSink>,
-    /// The process's cache store, which every worker shares.
-    pub cache: Arc<crate::cache::shared::SharedStore>,
+    /// The process's cache store and rate limits, which every worker shares.
+    pub shared: crate::proxy::ProcessShared,
 }
 
 /// The key that bounds the old process's drain after a binary upgrade.
@@ -156,7 +156,7 @@ struct Lasting {
     failing: mpsc::UnboundedSender<ServerReport>,
     stop: watch::Receiver<Option<Stopping>>,
     access_log: Option<LogSink>,
-    cache: Arc<crate::cache::shared::SharedStore>,
+    shared: crate::proxy::ProcessShared,
 }
 
 impl From<WorkerSetup> for Lasting {
@@ -183,7 +183,7 @@ impl From<WorkerSetup> for Lasting {
             failing: setup.failing,
             stop: setup.stop,
             access_log: setup.access_log,
-            cache: setup.cache,
+            shared: setup.shared,
         }
     }
 }
@@ -200,7 +200,7 @@ async fn run(lasting: &Lasting) {
             Arc::clone(&lasting.stats),
             lasting.failing.clone(),
             lasting.access_log.clone(),
-            Arc::clone(&lasting.cache),
+            lasting.shared.clone(),
             me.clone(),
         )
     });

@@ -10,7 +10,10 @@ use serde_json::{json, Value};
 use herdsman::config::is_valid_name;
 
 use super::client::{parse_json, Call, CtlError};
-use super::print::{certificates_table, servers_table, CertificatesReply, PoolsReply, ServerReply};
+use super::print::{
+    certificates_table, limits_table, servers_table, CertificatesReply, LimitsReply, PoolsReply,
+    ServerReply,
+};
 
 #[derive(Debug, Clone, PartialEq, Eq, Subcommand)]
 pub enum CtlCommand {
@@ -85,6 +88,9 @@ pub enum CtlCommand {
     /// List the TLS listeners' certificates: names, issuer, expiry, whether ACME manages them and
     /// when it renews them.
     Certs,
+    /// List the rate limits: rate, burst, key, the requests each allowed and limited, and the
+    /// keys it refused most in the last minute.
+    Limits,
     /// Print the token that reaches a server in the `test` state, and the header to send it in.
     TestToken {
         #[arg(value_name = "POOL/SERVER", value_parser = parse_server_path)]
@@ -247,6 +253,7 @@ impl CtlCommand {
             CtlCommand::Remove { server } => call("DELETE", server_path(server), None),
             CtlCommand::Reload => call("POST", "/api/reload".into(), None),
             CtlCommand::Certs => call("GET", "/api/certificates".into(), None),
+            CtlCommand::Limits => call("GET", "/api/rate_limits".into(), None),
             CtlCommand::Upgrade { .. } => call("POST", "/api/upgrade".into(), None),
             CtlCommand::TestToken { server } => {
                 call("GET", format!("{}/test-token", server_path(server)), None)
@@ -304,6 +311,7 @@ impl CtlCommand {
                 text
             }
             CtlCommand::Certs => certificates_table(&parse_json::<CertificatesReply>(body)?),
+            CtlCommand::Limits => limits_table(&parse_json::<LimitsReply>(body)?),
             CtlCommand::Upgrade { .. } => {
                 "upgrading: the new process takes over once it serves (see the log)\n".to_string()
             }

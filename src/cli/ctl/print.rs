@@ -5,6 +5,7 @@ use std::fmt::Write as _;
 
 use serde::Deserialize;
 
+use herdsman::rate_limit::LimitView;
 use herdsman::stats::cache::PoolCacheView;
 use herdsman::stats::traffic::TrafficTotals;
 
@@ -168,6 +169,46 @@ pub fn certificates_table(reply: &CertificatesReply) -> String {
                 .renews_at
                 .clone()
                 .unwrap_or_else(|| "-".to_string()),
+        ]);
+    }
+    aligned_columns(&rows, &NUMERIC)
+}
+
+/// `GET /api/rate_limits`, as `ctl limits` reads it.
+#[derive(Debug, Deserialize)]
+pub struct LimitsReply {
+    pub limits: Vec<LimitView>,
+}
+
+/// `ctl limits`: a row per limit, with its counts and the keys it refused most lately
+/// (`key×refusals`, most first).
+pub fn limits_table(reply: &LimitsReply) -> String {
+    if reply.limits.is_empty() {
+        return "no rate limit\n".to_string();
+    }
+    const HEADINGS: [&str; 7] = [
+        "LIMIT", "RATE", "BURST", "KEY", "ALLOWED", "LIMITED", "TOP KEYS",
+    ];
+    const NUMERIC: [bool; 7] = [false, false, true, false, true, true, false];
+    let mut rows: Vec<Vec<String>> = vec![HEADINGS.map(str::to_string).to_vec()];
+    for limit in &reply.limits {
+        let top: Vec<String> = limit
+            .top_keys
+            .iter()
+            .map(|key| format!("{}×{}", key.key, key.refused))
+            .collect();
+        rows.push(vec![
+            limit.name.clone(),
+            limit.rate.clone(),
+            limit.burst.to_string(),
+            limit.key.clone(),
+            limit.allowed.to_string(),
+            limit.limited.to_string(),
+            if top.is_empty() {
+                "-".to_string()
+            } else {
+                top.join(" ")
+            },
         ]);
     }
     aligned_columns(&rows, &NUMERIC)

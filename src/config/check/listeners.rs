@@ -69,6 +69,14 @@ impl Checker {
                 .and_then(|raw| self.listener_tls(table, raw, http2(listener))),
             redirect_https: self.redirect_https(table, listener),
             h2c: self.h2c(table, listener),
+            rate_limit: self.rate_limit(
+                table,
+                &listener.rate_limit,
+                &format!(
+                    "listener {}",
+                    listener.name.as_ref().map_or("", |n| n.get_ref().as_str())
+                ),
+            ),
         }
     }
 

@@ -14,6 +14,7 @@ mod health;
 mod listeners;
 mod pools;
 mod primitives;
+mod rate_limit;
 mod routes;
 mod server_tls;
 mod tls;
@@ -285,6 +286,7 @@ mod tests {
                     tls: None,
                     redirect_https: None,
                     h2c: false,
+                    rate_limit: None,
                 },
                 ListenerConfig {
                     name: "internal".into(),
@@ -298,6 +300,7 @@ mod tests {
                     tls: None,
                     redirect_https: None,
                     h2c: false,
+                    rate_limit: None,
                 },
             ],
             timeouts: Timeouts {
@@ -366,6 +369,7 @@ mod tests {
                     },
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
+                    rate_limit: None,
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -378,6 +382,7 @@ mod tests {
                     },
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
+                    rate_limit: None,
                 },
             ]),
             admin: None,

@@ -106,6 +106,7 @@ impl Checker {
             timeouts,
             buffering,
             cache,
+            rate_limit: self.rate_limit(table, &route.rate_limit, &table.path),
         }
     }
 

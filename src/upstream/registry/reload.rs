@@ -240,6 +240,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                     tls: new.tls.clone(),
                     redirect_https: new.redirect_https,
                     h2c: new.h2c,
+                    rate_limit: new.rate_limit.clone(),
                     ..old.clone()
                 }
             }

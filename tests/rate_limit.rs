@@ -1,0 +1,223 @@
+//! Rate limits over real sockets: a route's burst passes and the next request gets a 429 with
+//! `Retry-After` and the `RateLimit` fields, never reaching the server; keys keep clients apart
+//! (`header:X-Key` stands for different clients on one 127.0.0.1) and requests without the key
+//! share one; the access log names the rule, the metrics and `/api/rate_limits` count it; a
+//! listener's limit covers all its requests; bad limits are refused with key and line, and a
+//! refused reload leaves the limits counting.
+//!
+//! The rates are one an hour, so nothing refills while a test runs: what is let through is the
+//! burst, whatever the machine's speed.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use common::*;
+
+/// A listener "web" (with an access log at `log` and `listener_lines`), an admin API, pool
+/// "app" of `server`, and a route for `/limited` carrying `limit` as its `[route.rate_limit]`.
+fn config(server: SocketAddr, log: &Path, listener_lines: &str, limit: &str) -> String {
+    format!(
+        "workers = 2\n\n\
+         [[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\
+         access_log = {log:?}\n{listener_lines}\n\
+         [admin]\nbind = \"127.0.0.1:0\"\n\n\
+         [[pool]]\nname = \"app\"\nservers = [{{ name = \"a\", addr = \"{server}\" }}]\n\n\
+         [[route]]\npath_prefix = \"/limited\"\npool = \"app\"\n\
+         [route.rate_limit]\n{limit}\n"
+    )
+}
+
+/// GET `path` with the `extra` header lines on `conn`, kept open.
+fn get(conn: &mut Conn, path: &str, extra: &str) -> Response {
+    conn.roundtrip(&get_request(path, extra))
+}
+
+fn admin_get(proxy: &Proxy, path: &str) -> String {
+    let admin = proxy.server().admin_addr().expect("an admin API");
+    Conn::connect(admin)
+        .roundtrip(&admin_get_request(path))
+        .body_text()
+}
+
+#[test]
+fn a_burst_passes_then_429_with_the_fields_and_keys_keep_clients_apart() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-burst");
+    let log = dir.join("access.log");
+    let limit = "rate = \"1/h\"\nburst = 3\nkey = \"header:X-Key\"";
+    let proxy = Proxy::start(&config(server.addr, &log, "", limit));
+    let mut alice = proxy.connect();
+    for _ in 0..3 {
+        assert_eq!(
+            get(&mut alice, "/limited", "X-Key: alice\r\n").status(),
+            200
+        );
+    }
+    let refused = get(&mut alice, "/limited/x", "X-Key: alice\r\n");
+    assert_eq!(refused.status(), 429, "{}", refused.body_text());
+    // One request an hour: the next is let through within the hour.
+    let retry_after: u64 = refused.header("Retry-After").unwrap().parse().unwrap();
+    assert!((1..=3600).contains(&retry_after), "{retry_after}");
+    assert_eq!(
+        refused.header("RateLimit-Policy"),
+        Some("\"route[0]\";q=1;w=3600")
+    );
+    assert_eq!(
+        refused.header("RateLimit"),
+        Some(format!("\"route[0]\";r=0;t={retry_after}").as_str())
+    );
+    assert_eq!(
+        server.requests().len(),
+        3,
+        "a refused request reaches no server"
+    );
+    // The connection stays open: another key on it (another client) has its own burst, and
+    // paths outside the route are not limited.
+    assert_eq!(get(&mut alice, "/limited", "X-Key: bob\r\n").status(), 200);
+    assert_eq!(get(&mut alice, "/other", "X-Key: alice\r\n").status(), 200);
+    // Requests without the field share one key, whatever their connection.
+    for _ in 0..3 {
+        assert_eq!(proxy.get("/limited").status(), 200);
+    }
+    assert_eq!(proxy.get("/limited").status(), 429);
+    assert_eq!(server.requests().len(), 8);
+
+    // The access log names the rule that answered.
+    assert!(
+        eventually(Duration::from_secs(5), || {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.lines()
+                .filter(|line| line.contains("\" 429 ") && line.ends_with(" rule=rate_limit"))
+                .count()
+                == 2
+        }),
+        "{}",
+        std::fs::read_to_string(&log).unwrap_or_default()
+    );
+    // The admin API: the limit's counts and the keys it refused.
+    let limits: serde_json::Value =
+        serde_json::from_str(&admin_get(&proxy, "/api/rate_limits")).unwrap();
+    let limit = &limits["limits"][0];
+    assert_eq!(limit["name"], "route[0]");
+    assert_eq!(limit["rate"], "1/h");
+    assert_eq!(limit["key"], "header:x-key");
+    assert_eq!(
+        (limit["allowed"].as_u64(), limit["limited"].as_u64()),
+        (Some(7), Some(2))
+    );
+    let top: Vec<&str> = limit["top_keys"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|key| key["key"].as_str().unwrap())
+        .collect();
+    assert_eq!(top, ["(absent)", "alice"]);
+    // `herdsman ctl limits` prints them.
+    let admin = proxy.server().admin_addr().unwrap().to_string();
+    let (code, table) = run_binary(&["ctl", "--admin", &admin, "limits"]);
+    assert_eq!(code, Some(0), "{table}");
+    let row = table
+        .lines()
+        .find(|line| line.starts_with("route[0]"))
+        .unwrap();
+    let cells: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(
+        cells,
+        [
+            "route[0]",
+            "1/h",
+            "3",
+            "header:x-key",
+            "7",
+            "2",
+            "(absent)×1",
+            "alice×1"
+        ],
+        "{table}"
+    );
+    // The metrics.
+    let metrics = admin_get(&proxy, "/metrics");
+    for (verdict, count) in [("allowed", 7), ("limited", 2)] {
+        let sample = format!(
+            "herdsman_rate_limit_requests_total{{limit=\"route[0]\",verdict=\"{verdict}\"}} {count}"
+        );
+        assert!(
+            metrics.lines().any(|line| line == sample),
+            "{sample}\n{metrics}"
+        );
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_listener_limit_counts_every_request_it_takes() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-listener");
+    let listener = "[listener.rate_limit]\nrate = \"1/h\"\nburst = 2\nkey = \"client\"\n";
+    let route_limit = "rate = \"100/s\"";
+    let proxy = Proxy::start(&config(
+        server.addr,
+        &dir.join("a.log"),
+        listener,
+        route_limit,
+    ));
+    assert_eq!(proxy.get("/one").status(), 200);
+    assert_eq!(proxy.get("/limited").status(), 200);
+    let refused = proxy.get("/two");
+    assert_eq!(refused.status(), 429);
+    assert_eq!(
+        refused.header("RateLimit-Policy"),
+        Some("\"listener web\";q=1;w=3600")
+    );
+    // A HEAD request's 429 has the head alone.
+    let mut conn = proxy.connect();
+    conn.send(b"HEAD /three HTTP/1.1\r\nHost: x\r\n\r\n");
+    let head = conn.read_response(true).unwrap();
+    assert_eq!(head.status(), 429);
+    assert_eq!(server.requests().len(), 2);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn bad_limits_are_refused_with_key_and_line_and_a_refused_reload_keeps_counting() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-check");
+    let good_limit = "rate = \"1/h\"\nburst = 2\nkey = \"route\"";
+    let good = config(server.addr, &dir.join("a.log"), "", good_limit);
+    for (bad_limit, key, value) in [
+        ("rate = \"abc\"", "rate", "\"abc\": not a rate"),
+        (
+            "rate = \"10/s\"\nkey = \"foo:\"",
+            "key",
+            "\"foo:\": not a key; accepted: \"client\", \"route\", \"header:NAME\" or \"cookie:NAME\"",
+        ),
+    ] {
+        let text = config(server.addr, &dir.join("a.log"), "", bad_limit);
+        let line = text
+            .lines()
+            .position(|l| l.starts_with(&format!("{key} = ")))
+            .unwrap()
+            + 1;
+        let path = write_temp("bad-rate-limit.toml", &text);
+        let (code, out) = run_binary(&["check", "-c", path.to_str().unwrap()]);
+        assert_eq!(code, Some(1), "{out}");
+        let expected = format!("line {line}: route[0].rate_limit.{key} = {value}");
+        assert!(out.contains(&expected), "{expected}\n{out}");
+    }
+
+    let proxy = Proxy::start_from_file(&good);
+    assert_eq!(proxy.get("/limited").status(), 200);
+    // A reload that changes something else keeps the limit and what it counted.
+    let other = good.replace("workers = 2", "workers = 2\nshutdown_grace = \"3s\"");
+    proxy.reload_with(&other).unwrap();
+    assert_eq!(proxy.get("/limited").status(), 200);
+    // A refused reload leaves it as it was.
+    let bad = config(server.addr, &dir.join("a.log"), "", "rate = \"abc\"");
+    assert!(proxy.reload_with(&bad).is_err());
+    assert_eq!(proxy.get("/limited").status(), 429);
+    assert_eq!(server.requests().len(), 2);
+    let _ = std::fs::remove_dir_all(dir);
+}

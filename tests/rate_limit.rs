@@ -2,8 +2,8 @@
 //! `Retry-After` and the `RateLimit` fields, never reaching the server; keys keep clients apart
 //! (`header:X-Key` stands for different clients on one 127.0.0.1) and requests without the key
 //! share one; the access log names the rule, the metrics and `/api/rate_limits` count it; a
-//! listener's limit covers all its requests; bad limits are refused with key and line, and a
-//! refused reload leaves the limits counting.
+//! listener's limit covers all its requests; an HTTP/2 stream gets the same answer; bad limits
+//! are refused with key and line, and a refused reload leaves the limits counting.
 //!
 //! The rates are one an hour, so nothing refills while a test runs: what is let through is the
 //! burst, whatever the machine's speed.
@@ -219,5 +219,36 @@ fn bad_limits_are_refused_with_key_and_line_and_a_refused_reload_keeps_counting(
     assert!(proxy.reload_with(&bad).is_err());
     assert_eq!(proxy.get("/limited").status(), 429);
     assert_eq!(server.requests().len(), 2);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn an_http2_request_over_the_limit_gets_the_same_answer() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-h2");
+    let limit = "rate = \"1/h\"\nburst = 1\nkey = \"route\"";
+    let proxy = Proxy::start(&config(
+        server.addr,
+        &dir.join("a.log"),
+        "h2c = true\n",
+        limit,
+    ));
+    let url = format!("http://{}/limited", proxy.addr);
+    let h2 = ["--http2-prior-knowledge", "--include"];
+    let (status, _) = curl(&h2, &url, None);
+    assert_eq!(status, "2 200");
+    let (status, answer) = curl(&h2, &url, None);
+    assert_eq!(status, "2 429");
+    let answer = String::from_utf8_lossy(&answer).to_ascii_lowercase();
+    assert!(answer.contains("retry-after: "), "{answer}");
+    assert!(
+        answer.contains("ratelimit-policy: \"route[0]\";q=1;w=3600"),
+        "{answer}"
+    );
+    assert!(
+        answer.ends_with("over the rate limit route[0]\n"),
+        "{answer}"
+    );
+    assert_eq!(server.requests().len(), 1);
     let _ = std::fs::remove_dir_all(dir);
 }

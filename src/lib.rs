@@ -27,7 +27,8 @@
 //! - [`cache`]: the shared cache of responses (RFC 9111): what may be stored and for how long,
 //!   and the process's store, beside the exchange.
 //! - [`rate_limit`]: limits on requests per client, field, cookie or route (GCRA in a table
-//!   every worker shares without a lock), beside the exchange, which asks it once per request.
+//!   every worker shares without a lock, or in Redis for several instances), beside the
+//!   exchange, which asks it once per request.
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting, the body relay
 //!   (RFC 9112).
 //! - [`transport`]: the byte stream a connection runs on (an enum of transports), buffers and

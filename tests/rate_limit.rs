@@ -3,7 +3,10 @@
 //! (`header:X-Key` stands for different clients on one 127.0.0.1) and requests without the key
 //! share one; the access log names the rule, the metrics and `/api/rate_limits` count it; a
 //! listener's limit covers all its requests; an HTTP/2 stream gets the same answer; bad limits
-//! are refused with key and line, and a refused reload leaves the limits counting.
+//! are refused with key and line, and a refused reload leaves the limits counting. With a real
+//! `redis-server` (Debian's, started by the test): two herdsman processes sharing a limit let
+//! through its burst over both, and Redis stopped fails open, counted (or, with
+//! `on_redis_error = "deny"`, refuses).
 //!
 //! The rates are one an hour, so nothing refills while a test runs: what is let through is the
 //! burst, whatever the machine's speed.
@@ -250,5 +253,104 @@ fn an_http2_request_over_the_limit_gets_the_same_answer() {
         "{answer}"
     );
     assert_eq!(server.requests().len(), 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A `redis-server` of this test's own on a free port, without persistence; killed when dropped.
+fn start_redis() -> (ChildGuard, SocketAddr) {
+    let port = free_port();
+    let child = std::process::Command::new("redis-server")
+        .args(["--port", &port.to_string(), "--bind", "127.0.0.1"])
+        .args(["--save", "", "--appendonly", "no"])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("redis-server runs (bench/scripts/install-peers.sh installs it)");
+    let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let child = ChildGuard(child);
+    assert!(
+        wait_listening(addr, Duration::from_secs(10)),
+        "redis-server on {addr}"
+    );
+    (child, addr)
+}
+
+/// herdsman (the binary) on a free port with its admin API on another, the route of `config`
+/// limited as `limit`, its counts in the Redis at `redis` (`[rate_limit]` with `settings` too).
+fn start_sharing(
+    server: SocketAddr,
+    dir: &Path,
+    limit: &str,
+    (redis, settings): (SocketAddr, &str),
+) -> (ChildGuard, SocketAddr, SocketAddr) {
+    let (web, admin) = (free_port(), free_port());
+    let text = config(server, &dir.join(format!("{web}.log")), "", limit)
+        .replace(
+            "bind = \"127.0.0.1:0\"\npool",
+            &format!("bind = \"127.0.0.1:{web}\"\npool"),
+        )
+        .replace(
+            "[admin]\nbind = \"127.0.0.1:0\"",
+            &format!("[admin]\nbind = \"127.0.0.1:{admin}\""),
+        )
+        + &format!("\n[rate_limit]\nredis = \"redis://{redis}\"\ntimeout = \"2s\"\n{settings}");
+    let path = dir.join(format!("herdsman-{web}.toml"));
+    std::fs::write(&path, text).unwrap();
+    let child = run_binary_with(&path);
+    let web: SocketAddr = format!("127.0.0.1:{web}").parse().unwrap();
+    assert!(
+        wait_listening(web, Duration::from_secs(10)),
+        "herdsman on {web}"
+    );
+    (child, web, format!("127.0.0.1:{admin}").parse().unwrap())
+}
+
+/// The status of GET /limited with `X-Key: key` to `web`.
+fn status_of(web: SocketAddr, key: &str) -> u16 {
+    let extra = format!("X-Key: {key}\r\nConnection: close\r\n");
+    Conn::connect(web)
+        .roundtrip(&get_request("/limited", &extra))
+        .status()
+}
+
+#[test]
+fn two_processes_share_a_limit_through_redis_and_fail_open_without_it() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-redis");
+    let (mut redis, redis_addr) = start_redis();
+    let limit = "rate = \"1/h\"\nburst = 20\nkey = \"header:X-Key\"";
+    let (_one, one, one_admin) = start_sharing(server.addr, &dir, limit, (redis_addr, ""));
+    let (_two, two, two_admin) = start_sharing(server.addr, &dir, limit, (redis_addr, ""));
+    // 30 requests of one key to each: over both, the burst goes through, and no more (each
+    // process alone would let 20 through).
+    let passed = (0..30)
+        .flat_map(|_| [one, two])
+        .filter(|&web| status_of(web, "shared") == 200)
+        .count();
+    assert_eq!(passed, 20, "one burst over both processes");
+    // Redis stopped: requests of a fresh key go on (fail open), each failure counted.
+    drop(redis.0.kill());
+    let _ = redis.0.wait();
+    for web in [one, two] {
+        for _ in 0..3 {
+            assert_eq!(status_of(web, "fresh"), 200);
+        }
+    }
+    for admin in [one_admin, two_admin] {
+        let metrics = Conn::connect(admin)
+            .roundtrip(&admin_get_request("/metrics"))
+            .body_text();
+        let errors: u64 = metrics
+            .lines()
+            .find_map(|line| {
+                line.strip_prefix("herdsman_rate_limit_redis_errors_total{limit=\"route[0]\"} ")
+            })
+            .and_then(|value| value.parse().ok())
+            .unwrap_or_else(|| panic!("{metrics}"));
+        assert_eq!(errors, 3, "{metrics}");
+    }
+    // With `on_redis_error = "deny"`, a request Redis cannot count is refused.
+    let deny = (redis_addr, "on_redis_error = \"deny\"\n");
+    let (_three, three, _) = start_sharing(server.addr, &dir, limit, deny);
+    assert_eq!(status_of(three, "other"), 429);
     let _ = std::fs::remove_dir_all(dir);
 }

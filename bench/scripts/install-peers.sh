@@ -42,6 +42,9 @@ have openssl || missing+=(openssl)
 have h2load && have nghttp || missing+=(nghttp2-client)
 # An ACME CA to obtain certificates from, started by tests/acme.rs, which fails without it.
 have pebble && have pebble-challtestsrv || missing+=(pebble)
+# redis-server for tests/rate_limit.rs (two herdsman processes sharing a limit through it, and
+# failing open when it stops).
+have redis-server || missing+=(redis-server)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
 # (tests/tls_servers.rs checks that they do not trust the test CA).
@@ -56,7 +59,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, varnish, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, grpcio, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, varnish, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, redis-server, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

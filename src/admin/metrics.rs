@@ -84,6 +84,9 @@ impl DiskFigures {
     }
 }
 
+/// A counter family with a sample per rate limit: its name, help, and value in a limit's view.
+type PerLimit = (&'static str, &'static str, fn(&LimitView) -> u64);
+
 /// What one scrape reports.
 struct Figures {
     workers: Vec<WorkerReport>,
@@ -161,8 +164,8 @@ impl Figures {
         out.text
     }
 
-    /// Each rate limit's requests by verdict and the keys it forgot for room; nothing while no
-    /// limit is set.
+    /// Each rate limit's requests by verdict, the keys it forgot for room and the checks Redis
+    /// did not answer; nothing while no limit is set.
     fn write_rate_limits(&self, out: &mut Exposition) {
         if self.rate_limits.is_empty() {
             return;
@@ -182,14 +185,23 @@ impl Figures {
                 );
             }
         }
-        let name = "herdsman_rate_limit_forgotten_keys_total";
-        out.family(
-            name,
-            "counter",
-            "Keys a rate limit forgot while still counted, its table full (max_keys).",
-        );
-        for limit in &self.rate_limits {
-            out.sample(name, &[("limit", limit.name.as_str())], limit.forgotten);
+        let per_limit: [PerLimit; 2] = [
+            (
+                "herdsman_rate_limit_forgotten_keys_total",
+                "Keys a rate limit forgot while still counted, its table full (max_keys).",
+                |limit| limit.forgotten,
+            ),
+            (
+                "herdsman_rate_limit_redis_errors_total",
+                "Checks of a rate limit Redis did not answer within [rate_limit] timeout.",
+                |limit| limit.redis_errors,
+            ),
+        ];
+        for (name, help, value) in per_limit {
+            out.family(name, "counter", help);
+            for limit in &self.rate_limits {
+                out.sample(name, &[("limit", limit.name.as_str())], value(limit));
+            }
         }
     }
 

@@ -80,6 +80,9 @@ pub struct Config {
     /// their keys, so that a restart serves them rather than ordering again. Default
     /// `/var/lib/herdsman/acme`; made (mode 0700) when first needed.
     pub acme_state_dir: std::path::PathBuf,
+    /// `[rate_limit]`: the limits' counts kept in Redis; `None` (the default): each process
+    /// counts alone.
+    pub rate_limit_redis: Option<rate_limit::RedisSettings>,
     /// What the check found pointless though valid, each named by its key and line as a problem
     /// is: routes that can never match, since an earlier route takes every request they would.
     /// `herdsman check` prints them; `herdsman run` logs them at start and at each reload.

@@ -1,6 +1,7 @@
 //! `[route.rate_limit]` and `[listener.rate_limit]` as checked: how many requests a key may make
 //! (a rate and a burst, enforced by `crate::rate_limit`'s GCRA) and what the key is.
 
+use std::net::SocketAddr;
 use std::time::Duration;
 
 /// The `max_keys` a limit keeps when it does not say: 100,000 keys, 8 bytes each (800 KB).
@@ -67,4 +68,17 @@ impl LimitKey {
             LimitKey::Route => "route".to_string(),
         }
     }
+}
+
+/// `[rate_limit]`: every limit's counts kept in Redis, shared by the herdsman instances that use
+/// the same server, with the local limit in front.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RedisSettings {
+    /// `redis = "redis://127.0.0.1:6379"`: an IP address and port (no names, no password).
+    pub addr: SocketAddr,
+    /// `timeout`: the most a check may wait for Redis, connecting included. Default 20 ms.
+    pub timeout: Duration,
+    /// `on_redis_error = "allow"` (the default: fail open) or `"deny"`: what a request gets when
+    /// Redis cannot answer within `timeout`.
+    pub fail_open: bool,
 }

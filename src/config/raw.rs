@@ -42,6 +42,16 @@ pub struct RawConfig {
     pub log: RawLog,
     #[serde(default)]
     pub tls: RawTls,
+    pub rate_limit: Option<Spanned<RawRateLimitSettings>>,
+}
+
+/// `[rate_limit]`: the limits' counts shared through Redis.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRateLimitSettings {
+    pub redis: Option<Spanned<String>>,
+    pub timeout: Option<Spanned<String>>,
+    pub on_redis_error: Option<Spanned<String>>,
 }
 
 /// `[tls]`: what every TLS listener of the process shares.

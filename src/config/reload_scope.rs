@@ -55,6 +55,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         acme_state_dir: _,
         // The file's own, logged by whoever read it.
         warnings: _,
+        // In the snapshot: the workers connect to the new server at their next check.
+        rate_limit_redis: _,
     } = running;
     let mut held_back = Vec::new();
     let mut hold = |changed: bool, key: String| {

@@ -18,7 +18,7 @@ use crate::cache::shared::{CacheConfig, SharedStore};
 use crate::cache::Store;
 use crate::config::RouteCache;
 use crate::http2::servers::ServerConnections;
-use crate::rate_limit::{ActiveLimits, RateLimits};
+use crate::rate_limit::{ActiveLimits, RateLimits, RedisLink};
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
@@ -111,6 +111,8 @@ pub struct ProxyContext {
     rate_limits: RefCell<Option<Arc<ActiveLimits>>>,
     /// `rate_limits` is `Some`: what a request tests (one load, no borrow).
     rate_limited: Cell<bool>,
+    /// This worker's connection to Redis, for limits counted there (`[rate_limit] redis`).
+    redis: RedisLink,
     /// The worker's own handle on this context, for the tasks it starts apart from any
     /// connection ([`ProxyContext::spawn`]).
     me: Weak<ProxyContext>,
@@ -152,6 +154,7 @@ impl ProxyContext {
             cache: RefCell::new(cache),
             rate_limited: Cell::new(rate_limits.is_some()),
             rate_limits: RefCell::new(rate_limits),
+            redis: RedisLink::default(),
             me,
         }
     }
@@ -198,6 +201,11 @@ impl ProxyContext {
     #[inline]
     pub fn rate_limited(&self) -> bool {
         self.rate_limited.get()
+    }
+
+    /// This worker's connection to Redis (made at its first check).
+    pub fn redis(&self) -> &RedisLink {
+        &self.redis
     }
 
     /// Its rate limits, `None` when it has none.

@@ -58,6 +58,18 @@ impl<'r> RequestKey<'r> {
         hasher.finish()
     }
 
+    /// All of it, as Redis keys it, appended to `out`.
+    pub fn write_full(&self, out: &mut Vec<u8>) {
+        match self {
+            RequestKey::Address(address) => {
+                let _ = write!(out, "{address}");
+            }
+            RequestKey::Value(value) => out.extend_from_slice(value),
+            RequestKey::Absent => out.extend_from_slice(b"(absent)"),
+            RequestKey::Route => out.extend_from_slice(b"(route)"),
+        }
+    }
+
     /// Its text for the admin API, written into `out`; returns the length (at most
     /// [`KEY_TEXT_MAX`]). Written on a refusal only, without allocating.
     pub fn write_text(&self, out: &mut [u8; KEY_TEXT_MAX]) -> usize {

@@ -22,6 +22,9 @@ pub struct Limiter {
     /// `rule`'s emission interval, in microseconds.
     interval: u64,
     table: GcraTable,
+    /// With `[rate_limit] redis`: the keys Redis said are over, until when (a request of one is
+    /// refused without asking Redis again).
+    refused_by_redis: GcraTable,
     /// The keys' hash seed: random per limit, so that keys colliding on purpose in one table
     /// do not in the next.
     seed: foldhash::fast::RandomState,
@@ -37,6 +40,8 @@ struct WorkerShare {
     limited: AtomicU64,
     /// Keys forgotten for room (the table full).
     forgotten: AtomicU64,
+    /// Checks Redis did not answer in time (or at all).
+    redis_errors: AtomicU64,
     /// The keys it refused most: taken by this worker on a refusal and by the admin API when
     /// it reads, so never contended on the request path (each worker has its own).
     top: Mutex<TopKeys>,
@@ -92,6 +97,9 @@ pub struct LimitView {
     pub allowed: u64,
     pub limited: u64,
     pub forgotten: u64,
+    /// Checks Redis did not answer (with `[rate_limit] redis`).
+    #[serde(default)]
+    pub redis_errors: u64,
     /// The keys refused in the last minute, most refused first.
     pub top_keys: Vec<TopKeyView>,
 }
@@ -121,6 +129,8 @@ impl Limiter {
         Limiter {
             interval: rule.interval_micros(),
             table: GcraTable::new(rule.max_keys),
+            // Only keys over the limit are kept here: a tenth of the keys, at most 10,000.
+            refused_by_redis: GcraTable::new((rule.max_keys / 10).clamp(8, 10_000)),
             seed: foldhash::fast::RandomState::default(),
             workers: (0..workers.max(1))
                 .map(|_| WorkerShare::default())
@@ -129,32 +139,115 @@ impl Limiter {
         }
     }
 
+    /// The time one request costs, in microseconds (GCRA's emission interval).
+    pub fn interval_micros(&self) -> u64 {
+        self.interval
+    }
+
     /// Counts one request of `key` at `now` on worker `worker`: `None` when it may go on,
     /// else how long it should wait.
     pub fn check(&self, key: RequestKey<'_>, now: Moment, worker: usize) -> Option<u64> {
-        let share = &self.workers[worker % self.workers.len()];
         let hash = key.hash(&self.seed);
+        let refused = self.check_here(key, hash, now, worker);
+        if refused.is_none() {
+            self.count_allowed(worker);
+        }
+        refused
+    }
+
+    /// The local check of `check` for a key hashed to `hash`, counting a refusal but not a
+    /// request let through (which Redis may yet refuse).
+    fn check_here(
+        &self,
+        key: RequestKey<'_>,
+        hash: u64,
+        now: Moment,
+        worker: usize,
+    ) -> Option<u64> {
         let checked = self
             .table
             .check(hash, micros(now), self.interval, self.rule.burst);
         if checked.evicted {
-            share.forgotten.fetch_add(1, Ordering::Relaxed);
+            self.share(worker).forgotten.fetch_add(1, Ordering::Relaxed);
         }
         match checked.verdict {
-            Verdict::Allowed { .. } => {
-                share.allowed.fetch_add(1, Ordering::Relaxed);
-                None
-            }
+            Verdict::Allowed { .. } => None,
             Verdict::Limited { retry_after_micros } => {
-                share.limited.fetch_add(1, Ordering::Relaxed);
-                let mut top = share
-                    .top
-                    .lock()
-                    .unwrap_or_else(|poison| poison.into_inner());
-                top.refused(hash, key, micros(now));
+                self.count_refused(key, hash, now, worker);
                 Some(retry_after_micros)
             }
         }
+    }
+
+    /// Before Redis is asked: the local limit (a key already over it here is over it in Redis
+    /// too), then the keys Redis refused lately. `Err`: refused, with the wait; `Ok`: Redis
+    /// decides, with the hash to give [`Limiter::redis_said`].
+    pub fn before_redis(
+        &self,
+        key: RequestKey<'_>,
+        now: Moment,
+        worker: usize,
+    ) -> Result<u64, u64> {
+        let hash = key.hash(&self.seed);
+        if let Some(wait) = self.check_here(key, hash, now, worker) {
+            return Err(wait);
+        }
+        if let Some(wait) = self.refused_by_redis.held(hash, micros(now)) {
+            self.count_refused(key, hash, now, worker);
+            return Err(wait);
+        }
+        Ok(hash)
+    }
+
+    /// What Redis said of `key` (hashed `hash` by [`Limiter::before_redis`]): `over` is the wait
+    /// when it is over the limit, remembered for that long.
+    pub fn redis_said(
+        &self,
+        key: RequestKey<'_>,
+        hash: u64,
+        over: Option<u64>,
+        now: Moment,
+        worker: usize,
+    ) {
+        match over {
+            None => self.count_allowed(worker),
+            Some(wait) => {
+                let now_micros = micros(now);
+                self.refused_by_redis
+                    .hold(hash, now_micros, now_micros + wait);
+                self.count_refused(key, hash, now, worker);
+            }
+        }
+    }
+
+    /// Redis did not answer for `key`: counted; the request is let through when `fail_open`.
+    pub fn redis_failed(&self, key: RequestKey<'_>, now: Moment, worker: usize, fail_open: bool) {
+        self.share(worker)
+            .redis_errors
+            .fetch_add(1, Ordering::Relaxed);
+        if fail_open {
+            self.count_allowed(worker);
+        } else {
+            self.count_refused(key, key.hash(&self.seed), now, worker);
+        }
+    }
+
+    fn share(&self, worker: usize) -> &WorkerShare {
+        &self.workers[worker % self.workers.len()]
+    }
+
+    fn count_allowed(&self, worker: usize) {
+        self.share(worker).allowed.fetch_add(1, Ordering::Relaxed);
+    }
+
+    fn count_refused(&self, key: RequestKey<'_>, hash: u64, now: Moment, worker: usize) {
+        let share = self.share(worker);
+        share.limited.fetch_add(1, Ordering::Relaxed);
+        let mut top = share
+            .top
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        top.refused(hash, key, micros(now));
     }
 
     /// Its rule, counts and lately refused keys, summed over the workers.
@@ -201,6 +294,7 @@ impl Limiter {
             allowed: sum(|share| &share.allowed),
             limited: sum(|share| &share.limited),
             forgotten: sum(|share| &share.forgotten),
+            redis_errors: sum(|share| &share.redis_errors),
             top_keys: top.into_iter().map(|(_, view)| view).collect(),
         }
     }

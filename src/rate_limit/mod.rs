@@ -2,8 +2,11 @@
 //! client's address, a field, a cookie, the route — may make, by GCRA, in a table of each
 //! key's theoretical arrival time that every worker shares without a lock (`table.rs`).
 //!
+//! With `[rate_limit] redis` the counts are kept in Redis as well (`redis.rs`), shared by the
+//! instances that use it, the local limit in front.
+//!
 //! A room beside the exchange: only `proxy/` calls it, and it imports only `http1` (the request
-//! head), `transport` (the clock), `config` and `stats`. `RateLimits` is the process's set of
+//! head), `transport` (the clock, the stream to Redis), `config` and `stats`. `RateLimits` is the process's set of
 //! limits across reloads (a limit whose rule is unchanged keeps its counts); each worker takes
 //! up its `ActiveLimits` with a new snapshot, and asks it once per request, after the route is
 //! chosen. A request over a limit is answered here with a 429 (`answer.rs`) and never reaches a
@@ -12,18 +15,28 @@
 pub mod answer;
 pub mod key;
 pub mod limiter;
+pub mod redis;
 pub mod table;
 
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::config::rate_limit::RateLimitRule;
+use crate::config::rate_limit::{RateLimitRule, RedisSettings};
 use crate::config::RouteConfig;
 use crate::http1::Request;
+use crate::stats::log_every::LogEvery;
 use crate::transport::Moment;
 
 pub use key::RequestKey;
 pub use limiter::{LimitView, Limiter, Refusal};
+pub use redis::RedisLink;
+
+/// A failed Redis check is logged at most this often, process-wide (with how many since).
+const REDIS_FAILURE_LOG_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+static REDIS_FAILURES: LogEvery = LogEvery::new();
+
+/// What a request's refusal waits, when Redis failed and `on_redis_error = "deny"`.
+const DENIED_WAIT_MICROS: u64 = 1_000_000;
 
 /// The process's limits, shared by the workers and the admin API.
 #[derive(Debug)]
@@ -39,6 +52,17 @@ struct Followed {
     routes: Weak<Vec<RouteConfig>>,
     listeners: Vec<Option<RateLimitRule>>,
     active: Option<Arc<ActiveLimits>>,
+}
+
+/// What a check is about: a request, the listener slot it came on and the route it matched,
+/// its client's address, when it came, and the worker asking.
+pub struct Asked<'a> {
+    pub listener: usize,
+    pub route: Option<usize>,
+    pub request: &'a Request<'a, 'a>,
+    pub client: IpAddr,
+    pub now: Moment,
+    pub worker: usize,
 }
 
 /// The limits of one config, by route and listener slot: what a worker asks per request.
@@ -143,32 +167,75 @@ impl ActiveLimits {
             .cloned()
     }
 
-    /// Counts `request` (from `client`, on listener slot `listener`, matched by `route`) against
-    /// its listener's limit, then its route's, on worker `worker`: the first it is over, if any.
-    pub fn check<'l>(
-        &'l self,
-        listener: usize,
-        route: Option<usize>,
-        request: &Request<'_, '_>,
-        client: IpAddr,
-        now: Moment,
-        worker: usize,
-    ) -> Option<Refusal<'l>> {
-        let listener_limit = self.listeners.get(listener).and_then(Option::as_deref);
-        let route_limit = route
+    /// Counts the request `asked` about against its listener's limit, then its route's: the
+    /// first it is over, if any.
+    pub fn check<'l>(&'l self, asked: &Asked<'_>) -> Option<Refusal<'l>> {
+        self.limiters_of(asked).find_map(|limiter| {
+            let key = RequestKey::of(&limiter.rule.key, asked.request, asked.client);
+            let retry_after_micros = limiter.check(key, asked.now, asked.worker)?;
+            Some(Refusal {
+                limiter,
+                retry_after_micros,
+            })
+        })
+    }
+
+    /// The limits the request `asked` about is held to: its listener's, then its route's.
+    fn limiters_of(&self, asked: &Asked<'_>) -> impl Iterator<Item = &Limiter> {
+        let listener_limit = self
+            .listeners
+            .get(asked.listener)
+            .and_then(Option::as_deref);
+        let route_limit = asked
+            .route
             .and_then(|route| self.routes.get(route))
             .and_then(Option::as_deref);
-        [listener_limit, route_limit]
-            .into_iter()
-            .flatten()
-            .find_map(|limiter| {
-                let key = RequestKey::of(&limiter.rule.key, request, client);
-                let retry_after_micros = limiter.check(key, now, worker)?;
-                Some(Refusal {
-                    limiter,
-                    retry_after_micros,
-                })
-            })
+        [listener_limit, route_limit].into_iter().flatten()
+    }
+}
+
+impl ActiveLimits {
+    /// As [`ActiveLimits::check`], with the counts in Redis (`settings`) through this worker's
+    /// `link`: each limit's local count first (a key over it here is over it everywhere), then
+    /// the keys Redis refused lately, then Redis; when Redis cannot answer, the request goes on
+    /// (`on_redis_error = "allow"`) or is refused, and the failure is counted and logged.
+    pub async fn check_shared<'l>(
+        &'l self,
+        (link, settings): (&RedisLink, &RedisSettings),
+        asked: &Asked<'_>,
+    ) -> Option<Refusal<'l>> {
+        let (now, worker) = (asked.now, asked.worker);
+        for limiter in self.limiters_of(asked) {
+            let key = RequestKey::of(&limiter.rule.key, asked.request, asked.client);
+            let refused = |retry_after_micros| Refusal {
+                limiter,
+                retry_after_micros,
+            };
+            let hash = match limiter.before_redis(key, now, worker) {
+                Ok(hash) => hash,
+                Err(wait) => return Some(refused(wait)),
+            };
+            match link.check(settings, limiter, key).await {
+                Ok(over) => {
+                    limiter.redis_said(key, hash, over, now, worker);
+                    if let Some(wait) = over {
+                        return Some(refused(wait));
+                    }
+                }
+                Err(failure) => {
+                    limiter.redis_failed(key, now, worker, settings.fail_open);
+                    if let Some(more) = REDIS_FAILURES.allow(REDIS_FAILURE_LOG_EVERY) {
+                        let redis = settings.addr;
+                        let fail_open = settings.fail_open;
+                        tracing::warn!(%redis, limit = %limiter.rule.name, %failure, fail_open, more_since_last = more, "a rate limit's check in Redis failed; requests go on unless on_redis_error = \"deny\"");
+                    }
+                    if !settings.fail_open {
+                        return Some(refused(DENIED_WAIT_MICROS));
+                    }
+                }
+            }
+        }
+        None
     }
 }
 

@@ -67,12 +67,7 @@ impl GcraTable {
     /// request is let through; a request that would take it more than `burst` intervals past
     /// now is refused and changes nothing.
     pub fn check(&self, hash: u64, now_micros: u64, interval_micros: u64, burst: u32) -> Checked {
-        // Multiply-shift rather than a mask: the bucket count need not be a power of two, so
-        // `max_keys` is what the table holds.
-        let index = ((hash & 0xffff_ffff) * self.buckets.len() as u64) >> 32;
-        let bucket = &self.buckets[index as usize].0;
-        // Never 0: an empty slot's word is 0, and must not read as some key's.
-        let fingerprint = (hash >> TAT_BITS).max(1);
+        let (bucket, fingerprint) = self.locate(hash);
         let now = now_micros & TAT_MASK;
         let tolerance = interval_micros.saturating_mul(u64::from(burst));
         loop {
@@ -105,6 +100,37 @@ impl GcraTable {
                 };
             }
         }
+    }
+}
+
+impl GcraTable {
+    /// The bucket of the key hashed to `hash`, and its fingerprint there.
+    fn locate(&self, hash: u64) -> (&[AtomicU64; SLOTS], u64) {
+        // Multiply-shift rather than a mask: the bucket count need not be a power of two, so
+        // `max_keys` is what the table holds.
+        let index = ((hash & 0xffff_ffff) * self.buckets.len() as u64) >> 32;
+        // Never 0: an empty slot's word is 0, and must not read as some key's.
+        (&self.buckets[index as usize].0, (hash >> TAT_BITS).max(1))
+    }
+
+    /// Used as a memory of refusals rather than GCRA: the key hashed to `hash` is refused until
+    /// `until_micros` (taking a slot as `check` does). Best effort: a lost race forgets it.
+    pub fn hold(&self, hash: u64, now_micros: u64, until_micros: u64) {
+        let (bucket, fingerprint) = self.locate(hash);
+        let (slot, word, _) = choose_slot(bucket, fingerprint, now_micros & TAT_MASK);
+        let held = (fingerprint << TAT_BITS) | (until_micros & TAT_MASK);
+        let _ = bucket[slot].compare_exchange(word, held, Ordering::AcqRel, Ordering::Relaxed);
+    }
+
+    /// How long the key hashed to `hash` is still held by [`GcraTable::hold`], in microseconds.
+    pub fn held(&self, hash: u64, now_micros: u64) -> Option<u64> {
+        let (bucket, fingerprint) = self.locate(hash);
+        let now = now_micros & TAT_MASK;
+        bucket.iter().find_map(|cell| {
+            let word = cell.load(Ordering::Acquire);
+            let until = word & TAT_MASK;
+            (word >> TAT_BITS == fingerprint && until > now).then(|| until - now)
+        })
     }
 }
 
@@ -199,6 +225,15 @@ mod tests {
         // A key seen now is limited as ever.
         assert!(allowed(table.check(u64::MAX - 3, now, SECOND, 1)));
         assert!(!allowed(table.check(u64::MAX - 3, now, SECOND, 1)));
+    }
+
+    #[test]
+    fn a_held_key_is_held_until_its_time() {
+        let table = GcraTable::new(64);
+        table.hold(SEVEN, 10 * SECOND, 12 * SECOND);
+        assert_eq!(table.held(SEVEN, 11 * SECOND), Some(SECOND));
+        assert_eq!(table.held(EIGHT, 11 * SECOND), None);
+        assert_eq!(table.held(SEVEN, 12 * SECOND), None);
     }
 
     #[test]

@@ -47,6 +47,8 @@ pub struct Snapshot {
     pub buffering: Buffering,
     /// `[cache]`: the process's cache of responses, for the pools with `cache`.
     pub cache: crate::config::CacheSettings,
+    /// `[rate_limit]`: the limits' counts kept in Redis, when set.
+    pub rate_limit_redis: Option<crate::config::rate_limit::RedisSettings>,
     /// Some pool or route caches: without one, no request looks at the cache (a request to a
     /// config without a cache pays one test for it).
     pub caches: bool,
@@ -682,6 +684,7 @@ impl Lineage {
             },
             buffering: config.buffering.clone(),
             cache: config.cache.clone(),
+            rate_limit_redis: config.rate_limit_redis,
             caches: pools.iter().any(|pool| pool.caches),
             routes,
             route_index,

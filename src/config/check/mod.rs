@@ -145,6 +145,10 @@ impl Checker {
         let log = self.log(&raw.log);
         let ticket_keys = self.ticket_keys(&raw.tls);
         let acme_state_dir = self.acme_state_dir(&raw.tls);
+        let rate_limit_redis = raw
+            .rate_limit
+            .as_ref()
+            .and_then(|raw| self.rate_limit_settings(raw));
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
             let mut warnings = std::mem::take(&mut self.warnings);
@@ -171,6 +175,7 @@ impl Checker {
             log,
             ticket_keys,
             acme_state_dir,
+            rate_limit_redis,
             warnings,
         }
     }
@@ -392,6 +397,7 @@ mod tests {
             },
             ticket_keys: Default::default(),
             acme_state_dir: "/var/lib/herdsman/acme".into(),
+            rate_limit_redis: None,
             warnings: Vec::new(),
         };
         assert_eq!(config, expected);

@@ -1,20 +1,76 @@
 //! `[route.rate_limit]` and `[listener.rate_limit]`: a rate ("100/s", "6000/m", "10/h"), a
-//! burst, a key (`client`, `header:NAME`, `cookie:NAME`, `route`) and the keys kept.
+//! burst, a key (`client`, `header:NAME`, `cookie:NAME`, `route`) and the keys kept; and
+//! `[rate_limit]`, the Redis server that keeps their counts.
 
 use std::time::Duration;
 
 use toml::Spanned;
 
-use super::primitives::quoted;
+use super::primitives::{quoted, Zero};
 use super::{Checker, Table};
-use crate::config::rate_limit::{LimitKey, RateLimitRule, DEFAULT_MAX_KEYS};
-use crate::config::raw::RawRateLimit;
+use crate::config::rate_limit::{LimitKey, RateLimitRule, RedisSettings, DEFAULT_MAX_KEYS};
+use crate::config::raw::{RawRateLimit, RawRateLimitSettings};
 use crate::config::token::is_token;
+
+/// `[rate_limit] timeout` when not written.
+const DEFAULT_REDIS_TIMEOUT: Duration = Duration::from_millis(20);
 
 /// The most requests a key may make a second: one a microsecond, the GCRA table's resolution.
 const FASTEST_PER_SECOND: u64 = 1_000_000;
 
 impl Checker {
+    /// `[rate_limit]`: `redis` (required), `timeout`, `on_redis_error`.
+    pub(super) fn rate_limit_settings(
+        &mut self,
+        raw: &Spanned<RawRateLimitSettings>,
+    ) -> Option<RedisSettings> {
+        let table = Table {
+            path: "rate_limit".to_string(),
+            line: self.lines.line_of(raw.span().start),
+        };
+        let raw = raw.get_ref();
+        let timeout = self.duration(
+            "rate_limit.timeout",
+            &raw.timeout,
+            DEFAULT_REDIS_TIMEOUT,
+            Zero::Refused,
+        );
+        let fail_open = match &raw.on_redis_error {
+            None => true,
+            Some(word) => match word.get_ref().as_str() {
+                "allow" => true,
+                "deny" => false,
+                other => {
+                    let why = r#"unknown; accepted: "allow" (the default) or "deny""#;
+                    self.reject(
+                        "rate_limit.on_redis_error",
+                        word.span(),
+                        &quoted(other),
+                        why,
+                    );
+                    true
+                }
+            },
+        };
+        let how = r#"write the Redis server, e.g. redis = "redis://127.0.0.1:6379""#;
+        let url = self.required(&table, "redis", &raw.redis, how)?;
+        let addr = url
+            .get_ref()
+            .strip_prefix("redis://")
+            .and_then(|rest| rest.trim_end_matches('/').parse().ok());
+        let Some(addr) = addr else {
+            let why =
+                "not redis://ADDRESS:PORT with an IP address, e.g. \"redis://127.0.0.1:6379\"";
+            self.reject("rate_limit.redis", url.span(), &quoted(url.get_ref()), why);
+            return None;
+        };
+        Some(RedisSettings {
+            addr,
+            timeout,
+            fail_open,
+        })
+    }
+
     /// A route's or listener's `rate_limit` table, named `name` in the metrics and the answers.
     pub(super) fn rate_limit(
         &mut self,
@@ -142,6 +198,33 @@ mod tests {
         let config = from_toml(&text, "t").unwrap();
         let rule = config.routes[0].rate_limit.as_deref().unwrap();
         assert_eq!((rule.burst, rule.key.clone()), (100, LimitKey::Client));
+    }
+
+    #[test]
+    fn the_redis_settings_default_to_20ms_and_failing_open() {
+        let text = format!("{MINIMAL}\n[rate_limit]\nredis = \"redis://127.0.0.1:6379\"\n");
+        let settings = from_toml(&text, "t").unwrap().rate_limit_redis.unwrap();
+        assert_eq!(settings.addr, "127.0.0.1:6379".parse().unwrap());
+        assert_eq!(settings.timeout, Duration::from_millis(20));
+        assert!(settings.fail_open);
+        let text = format!(
+            "{MINIMAL}\n[rate_limit]\nredis = \"redis://[::1]:7000/\"\ntimeout = \"5ms\"\non_redis_error = \"deny\"\n"
+        );
+        let settings = from_toml(&text, "t").unwrap().rate_limit_redis.unwrap();
+        assert_eq!(settings.addr, "[::1]:7000".parse().unwrap());
+        assert!(!settings.fail_open);
+        let bad = only_problem(&format!("{MINIMAL}\n[rate_limit]\nredis = \"localhost\"\n"));
+        assert_eq!(bad.key, "rate_limit.redis");
+        assert_eq!(bad.line, Some(12));
+        let missing = only_problem(&format!("{MINIMAL}\n[rate_limit]\ntimeout = \"1s\"\n"));
+        assert_eq!(
+            (missing.key.as_str(), missing.line),
+            ("rate_limit.redis", Some(11))
+        );
+        let word = only_problem(&format!(
+            "{MINIMAL}\n[rate_limit]\nredis = \"redis://127.0.0.1:1\"\non_redis_error = \"maybe\"\n"
+        ));
+        assert_eq!(word.key, "rate_limit.on_redis_error");
     }
 
     #[test]

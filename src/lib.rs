@@ -24,6 +24,8 @@
 //! - [`session`]: one client connection's protocol: HTTP/1 (`h1`), bytes both ways after a 101.
 //! - [`proxy`]: one exchange: read and check a head, route, pick, forward (again where the replay
 //!   rules allow), answer.
+//! - [`rules`]: the operator's rules on a request beyond its host and path (a route's `when`),
+//!   beside the exchange, which calls in.
 //! - [`cache`]: the shared cache of responses (RFC 9111): what may be stored and for how long,
 //!   and the process's store, beside the exchange.
 //! - [`rate_limit`]: limits on requests per client, field, cookie or route (GCRA in a table
@@ -59,6 +61,7 @@ pub mod intake;
 pub mod process;
 pub mod proxy;
 pub mod rate_limit;
+pub mod rules;
 pub mod server;
 pub mod session;
 pub mod stats;

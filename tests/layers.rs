@@ -22,8 +22,10 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     ("intake", "transport config stats"),
     (
         "proxy",
-        "cache rate_limit upstream http1 http2 transport access_log config stats",
+        "cache rate_limit upstream rules http1 http2 transport access_log config stats",
     ),
+    // The operator's rules (conditions): the exchange asks them; they read heads with http1.
+    ("rules", "http1 transport config stats"),
     // The cache sits beside the exchange, which alone consults it; it reads heads with http1.
     ("cache", "http1 transport config stats"),
     // Rate limits sit beside the exchange too, which alone asks them; they read heads with http1.
@@ -39,7 +41,7 @@ const MAY_IMPORT: &[(&str, &str)] = &[
 
 /// Rooms of the data path, where no socket type is named: `transport/` owns them.
 const NO_SOCKET_TYPES: &str =
-    "worker intake session proxy cache rate_limit upstream http1 http2 access_log config stats";
+    "worker intake session proxy cache rate_limit upstream rules http1 http2 access_log config stats";
 
 /// What naming a socket type looks like.
 const SOCKET_TYPES: &[&str] = &[

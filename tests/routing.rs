@@ -45,11 +45,7 @@ path_prefix = \"/admin/\"
 pool = \"adm\"
 
 ";
-    let pools: String = names
-        .iter()
-        .zip(&mocks)
-        .map(|(name, mock)| pool_table(name, "", &[(name, mock.addr, "")], None))
-        .collect();
+    let pools = pool_per_mock(&names, &mocks);
     let herd = Proxy::start_from_file(&pools_config(&format!("{routes}{pools}")));
 
     let cases = [
@@ -110,11 +106,7 @@ fn an_absolute_form_request_is_routed_by_its_target() {
     let mocks = named_mocks(names);
     let routes = "[[route]]\nhost = \"api.example.com\"\npool = \"api\"\n\n\
                   [[route]]\npath_prefix = \"/admin/\"\npool = \"adm\"\n\n";
-    let pools: String = names
-        .iter()
-        .zip(&mocks)
-        .map(|(name, mock)| pool_table(name, "", &[(name, mock.addr, "")], None))
-        .collect();
+    let pools = pool_per_mock(&names, &mocks);
     let herd = Proxy::start_from_file(&pools_config(&format!("{routes}{pools}")));
     for (target, host, expected) in [
         ("http://api.example.com/v1", "api.example.com", "api"),
@@ -274,11 +266,7 @@ fn requests_during_reloads_of_many_routes_meet_one_whole_table() {
     const ROUTES: usize = 10_000;
     let names = ["app", "one", "two"];
     let mocks = named_mocks(names);
-    let pools: String = names
-        .iter()
-        .zip(&mocks)
-        .map(|(name, mock)| pool_table(name, "", &[(name, mock.addr, "")], None))
-        .collect();
+    let pools = pool_per_mock(&names, &mocks);
     let config = |pool: &str| {
         let routes: String = (0..ROUTES)
             .map(|i| format!("[[route]]\nhost = \"h{i}.test\"\npool = \"{pool}\"\n\n"))

@@ -9,6 +9,8 @@ mod cache;
 pub use cache::{CacheSettings, DiskSettings, PoolCache, RouteCache, POISONING_FIELDS};
 pub mod certificates;
 mod check;
+pub mod cidr;
+pub mod condition;
 pub mod descriptors;
 mod duration;
 #[cfg(test)]
@@ -30,6 +32,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
+
+use condition::Condition;
 
 pub use check::is_valid_name;
 pub use duration::parse_duration;
@@ -549,6 +553,9 @@ pub struct RouteConfig {
     /// `[route.rate_limit]`: a limit on the requests the route takes, per key. Boxed: most
     /// routes have none, and a config may hold 100,000 routes.
     pub rate_limit: Option<Box<rate_limit::RateLimitRule>>,
+    /// `when`: what a request must also meet for this route to take it; one that does not goes
+    /// on to the next route its host and path match. Boxed: most routes have none.
+    pub when: Option<Box<Condition>>,
 }
 
 impl RouteConfig {
@@ -563,6 +570,7 @@ impl RouteConfig {
             buffering: RouteBuffering::default(),
             cache: RouteCache::Pool,
             rate_limit: None,
+            when: None,
         }
     }
 

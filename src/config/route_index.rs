@@ -5,6 +5,11 @@
 //! there are; the answer is exactly the config-order scan's (the first route that matches wins),
 //! which a property test checks against the scan.
 //!
+//! A route with a condition (`when`) that a request does not meet passes it on: [`RouteIndex::find_from`]
+//! gives the next route its host and path match, through a chain of the routes that end at the
+//! same trie node (routes repeating a host and prefix with different conditions), so a request
+//! skips only the routes it could have taken, never scans the rest.
+//!
 //! The same lookup, asked of a route's own host and prefix, finds the first route that takes every
 //! request it would ([`RouteIndex::first_covering`]): the config check warns of routes that can
 //! never match with it, in time that grows with the routes, not their square. The request path
@@ -28,12 +33,28 @@ pub struct RouteIndex {
     wildcard: HashMap<Box<Caseless>, PathTrie, foldhash::fast::RandomState>,
     /// Routes without a host.
     any_host: PathTrie,
+    /// By route: the next route (in config order) that ends at the same trie node, `NONE` for
+    /// the last. Empty when every route ends at a node of its own.
+    same_node_next: Vec<u32>,
 }
 
 impl RouteIndex {
     pub fn new(routes: &[RouteConfig]) -> RouteIndex {
+        RouteIndex::of(routes, |_| true)
+    }
+
+    /// The index of the routes without a condition only (the others keep their positions): a
+    /// route with `when` takes only some of the requests it matches, so it covers no later route.
+    pub fn without_conditions(routes: &[RouteConfig]) -> RouteIndex {
+        RouteIndex::of(routes, |route| route.when.is_none())
+    }
+
+    fn of(routes: &[RouteConfig], included: impl Fn(&RouteConfig) -> bool) -> RouteIndex {
         let mut index = RouteIndex::default();
         for (position, route) in routes.iter().enumerate() {
+            if !included(route) {
+                continue;
+            }
             let trie = match &route.host {
                 None => &mut index.any_host,
                 Some(HostPattern::Exact(name)) => {
@@ -44,7 +65,14 @@ impl RouteIndex {
                 }
             };
             let prefix = route.path_prefix.as_deref().unwrap_or_default();
-            trie.insert(prefix.as_bytes(), position as u32);
+            // Routes come in config order: the one before at this node is its chain's end. The
+            // chain is made at the first route that shares a node: most configs have none.
+            if let Some(last) = trie.insert(prefix.as_bytes(), position as u32) {
+                if index.same_node_next.is_empty() {
+                    index.same_node_next = vec![NONE; routes.len()];
+                }
+                index.same_node_next[last as usize] = position as u32;
+            }
         }
         index
     }
@@ -52,7 +80,26 @@ impl RouteIndex {
     /// The first route (in config order) whose host and path prefix match, if any.
     #[inline]
     pub fn find(&self, host: &[u8], path: &[u8]) -> Option<usize> {
-        let first = self.first_for_name(strip_port(host), path);
+        let first = self.first_for_name(strip_port(host), path, |route| route);
+        (first != NONE).then_some(first as usize)
+    }
+
+    /// The first route at or after position `from` whose host and path prefix match: the next
+    /// candidate once the routes before `from` were passed over (their conditions not met).
+    pub fn find_from(&self, host: &[u8], path: &[u8], from: usize) -> Option<usize> {
+        let from = from as u32;
+        let at_or_after = |mut route: u32| {
+            while route < from {
+                // Empty when no two routes share a node: then none follows.
+                route = self
+                    .same_node_next
+                    .get(route as usize)
+                    .copied()
+                    .unwrap_or(NONE);
+            }
+            route
+        };
+        let first = self.first_for_name(strip_port(host), path, at_or_after);
         (first != NONE).then_some(first as usize)
     }
 
@@ -68,36 +115,46 @@ impl RouteIndex {
     pub fn first_covering(&self, route: &RouteConfig) -> Option<usize> {
         let path = route.path_prefix.as_deref().unwrap_or_default().as_bytes();
         let first = match &route.host {
-            None => self.any_host.first_match(path),
+            None => self.any_host.first_match(path, |route| route),
             // As a request for that name: the same name, a wildcard above it, or any host.
-            Some(HostPattern::Exact(name)) => self.first_for_name(name.as_bytes(), path),
+            Some(HostPattern::Exact(name)) => {
+                self.first_for_name(name.as_bytes(), path, |route| route)
+            }
             // Every name under `.a.com`: a wildcard of that suffix or one above it, or any host.
             // An exact name, or a wildcard below it (`*.x.a.com`), takes only some of them.
             Some(HostPattern::Subdomains(suffix)) => self
                 .any_host
-                .first_match(path)
-                .min(self.first_wildcard(suffix.as_bytes(), 0, path)),
+                .first_match(path, |route| route)
+                .min(self.first_wildcard(suffix.as_bytes(), 0, path, |route| route)),
         };
         (first != NONE).then_some(first as usize)
     }
 
     /// The first route for a request naming `name` (without a port) and `path`; `NONE` if none.
+    /// `pick` gives, of the first route ending at a trie node, the one to take there (itself, or
+    /// a later one at the same node for [`RouteIndex::find_from`]).
     #[inline]
-    fn first_for_name(&self, name: &[u8], path: &[u8]) -> u32 {
-        let mut best = self.any_host.first_match(path);
+    fn first_for_name(&self, name: &[u8], path: &[u8], pick: impl Fn(u32) -> u32 + Copy) -> u32 {
+        let mut best = self.any_host.first_match(path, pick);
         if !self.exact.is_empty() {
             if let Some(trie) = self.exact.get(Caseless::of(name)) {
-                best = best.min(trie.first_match(path));
+                best = best.min(trie.first_match(path, pick));
             }
         }
         // `*.S` matches a name longer than `.S`: suffixes at a dot after the first byte.
-        best.min(self.first_wildcard(name, 1, path))
+        best.min(self.first_wildcard(name, 1, path, pick))
     }
 
     /// The first route of the wildcards whose suffix is a suffix of `name` starting at a dot at
     /// or after `from` (`a.b.c` from 1: `.b.c`, `.c`); `NONE` if none.
     #[inline]
-    fn first_wildcard(&self, name: &[u8], from: usize, path: &[u8]) -> u32 {
+    fn first_wildcard(
+        &self,
+        name: &[u8],
+        from: usize,
+        path: &[u8],
+        pick: impl Fn(u32) -> u32 + Copy,
+    ) -> u32 {
         if self.wildcard.is_empty() {
             return NONE;
         }
@@ -109,7 +166,7 @@ impl RouteIndex {
             .filter(|(_, b)| **b == b'.')
         {
             if let Some(trie) = self.wildcard.get(Caseless::of(&name[at..])) {
-                best = best.min(trie.first_match(path));
+                best = best.min(trie.first_match(path, pick));
             }
         }
         best
@@ -124,7 +181,10 @@ struct PathTrie {
 
 #[derive(Debug)]
 struct Node {
+    /// The first route ending here (`NONE`: none).
     route: u32,
+    /// The last route ending here so far, while the index is built (`NONE`: none).
+    last: u32,
     /// Children by their byte, sorted.
     children: Vec<(u8, u32)>,
 }
@@ -134,6 +194,7 @@ impl Default for PathTrie {
         PathTrie {
             nodes: vec![Node {
                 route: NONE,
+                last: NONE,
                 children: Vec::new(),
             }],
         }
@@ -141,7 +202,9 @@ impl Default for PathTrie {
 }
 
 impl PathTrie {
-    fn insert(&mut self, prefix: &[u8], route: u32) {
+    /// Adds `route` (routes come in config order) at the node of `prefix`; the last route added
+    /// there before it, if any.
+    fn insert(&mut self, prefix: &[u8], route: u32) -> Option<u32> {
         let mut at = 0;
         for &byte in prefix {
             at = match self.nodes[at].children.binary_search_by_key(&byte, |c| c.0) {
@@ -150,6 +213,7 @@ impl PathTrie {
                     let next = self.nodes.len();
                     self.nodes.push(Node {
                         route: NONE,
+                        last: NONE,
                         children: Vec::new(),
                     });
                     self.nodes[at].children.insert(slot, (byte, next as u32));
@@ -157,22 +221,27 @@ impl PathTrie {
                 }
             };
         }
-        // Routes come in config order: the first to end here stays.
+        // Routes come in config order: the first to end here stays, the last is remembered for
+        // the chain of those after it.
         let node = &mut self.nodes[at];
+        let before = (node.last != NONE).then_some(node.last);
         node.route = node.route.min(route);
+        node.last = route;
+        before
     }
 
-    /// The first route whose prefix starts `path` (`NONE` if none).
+    /// The first route whose prefix starts `path` (`NONE` if none), each node's route taken
+    /// through `pick`.
     #[inline]
-    fn first_match(&self, path: &[u8]) -> u32 {
+    fn first_match(&self, path: &[u8], pick: impl Fn(u32) -> u32) -> u32 {
         let mut node = &self.nodes[0];
-        let mut best = node.route;
+        let mut best = pick(node.route);
         for byte in path {
             match node.children.binary_search_by_key(byte, |c| c.0) {
                 Ok(found) => node = &self.nodes[node.children[found].1 as usize],
                 Err(_) => break,
             }
-            best = best.min(node.route);
+            best = best.min(pick(node.route));
         }
         best
     }
@@ -238,6 +307,7 @@ pub fn scan(routes: &[RouteConfig], host: &[u8], path: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::condition::Condition;
     use proptest::prelude::*;
 
     fn route(host: Option<HostPattern>, prefix: Option<&str>) -> RouteConfig {
@@ -399,6 +469,42 @@ mod tests {
                     index.find(host.as_bytes(), path.as_bytes()),
                     scan(&routes, host.as_bytes(), path.as_bytes()),
                     "host {} path {}", host, path
+                );
+            }
+        }
+
+        /// On random route sets, some with conditions, the next candidate from any position is the
+        /// scan's over the routes from there.
+        #[test]
+        fn the_next_candidate_is_the_scans_from_there(
+            patterns in proptest::collection::vec(
+                (host_pattern(), proptest::option::of("/(x|y){0,2}"), any::<bool>()),
+                1..12,
+            ),
+            requests in proptest::collection::vec(
+                ("(a|b|c)(\\.(a|b|c)){0,3}", "/(x|y|z){0,3}", 0..12usize),
+                1..20,
+            ),
+        ) {
+            let routes: Vec<RouteConfig> = patterns
+                .iter()
+                .map(|(host, prefix, conditional)| {
+                    let mut route = route(host.clone(), prefix.as_deref());
+                    if *conditional {
+                        route.when = Some(Box::new(Condition::Method(["GET".into()].into())));
+                    }
+                    route
+                })
+                .collect();
+            let index = RouteIndex::new(&routes);
+            for (host, path, from) in &requests {
+                let from = (*from).min(routes.len());
+                let scanned = scan(&routes[from..], host.as_bytes(), path.as_bytes())
+                    .map(|found| found + from);
+                prop_assert_eq!(
+                    index.find_from(host.as_bytes(), path.as_bytes(), from),
+                    scanned,
+                    "host {} path {} from {}", host, path, from
                 );
             }
         }

@@ -49,7 +49,12 @@ pub(super) fn summary(config: &Config) -> String {
             .pools
             .get(route.pool)
             .map_or("?", |pool| pool.name.as_str());
-        lines.push(format!("route {host}  path {path}*  → pool {pool}"));
+        let when = if route.when.is_some() {
+            "  when …"
+        } else {
+            ""
+        };
+        lines.push(format!("route {host}  path {path}*{when}  → pool {pool}"));
     }
     for pool in &config.pools {
         let mut balance = BALANCES.word_for(pool.balance).to_string();

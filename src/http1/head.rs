@@ -5,12 +5,14 @@
 //! in Host, `head/target.rs`.
 
 mod fields;
+mod lookup;
 mod scan;
 mod target;
 
 use std::mem::MaybeUninit;
 
 pub use fields::ConnectionTokens;
+pub use lookup::find_cookie;
 use target::{is_valid_host, read_target};
 
 /// How a message's body is delimited (RFC 9112 §6.3).
@@ -123,16 +125,6 @@ pub struct Request<'h, 'b> {
     pub host: Option<&'b [u8]>,
     /// The value of the Connection field(s) as sent, for removing the fields it names.
     pub connection: ConnectionTokens<'h, 'b>,
-}
-
-impl<'b> Request<'_, 'b> {
-    /// The value of the first field called `name` (compared ignoring case), if any.
-    pub fn field(&self, name: &str) -> Option<&'b [u8]> {
-        self.headers
-            .iter()
-            .find(|field| field.name.eq_ignore_ascii_case(name))
-            .map(|field| field.value)
-    }
 }
 
 impl Request<'_, '_> {

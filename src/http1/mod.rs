@@ -9,7 +9,6 @@
 //! rewritten to the one form every server reads alike.
 
 pub mod chunked;
-pub mod cookie;
 pub mod error_response;
 pub mod forward;
 pub mod head;

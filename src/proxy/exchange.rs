@@ -34,6 +34,7 @@ use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::rate_limit::answer::write_too_many_requests;
 use crate::rate_limit::{Asked, Refusal};
+use crate::rules;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
@@ -406,13 +407,15 @@ async fn read_request<D: Downstream>(
                         return Err(Failure::BodyTooLarge);
                     }
                 }
+                let client_address = client_ip(peer);
                 let choice = choose(
                     snapshot,
                     listener,
                     &request,
-                    client_ip(peer),
+                    client_address,
                     started,
                     &mut context.rng.borrow_mut(),
+                    |condition| rules::condition::holds(condition, &request, client_address),
                 );
                 // A background refresh of a cached answer is herdsman's own request, not the
                 // client's again: the client's request that started it was counted.
@@ -421,7 +424,7 @@ async fn read_request<D: Downstream>(
                         listener,
                         route: choice.route,
                         request: &request,
-                        client: client_ip(peer),
+                        client: client_address,
                         now: started,
                         worker: context.index,
                     };

@@ -7,7 +7,6 @@ use std::io::Write;
 use std::net::IpAddr;
 
 use crate::config::rate_limit::LimitKey;
-use crate::http1::cookie::request_cookie;
 use crate::http1::Request;
 
 /// The longest key text kept for the admin API's top keys; a longer value is cut there (its
@@ -30,8 +29,8 @@ impl<'r> RequestKey<'r> {
         let value = match key {
             LimitKey::Client => return RequestKey::Address(client),
             LimitKey::Route => return RequestKey::Route,
-            LimitKey::Header(name) => request.field(name),
-            LimitKey::Cookie(name) => request_cookie(request, name),
+            LimitKey::Header(name) => request.header(name),
+            LimitKey::Cookie(name) => request.cookie(name),
         };
         value.map_or(RequestKey::Absent, RequestKey::Value)
     }

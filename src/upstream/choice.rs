@@ -6,8 +6,8 @@ use std::net::IpAddr;
 use super::hash_ring::key_hash;
 use super::sticky::MAX_NAME_LEN;
 use super::{Pool, Snapshot};
+use crate::config::condition::Condition;
 use crate::config::{HashKey, ServerState};
-use crate::http1::cookie::request_cookie;
 use crate::http1::Request;
 use crate::transport::Moment;
 
@@ -32,6 +32,8 @@ pub struct Choice {
 
 /// Chooses for `request`, which arrived on listener `listener` from `client` and began at
 /// `started` (the clock reading a balancer weighing latency uses: no reading of its own).
+/// `meets` says whether the request meets a route's condition (`rules::condition`, which the
+/// exchange passes in: the rules sit beside this room, not below it).
 pub fn choose(
     snapshot: &Snapshot,
     listener: usize,
@@ -39,8 +41,9 @@ pub fn choose(
     client: IpAddr,
     started: Moment,
     rng: &mut fastrand::Rng,
+    meets: impl Fn(&Condition) -> bool,
 ) -> Choice {
-    let (pool_index, route) = route(snapshot, listener, request);
+    let (pool_index, route) = route(snapshot, listener, request, meets);
     let pool = &snapshot.pools[pool_index];
     let chosen = |server, assign_cookie, pinned| Choice {
         pool: pool_index,
@@ -69,24 +72,32 @@ pub fn choose(
     )
 }
 
-/// The pool of the first route whose host and path prefix match, with that route's index, or
-/// else the listener's pool.
+/// The pool of the first route whose host and path prefix match and whose condition, if it has
+/// one, the request meets, with that route's index; or else the listener's pool. A route whose
+/// condition fails passes the request to the next route its host and path match (the index
+/// finds it directly: no scan of the routes between).
 fn route(
     snapshot: &Snapshot,
     listener: usize,
     request: &Request<'_, '_>,
+    meets: impl Fn(&Condition) -> bool,
 ) -> (usize, Option<usize>) {
     let by_listener = (snapshot.listener_pools[listener], None);
     if snapshot.routes.is_empty() {
         return by_listener;
     }
     let (host, path) = host_and_path(request);
-    snapshot
-        .route_index
-        .find(host, path)
-        .map_or(by_listener, |index| {
-            (snapshot.routes[index].pool, Some(index))
-        })
+    let mut found = snapshot.route_index.find(host, path);
+    while let Some(index) = found {
+        let route = &snapshot.routes[index];
+        match &route.when {
+            Some(condition) if !meets(condition) => {
+                found = snapshot.route_index.find_from(host, path, index + 1);
+            }
+            _ => return (route.pool, Some(index)),
+        }
+    }
+    by_listener
 }
 
 /// The host and path a request is for. An absolute-form target (`http://host/path`) names both
@@ -99,7 +110,7 @@ fn host_and_path<'r>(request: &'r Request<'_, '_>) -> (&'r [u8], &'r [u8]) {
 
 /// The server in `test` state whose token the request carries.
 fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
-    let token = request.field(TEST_HEADER)?;
+    let token = request.header(TEST_HEADER)?;
     pool.servers.iter().position(|server| {
         server.state == ServerState::Test
             && server.available
@@ -111,7 +122,7 @@ fn tested_server(pool: &Pool, request: &Request<'_, '_>) -> Option<usize> {
 /// `drain`, and neither down nor ejected). A forged, foreign or stale cookie counts as none: the request is balanced and the
 /// response sets a fresh one.
 fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option<usize> {
-    let value = request_cookie(request, cookie)?;
+    let value = request.cookie(cookie)?;
     let mut name = [0; MAX_NAME_LEN];
     let name = pool.key.verify_cookie_into(value, &mut name)?;
     let index = pool.position(name)?;
@@ -125,8 +136,8 @@ fn sticky_server(pool: &Pool, request: &Request<'_, '_>, cookie: &str) -> Option
 fn hash_of_key(pool: &Pool, request: &Request<'_, '_>, client: IpAddr) -> u64 {
     let value = match &pool.hash_key {
         HashKey::SourceIp => None,
-        HashKey::Header(name) => request.field(name),
-        HashKey::Cookie(name) => request_cookie(request, name),
+        HashKey::Header(name) => request.header(name),
+        HashKey::Cookie(name) => request.cookie(name),
     };
     match (value, client) {
         (Some(value), _) => key_hash(value),

@@ -143,8 +143,6 @@ impl fmt::Debug for StickyKey {
     }
 }
 
-pub use crate::http1::cookie::find_cookie;
-
 /// Appends the `Set-Cookie` line, CRLF included, that gives the client cookie `name` = `value`:
 /// `Set-Cookie: NAME=VALUE; Path=/; HttpOnly; SameSite=Lax`, then `; Secure` when `secure` and
 /// `; Max-Age=N` when `max_age` (seconds) is given. Without `Max-Age` the cookie lasts until the
@@ -230,6 +228,7 @@ fn decode_base64url(text: &[u8], out: &mut [u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::http1::head::find_cookie;
 
     impl StickyKey {
         /// `verify_cookie_into` with an owned result, for assertions.

@@ -81,6 +81,15 @@ pub fn named_mocks<const N: usize>(names: [&str; N]) -> [Mock; N] {
     names.map(Mock::named)
 }
 
+/// A round-robin `[[pool]]` per mock, of that one server, pool and server named as given.
+pub fn pool_per_mock(names: &[&str], mocks: &[Mock]) -> String {
+    names
+        .iter()
+        .zip(mocks)
+        .map(|(name, mock)| pool_table(name, "", &[(name, mock.addr, "")], None))
+        .collect()
+}
+
 /// (name, address, no more keys) for each mock, named as given.
 pub fn plain<'n>(names: &[&'n str], mocks: &[Mock]) -> Vec<(&'n str, SocketAddr, &'static str)> {
     names

@@ -9,6 +9,7 @@
 
 mod acme;
 mod admin;
+mod conditions;
 mod globals;
 mod health;
 mod listeners;
@@ -375,6 +376,7 @@ mod tests {
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
                     rate_limit: None,
+                    when: None,
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -388,6 +390,7 @@ mod tests {
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
                     rate_limit: None,
+                    when: None,
                 },
             ]),
             admin: None,

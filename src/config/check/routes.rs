@@ -99,6 +99,10 @@ impl Checker {
                 }
             }
         };
+        let when = route.when.as_ref().and_then(|raw| {
+            let condition = self.condition(&table.key("when"), raw)?;
+            Some(Box::new(condition))
+        });
         RouteConfig {
             host,
             path_prefix,
@@ -107,6 +111,7 @@ impl Checker {
             buffering,
             cache,
             rate_limit: self.rate_limit(table, &route.rate_limit, &table.path),
+            when,
         }
     }
 
@@ -147,13 +152,15 @@ impl Checker {
     }
 }
 
-/// A warning for each route that can never match, because an earlier route takes every request
-/// it would (`RouteIndex::first_covering` has the rule), naming both routes by key and line:
+/// A warning for each route that can never match, because an earlier route without a condition
+/// takes every request it would (`RouteIndex::first_covering` has the rule; a route with `when`
+/// passes on the requests that do not meet it, so it covers none), naming both routes by key and
+/// line:
 /// `route[3] (host x.a.com, path /api/v2/*) can never match: route[1] on line 30 (host *.a.com,
 /// path /api/*) comes first and takes all its requests`. One index of the routes and a lookup
 /// of each route's own host and prefix, so 100,000 routes cost no more than serving them.
 pub(super) fn shadowed_routes(routes: &[RouteConfig], tables: &[Table]) -> Vec<ConfigProblem> {
-    let index = RouteIndex::new(routes);
+    let index = RouteIndex::without_conditions(routes);
     let describe = |route: &RouteConfig| {
         let path = match &route.path_prefix {
             Some(prefix) => format!("path {prefix}*"),
@@ -268,6 +275,27 @@ mod tests {
             .to_string()
             .starts_with("line 66: route[2] ("));
         assert!(from_toml(VALID, "t").unwrap().warnings.is_empty());
+    }
+
+    #[test]
+    fn a_route_with_a_condition_covers_no_later_route_but_may_be_covered() {
+        let text = format!(
+            "{VALID}[[route]]\npath_prefix = \"/beta/\"\npool = \"app\"\nwhen = {{ header = \"X-Beta\", present = true }}\n\n\
+             [[route]]\npath_prefix = \"/beta/\"\npool = \"api\"\n\n\
+             [[route]]\npath_prefix = \"/beta/x\"\npool = \"shop\"\nwhen = {{ method = [\"GET\"] }}\n"
+        );
+        let config = from_toml(&text, "t").unwrap();
+        assert_eq!(config.routes.len(), 5);
+        // route[3] takes the rest of route[2]'s requests; route[4], with a condition or not,
+        // comes after route[3], which takes all of them.
+        assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+        let warning = &config.warnings[0];
+        assert_eq!(warning.key, "route[4]");
+        assert!(
+            warning.message.contains("route[3] on line 71"),
+            "{}",
+            warning.message
+        );
     }
 
     #[test]

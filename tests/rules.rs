@@ -107,19 +107,172 @@ fn a_condition_that_cannot_compile_is_refused_on_reload_and_the_old_rules_keep_r
     );
 }
 
-#[test]
-fn herdsman_check_refuses_a_bad_address_list_with_its_key_and_line() {
+/// `herdsman check` of a config whose listener's table goes on with `rules` (then a pool "app"):
+/// the output, once it was seen to refuse the file.
+fn refused_by_check(rules: &str) -> String {
     let text = pools_config(&format!(
-        "[[route]]\npath_prefix = \"/a/\"\npool = \"app\"\nwhen = {{ client = [\"10.0.0.1/8\"] }}\n\n{}",
+        "{rules}\n{}",
         pool_table("app", "", &[("a", refusing_addr(), "")], None)
     ));
-    let path = write_temp("rules-bad-cidr.toml", &text);
+    let path = write_temp("rules-check.toml", &text);
     let (code, output) = run_binary(&["check", "-c", path.to_str().unwrap()]);
-    assert_ne!(code, Some(0), "{output}");
+    assert_ne!(code, Some(0), "{rules}: {output}");
+    output
+}
+
+#[test]
+fn herdsman_check_refuses_a_bad_address_list_with_its_key_and_line() {
+    let output = refused_by_check(
+        "[[route]]\npath_prefix = \"/a/\"\npool = \"app\"\nwhen = { client = [\"10.0.0.1/8\"] }\n",
+    );
     assert!(output.contains("line 11"), "{output}");
     assert!(output.contains("route[0].when.client"), "{output}");
     assert!(
         output.contains("\"10.0.0.1/8\": bits set after the first 8"),
         "{output}"
     );
+}
+
+/// The listener's keys, `[listener.access]` and `[real_ip]`, then routes: a trusted proxy on
+/// 127.0.0.1 names the client; one network is denied everywhere; `/admin/` is the office's, and
+/// closes on anyone else.
+const CLIENT_RULES: &str = r#"access_log = "LOG"
+access_log_format = "combined"
+[listener.access]
+deny = ["198.51.100.0/24"]
+
+[real_ip]
+trusted = ["127.0.0.1"]
+
+[[route]]
+path_prefix = "/admin/"
+pool = "app"
+[route.access]
+allow = ["10.0.0.0/8"]
+refuse = "close"
+
+[[route]]
+pool = "far"
+when = { client = ["203.0.113.0/24"] }
+
+"#;
+
+#[test]
+fn the_client_a_trusted_proxy_names_is_what_routes_access_rules_and_the_log_see() {
+    let log = std::env::temp_dir().join(format!("herdsman-rules-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let rules = CLIENT_RULES.replace("LOG", log.to_str().unwrap());
+    let (mocks, herd) = routed(&["app", "far"], &rules);
+    let get = |target: &str, forwarded_for: &str| {
+        let extra = match forwarded_for {
+            "" => String::new(),
+            chain => format!("X-Forwarded-For: {chain}\r\n"),
+        };
+        herd.get_from_host("app.test", target, &extra)
+    };
+    // The rightmost address the trusted peer did not add itself is the client.
+    assert_eq!(answered_by(&get("/", "203.0.113.9")), "far");
+    assert_eq!(answered_by(&get("/", "")), "app");
+    assert_eq!(answered_by(&get("/", "203.0.113.9, 192.0.2.4")), "app");
+    // The server still gets the whole chain, the peer last.
+    let seen = mocks[1].heads();
+    assert_eq!(
+        seen[0].header("x-forwarded-for"),
+        Some("203.0.113.9, 127.0.0.1")
+    );
+    // Denied on the listener: 403, whatever the route.
+    assert_eq!(get("/", "198.51.100.7").status(), 403);
+    assert_eq!(get("/admin/users", "198.51.100.7").status(), 403);
+    // The office reaches /admin/; anyone else finds the connection closed, unanswered.
+    assert_eq!(answered_by(&get("/admin/users", "10.1.2.3")), "app");
+    let mut refused = herd.connect();
+    refused.send(&get_request_to("app.test", "/admin/users", ""));
+    refused.expect_closed();
+    // The access log names the client each request was served as (two workers write their
+    // lines in their own order).
+    assert!(eventually(std::time::Duration::from_secs(5), || {
+        std::fs::read_to_string(&log).is_ok_and(|text| text.lines().count() >= 7)
+    }));
+    let text = std::fs::read_to_string(&log).unwrap();
+    let from = |client: &str| -> Vec<&str> {
+        let start = format!("{client} ");
+        text.lines()
+            .filter(|line| line.starts_with(&start))
+            .collect()
+    };
+    for (client, lines) in [
+        ("203.0.113.9", 1),
+        ("192.0.2.4", 1),
+        ("10.1.2.3", 1),
+        // The request without a chain, and the one refused with a close.
+        ("127.0.0.1", 2),
+        ("198.51.100.7", 2),
+    ] {
+        assert_eq!(from(client).len(), lines, "{client}: {text}");
+    }
+    assert!(
+        from("198.51.100.7")
+            .iter()
+            .all(|line| line.contains("\" 403 ")),
+        "{text}"
+    );
+    let _ = std::fs::remove_file(&log);
+}
+
+#[test]
+fn a_peer_that_is_not_trusted_is_the_client_whatever_it_claims() {
+    let rules = "[real_ip]\ntrusted = [\"10.0.0.0/8\"]\n\n[[route]]\npool = \"far\"\nwhen = { client = [\"203.0.113.0/24\"] }\n\n";
+    let (_mocks, herd) = routed(&["app", "far"], rules);
+    let claimed = herd.get_from_host("app.test", "/", "X-Forwarded-For: 203.0.113.9\r\n");
+    assert_eq!(answered_by(&claimed), "app");
+}
+
+#[test]
+fn bad_client_address_rules_are_refused_with_their_key_and_line() {
+    let cases = [
+        (
+            "[listener.access]\nallow = [\"10.0.0.0/8\", \"10.0.0.300\"]\n",
+            "listener[0].access.allow",
+            9,
+            "not an IP address",
+        ),
+        (
+            "[listener.access]\ndeny = [\"::1\"]\nrefuse = \"drop\"\n",
+            "listener[0].access.refuse",
+            10,
+            "accepted: \"403\"",
+        ),
+        (
+            "[listener.access]\nrefuse = \"close\"\n",
+            "listener[0].access",
+            8,
+            "neither allow nor deny",
+        ),
+        (
+            "[real_ip]\ntrusted = [\"10.0.0.0/40\"]\n",
+            "real_ip.trusted",
+            9,
+            "from 0 to 32",
+        ),
+        (
+            "[real_ip]\nheader = \"X-Real-IP\"\n",
+            "real_ip.trusted",
+            8,
+            "missing",
+        ),
+        (
+            "[real_ip]\ntrusted = []\nheader = \"X-Real-IP\"\n",
+            "real_ip.header",
+            10,
+            "\"Forwarded\"",
+        ),
+    ];
+    for (rules, key, line, why) in cases {
+        let output = refused_by_check(rules);
+        assert!(
+            output.contains(&format!("line {line}: {key}")),
+            "{rules}: {output}"
+        );
+        assert!(output.contains(why), "{rules}: {output}");
+    }
 }

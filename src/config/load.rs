@@ -262,7 +262,7 @@ mod tests {
         let example = include_str!("../../examples/herdsman.toml");
         let config = from_toml(example, "examples/herdsman.toml").unwrap();
         assert_eq!(config.listeners.len(), 2);
-        assert!(config.routes[0].rate_limit.is_some());
+        assert!(config.routes[1].rate_limit.is_some());
         assert_eq!(config.pools.len(), 3);
         for key in [
             "workers",

@@ -7,6 +7,7 @@
 pub mod acme;
 mod cache;
 pub use cache::{CacheSettings, DiskSettings, PoolCache, RouteCache, POISONING_FIELDS};
+pub mod access;
 pub mod certificates;
 mod check;
 pub mod cidr;
@@ -91,6 +92,9 @@ pub struct Config {
     /// is: routes that can never match, since an earlier route takes every request they would.
     /// `herdsman check` prints them; `herdsman run` logs them at start and at each reload.
     pub warnings: Vec<ConfigProblem>,
+    /// `[real_ip]`: the proxies in front whose X-Forwarded-For or Forwarded names the client.
+    /// `None` (the default): the client is the TCP peer.
+    pub real_ip: Option<access::RealIp>,
 }
 
 /// `[log]`: herdsman's own log of errors and events, written to stderr through `tracing`.
@@ -222,6 +226,8 @@ pub struct ListenerConfig {
     /// and path over HTTPS, on this port (443, the default, is left out of the URL). `None`
     /// (the default): requests are served.
     pub redirect_https: Option<u16>,
+    /// `[listener.access]`: which clients its requests are served for. `None` (the default): all.
+    pub access: Option<access::Access>,
     /// A cleartext listener takes HTTP/2 with prior knowledge (h2c) beside HTTP/1.1, told apart
     /// by the connection preface. (A TLS listener offers HTTP/2 by ALPN: `ListenerTls::http2`.)
     pub h2c: bool,
@@ -556,6 +562,9 @@ pub struct RouteConfig {
     /// `when`: what a request must also meet for this route to take it; one that does not goes
     /// on to the next route its host and path match. Boxed: most routes have none.
     pub when: Option<Box<Condition>>,
+    /// `[route.access]`: which clients the route serves, tested once the route is chosen.
+    /// Boxed: most routes have none.
+    pub access: Option<Box<access::Access>>,
 }
 
 impl RouteConfig {
@@ -571,6 +580,7 @@ impl RouteConfig {
             cache: RouteCache::Pool,
             rate_limit: None,
             when: None,
+            access: None,
         }
     }
 

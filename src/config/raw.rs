@@ -43,6 +43,7 @@ pub struct RawConfig {
     #[serde(default)]
     pub tls: RawTls,
     pub rate_limit: Option<Spanned<RawRateLimitSettings>>,
+    pub real_ip: Option<Spanned<RawRealIp>>,
 }
 
 /// `[rate_limit]`: the limits' counts shared through Redis.
@@ -52,6 +53,23 @@ pub struct RawRateLimitSettings {
     pub redis: Option<Spanned<String>>,
     pub timeout: Option<Spanned<String>>,
     pub on_redis_error: Option<Spanned<String>>,
+}
+
+/// `[real_ip]`: the proxies in front trusted to name the client, and the header they name it in.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRealIp {
+    pub trusted: Option<Spanned<Vec<Spanned<String>>>>,
+    pub header: Option<Spanned<String>>,
+}
+
+/// `[listener.access]`, `[route.access]`: which clients are served, and how the others are told.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawAccess {
+    pub allow: Option<Spanned<Vec<Spanned<String>>>>,
+    pub deny: Option<Spanned<Vec<Spanned<String>>>>,
+    pub refuse: Option<Spanned<String>>,
 }
 
 /// `[tls]`: what every TLS listener of the process shares.
@@ -102,6 +120,7 @@ pub struct RawListener {
     pub http2: Option<Spanned<bool>>,
     pub h2c: Option<Spanned<bool>>,
     pub rate_limit: Option<Box<Spanned<RawRateLimit>>>,
+    pub access: Option<Spanned<RawAccess>>,
 }
 
 /// A listener's `[listener.tls]`: HTTPS on it.
@@ -151,6 +170,7 @@ pub struct RawRoute {
     /// The condition a request must also meet (`config::condition`), read by hand from its
     /// inline table so that a problem can name the key inside it.
     pub when: Option<Box<Spanned<toml::Value>>>,
+    pub access: Option<Box<Spanned<RawAccess>>>,
 }
 
 /// `[route.rate_limit]` or `[listener.rate_limit]`: a limit on requests per key.
@@ -542,14 +562,12 @@ impl<'de> Visitor<'de> for ShapeVisitor {
 mod tests {
     use super::*;
 
-    /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache` and
-    /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache` is a box (8
-    /// bytes), like `timeouts`, `buffering` and `when`, as most routes have none.
-    /// `rate_limit` are boxes (8 bytes each), like `timeouts` and `buffering`, as most routes have
-    /// none.
+    /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache`,
+    /// `rate_limit`, `when` and `access` are boxes (8 bytes each), like `timeouts` and
+    /// `buffering`, as most routes have none.
     #[test]
     fn a_route_stays_small() {
-        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 168);
+        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 184);
     }
 
     /// The path at the first occurrence of `needle` in `text`.

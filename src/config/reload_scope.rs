@@ -57,6 +57,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         warnings: _,
         // In the snapshot: the workers connect to the new server at their next check.
         rate_limit_redis: _,
+        // In the snapshot.
+        real_ip: _,
     } = running;
     let mut held_back = Vec::new();
     let mut hold = |changed: bool, key: String| {
@@ -105,6 +107,7 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
             // settings too: the ACME thread follows the config the reload publishes.
             tls: _,
             redirect_https: _,
+            access: _,
             h2c: _,
             rate_limit: _,
             // The listener's shared load, which a reload sets.

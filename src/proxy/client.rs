@@ -1,9 +1,10 @@
 //! One client as its exchanges see it: the session's side of the connection behind the
-//! [`Downstream`] contract, the peer's address as X-Forwarded-For writes it, and what the
+//! [`Downstream`] contract, the peer's address as X-Forwarded-For writes it and the client's the
+//! request is served as, and what the
 //! exchanges reuse from one request to the next (the heads herdsman writes, the server's bytes not
 //! yet relayed, what the access log keeps of the current request).
 
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 
 use super::cached::CacheStep;
 use super::downstream::Downstream;
@@ -18,6 +19,12 @@ pub struct Client<D> {
     pub(super) downstream: D,
     /// The peer's address as X-Forwarded-For writes it.
     pub(super) forwarded_for: AddressText,
+    /// The client's address the current request is served as (`rules::client_address`): the
+    /// peer's, or the one a trusted proxy named (`[real_ip]`). What routing, hashing,
+    /// conditions, access rules and the access log see.
+    pub(super) address: IpAddr,
+    /// `address` as the access log writes it, formatted again only when `address` changes.
+    pub(super) address_text: AddressText,
     /// Bytes from the server of the current exchange not yet relayed.
     pub(super) server_buffer: Buffer,
     /// Scratch space for the heads herdsman writes.
@@ -40,7 +47,8 @@ pub struct Client<D> {
 
 impl<D: Downstream> Client<D> {
     pub fn new(downstream: D) -> Client<D> {
-        let forwarded_for = AddressText::new(client_ip(downstream.peer()));
+        let peer = client_ip(downstream.peer());
+        let forwarded_for = AddressText::new(peer);
         let client_certificate = downstream
             .tls()
             .and_then(|tls| tls.client_certificate.as_ref())
@@ -48,6 +56,8 @@ impl<D: Downstream> Client<D> {
         Client {
             downstream,
             forwarded_for,
+            address: peer,
+            address_text: forwarded_for,
             server_buffer: Buffer::new(),
             out: Vec::new(),
             request_log: CapturedRequest::default(),

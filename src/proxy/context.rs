@@ -381,7 +381,7 @@ impl ProxyContext {
         };
         let (pool, server) = outcome.routed(snapshot);
         let entry = Entry {
-            client: client.forwarded_for.as_bytes(),
+            client: client.address_text.as_bytes(),
             request,
             status: match outcome.ending {
                 Ending::Status(status) => Some(status),

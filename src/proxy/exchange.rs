@@ -27,7 +27,7 @@ use crate::http1::error_response::{
     write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
 };
 use crate::http1::forward::write_request_head;
-use crate::http1::forward::{client_ip, Forwarded};
+use crate::http1::forward::{client_ip, AddressText, Forwarded};
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
@@ -383,6 +383,19 @@ async fn read_request<D: Downstream>(
                     client.request_log.capture(&request, storage);
                     client.request_log.came_on_stream(stream);
                 }
+                // One address per request, before anything answers it: the peer's, or the one a
+                // trusted proxy names. Formatted for the log only when it changes.
+                let real_ip = snapshot.real_ip.as_ref();
+                let address = rules::client_address::client_of(real_ip, client_ip(peer), &request);
+                if address != client.address {
+                    client.address = address;
+                    client.address_text = AddressText::new(address);
+                }
+                if let Some(access) = snapshot.listener_access(listener) {
+                    if !access.admits(address) {
+                        return Err(Failure::denied(access.refuse));
+                    }
+                }
                 if request.method == Method::Connect {
                     return Err(Failure::NotImplemented("CONNECT is not supported"));
                 }
@@ -407,16 +420,23 @@ async fn read_request<D: Downstream>(
                         return Err(Failure::BodyTooLarge);
                     }
                 }
-                let client_address = client_ip(peer);
                 let choice = choose(
                     snapshot,
                     listener,
                     &request,
-                    client_address,
+                    address,
                     started,
                     &mut context.rng.borrow_mut(),
-                    |condition| rules::condition::holds(condition, &request, client_address),
+                    |condition| rules::condition::holds(condition, &request, address),
                 );
+                let route_access = choice
+                    .route
+                    .and_then(|route| snapshot.routes[route].access.as_deref());
+                if let Some(access) = route_access {
+                    if !access.admits(address) {
+                        return Err(Failure::denied(access.refuse));
+                    }
+                }
                 // A background refresh of a cached answer is herdsman's own request, not the
                 // client's again: the client's request that started it was counted.
                 if context.rate_limited() && client.cache.refreshing.is_none() {
@@ -424,7 +444,7 @@ async fn read_request<D: Downstream>(
                         listener,
                         route: choice.route,
                         request: &request,
-                        client: client_address,
+                        client: address,
                         now: started,
                         worker: context.index,
                     };

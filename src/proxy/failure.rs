@@ -5,6 +5,7 @@
 
 use std::io;
 
+use crate::config::access::Refusal;
 use crate::config::RetryCondition;
 use crate::http1::HeadError;
 use crate::transport::HandshakeFailure;
@@ -61,6 +62,10 @@ pub enum Failure {
     /// The request asked for a stored answer only (`Cache-Control: only-if-cached`) and the
     /// cache holds none it may give (RFC 9111 §5.2.1.7).
     NotCached,
+    /// A listener's or route's `access` refuses the client's address (`refuse = "403"`).
+    Forbidden,
+    /// The same with `refuse = "close"`: the connection closes without an answer.
+    Refused,
 }
 
 impl Failure {
@@ -85,6 +90,8 @@ impl Failure {
             | Failure::RequestTimeout
             | Failure::NotCached => 504,
             Failure::SpoolFailed => 500,
+            Failure::Forbidden => 403,
+            Failure::Refused => return None,
             Failure::ClientStalled | Failure::ClientGone | Failure::ReaderTooSlow => return None,
         })
     }
@@ -116,6 +123,7 @@ impl Failure {
             Failure::RequestTimeout => "no response within the request's time limit",
             Failure::ServerTruncated => "server closed the connection mid-response",
             Failure::NotCached => "only-if-cached: the cache holds no answer it may give",
+            Failure::Forbidden | Failure::Refused => "access denied",
         }
     }
 
@@ -152,6 +160,7 @@ impl Failure {
             Failure::RequestTimeout => "request_timeout",
             Failure::ServerTruncated => "server_truncated",
             Failure::NotCached => "not_cached",
+            Failure::Forbidden | Failure::Refused => "denied",
         }
     }
 
@@ -222,7 +231,17 @@ impl Failure {
                 | Failure::ClientGone
                 | Failure::ReaderTooSlow
                 | Failure::NotCached
+                | Failure::Forbidden
+                | Failure::Refused
         )
+    }
+
+    /// How an `access` rule's refusal is told.
+    pub fn denied(refusal: Refusal) -> Failure {
+        match refusal {
+            Refusal::Forbidden => Failure::Forbidden,
+            Refusal::Close => Failure::Refused,
+        }
     }
 
     pub fn from_request_head(error: HeadError) -> Failure {

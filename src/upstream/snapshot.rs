@@ -22,6 +22,7 @@ use super::latency::Latency;
 use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
+use crate::config::access::{Access, RealIp};
 use crate::config::server_tls::{PoolTls, ServerTls};
 use crate::config::tls::ListenerTls;
 use crate::config::{
@@ -62,6 +63,8 @@ pub struct Snapshot {
     pub listener_pools: Vec<usize>,
     /// For each listener slot, what its requests are held to.
     pub listener_rules: Vec<ListenerRules>,
+    /// `[real_ip]`: the proxies whose word names the client; `None`: the peer is the client.
+    pub real_ip: Option<RealIp>,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
 }
@@ -82,6 +85,8 @@ pub struct ListenerRules {
     pub h2c: bool,
     /// Its `[listener.rate_limit]`, if it has one.
     pub rate_limit: Option<Box<crate::config::rate_limit::RateLimitRule>>,
+    /// Which clients it serves (`[listener.access]`); `None`: all.
+    pub access: Option<Access>,
 }
 
 impl ListenerRules {
@@ -93,6 +98,7 @@ impl ListenerRules {
             redirect_https: listener.redirect_https,
             h2c: listener.h2c,
             rate_limit: listener.rate_limit.clone(),
+            access: listener.access.clone(),
         }
     }
 }
@@ -376,6 +382,11 @@ impl Snapshot {
     /// Whether the cleartext listener in `slot` takes HTTP/2 with prior knowledge.
     pub fn listener_h2c(&self, slot: usize) -> bool {
         self.listener_rules.get(slot).is_some_and(|rules| rules.h2c)
+    }
+
+    /// Which clients the listener in `slot` serves (`[listener.access]`), if it says.
+    pub fn listener_access(&self, slot: usize) -> Option<&Access> {
+        self.listener_rules.get(slot)?.access.as_ref()
     }
 
     /// The HTTPS port requests on the listener in `slot` are redirected to, if they are.
@@ -691,6 +702,7 @@ impl Lineage {
             pools,
             listener_pools,
             listener_rules,
+            real_ip: config.real_ip.clone(),
             server_ids,
         })
     }

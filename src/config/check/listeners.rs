@@ -68,6 +68,7 @@ impl Checker {
                 .as_ref()
                 .and_then(|raw| self.listener_tls(table, raw, http2(listener))),
             redirect_https: self.redirect_https(table, listener),
+            access: listener.access.as_ref().map(|raw| self.access(table, raw)),
             h2c: self.h2c(table, listener),
             rate_limit: self.rate_limit(
                 table,

@@ -7,6 +7,7 @@
 //! `pools.rs`, `health.rs`), on the small checkers of `primitives.rs` and the word tables of
 //! `words.rs`.
 
+mod access;
 mod acme;
 mod admin;
 mod conditions;
@@ -150,6 +151,7 @@ impl Checker {
             .rate_limit
             .as_ref()
             .and_then(|raw| self.rate_limit_settings(raw));
+        let real_ip = self.real_ip(&raw.real_ip);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
             let mut warnings = std::mem::take(&mut self.warnings);
@@ -178,6 +180,7 @@ impl Checker {
             acme_state_dir,
             rate_limit_redis,
             warnings,
+            real_ip,
         }
     }
 
@@ -291,6 +294,7 @@ mod tests {
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
                     redirect_https: None,
+                    access: None,
                     h2c: false,
                     rate_limit: None,
                 },
@@ -305,6 +309,7 @@ mod tests {
                     upgrade: UpgradeProtocols::new(["websocket"]),
                     tls: None,
                     redirect_https: None,
+                    access: None,
                     h2c: false,
                     rate_limit: None,
                 },
@@ -377,6 +382,7 @@ mod tests {
                     cache: crate::config::RouteCache::Pool,
                     rate_limit: None,
                     when: None,
+                    access: None,
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -391,6 +397,7 @@ mod tests {
                     cache: crate::config::RouteCache::Pool,
                     rate_limit: None,
                     when: None,
+                    access: None,
                 },
             ]),
             admin: None,
@@ -402,6 +409,7 @@ mod tests {
             acme_state_dir: "/var/lib/herdsman/acme".into(),
             rate_limit_redis: None,
             warnings: Vec::new(),
+            real_ip: None,
         };
         assert_eq!(config, expected);
     }

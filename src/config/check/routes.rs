@@ -112,6 +112,10 @@ impl Checker {
             cache,
             rate_limit: self.rate_limit(table, &route.rate_limit, &table.path),
             when,
+            access: route
+                .access
+                .as_ref()
+                .map(|raw| Box::new(self.access(table, raw))),
         }
     }
 

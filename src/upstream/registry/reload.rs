@@ -239,6 +239,7 @@ fn running_listeners(running: &Config, fresh: &Config) -> Vec<crate::config::Lis
                     upgrade: new.upgrade.clone(),
                     tls: new.tls.clone(),
                     redirect_https: new.redirect_https,
+                    access: new.access.clone(),
                     h2c: new.h2c,
                     rate_limit: new.rate_limit.clone(),
                     ..old.clone()

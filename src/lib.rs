@@ -31,6 +31,8 @@
 //! - [`rate_limit`]: limits on requests per client, field, cookie or route (GCRA in a table
 //!   every worker shares without a lock, or in Redis for several instances), beside the
 //!   exchange, which asks it once per request.
+//! - [`compress`]: answers compressed (zstd, brotli, gzip) by the client's `Accept-Encoding`,
+//!   streamed and flushed per piece, beside the exchange.
 //! - [`http1`]: request/response heads (httparse), body framing, header rewriting, the body relay
 //!   (RFC 9112).
 //! - [`transport`]: the byte stream a connection runs on (an enum of transports), buffers and
@@ -52,6 +54,7 @@ pub mod access_log;
 pub mod acme;
 pub mod admin;
 pub mod cache;
+pub mod compress;
 pub mod config;
 pub mod demo;
 pub mod health_check;

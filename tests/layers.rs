@@ -13,16 +13,16 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     ("acme", "upstream config stats"),
     (
         "worker",
-        "session intake proxy cache upstream http1 http2 transport access_log config stats",
+        "session intake proxy cache compress upstream http1 http2 transport access_log config stats",
     ),
     (
         "session",
-        "proxy cache upstream http1 http2 transport access_log config stats",
+        "proxy cache compress upstream http1 http2 transport access_log config stats",
     ),
     ("intake", "transport config stats"),
     (
         "proxy",
-        "cache rate_limit upstream rules http1 http2 transport access_log config stats",
+        "cache compress rate_limit upstream rules http1 http2 transport access_log config stats",
     ),
     // The operator's rules (conditions): the exchange asks them; they read heads with http1.
     ("rules", "http1 transport config stats"),
@@ -30,6 +30,8 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     ("cache", "http1 transport config stats"),
     // Rate limits sit beside the exchange too, which alone asks them; they read heads with http1.
     ("rate_limit", "http1 transport config stats"),
+    // Compression sits beside the exchange too, which alone calls it.
+    ("compress", "http1 transport config stats"),
     ("http2", "http1 transport config stats"),
     ("upstream", "intake http1 transport config stats"),
     ("access_log", "http1 config stats"),
@@ -41,7 +43,7 @@ const MAY_IMPORT: &[(&str, &str)] = &[
 
 /// Rooms of the data path, where no socket type is named: `transport/` owns them.
 const NO_SOCKET_TYPES: &str =
-    "worker intake session proxy cache rate_limit upstream rules http1 http2 access_log config stats";
+    "worker intake session proxy cache compress rate_limit upstream rules http1 http2 access_log config stats";
 
 /// What naming a socket type looks like.
 const SOCKET_TYPES: &[&str] = &[

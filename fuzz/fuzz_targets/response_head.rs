@@ -2,8 +2,8 @@
 //! panic, and a final response that parses is either refused as too large once herdsman's own
 //! fields are added or written into a head that parses again, under the same limits, as the
 //! client will read it — the same status, the body framed as herdsman relays it (chunked passed
-//! on, or decoded for an HTTP/1.0 client and ended by the close), and a close announced when
-//! herdsman closes.
+//! on, or decoded for an HTTP/1.0 client and ended by the close; a compressed one chunked), and
+//! a close announced when herdsman closes.
 #![no_main]
 
 use herdsman::http1::forward::{write_response_head, ClientFraming, OwnFields};
@@ -46,13 +46,15 @@ fuzz_target!(|input: &[u8]| {
     if response.is_interim() || response.code == 101 {
         return;
     }
-    // As `proxy::respond` decides it.
-    let dechunk = response.body == Body::Chunked && client_http10;
+    // As `proxy::respond` decides it; an answer with a body may be compressed (`compress::`).
+    let compressed = facts & 64 != 0 && !matches!(response.body, Body::None | Body::Length(0));
+    let dechunk = response.body == Body::Chunked && client_http10 || compressed && client_http10;
     let close = !client_keeps_alive || response.body == Body::UntilClose || dechunk;
     let framing = ClientFraming {
         close,
         http10_keep_alive: client_http10 && !close,
         dechunk,
+        content_coding: compressed.then_some("gzip"),
     };
     let mut out = Vec::new();
     // Refused (502) when herdsman's own fields would take it past the limits.
@@ -67,9 +69,10 @@ fuzz_target!(|input: &[u8]| {
         .expect("the client's head is complete");
     assert_eq!(reparsed.head_len, out.len());
     assert_eq!(reparsed.code, response.code);
-    let expected = match dechunk {
-        true => Body::UntilClose,
-        false => response.body,
+    let expected = match (dechunk, compressed) {
+        (true, _) => Body::UntilClose,
+        (false, true) => Body::Chunked,
+        (false, false) => response.body,
     };
     assert_eq!(
         reparsed.body,

@@ -11,9 +11,10 @@ use std::sync::Arc;
 use crate::cache::shared::SharedStore;
 use crate::config::acme::ManagedCertificate;
 use crate::config::certificates::{Certificate, CertificateStore};
-use crate::config::ServerState;
+use crate::config::{Algorithm, ServerState};
 use crate::rate_limit::{LimitView, RateLimits};
 use crate::stats::cache::{CacheHeld, PoolCacheView};
+use crate::stats::compression::{CompressionReport, Skipped};
 use crate::stats::http2::{Http2Report, CODES};
 use crate::stats::procfs::{self, ListenQueueDrops, ThreadCpu};
 use crate::stats::tls::{HandshakeFailed, TlsReport, HANDSHAKE_BUCKETS_MS};
@@ -51,6 +52,7 @@ pub fn render(
             .current()
             .and_then(|store| store.disk().map(|disk| DiskFigures::of(disk))),
         tls: stats.tls_reports(),
+        compression: stats.compression_report(),
         certificates: registry.certificates(),
         acme: registry.acme_certificates(),
         listen_queue: procfs::listen_queue_drops(),
@@ -92,6 +94,8 @@ struct Figures {
     workers: Vec<WorkerReport>,
     /// Each worker's TLS handshakes, in worker order.
     tls: Vec<TlsReport>,
+    /// Every worker's compression counters, summed.
+    compression: CompressionReport,
     /// Each TLS listener's certificates.
     certificates: Vec<(String, Arc<CertificateStore>)>,
     /// Each TLS listener's certificate that ACME keeps.
@@ -156,6 +160,7 @@ impl Figures {
         self.write_workers(&mut out);
         self.write_tls(&mut out);
         self.write_http2(&mut out);
+        self.write_compression(&mut out);
         self.write_pools(&mut out);
         self.write_cache(&mut out);
         self.write_servers(&mut out);
@@ -465,6 +470,37 @@ impl Figures {
                     out.sample(name, &[("worker", worker), ("code", code)], count);
                 }
             }
+        }
+    }
+
+    fn write_compression(&self, out: &mut Exposition) {
+        let report = &self.compression;
+        let name = "herdsman_compression_bytes_total";
+        out.family(name, "counter", "Body bytes of compressed answers, by algorithm: in (as the server sent them) and out (as the client got them).");
+        for algorithm in Algorithm::ALL {
+            let (at, token) = (algorithm.index(), algorithm.token());
+            let (bytes_in, bytes_out) = (report.bytes_in[at], report.bytes_out[at]);
+            out.sample(name, &[("algorithm", token), ("direction", "in")], bytes_in);
+            out.sample(
+                name,
+                &[("algorithm", token), ("direction", "out")],
+                bytes_out,
+            );
+        }
+        let name = "herdsman_compression_responses_total";
+        out.family(
+            name,
+            "counter",
+            "Answers herdsman compressed, by algorithm.",
+        );
+        for algorithm in Algorithm::ALL {
+            let count = report.compressed[algorithm.index()];
+            out.sample(name, &[("algorithm", algorithm.token())], count);
+        }
+        let name = "herdsman_compression_skipped_total";
+        out.family(name, "counter", "Answers on routes that compress sent as the server sent them, by reason: not_accepted, head, range, stream (gRPC or upgrade), cached, status, encoded, no_transform, type, too_small.");
+        for (why, count) in Skipped::ALL.iter().zip(report.skipped) {
+            out.sample(name, &[("reason", why.name())], count);
         }
     }
 

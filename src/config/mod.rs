@@ -11,7 +11,9 @@ pub mod access;
 pub mod certificates;
 mod check;
 pub mod cidr;
+mod compression;
 pub mod condition;
+pub use compression::{Algorithm, CompressionRules};
 pub mod descriptors;
 mod duration;
 #[cfg(test)]
@@ -69,6 +71,9 @@ pub struct Config {
     pub buffering: Buffering,
     /// `[cache]`: the process's cache of responses.
     pub cache: CacheSettings,
+    /// `[compression]`: the answers compressed for requests no route takes (and each route's
+    /// starting point); `None` while not enabled.
+    pub compression: Option<Arc<CompressionRules>>,
     /// `[[route]]`s in file order; the first that matches a request picks its pool. Shared with
     /// the snapshots made of this config rather than copied (100,000 routes are some 15 MB).
     pub routes: Arc<Vec<RouteConfig>>,
@@ -565,6 +570,8 @@ pub struct RouteConfig {
     /// `[route.access]`: which clients the route serves, tested once the route is chosen.
     /// Boxed: most routes have none.
     pub access: Option<Box<access::Access>>,
+    /// `[route.compression]` over `[compression]`, resolved: `None` while not enabled for it.
+    pub compression: Option<Arc<CompressionRules>>,
 }
 
 impl RouteConfig {
@@ -581,6 +588,7 @@ impl RouteConfig {
             rate_limit: None,
             when: None,
             access: None,
+            compression: None,
         }
     }
 

@@ -33,6 +33,7 @@ pub struct RawConfig {
     pub buffering: RawBuffering,
     #[serde(default)]
     pub cache: RawCache,
+    pub compression: Option<Spanned<RawCompression>>,
     #[serde(default)]
     pub route: Vec<Spanned<RawRoute>>,
     #[serde(default)]
@@ -171,6 +172,7 @@ pub struct RawRoute {
     /// inline table so that a problem can name the key inside it.
     pub when: Option<Box<Spanned<toml::Value>>>,
     pub access: Option<Box<Spanned<RawAccess>>>,
+    pub compression: Option<Box<Spanned<RawCompression>>>,
 }
 
 /// `[route.rate_limit]` or `[listener.rate_limit]`: a limit on requests per key.
@@ -181,6 +183,21 @@ pub struct RawRateLimit {
     pub burst: Option<Spanned<i64>>,
     pub key: Option<Spanned<String>>,
     pub max_keys: Option<Spanned<i64>>,
+}
+
+/// `[compression]`, and a route's `[route.compression]` over it: each key a route writes
+/// replaces the top-level one.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawCompression {
+    pub enabled: Option<Spanned<bool>>,
+    pub algorithms: Option<Spanned<Vec<Spanned<String>>>>,
+    pub types: Option<Spanned<Vec<Spanned<String>>>>,
+    /// Bytes, or a size with a unit ("1KiB").
+    pub min_length: Option<Spanned<toml::Value>>,
+    pub zstd_level: Option<Spanned<i64>>,
+    pub brotli_level: Option<Spanned<i64>>,
+    pub gzip_level: Option<Spanned<i64>>,
 }
 
 /// A route's `[route.buffering]`: request or response buffering turned off for it (streaming
@@ -563,11 +580,11 @@ mod tests {
     use super::*;
 
     /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache`,
-    /// `rate_limit`, `when` and `access` are boxes (8 bytes each), like `timeouts` and
-    /// `buffering`, as most routes have none.
+    /// `rate_limit`, `when`, `access` and `compression` are boxes (8 bytes each), like
+    /// `timeouts` and `buffering`, as most routes have none.
     #[test]
     fn a_route_stays_small() {
-        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 184);
+        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 192);
     }
 
     /// The path at the first occurrence of `needle` in `text`.

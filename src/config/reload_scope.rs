@@ -45,6 +45,8 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         // In the snapshot; the workers take up a new, empty store when it (or any pool's
         // `[pool.cache]`) changes (`cache::shared`).
         cache: _,
+        // In the snapshot (and each route's in its route).
+        compression: _,
         routes: _,
         pools: _,
         admin,

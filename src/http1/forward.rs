@@ -236,6 +236,11 @@ pub struct ClientFraming {
     /// The chunked body is decoded and sent close-delimited (an HTTP/1.0 client cannot read
     /// chunked), so Transfer-Encoding is dropped.
     pub dechunk: bool,
+    /// herdsman compresses the body with this content coding (`gzip`, `br`, `zstd`): the head
+    /// says so, loses its Content-Length, gains `Vary: Accept-Encoding` (unless a Vary names it
+    /// already) and is chunked (unless `dechunk`: close-delimited); a strong ETag is weakened,
+    /// since the bytes are no longer the server's.
+    pub content_coding: Option<&'static str>,
 }
 
 /// What a request's connection says that servers are told of: whether it is TLS
@@ -318,6 +323,8 @@ pub fn write_response_head(
     let start = out.len();
     let switching = response.code == 101;
     let mut fields = 0;
+    // A compressed answer's Vary names Accept-Encoding already (or `*`).
+    let mut varies = false;
     for field in response.headers {
         let name = field.name;
         if switching && name.eq_ignore_ascii_case("upgrade") {
@@ -332,8 +339,15 @@ pub fn write_response_head(
         {
             continue;
         }
+        if framing.content_coding.is_some() {
+            fields += write_recoded_field(name, field.value, &mut varies, out);
+            continue;
+        }
         fields += 1;
         write_field(out, name, field.value);
+    }
+    if let Some(coding) = framing.content_coding {
+        fields += end_recoded_head(coding, varies, framing.dechunk, out);
     }
     // Each of herdsman's own is one whole line, or empty.
     fields += usize::from(!own.set_cookie.is_empty()) + usize::from(!own.hsts.is_empty());
@@ -352,6 +366,47 @@ pub fn write_response_head(
         true => Ok(()),
         false => Err(HeadError::TooLarge),
     }
+}
+
+/// One server field of an answer herdsman compresses with `coding`, as the client gets it: its
+/// framing gone (Content-Length, Transfer-Encoding: the body is re-framed), a strong ETag made
+/// weak, others as they are; notes in `varies` whether a Vary names Accept-Encoding. Returns the
+/// fields written.
+#[cold]
+fn write_recoded_field(name: &str, value: &[u8], varies: &mut bool, out: &mut Vec<u8>) -> usize {
+    if name.eq_ignore_ascii_case("content-length") || name.eq_ignore_ascii_case("transfer-encoding")
+    {
+        return 0;
+    }
+    if name.eq_ignore_ascii_case("etag") && value.trim_ascii().starts_with(b"\"") {
+        out.extend_from_slice(b"ETag: W/");
+        out.extend_from_slice(value.trim_ascii());
+        out.extend_from_slice(b"\r\n");
+        return 1;
+    }
+    if name.eq_ignore_ascii_case("vary") {
+        *varies |= value.split(|&b| b == b',').any(|token| {
+            let token = token.trim_ascii();
+            token == b"*" || token.eq_ignore_ascii_case(b"accept-encoding")
+        });
+    }
+    write_field(out, name, value);
+    1
+}
+
+/// The fields a compressed answer ends its head with: its coding, its Vary (a field of its own,
+/// which a list field's recipients join to any other: RFC 9110 §5.3), its framing. Returns the
+/// fields written.
+#[cold]
+fn end_recoded_head(coding: &str, varies: bool, dechunk: bool, out: &mut Vec<u8>) -> usize {
+    write_field(out, "Content-Encoding", coding.as_bytes());
+    if !varies {
+        write_field(out, "Vary", b"Accept-Encoding");
+    }
+    if !dechunk {
+        write_field(out, "Transfer-Encoding", b"chunked");
+    }
+    1 + usize::from(!varies) + usize::from(!dechunk)
 }
 
 /// The address a client connected from, for X-Forwarded-For and for hashing by client.
@@ -642,6 +697,7 @@ mod tests {
             close: false,
             http10_keep_alive: true,
             dechunk: false,
+            content_coding: None,
         };
         write_response_head(&response, framing, &OwnFields::default(), 8192, &mut out).unwrap();
         assert_eq!(
@@ -653,11 +709,43 @@ mod tests {
             close: true,
             http10_keep_alive: false,
             dechunk: false,
+            content_coding: None,
         };
         write_response_head(&response, framing, &OwnFields::default(), 8192, &mut out).unwrap();
         assert!(String::from_utf8(out)
             .unwrap()
             .ends_with("Connection: close\r\n\r\n"));
+    }
+
+    #[test]
+    fn a_compressed_answer_loses_its_length_weakens_its_etag_and_varies() {
+        let compressed = |text: &str, dechunk: bool| {
+            let mut headers = crate::http1::header_slots();
+            let response = parse_response(text.as_bytes(), &mut headers, Method::Get, 8192)
+                .unwrap()
+                .unwrap();
+            let framing = ClientFraming {
+                close: dechunk,
+                http10_keep_alive: false,
+                dechunk,
+                content_coding: Some("gzip"),
+            };
+            let mut out = Vec::new();
+            write_response_head(&response, framing, &OwnFields::default(), 8192, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        let text = "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 5000\r\nETag: \"v1\"\r\nVary: Cookie\r\n\r\n";
+        assert_eq!(
+            compressed(text, false),
+            "HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nETag: W/\"v1\"\r\nVary: Cookie\r\n\
+             Content-Encoding: gzip\r\nVary: Accept-Encoding\r\nTransfer-Encoding: chunked\r\n\r\n"
+        );
+        let text = "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nETag: W/\"v1\"\r\nVary: accept-encoding, Cookie\r\n\r\n";
+        assert_eq!(
+            compressed(text, true),
+            "HTTP/1.1 200 OK\r\nETag: W/\"v1\"\r\nVary: accept-encoding, Cookie\r\n\
+             Content-Encoding: gzip\r\nConnection: close\r\n\r\n"
+        );
     }
 
     #[test]
@@ -672,6 +760,7 @@ mod tests {
             close: true,
             http10_keep_alive: false,
             dechunk: false,
+            content_coding: None,
         };
         let keep = ClientFraming {
             close: false,

@@ -135,7 +135,13 @@ pub(super) async fn send_whole<D: Downstream>(
                 &mut client.server_buffer,
                 &mut client_write,
                 &mut client.out,
-                expected(server, facts, &client.hsts, &upload_done, context),
+                expected(
+                    snapshot,
+                    server,
+                    facts,
+                    &client.hsts,
+                    (&upload_done, context),
+                ),
             );
             match timer.timeout_at(deadline, head).await {
                 Err(_) => Err(expired),
@@ -263,7 +269,13 @@ pub(super) async fn send_streaming<D: Downstream>(
             &mut client.server_buffer,
             &mut client_write,
             &mut client.out,
-            expected(server, facts, &client.hsts, &upload_done, context),
+            expected(
+                snapshot,
+                server,
+                facts,
+                &client.hsts,
+                (&upload_done, context),
+            ),
         );
         tokio::pin!(upload_future, head_future);
         tokio::select! {
@@ -296,11 +308,11 @@ pub(super) async fn send_streaming<D: Downstream>(
 
 /// What decides the client's head for `server`'s response to the request `facts` describe.
 fn expected<'a>(
+    snapshot: &'a Snapshot,
     server: &'a Server,
     facts: RequestFacts,
     hsts: &'a [u8],
-    upload_done: &'a Cell<bool>,
-    context: &'a ProxyContext,
+    (upload_done, context): (&'a Cell<bool>, &'a ProxyContext),
 ) -> Expected<'a> {
     Expected {
         facts,
@@ -310,6 +322,12 @@ fn expected<'a>(
         },
         upload_done,
         context,
+        compression: match facts.compress {
+            Some(algorithm) => snapshot
+                .compression_for(facts.choice.route)
+                .map(|rules| (algorithm, rules)),
+            None => None,
+        },
     }
 }
 

@@ -20,9 +20,10 @@ use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
 use super::respond::{self, Answer, ResponseStart};
 use super::{tunnel, Client, Exchanged, Next};
+use crate::compress;
 use crate::config::acme::AcmeBoard;
 use crate::config::rate_limit::RedisSettings;
-use crate::config::{ExchangeTimeouts, RouteBuffering};
+use crate::config::{Algorithm, CompressionRules, ExchangeTimeouts, RouteBuffering};
 use crate::http1::error_response::{
     write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
 };
@@ -36,6 +37,7 @@ use crate::rate_limit::answer::write_too_many_requests;
 use crate::rate_limit::{Asked, Refusal};
 use crate::rules;
 use crate::stats::cache::CacheOutcome;
+use crate::stats::compression::Skipped;
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, Stream};
@@ -472,6 +474,14 @@ async fn read_request<D: Downstream>(
                     snapshot.exchange_timeouts(choice.route),
                     snapshot.route_buffering(choice.route),
                 );
+                let upgrade = upgrade::forwards(upgrades, &request);
+                let compress = match snapshot.compression_for(choice.route) {
+                    Some(rules) => {
+                        let streams = (grpc.is_some(), upgrade);
+                        compression(context, snapshot, rules, &request, &choice, streams)
+                    }
+                    None => None,
+                };
                 let facts = RequestFacts {
                     method: request.method,
                     minor_version: request.minor_version,
@@ -479,12 +489,13 @@ async fn read_request<D: Downstream>(
                     keep_alive: request.keep_alive,
                     expect_continue: request.expect_continue,
                     continue_sent: false,
-                    upgrade: upgrade::forwards(upgrades, &request),
+                    upgrade,
                     choice,
                     timeouts,
                     buffering,
                     grpc: grpc.is_some(),
                     secure,
+                    compress,
                     answered_here: None,
                     rule: None,
                 };
@@ -901,6 +912,32 @@ fn answer_acme_http01(
     answered_here(snapshot, listener, request, close, 200)
 }
 
+/// The algorithm the answer to `request` may be compressed with on a route of `rules`, or
+/// `None`, counted by reason. `(grpc, upgrade)`: what else the exchange found of it. A route
+/// that caches is left alone: its answers are stored and served as the server sent them.
+#[cold]
+#[inline(never)]
+fn compression(
+    context: &ProxyContext,
+    snapshot: &Snapshot,
+    rules: &CompressionRules,
+    request: &Request<'_, '_>,
+    choice: &Choice,
+    (grpc, upgrade): (bool, bool),
+) -> Option<Algorithm> {
+    let negotiated = match snapshot.cache_for(choice.route, choice.pool) {
+        Some(_) => Err(Skipped::Cached),
+        None => compress::negotiate(rules, request, grpc, upgrade),
+    };
+    match negotiated {
+        Ok(algorithm) => Some(algorithm),
+        Err(why) => {
+            context.counters().compression.skipped(why);
+            None
+        }
+    }
+}
+
 /// What is kept of a request herdsman answered itself with `status` (the answer is in `out`).
 fn answered_here(
     snapshot: &Snapshot,
@@ -929,6 +966,7 @@ fn answered_here(
         buffering: snapshot.route_buffering(None),
         grpc: false,
         secure: false,
+        compress: None,
         answered_here: Some(status),
         rule: None,
     }

@@ -2,7 +2,7 @@
 //! and the retries need (method, version, framing, upgrade, the pool and server chosen, the
 //! timeouts and buffering), copied out of the head while it was at hand.
 
-use crate::config::{ExchangeTimeouts, RouteBuffering};
+use crate::config::{Algorithm, ExchangeTimeouts, RouteBuffering};
 use crate::http1::{Body, Method};
 use crate::upstream::choice::Choice;
 
@@ -32,6 +32,9 @@ pub struct RequestFacts {
     pub grpc: bool,
     /// It came over TLS: a sticky cookie set in its response is `Secure`.
     pub secure: bool,
+    /// The algorithm its answer may be compressed with (`compress::negotiate`): its route
+    /// compresses, its client takes one, and nothing about the request rules it out.
+    pub compress: Option<Algorithm>,
     /// herdsman answered it itself with this status (a redirect to HTTPS), the response in the
     /// client's scratch space; no pool or server is involved.
     pub answered_here: Option<u16>,

@@ -10,6 +10,7 @@ mod attempt;
 mod background;
 mod cached;
 mod client;
+mod compressed;
 mod context;
 mod downstream;
 mod exchange;

@@ -11,6 +11,7 @@ use tokio::io::{AsyncWrite, AsyncWriteExt};
 
 use super::cached::Tee;
 use super::client::scratch;
+use super::compressed::respond_compressed;
 use super::context::ProxyContext;
 use super::downstream::{BodySource, Downstream};
 use super::facts::RequestFacts;
@@ -19,9 +20,11 @@ use super::outcome::Outcome;
 use super::request_body::upload_failure;
 use super::spooled::{relay_spooled, Pace, Taker};
 use super::{Client, Exchanged, Next};
+use crate::compress::{answer_compression, Compressing};
+use crate::config::{Algorithm, CompressionRules};
 use crate::http1::forward::{write_response_head, ClientFraming, OwnFields};
 use crate::http1::relay::{BodyRelay, RelayError};
-use crate::http1::{header_slots, keep_alive, parse_response, Body};
+use crate::http1::{header_slots, keep_alive, parse_response, Body, Response};
 use crate::stats::WorkerCounters;
 use crate::transport::{
     recycle, Buffer, ReadHalf, ServerStream, Spool, SpoolLimits, BUFFER_INITIAL,
@@ -41,7 +44,7 @@ pub struct ResponseStart {
     /// the client to take the head (one clock read serves both).
     pub arrived: Moment,
     switching: bool,
-    body: Body,
+    pub(super) body: Body,
     dechunk: bool,
     /// The client connection closes after this response.
     close: bool,
@@ -56,9 +59,35 @@ pub struct ResponseStart {
     /// The body (not all at hand with the head) may be read at the server's pace: its route
     /// allows it, and the server did not ask for a stream.
     spool: bool,
+    /// herdsman compresses the body (`compress::`), and so streams it.
+    compressing: Option<Compressing>,
+    /// The client reads chunked bodies (HTTP/1.1, or an HTTP/2 stream).
+    client_chunked: bool,
 }
 
 impl ResponseStart {
+    /// The longest the server may be silent inside the body.
+    pub(super) fn backend_read(&self) -> std::time::Duration {
+        self.backend_read
+    }
+
+    /// Whether a body herdsman re-frames goes chunked (else until the close).
+    pub(super) fn client_reads_chunked(&self) -> bool {
+        self.client_chunked
+    }
+
+    /// What the client connection does once this response is relayed.
+    #[inline(always)]
+    pub(super) fn next(&self) -> Exchanged {
+        match self.close {
+            true => Next::Close {
+                linger: self.linger,
+            },
+            false => Next::KeepAlive,
+        }
+        .into()
+    }
+
     /// How the body reaches the client: its framing, unless it is de-chunked for an HTTP/1.0
     /// client (then until the close).
     pub fn body_to_client(&self) -> Body {
@@ -95,6 +124,8 @@ pub struct Expected<'a> {
     pub upload_done: &'a Cell<bool>,
     /// Whether a stop began (then the client connection closes after the response).
     pub context: &'a ProxyContext,
+    /// The algorithm the client takes and the route's compression, when both are there.
+    pub compression: Option<(Algorithm, &'a CompressionRules)>,
 }
 
 /// Reads until `buffer` starts with a complete final response head, relaying interim 1xx
@@ -121,9 +152,19 @@ where
                 own,
                 upload_done,
                 context,
+                compression,
             } = expected;
             let closing = || !upload_done.get() || context.is_stopping();
-            match examine_head(buffer.data(), facts, &own, closing, out, &mut interim)? {
+            let compression = compression.map(|(algorithm, rules)| (algorithm, rules, context));
+            let examined = examine_head(
+                buffer.data(),
+                (facts, compression),
+                &own,
+                closing,
+                out,
+                &mut interim,
+            )?;
+            match examined {
                 Examined::Incomplete => {}
                 Examined::Interim { head_len, relay } => {
                     if relay {
@@ -168,7 +209,7 @@ where
 #[inline]
 fn examine_head(
     bytes: &[u8],
-    facts: RequestFacts,
+    (facts, compression): (RequestFacts, Option<Compression<'_>>),
     own: &OwnFields<'_>,
     closing: impl Fn() -> bool,
     out: &mut Vec<u8>,
@@ -189,6 +230,7 @@ fn examine_head(
                 close: false,
                 http10_keep_alive: false,
                 dechunk: false,
+                content_coding: None,
             };
             interim.clear();
             write_response_head(
@@ -206,13 +248,22 @@ fn examine_head(
     if switching && !facts.upgrade {
         return Err(Failure::BadResponse("101 to a request without Upgrade"));
     }
-    // An HTTP/1.0 client cannot read chunked: send the data and end it by closing.
-    let dechunk = response.body == Body::Chunked && facts.minor_version == 0;
-    let close = !facts.keep_alive || response.body == Body::UntilClose || dechunk || closing();
+    let compressing = match compression {
+        Some(compression) => compression_of(&response, compression),
+        None => None,
+    };
+    // An HTTP/1.0 client cannot read chunked: send the data and end it by closing. So too a
+    // body herdsman compresses for it.
+    let http10 = facts.minor_version == 0;
+    let dechunk = response.body == Body::Chunked && http10;
+    let close_delimited = dechunk || compressing.is_some() && http10;
+    let close =
+        !facts.keep_alive || response.body == Body::UntilClose || close_delimited || closing();
     let framing = ClientFraming {
         close,
-        http10_keep_alive: facts.minor_version == 0 && !close,
-        dechunk,
+        http10_keep_alive: http10 && !close,
+        dechunk: close_delimited,
+        content_coding: compressing.map(|c| c.algorithm.token()),
     };
     write_response_head(&response, framing, own, MAX_RESPONSE_HEAD, scratch(out))
         .map_err(Failure::from_response_head)?;
@@ -233,8 +284,34 @@ fn examine_head(
         spool: facts.buffering.response
             && !body_at_hand(response.body, bytes.len() - head_len)
             && !response.asks_to_stream(),
+        compressing,
+        client_chunked: !http10,
     };
     Ok(Examined::Final { head_len, start })
+}
+
+/// The algorithm a client takes, the route's compression, and the worker whose counters count
+/// the answers left as they were.
+type Compression<'a> = (Algorithm, &'a CompressionRules, &'a ProxyContext);
+
+/// How an answer is compressed (never a 101's), or `None`, counted by reason.
+#[cold]
+#[inline(never)]
+fn compression_of(
+    response: &Response<'_, '_>,
+    compression: Compression<'_>,
+) -> Option<Compressing> {
+    let (algorithm, rules, context) = compression;
+    if response.code == 101 {
+        return None;
+    }
+    match answer_compression(rules, algorithm, response) {
+        Ok(compressing) => Some(compressing),
+        Err(why) => {
+            context.counters().compression.skipped(why);
+            None
+        }
+    }
 }
 
 /// Whether a body of this framing is whole in the `after_head` bytes read with its head.
@@ -268,6 +345,13 @@ pub async fn respond<D: Downstream>(
     answer: Answer<'_>,
     outcome: &mut Outcome,
 ) -> Result<Exchanged, Failure> {
+    if let Some(compressing) = answer.start.compressing {
+        // Boxed: its relay and encoder's state would otherwise grow every exchange's future,
+        // which each request moves; an answer that compresses allocates its encoder anyway.
+        let compressed =
+            respond_compressed(context, client, snapshot, answer, compressing, outcome);
+        return Box::pin(compressed).await;
+    }
     let Answer {
         server,
         start,
@@ -293,17 +377,8 @@ pub async fn respond<D: Downstream>(
         }
     }
     let deadline = start.arrived + timeouts.client_idle;
-    match client.downstream.send(&client.out, deadline).await {
-        None => return Err(Failure::ClientStalled),
-        Some(Err(_)) => return Err(Failure::ClientGone),
-        Some(Ok(())) => {}
-    }
-    outcome.response_started = true;
-    // The head is sent, and nothing of the client's is read while the body goes out (a pipelined
-    // request not yet read waits in the socket): a slow reader holds only the response bytes on
-    // their way to it.
-    client.downstream.received().release_if_empty();
-    recycle::give_back_bytes(std::mem::take(&mut client.out));
+    head_sent(client.downstream.send(&client.out, deadline).await)?;
+    let_go_after_head(client, outcome);
 
     if start.switching {
         return Ok(Exchanged::Switched(upstream.into_finished()));
@@ -370,14 +445,27 @@ pub async fn respond<D: Downstream>(
     if let Some(filling) = client.cache.filling.take() {
         filling.finish();
     }
-    Ok(if start.close {
-        Next::Close {
-            linger: start.linger,
-        }
-    } else {
-        Next::KeepAlive
+    Ok(start.next())
+}
+
+/// What the client's send of a response head came to.
+#[inline(always)]
+pub(super) fn head_sent(sent: Option<std::io::Result<()>>) -> Result<(), Failure> {
+    match sent {
+        None => Err(Failure::ClientStalled),
+        Some(Err(_)) => Err(Failure::ClientGone),
+        Some(Ok(())) => Ok(()),
     }
-    .into())
+}
+
+/// Once the head is sent: the response has started, and nothing of the client's is read while
+/// the body goes out (a pipelined request not yet read waits in the socket), so a slow reader
+/// holds only the response bytes on their way to it.
+#[inline(always)]
+pub(super) fn let_go_after_head<D: Downstream>(client: &mut Client<D>, outcome: &mut Outcome) {
+    outcome.response_started = true;
+    client.downstream.received().release_if_empty();
+    recycle::give_back_bytes(std::mem::take(&mut client.out));
 }
 
 /// The rest of a response body the cache stores, relayed as any other with each write copied
@@ -553,11 +641,11 @@ pub fn release_bodiless(context: &ProxyContext, answer: Answer<'_>, rest: &Buffe
 }
 
 /// What decides whether a server connection is kept once its response is read.
-struct Keep<'a> {
-    context: &'a ProxyContext,
-    server: &'a Server,
-    start: &'a ResponseStart,
-    upload_finished: bool,
+pub(super) struct Keep<'a> {
+    pub(super) context: &'a ProxyContext,
+    pub(super) server: &'a Server,
+    pub(super) start: &'a ResponseStart,
+    pub(super) upload_finished: bool,
 }
 
 impl Keep<'_> {
@@ -566,7 +654,7 @@ impl Keep<'_> {
     /// from `since`. One that did but is not kept is closed normally; one that did not (the
     /// request body not all sent, or bytes after the response) is dropped as it is, and so reset.
     #[inline]
-    fn release(&self, upstream: ServerStream, rest: &Buffer, since: Moment) {
+    pub(super) fn release(&self, upstream: ServerStream, rest: &Buffer, since: Moment) {
         if !(self.upload_finished && rest.is_empty()) {
             return;
         }
@@ -582,7 +670,7 @@ impl Keep<'_> {
 }
 
 /// A response body that could not be relayed, as the server's or the client's failure.
-fn download_failure(error: RelayError) -> Failure {
+pub(super) fn download_failure(error: RelayError) -> Failure {
     match error {
         RelayError::SourceEnded => Failure::ServerTruncated,
         RelayError::SourceIo(kind) => Failure::ServerIo(kind),

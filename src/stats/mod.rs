@@ -8,6 +8,7 @@
 
 pub mod cache;
 pub mod client_cap;
+pub mod compression;
 pub mod http2;
 pub mod log_every;
 pub mod per_client;
@@ -81,6 +82,8 @@ pub struct WorkerCounters {
     pub tls: tls::TlsCounters,
     /// HTTP/2 client connections, streams, resets, GOAWAYs and floods.
     pub http2: http2::Http2Counters,
+    /// Answers compressed (bytes in and out) and left as they were, by reason.
+    pub compression: compression::CompressionCounters,
 }
 
 /// What all buffered bodies of the process hold now, in memory and in temporary files: written
@@ -228,6 +231,15 @@ impl Stats {
             .iter()
             .map(|load| u64::from(load.active.load(Ordering::Relaxed)))
             .sum()
+    }
+
+    /// Every worker's compression counters, summed.
+    pub fn compression_report(&self) -> compression::CompressionReport {
+        let mut report = compression::CompressionReport::default();
+        for counters in self.counters.iter() {
+            counters.compression.add_to(&mut report);
+        }
+        report
     }
 
     /// Each worker's TLS handshakes, in worker order.

@@ -53,6 +53,8 @@ pub struct Snapshot {
     /// Some pool or route caches: without one, no request looks at the cache (a request to a
     /// config without a cache pays one test for it).
     pub caches: bool,
+    /// `[compression]` when enabled: for the requests no route takes.
+    pub compression: Option<Arc<crate::config::CompressionRules>>,
     /// Shared with the snapshots before and after while the routes do not change (a health or
     /// admin change to a config of 100,000 routes copies none of them).
     pub routes: Arc<Vec<RouteConfig>>,
@@ -426,6 +428,19 @@ impl Snapshot {
         }
     }
 
+    /// The compression a request's route gets (`[route.compression]` over `[compression]`), or
+    /// `[compression]`'s for a request no route takes; `None` where it is not enabled.
+    #[inline]
+    pub fn compression_for(
+        &self,
+        route: Option<usize>,
+    ) -> Option<&crate::config::CompressionRules> {
+        match route.and_then(|index| self.routes.get(index)) {
+            Some(route) => route.compression.as_deref(),
+            None => self.compression.as_deref(),
+        }
+    }
+
     /// The buffering a request's route allows: its `[route.buffering]`, or both.
     pub fn route_buffering(&self, route: Option<usize>) -> RouteBuffering {
         route
@@ -697,6 +712,7 @@ impl Lineage {
             cache: config.cache.clone(),
             rate_limit_redis: config.rate_limit_redis,
             caches: pools.iter().any(|pool| pool.caches),
+            compression: config.compression.clone(),
             routes,
             route_index,
             pools,

@@ -10,6 +10,7 @@
 mod access;
 mod acme;
 mod admin;
+mod compression;
 mod conditions;
 mod globals;
 mod health;
@@ -28,7 +29,7 @@ use std::sync::Arc;
 
 use super::problem::{ConfigProblem, Lines};
 use super::raw::RawConfig;
-use super::Config;
+use super::{CompressionRules, Config};
 use globals::DEFAULT_SHUTDOWN_GRACE;
 use primitives::Zero;
 
@@ -103,6 +104,17 @@ impl Checker {
         let http2 = self.http2(&raw.http2);
         let buffering = self.buffering(&raw.buffering);
         let cache = self.cache(&raw.cache);
+        let compression = match &raw.compression {
+            Some(raw) => {
+                let table = Table {
+                    path: "compression".to_string(),
+                    line: self.lines.line_of(raw.span().start),
+                };
+                self.compression(&table, raw.get_ref(), &CompressionRules::default())
+            }
+            None => CompressionRules::default(),
+        };
+        let enabled_compression = compression.enabled.then(|| Arc::new(compression.clone()));
 
         if raw.listener.is_empty() {
             self.report(
@@ -139,7 +151,10 @@ impl Checker {
             .route
             .iter()
             .zip(&route_tables)
-            .map(|(route, table)| self.route(table, route.get_ref(), &raw.pool, &timeouts))
+            .map(|(route, table)| {
+                let compression = (&compression, &enabled_compression);
+                self.route(table, route.get_ref(), &raw.pool, &timeouts, compression)
+            })
             .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
         self.unique_sticky_cookies(&raw.pool, &pools);
@@ -172,6 +187,7 @@ impl Checker {
             http2,
             buffering,
             cache,
+            compression: enabled_compression,
             routes: Arc::new(routes),
             pools,
             admin,
@@ -335,6 +351,7 @@ mod tests {
             http2: crate::config::Http2Limits::default(),
             buffering: Buffering::default(),
             cache: crate::config::CacheSettings::default(),
+            compression: None,
             pools: vec![
                 pool(
                     "app",
@@ -380,6 +397,7 @@ mod tests {
                     },
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
+                    compression: None,
                     rate_limit: None,
                     when: None,
                     access: None,
@@ -395,6 +413,7 @@ mod tests {
                     },
                     buffering: RouteBuffering::default(),
                     cache: crate::config::RouteCache::Pool,
+                    compression: None,
                     rate_limit: None,
                     when: None,
                     access: None,

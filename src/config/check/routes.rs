@@ -1,14 +1,16 @@
 //! `[[route]]`s — the host and path prefix a request must match and the exchange timeouts it may
 //! set apart from `[timeouts]`, the buffering it turns off — and the pool a listener or a route names.
 
+use std::sync::Arc;
+
 use toml::Spanned;
 
 use super::primitives::{quoted, Zero};
 use super::{Checker, Table};
 use crate::config::raw::{RawPool, RawRoute};
 use crate::config::{
-    ConfigProblem, ExchangeTimeouts, HostPattern, RouteBuffering, RouteCache, RouteConfig,
-    RouteIndex, Timeouts,
+    CompressionRules, ConfigProblem, ExchangeTimeouts, HostPattern, RouteBuffering, RouteCache,
+    RouteConfig, RouteIndex, Timeouts,
 };
 
 impl Checker {
@@ -18,6 +20,7 @@ impl Checker {
         route: &RawRoute,
         pools: &[Spanned<RawPool>],
         timeouts: &Timeouts,
+        (top_compression, enabled_compression): (&CompressionRules, &Option<Arc<CompressionRules>>),
     ) -> RouteConfig {
         let host = route.host.as_ref().map(|raw| {
             let text = raw.get_ref().to_ascii_lowercase();
@@ -103,6 +106,17 @@ impl Checker {
             let condition = self.condition(&table.key("when"), raw)?;
             Some(Box::new(condition))
         });
+        let compression = match &route.compression {
+            None => enabled_compression.clone(),
+            Some(raw) => {
+                let compression_table = Table {
+                    path: table.key("compression"),
+                    line: self.lines.line_of(raw.span().start),
+                };
+                let rules = self.compression(&compression_table, raw.get_ref(), top_compression);
+                rules.enabled.then(|| Arc::new(rules))
+            }
+        };
         RouteConfig {
             host,
             path_prefix,
@@ -116,6 +130,7 @@ impl Checker {
                 .access
                 .as_ref()
                 .map(|raw| Box::new(self.access(table, raw))),
+            compression,
         }
     }
 

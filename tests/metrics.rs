@@ -467,3 +467,44 @@ fn cache_outcomes_and_holdings_are_counted_per_pool() {
     let ratio = cache["hit_ratio"].as_f64().unwrap();
     assert!((ratio - 6.0 / 9.0).abs() < 1e-9, "{cache}");
 }
+
+#[test]
+fn compressed_bytes_and_skipped_answers_are_counted_by_algorithm_and_reason() {
+    let page = "<p>compress me, again and again</p>\n".repeat(300);
+    let length = page.len() as f64;
+    let backend = Mock::start(move |ex| {
+        ex.read_body()?;
+        let media = match ex.head.target() {
+            "/image" => "image/png",
+            _ => "text/html",
+        };
+        ex.respond(200, &[("Content-Type", media)], page.as_bytes())?;
+        Ok(Flow::KeepAlive)
+    });
+    let setup = Setup::new().admin().server("a", backend.addr);
+    let running = Running::start_with(setup, "\n[compression]\nenabled = true\n");
+    for path in ["/page", "/image"] {
+        let request = get_request(path, "Accept-Encoding: gzip\r\nConnection: close\r\n");
+        assert_eq!(Conn::connect(running.web).roundtrip(&request).status(), 200);
+    }
+    let bytes = |m: &Metrics, direction| {
+        let labels = [("algorithm", "gzip"), ("direction", direction)];
+        m.value("herdsman_compression_bytes_total", &labels)
+    };
+    let after = eventually_scraped(&running, |m| bytes(m, "in") == length);
+    promtool_check(&after.text);
+    assert_eq!(bytes(&after, "in"), length);
+    assert!(bytes(&after, "out") > 0.0 && bytes(&after, "out") < length / 4.0);
+    let gzip = [("algorithm", "gzip")];
+    assert_eq!(
+        after.value("herdsman_compression_responses_total", &gzip),
+        1.0
+    );
+    let zstd = [("algorithm", "zstd")];
+    assert_eq!(
+        after.value("herdsman_compression_responses_total", &zstd),
+        0.0
+    );
+    let skipped = |reason| after.value("herdsman_compression_skipped_total", &[("reason", reason)]);
+    assert_eq!((skipped("type"), skipped("too_small")), (1.0, 0.0));
+}

@@ -12,7 +12,9 @@ use crate::stats::compression::Skipped;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Compressing {
     pub algorithm: Algorithm,
-    pub level: i32,
+    /// 1–19, 0–11 or 1–9 (`config::CompressionRules`): a byte, so that every response's start
+    /// stays as small as it was.
+    pub level: i8,
 }
 
 /// How `response` is compressed on a route of `rules` whose client takes `algorithm`, or why it
@@ -61,7 +63,7 @@ pub fn answer_compression(
         Algorithm::Zstd => rules.zstd_level,
         Algorithm::Brotli => rules.brotli_level as i32,
         Algorithm::Gzip => rules.gzip_level as i32,
-    };
+    } as i8;
     Ok(Compressing { algorithm, level })
 }
 

@@ -30,7 +30,7 @@ pub enum Encoder {
 
 impl Encoder {
     pub fn new(compressing: Compressing) -> io::Result<Encoder> {
-        let level = compressing.level;
+        let level = i32::from(compressing.level);
         Ok(match compressing.algorithm {
             Algorithm::Zstd => {
                 let mut encoder = zstd::stream::write::Encoder::new(Vec::new(), level)?;

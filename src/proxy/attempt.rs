@@ -323,9 +323,7 @@ fn expected<'a>(
         upload_done,
         context,
         compression: match facts.compress {
-            Some(algorithm) => snapshot
-                .compression_for(facts.choice.route)
-                .map(|rules| (algorithm, rules)),
+            Some(_) => snapshot.compression_for(facts.choice.route),
             None => None,
         },
     }

@@ -124,8 +124,9 @@ pub struct Expected<'a> {
     pub upload_done: &'a Cell<bool>,
     /// Whether a stop began (then the client connection closes after the response).
     pub context: &'a ProxyContext,
-    /// The algorithm the client takes and the route's compression, when both are there.
-    pub compression: Option<(Algorithm, &'a CompressionRules)>,
+    /// The route's compression, when the client takes one of its algorithms
+    /// (`facts.compress`).
+    pub compression: Option<&'a CompressionRules>,
 }
 
 /// Reads until `buffer` starts with a complete final response head, relaying interim 1xx
@@ -155,7 +156,10 @@ where
                 compression,
             } = expected;
             let closing = || !upload_done.get() || context.is_stopping();
-            let compression = compression.map(|(algorithm, rules)| (algorithm, rules, context));
+            let compression = match (facts.compress, compression) {
+                (Some(algorithm), Some(rules)) => Some((algorithm, rules, context)),
+                _ => None,
+            };
             let examined = examine_head(
                 buffer.data(),
                 (facts, compression),

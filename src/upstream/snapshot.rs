@@ -55,6 +55,8 @@ pub struct Snapshot {
     pub caches: bool,
     /// `[compression]` when enabled: for the requests no route takes.
     pub compression: Option<Arc<crate::config::CompressionRules>>,
+    /// It or some route compresses: without one, a request pays one test for compression.
+    pub compresses: bool,
     /// Shared with the snapshots before and after while the routes do not change (a health or
     /// admin change to a config of 100,000 routes copies none of them).
     pub routes: Arc<Vec<RouteConfig>>,
@@ -435,6 +437,9 @@ impl Snapshot {
         &self,
         route: Option<usize>,
     ) -> Option<&crate::config::CompressionRules> {
+        if !self.compresses {
+            return None;
+        }
         match route.and_then(|index| self.routes.get(index)) {
             Some(route) => route.compression.as_deref(),
             None => self.compression.as_deref(),
@@ -713,6 +718,11 @@ impl Lineage {
             rate_limit_redis: config.rate_limit_redis,
             caches: pools.iter().any(|pool| pool.caches),
             compression: config.compression.clone(),
+            compresses: config.compression.is_some()
+                || config
+                    .routes
+                    .iter()
+                    .any(|route| route.compression.is_some()),
             routes,
             route_index,
             pools,

@@ -39,9 +39,11 @@ pub(super) async fn respond_compressed<D: Downstream>(
         duplex_upload: _,
     } = answer;
     let client_idle = snapshot.timeouts.client_idle;
-    // Its state is allocated per answer (zstd's context, brotli's and deflate's tables): a cost
-    // of microseconds against the tens of microseconds compressing even 1 KiB takes
-    // (bench/results/compression-levels.md). Only out of memory fails it.
+    // Its state is allocated per answer (zstd's context, brotli's and deflate's tables, 0.4 to
+    // 2 MiB) and freed at its end: an answer that compresses pays it beside the compressing
+    // itself, 2.6 to 9.2 ms of CPU a MiB (bench/results/compression-levels.md); keeping
+    // encoders for reuse would hold that memory while no answer needs it. Only out of memory
+    // fails it.
     let encoder = Encoder::new(compressing).map_err(|_| Failure::SpoolFailed)?;
     let deadline = start.arrived + client_idle;
     head_sent(client.downstream.send(&client.out, deadline).await)?;

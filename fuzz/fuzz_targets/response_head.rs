@@ -48,7 +48,7 @@ fuzz_target!(|input: &[u8]| {
     }
     // As `proxy::respond` decides it; an answer with a body may be compressed (`compress::`).
     let compressed = facts & 64 != 0 && !matches!(response.body, Body::None | Body::Length(0));
-    let dechunk = response.body == Body::Chunked && client_http10 || compressed && client_http10;
+    let dechunk = (compressed || response.body == Body::Chunked) && client_http10;
     let close = !client_keeps_alive || response.body == Body::UntilClose || dechunk;
     let framing = ClientFraming {
         close,

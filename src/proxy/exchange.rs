@@ -5,6 +5,9 @@ use std::sync::Arc;
 
 use crate::transport::Moment;
 
+use super::answered_here::{
+    answer_acme_http01, over_rate_limit, over_shared_limit, redirect_to_https,
+};
 use super::attempt::{send_streaming, send_whole, Sending};
 use super::background;
 use super::cached::HitWriting;
@@ -15,26 +18,22 @@ use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::hit::{hit_framing, revalidated, serve_hit, stale_instead};
-use super::outcome::{Outcome, Rule};
+use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
 use super::respond::{self, Answer, ResponseStart};
 use super::{tunnel, Client, Exchanged, Next};
 use crate::compress;
 use crate::config::acme::AcmeBoard;
-use crate::config::rate_limit::RedisSettings;
 use crate::config::{Algorithm, CompressionRules, ExchangeTimeouts, RouteBuffering};
-use crate::http1::error_response::{
-    write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
-};
+use crate::http1::error_response::{write_error_response, write_grpc_error};
 use crate::http1::forward::write_request_head;
 use crate::http1::forward::{client_ip, AddressText, Forwarded};
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
-use crate::rate_limit::answer::write_too_many_requests;
-use crate::rate_limit::{Asked, Refusal};
+use crate::rate_limit::Asked;
 use crate::rules;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::compression::Skipped;
@@ -877,41 +876,6 @@ fn grpc_bounds(
     )
 }
 
-/// A request on a listener with `redirect_https`: its 308 to the same host and target over HTTPS,
-/// written into `out`; no pool or server is involved. The connection stays open for the next
-/// request unless the request has a body (left unread) or asks to close.
-fn redirect_to_https(
-    out: &mut Vec<u8>,
-    snapshot: &Snapshot,
-    listener: usize,
-    request: &Request<'_, '_>,
-    port: u16,
-) -> Result<RequestFacts, Failure> {
-    let Some(host) = request.host.filter(|host| !host.is_empty()) else {
-        return Err(Failure::BadRequest("a redirect to HTTPS needs a Host"));
-    };
-    let close = !request.keep_alive || request.body != Body::None;
-    let head_only = request.method == Method::Head;
-    let out = scratch(out);
-    write_https_redirect(host, request.forwarded_target, port, head_only, close, out);
-    Ok(answered_here(snapshot, listener, request, close, 308))
-}
-
-/// A request for an open ACME HTTP-01 token: its key authorization, written into `out`; no pool
-/// or server is involved. The connection stays as after a redirect.
-fn answer_acme_http01(
-    out: &mut Vec<u8>,
-    snapshot: &Snapshot,
-    listener: usize,
-    request: &Request<'_, '_>,
-    key_authorization: &str,
-) -> RequestFacts {
-    let close = !request.keep_alive || request.body != Body::None;
-    let head_only = request.method == Method::Head;
-    write_acme_http01_answer(key_authorization, head_only, close, scratch(out));
-    answered_here(snapshot, listener, request, close, 200)
-}
-
 /// The algorithm the answer to `request` may be compressed with on a route of `rules`, or
 /// `None`, counted by reason. `(grpc, upgrade)`: what else the exchange found of it. A route
 /// that caches is left alone: its answers are stored and served as the server sent them.
@@ -935,89 +899,6 @@ fn compression(
             context.counters().compression.skipped(why);
             None
         }
-    }
-}
-
-/// What is kept of a request herdsman answered itself with `status` (the answer is in `out`).
-fn answered_here(
-    snapshot: &Snapshot,
-    listener: usize,
-    request: &Request<'_, '_>,
-    close: bool,
-    status: u16,
-) -> RequestFacts {
-    let pool = snapshot.listener_pools.get(listener).copied().unwrap_or(0);
-    RequestFacts {
-        method: request.method,
-        minor_version: request.minor_version,
-        body: request.body,
-        keep_alive: !close,
-        expect_continue: false,
-        continue_sent: false,
-        upgrade: false,
-        choice: Choice {
-            pool,
-            route: None,
-            server: None,
-            assign_cookie: false,
-            pinned: false,
-        },
-        timeouts: snapshot.timeouts.exchange(),
-        buffering: snapshot.route_buffering(None),
-        grpc: false,
-        secure: false,
-        compress: None,
-        answered_here: Some(status),
-        rule: None,
-    }
-}
-
-/// Counts the request `asked` about against the rate limits of its listener and route; when it
-/// is over one, its 429 is written into `out` and what is kept of it returned (no pool or server
-/// is involved; the connection stays as after a redirect). Out of line: a config without limits
-/// never calls it, and its code kept inline cost such a config's requests some 100 instructions
-/// each.
-#[inline(never)]
-fn over_rate_limit(
-    context: &ProxyContext,
-    out: &mut Vec<u8>,
-    snapshot: &Snapshot,
-    asked: &Asked<'_>,
-) -> Option<RequestFacts> {
-    let limits = context.rate_limits();
-    let refusal = limits.as_deref()?.check(asked)?;
-    Some(too_many_requests(out, snapshot, asked, &refusal))
-}
-
-/// [`over_rate_limit`] with the counts in Redis (`[rate_limit] redis`), asked on this worker's
-/// connection.
-async fn over_shared_limit(
-    (context, redis): (&ProxyContext, RedisSettings),
-    out: &mut Vec<u8>,
-    snapshot: &Snapshot,
-    asked: &Asked<'_>,
-) -> Option<RequestFacts> {
-    // The limits of this snapshot, held by their `Arc` (not the worker's cell) across the wait.
-    let limits = context.rate_limits().clone()?;
-    let link = (context.redis(), &redis);
-    let refusal = limits.check_shared(link, asked).await?;
-    Some(too_many_requests(out, snapshot, asked, &refusal))
-}
-
-/// The 429 for `refusal`, written into `out`, and what is kept of the request `asked` about.
-fn too_many_requests(
-    out: &mut Vec<u8>,
-    snapshot: &Snapshot,
-    asked: &Asked<'_>,
-    refusal: &Refusal<'_>,
-) -> RequestFacts {
-    let (listener, request) = (asked.listener, asked.request);
-    let close = !request.keep_alive || request.body != Body::None;
-    let head_only = request.method == Method::Head;
-    write_too_many_requests(refusal, head_only, close, scratch(out));
-    RequestFacts {
-        rule: Some(Rule::RateLimit),
-        ..answered_here(snapshot, listener, request, close, 429)
     }
 }
 

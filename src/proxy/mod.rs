@@ -6,6 +6,7 @@
 //! again after a failure is a property of the failure and of what reached the server
 //! (`replay.rs`).
 
+mod answered_here;
 mod attempt;
 mod background;
 mod cached;

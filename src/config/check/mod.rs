@@ -444,7 +444,7 @@ mod tests {
         assert_eq!(config.listeners[0].backlog, 4096);
         assert_eq!(config.timeouts, Timeouts::default());
         assert_eq!(config.limits, Limits::default());
-        assert_eq!(config.pools[0].balance, Balance::RoundRobin);
+        assert_eq!(config.pools[0].balance, Balance::PeakEwma);
         assert_eq!(config.pools[0].servers[0].weight, 1);
     }
 

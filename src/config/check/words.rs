@@ -81,7 +81,7 @@ pub(in crate::config) const BALANCES: Words<Balance> = Words {
         ("hash", Balance::Hash),
         ("peak-ewma", Balance::PeakEwma),
     ],
-    default: Balance::RoundRobin,
+    default: Balance::PeakEwma,
 };
 
 /// A server's `state`.

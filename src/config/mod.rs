@@ -20,6 +20,7 @@ pub mod descriptors;
 mod duration;
 #[cfg(test)]
 mod fixtures;
+pub mod headers;
 mod load;
 mod problem;
 pub mod rate_limit;
@@ -102,6 +103,12 @@ pub struct Config {
     /// `[real_ip]`: the proxies in front whose X-Forwarded-For or Forwarded names the client.
     /// `None` (the default): the client is the TCP peer.
     pub real_ip: Option<access::RealIp>,
+    /// `[headers]`: fields the requests no route takes lose and gain, towards servers and
+    /// towards clients (each route's, over these, is on its `RouteConfig`). `None` (the
+    /// default): none.
+    pub headers: Option<Arc<headers::HeaderRules>>,
+    /// `[request_id]`: an id for every request. `None` (the default): none.
+    pub request_id: Option<headers::RequestIdSettings>,
 }
 
 /// `[log]`: herdsman's own log of errors and events, written to stderr through `tracing`.
@@ -450,6 +457,8 @@ pub struct RouteConfig {
     pub access: Option<Box<access::Access>>,
     /// `[route.compression]` over `[compression]`, resolved: `None` while not enabled for it.
     pub compression: Option<Arc<CompressionRules>>,
+    /// `[route.headers]` over `[headers]`, resolved: `None` when neither has a rule.
+    pub headers: Option<Arc<headers::HeaderRules>>,
 }
 
 impl RouteConfig {
@@ -467,6 +476,7 @@ impl RouteConfig {
             when: None,
             access: None,
             compression: None,
+            headers: None,
         }
     }
 

@@ -45,6 +45,63 @@ pub struct RawConfig {
     pub tls: RawTls,
     pub rate_limit: Option<Spanned<RawRateLimitSettings>>,
     pub real_ip: Option<Spanned<RawRealIp>>,
+    pub headers: Option<Spanned<RawHeaders>>,
+    pub request_id: Option<Spanned<RawRequestId>>,
+}
+
+/// `[headers]` or a route's `[route.headers]`: fields changed towards servers and clients.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawHeaders {
+    pub request: Option<Spanned<RawFieldRules>>,
+    pub response: Option<Spanned<RawFieldRules>>,
+}
+
+/// `[headers.request]`, `[headers.response]` (and a route's): fields set, added, removed.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawFieldRules {
+    pub set: Option<Spanned<RawFields>>,
+    pub add: Option<Spanned<RawFields>>,
+    pub remove: Option<Spanned<Vec<Spanned<String>>>>,
+}
+
+/// A table of field names and values (`{ "X-Frame-Options" = "DENY" }`), in the order written,
+/// each name and value with its place in the file.
+#[derive(Debug, Default)]
+pub struct RawFields(pub Vec<(Spanned<String>, Spanned<String>)>);
+
+impl<'de> Deserialize<'de> for RawFields {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct FieldsVisitor;
+        impl<'de> Visitor<'de> for FieldsVisitor {
+            type Value = RawFields;
+
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    r#"a table of field names and values, e.g. { "X-Frame-Options" = "DENY" }"#,
+                )
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<RawFields, A::Error> {
+                let mut fields = Vec::new();
+                while let Some(name) = map.next_key::<Spanned<String>>()? {
+                    fields.push((name, map.next_value()?));
+                }
+                Ok(RawFields(fields))
+            }
+        }
+        deserializer.deserialize_map(FieldsVisitor)
+    }
+}
+
+/// `[request_id]`: an id for every request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRequestId {
+    pub header: Option<Spanned<String>>,
+    pub trusted: Option<Spanned<Vec<Spanned<String>>>>,
+    pub respond: Option<Spanned<bool>>,
 }
 
 /// `[rate_limit]`: the limits' counts shared through Redis.
@@ -173,6 +230,7 @@ pub struct RawRoute {
     pub when: Option<Box<Spanned<toml::Value>>>,
     pub access: Option<Box<Spanned<RawAccess>>>,
     pub compression: Option<Box<Spanned<RawCompression>>>,
+    pub headers: Option<Box<Spanned<RawHeaders>>>,
 }
 
 /// `[route.rate_limit]` or `[listener.rate_limit]`: a limit on requests per key.
@@ -581,10 +639,10 @@ mod tests {
 
     /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache`,
     /// `rate_limit`, `when`, `access` and `compression` are boxes (8 bytes each), like
-    /// `timeouts` and `buffering`, as most routes have none.
+    /// `timeouts` and `buffering`, as most routes have none; `headers` too.
     #[test]
     fn a_route_stays_small() {
-        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 192);
+        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 200);
     }
 
     /// The path at the first occurrence of `needle` in `text`.

@@ -4,7 +4,8 @@
 //! A reload applies:
 //! - `shutdown_grace` and `hard_stop_after`: read when a stop or a binary upgrade's hand-over
 //!   begins (`Server::stop`, `Server::hand_over`).
-//! - `[timeouts]`, `[limits]`, `[buffering]`, `[[route]]` and `[[pool]]` with everything in them: the workers
+//! - `[timeouts]`, `[limits]`, `[buffering]`, `[headers]`, `[request_id]`, `[[route]]` and
+//!   `[[pool]]` with everything in them: the workers
 //!   read them from the snapshot, which every reload builds anew from the file
 //!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`.
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
@@ -61,6 +62,9 @@ pub fn hold_back_restart_only(running: &Config, fresh: &mut Config) -> Vec<Strin
         rate_limit_redis: _,
         // In the snapshot.
         real_ip: _,
+        // In the snapshot (and each route's in its route): new requests take the new rules.
+        headers: _,
+        request_id: _,
     } = running;
     let mut held_back = Vec::new();
     let mut hold = |changed: bool, key: String| {

@@ -86,7 +86,11 @@ impl Checker {
     }
 
     /// A list of addresses and networks at `key`, each bad one refused on its own line.
-    fn addresses(&mut self, key: &str, list: &Spanned<Vec<Spanned<String>>>) -> AddressSet {
+    pub(super) fn addresses(
+        &mut self,
+        key: &str,
+        list: &Spanned<Vec<Spanned<String>>>,
+    ) -> AddressSet {
         let entries = list.get_ref();
         for entry in entries {
             if let Err(why) = AddressSet::parse([entry.get_ref().as_str()]) {

@@ -13,6 +13,7 @@ mod admin;
 mod compression;
 mod conditions;
 mod globals;
+mod headers;
 mod health;
 mod listeners;
 mod pools;
@@ -115,6 +116,12 @@ impl Checker {
             None => CompressionRules::default(),
         };
         let enabled_compression = compression.enabled.then(|| Arc::new(compression.clone()));
+        let real_ip = self.real_ip(&raw.real_ip);
+        let request_id = self.request_id(&raw.request_id, real_ip.as_ref());
+        let headers = raw
+            .headers
+            .as_ref()
+            .and_then(|raw| self.header_rules("headers", raw.get_ref(), None, request_id.as_ref()));
 
         if raw.listener.is_empty() {
             self.report(
@@ -153,7 +160,15 @@ impl Checker {
             .zip(&route_tables)
             .map(|(route, table)| {
                 let compression = (&compression, &enabled_compression);
-                self.route(table, route.get_ref(), &raw.pool, &timeouts, compression)
+                let headers = (&headers, request_id.as_ref());
+                self.route(
+                    table,
+                    route.get_ref(),
+                    &raw.pool,
+                    &timeouts,
+                    compression,
+                    headers,
+                )
             })
             .collect();
         let pools = self.tables("pool", &raw.pool, "pool names must be unique", Self::pool);
@@ -166,7 +181,6 @@ impl Checker {
             .rate_limit
             .as_ref()
             .and_then(|raw| self.rate_limit_settings(raw));
-        let real_ip = self.real_ip(&raw.real_ip);
         // A refused config is not used, and its stand-ins would make warnings of their own.
         let warnings = if self.problems.is_empty() {
             let mut warnings = std::mem::take(&mut self.warnings);
@@ -197,6 +211,8 @@ impl Checker {
             rate_limit_redis,
             warnings,
             real_ip,
+            headers,
+            request_id,
         }
     }
 
@@ -401,6 +417,7 @@ mod tests {
                     rate_limit: None,
                     when: None,
                     access: None,
+                    headers: None,
                 },
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
@@ -417,6 +434,7 @@ mod tests {
                     rate_limit: None,
                     when: None,
                     access: None,
+                    headers: None,
                 },
             ]),
             admin: None,
@@ -429,6 +447,8 @@ mod tests {
             rate_limit_redis: None,
             warnings: Vec::new(),
             real_ip: None,
+            headers: None,
+            request_id: None,
         };
         assert_eq!(config, expected);
     }

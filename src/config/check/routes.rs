@@ -7,6 +7,7 @@ use toml::Spanned;
 
 use super::primitives::{quoted, Zero};
 use super::{Checker, Table};
+use crate::config::headers::{HeaderRules, RequestIdSettings};
 use crate::config::raw::{RawPool, RawRoute};
 use crate::config::{
     CompressionRules, ConfigProblem, ExchangeTimeouts, HostPattern, RouteBuffering, RouteCache,
@@ -21,6 +22,7 @@ impl Checker {
         pools: &[Spanned<RawPool>],
         timeouts: &Timeouts,
         (top_compression, enabled_compression): (&CompressionRules, &Option<Arc<CompressionRules>>),
+        (top_headers, request_id): (&Option<Arc<HeaderRules>>, Option<&RequestIdSettings>),
     ) -> RouteConfig {
         let host = route.host.as_ref().map(|raw| {
             let text = raw.get_ref().to_ascii_lowercase();
@@ -117,6 +119,14 @@ impl Checker {
                 rules.enabled.then(|| Arc::new(rules))
             }
         };
+        let headers = match &route.headers {
+            None => top_headers.clone(),
+            Some(raw) => {
+                let path = table.key("headers");
+                let top = top_headers.as_deref();
+                self.header_rules(&path, raw.get_ref(), top, request_id)
+            }
+        };
         RouteConfig {
             host,
             path_prefix,
@@ -131,6 +141,7 @@ impl Checker {
                 .as_ref()
                 .map(|raw| Box::new(self.access(table, raw))),
             compression,
+            headers,
         }
     }
 

@@ -88,6 +88,19 @@ fn a_request_under_or_over_a_rate_limit_allocates_nothing() {
     });
 }
 
+#[test]
+fn a_request_under_header_rules_and_with_an_id_allocates_nothing() {
+    // Both sides' rules, with variables of the request's head (copied for the answer's) and of
+    // the connection, and a request id made, passed on and returned.
+    let rules = "[request_id]\nrespond = true\n\n\
+                 [headers.request]\nset = { \"X-Client\" = \"{client}:{client_port}\", \
+                 \"X-Route\" = \"{route} {request_id}\" }\nremove = [\"User-Agent\"]\n\
+                 [headers.response]\nset = { \"X-Seen\" = \"{method} {host}{path} {server}\" }\n\
+                 remove = [\"Content-Type\"]\n\n\
+                 [[route]]\npath_prefix = \"/item\"\npool = \"app\"\n";
+    count_allocations(rules, exchange);
+}
+
 /// Starts a backend and herdsman before it (one worker, pool "app" of that backend, then
 /// `routes`), makes `WARM_UP` exchanges, then asserts that `MEASURED` more allocate at most
 /// `MOST_PER_REQUEST` each on average.

@@ -178,6 +178,7 @@ mod tests {
             ended: "done",
             cache: None,
             rule: None,
+            request_id: None,
             tls: None,
         };
         // Enough lines to fill a buffer at least once, then a partial one.

@@ -20,7 +20,9 @@
 //! `null` (`stream` for HTTP/1, the last four on a cleartext connection). An HTTP/2 request's
 //! version is `HTTP/2.0`, and its combined line says `stream=N` after `ended`. A request a rule
 //! answered instead of a server (a rate limit's 429) says which after `ended` and `cache`:
-//! `rule=rate_limit` (combined lines of other requests end as before). A combined line of a TLS
+//! `rule=rate_limit` (combined lines of other requests end as before). Where `[request_id]`
+//! gives requests ids, every line says its own next: `request_id=…` (`-` for a request that
+//! failed before it had one), a `request_id` key in JSON; lines of other configs are unchanged. A combined line of a TLS
 //! connection ends with `tls=TLSv1.3
 //! cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert="CN=alice"` (`-` for no SNI or no
 //! client certificate); a cleartext one ends as before.
@@ -72,6 +74,9 @@ pub struct Entry<'a> {
     pub cache: Option<&'a str>,
     /// The rule that answered the request instead of a server (`rate_limit`); `None` otherwise.
     pub rule: Option<&'a str>,
+    /// The request's id, where `[request_id]` gives requests one (empty for a request that
+    /// failed before it had one); `None` otherwise.
+    pub request_id: Option<&'a [u8]>,
     /// The client's TLS connection; `None` for cleartext.
     pub tls: Option<Tls<'a>>,
 }
@@ -192,6 +197,14 @@ pub fn write_combined(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
         out.extend_from_slice(b" rule=");
         out.extend_from_slice(rule.as_bytes());
     }
+    // Where requests get ids, each line says its own; others end as they always did.
+    if let Some(id) = entry.request_id {
+        out.extend_from_slice(b" request_id=");
+        match id.is_empty() {
+            true => out.push(b'-'),
+            false => out.extend_from_slice(id),
+        }
+    }
     // An HTTP/2 request says its stream; HTTP/1 lines end as they always did.
     if let Some(stream) = request.stream() {
         out.extend_from_slice(b" stream=");
@@ -288,6 +301,11 @@ pub fn write_json(out: &mut Vec<u8>, time: &LogTime, entry: &Entry) {
     }
     out.extend_from_slice(b",\"rule\":");
     json_string_or_null(out, entry.rule.map(str::as_bytes));
+    // Only where requests get ids (null for one that failed before it had one).
+    if let Some(id) = entry.request_id {
+        out.extend_from_slice(b",\"request_id\":");
+        json_string_or_null(out, Some(id).filter(|id| !id.is_empty()));
+    }
     out.extend_from_slice(b",\"stream\":");
     match request.stream() {
         Some(stream) => write_u64(out, u64::from(stream)),
@@ -481,6 +499,7 @@ mod tests {
             ended: "done",
             cache: None,
             rule: None,
+            request_id: None,
             tls: None,
         }
     }
@@ -598,6 +617,16 @@ mod tests {
         };
         assert!(combined(&limited).ends_with(" ended=done rule=rate_limit\n"));
         assert!(json(&limited).contains(r#""cache":null,"rule":"rate_limit","stream":null"#));
+        // Where requests get ids, the line says its own, after `rule`.
+        let identified = Entry {
+            request_id: Some(b"5f0c1e2d3a4b5c6d0001000000000007"),
+            ..limited
+        };
+        assert!(combined(&identified)
+            .ends_with(" rule=rate_limit request_id=5f0c1e2d3a4b5c6d0001000000000007\n"));
+        assert!(json(&identified).contains(
+            r#""rule":"rate_limit","request_id":"5f0c1e2d3a4b5c6d0001000000000007","stream":null"#
+        ));
     }
 
     #[test]

@@ -10,6 +10,8 @@ use super::cached::CacheStep;
 use super::downstream::Downstream;
 use crate::access_log::CapturedRequest;
 use crate::http1::forward::{client_ip, AddressText};
+use crate::rules::headers::RequestText;
+use crate::rules::request_id::RequestId;
 use crate::transport::deadline::{Timer, TimerWaits};
 use crate::transport::{recycle, Buffer, BUFFER_INITIAL};
 
@@ -43,6 +45,11 @@ pub struct Client<D> {
     timer: Timer,
     /// What the cache does for the current request (nothing, for a pool that does not cache).
     pub(super) cache: CacheStep,
+    /// The current request's id (`[request_id]`); empty without one.
+    pub(super) request_id: RequestId,
+    /// The current request's host, target and method, where header rules render them after
+    /// its head is consumed (`proxy::header_rules`).
+    pub(super) request_text: RequestText,
 }
 
 impl<D: Downstream> Client<D> {
@@ -65,6 +72,8 @@ impl<D: Downstream> Client<D> {
             client_certificate,
             timer: Timer::new(),
             cache: CacheStep::default(),
+            request_id: RequestId::none(),
+            request_text: RequestText::default(),
         }
     }
 

@@ -19,6 +19,7 @@ use crate::cache::Store;
 use crate::config::RouteCache;
 use crate::http2::servers::ServerConnections;
 use crate::rate_limit::{ActiveLimits, RateLimits, RedisLink};
+use crate::rules::request_id::RequestIds;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::traffic::{Ending, Took};
 use crate::stats::{BufferUse, Stats, WorkerCounters, WorkerLoad};
@@ -86,6 +87,8 @@ pub struct ProxyContext {
     /// HTTP/2 connections to servers, each carrying many requests at once.
     http2_servers: ServerConnections,
     pub rng: RefCell<fastrand::Rng>,
+    /// This worker's maker of request ids (`[request_id]`).
+    pub request_ids: RequestIds,
     /// Fault injection: the next accept on this worker panics (see `/__herdsman/panic-accept`).
     #[cfg(feature = "fault-injection")]
     pub panic_next_accept: Cell<bool>,
@@ -140,6 +143,7 @@ impl ProxyContext {
             idle_added: Notify::new(),
             http2_servers: ServerConnections::default(),
             rng: RefCell::new(fastrand::Rng::new()),
+            request_ids: RequestIds::new(index),
             #[cfg(feature = "fault-injection")]
             panic_next_accept: Cell::new(false),
             #[cfg(feature = "fault-injection")]
@@ -398,6 +402,11 @@ impl ProxyContext {
             ended: outcome.ended,
             cache: outcome.cache.map(CacheOutcome::as_str),
             rule: outcome.rule.map(super::outcome::Rule::as_str),
+            // Only where requests get ids: other lines stay as they were.
+            request_id: snapshot
+                .request_id
+                .as_ref()
+                .map(|_| client.request_id.as_bytes()),
             tls: client.downstream.tls().map(|facts| Tls {
                 version: facts.version,
                 cipher: facts.cipher,

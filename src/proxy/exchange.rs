@@ -17,6 +17,7 @@ use super::context::ProxyContext;
 use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
+use super::header_rules;
 use super::hit::{hit_framing, revalidated, serve_hit, stale_instead};
 use super::outcome::Outcome;
 use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
@@ -35,6 +36,7 @@ use crate::http1::upgrade;
 use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
 use crate::rate_limit::Asked;
 use crate::rules;
+use crate::rules::request_id::request_id_of;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::compression::Skipped;
 use crate::stats::traffic::Ending;
@@ -346,6 +348,7 @@ async fn read_request<D: Downstream>(
     let secure = client.downstream.tls().is_some();
     let stream = client.downstream.stream_id();
     client.request_log.forget();
+    client.request_id.forget();
     let mut deadline = None;
     loop {
         if !client.downstream.received().is_empty() {
@@ -391,6 +394,11 @@ async fn read_request<D: Downstream>(
                 if address != client.address {
                     client.address = address;
                     client.address_text = AddressText::new(address);
+                }
+                // Before anything answers it, so that every line of the access log has it.
+                if let Some(settings) = &snapshot.request_id {
+                    let ids = &context.request_ids;
+                    client.request_id = request_id_of(settings, client_ip(peer), &request, ids);
                 }
                 if let Some(access) = snapshot.listener_access(listener) {
                     if !access.admits(address) {
@@ -498,6 +506,12 @@ async fn read_request<D: Downstream>(
                     answered_here: None,
                     rule: None,
                 };
+                if snapshot.edits_heads {
+                    // Before the cache: a hit's answer may render them too.
+                    let route = facts.choice.route;
+                    let text = &mut client.request_text;
+                    header_rules::keep_request_text(text, snapshot, route, &request);
+                }
                 // The cache first: a hit forwards no head.
                 let cache = snapshot.cache_for(facts.choice.route, facts.choice.pool);
                 let mut lookup = None;
@@ -570,6 +584,9 @@ async fn read_request<D: Downstream>(
                 }
                 let head_len = request.head_len;
                 client.downstream.received().consume(head_len);
+                if snapshot.edits_heads {
+                    header_rules::edit_request(client, snapshot, facts.choice.route)?;
+                }
                 return Ok(Some(facts));
             }
         }
@@ -736,6 +753,10 @@ async fn forward<'s, D: Downstream>(
                         let did = outcome.cache.unwrap_or(CacheOutcome::Pass);
                         cached::say_forwarded(did, start.status, &mut client.out);
                     }
+                }
+                if snapshot.edits_heads {
+                    let (route, name) = (facts.choice.route, Some(server.name.as_str()));
+                    header_rules::edit_answer(client, snapshot, route, name)?;
                 }
                 let answer = Answer {
                     server,

@@ -9,6 +9,7 @@ use super::downstream::Downstream;
 use super::exchange::answer_error;
 use super::facts::RequestFacts;
 use super::failure::Failure;
+use super::header_rules;
 use super::outcome::Outcome;
 use super::{Client, Exchanged, Next};
 use crate::cache::head::HitFraming;
@@ -33,6 +34,11 @@ pub(super) async fn serve_hit<D: Downstream>(
     outcome.pool = Some(facts.choice.pool);
     outcome.ending = Ending::Status(hit.status);
     outcome.cache = Some(hit.outcome);
+    if snapshot.edits_heads {
+        // A stored answer's head as the rules make it: the rules apply to its answer, not to
+        // what is stored. A head they would make too large goes as they made it.
+        let _ = header_rules::edit_answer(client, snapshot, facts.choice.route, None);
+    }
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let body = hit.body();
     // The head and the body in one write: one send, one segment, rather than two. A small body

@@ -17,6 +17,7 @@ mod downstream;
 mod exchange;
 mod facts;
 mod failure;
+mod header_rules;
 mod hit;
 mod outcome;
 mod replay;

@@ -69,6 +69,13 @@ pub struct Snapshot {
     pub listener_rules: Vec<ListenerRules>,
     /// `[real_ip]`: the proxies whose word names the client; `None`: the peer is the client.
     pub real_ip: Option<RealIp>,
+    /// `[headers]`: the header rules of requests no route takes (a route's are on it).
+    pub headers: Option<Arc<crate::config::headers::HeaderRules>>,
+    /// `[request_id]`, when requests get ids.
+    pub request_id: Option<crate::config::headers::RequestIdSettings>,
+    /// Some header rule or `[request_id]` changes heads: without, a request pays one test for
+    /// them on each side.
+    pub edits_heads: bool,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
 }
@@ -446,6 +453,19 @@ impl Snapshot {
         }
     }
 
+    /// The header rules of a request that `route` matched (`[route.headers]` over `[headers]`),
+    /// or `[headers]`' for a request no route took; `None` where there are none.
+    #[inline]
+    pub fn header_rules(
+        &self,
+        route: Option<usize>,
+    ) -> Option<&crate::config::headers::HeaderRules> {
+        match route.and_then(|index| self.routes.get(index)) {
+            Some(route) => route.headers.as_deref(),
+            None => self.headers.as_deref(),
+        }
+    }
+
     /// The buffering a request's route allows: its `[route.buffering]`, or both.
     pub fn route_buffering(&self, route: Option<usize>) -> RouteBuffering {
         route
@@ -729,6 +749,11 @@ impl Lineage {
             listener_pools,
             listener_rules,
             real_ip: config.real_ip.clone(),
+            headers: config.headers.clone(),
+            request_id: config.request_id.clone(),
+            edits_heads: config.headers.is_some()
+                || config.request_id.is_some()
+                || config.routes.iter().any(|route| route.headers.is_some()),
             server_ids,
         })
     }

@@ -13,6 +13,7 @@ use crate::http1::Method;
 use crate::proxy::context::ProxyContext;
 use crate::proxy::downstream::Downstream;
 use crate::proxy::facts::RequestFacts;
+use crate::proxy::header_rules;
 use crate::proxy::outcome::Outcome;
 use crate::proxy::{Client, Exchanged, Next};
 use crate::stats::cache::CacheOutcome;
@@ -118,6 +119,10 @@ pub async fn follow<D: Downstream>(
     client.out.clear();
     let (hsts, out) = (&client.hsts, &mut client.out);
     write_hit_head(&head.head, 0, body, hsts, cache_status, framing, out);
+    if snapshot.edits_heads {
+        // As for a hit (`hit::serve_hit`): the rules apply to the answer, not what is stored.
+        let _ = header_rules::edit_answer(client, snapshot, facts.choice.route, None);
+    }
     let client_idle = snapshot.timeouts.client_idle;
     let sent_head = client
         .downstream

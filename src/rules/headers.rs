@@ -1,0 +1,286 @@
+//! Header rules on a head herdsman has written (`[headers]`, `[route.headers]`, and the field
+//! of `[request_id]`): the fields a rule drops are taken out, those it sets or adds are written
+//! at the end, their variables rendered straight into the head. One pass over a written head,
+//! made only when rules apply: a config without them pays one test per side, not a test per
+//! field. The same edit serves a request to a server of either protocol and an answer to a
+//! client of either (both are HTTP/1.1 bytes at this point: `http2::` maps them), proxied or
+//! from the cache.
+
+use crate::config::headers::{FieldRules, Part, Variable};
+use crate::http1::{HeadError, MAX_HEADERS};
+use crate::transport::TlsFacts;
+
+/// What a template's variables stand for, for one request.
+#[derive(Clone, Copy)]
+pub struct Values<'a> {
+    /// The client's address as herdsman serves it (`[real_ip]` applied), as text.
+    pub client: &'a [u8],
+    /// The TCP peer's port.
+    pub client_port: u16,
+    /// The request's id; empty without one.
+    pub request_id: &'a [u8],
+    pub host: &'a [u8],
+    /// The target as received.
+    pub path: &'a [u8],
+    pub method: &'a [u8],
+    /// It came over TLS.
+    pub secure: bool,
+    /// The route that took it.
+    pub route: Option<usize>,
+    /// The server that answered; empty on the request side and for a cached answer.
+    pub server: &'a [u8],
+    pub tls: Option<&'a TlsFacts>,
+}
+
+impl Values<'_> {
+    /// Appends `variable`'s value.
+    fn write(&self, variable: Variable, out: &mut Vec<u8>) {
+        match variable {
+            Variable::Client => out.extend_from_slice(self.client),
+            Variable::ClientPort => write_decimal(u64::from(self.client_port), out),
+            Variable::RequestId => out.extend_from_slice(self.request_id),
+            Variable::Host => out.extend_from_slice(self.host),
+            Variable::Path => out.extend_from_slice(self.path),
+            Variable::Method => out.extend_from_slice(self.method),
+            Variable::Scheme => out.extend_from_slice(match self.secure {
+                true => b"https",
+                false => b"http",
+            }),
+            Variable::Route => {
+                if let Some(route) = self.route {
+                    out.extend_from_slice(b"route[");
+                    write_decimal(route as u64, out);
+                    out.push(b']');
+                }
+            }
+            Variable::Server => out.extend_from_slice(self.server),
+            Variable::TlsVersion => {
+                out.extend_from_slice(self.tls.map_or("", |tls| tls.version).as_bytes())
+            }
+            Variable::TlsCipher => {
+                out.extend_from_slice(self.tls.map_or("", |tls| tls.cipher).as_bytes())
+            }
+            Variable::Sni => {
+                let name = self.tls.and_then(|tls| tls.server_name.as_deref());
+                out.extend_from_slice(name.unwrap_or_default().as_bytes());
+            }
+        }
+    }
+}
+
+/// A request's host, target and method, copied while its head is at hand for the rules that
+/// render them once it is gone (its answer's, and its own, written after the head is consumed).
+/// The vector keeps its room from one request to the next: a connection allocates it once.
+#[derive(Debug, Default)]
+pub struct RequestText {
+    bytes: Vec<u8>,
+    host_end: usize,
+    path_end: usize,
+}
+
+impl RequestText {
+    /// Keeps `host`, `path` and `method` in place of what was kept.
+    pub fn keep(&mut self, host: &[u8], path: &[u8], method: &[u8]) {
+        self.bytes.clear();
+        self.bytes.extend_from_slice(host);
+        self.host_end = self.bytes.len();
+        self.bytes.extend_from_slice(path);
+        self.path_end = self.bytes.len();
+        self.bytes.extend_from_slice(method);
+    }
+
+    /// Forgets what was kept (a request whose rules use none of it).
+    pub fn forget(&mut self) {
+        self.bytes.clear();
+        (self.host_end, self.path_end) = (0, 0);
+    }
+
+    pub fn host(&self) -> &[u8] {
+        &self.bytes[..self.host_end]
+    }
+
+    pub fn path(&self) -> &[u8] {
+        &self.bytes[self.host_end..self.path_end]
+    }
+
+    pub fn method(&self) -> &[u8] {
+        &self.bytes[self.path_end..]
+    }
+}
+
+/// `value` in decimal, appended.
+fn write_decimal(value: u64, out: &mut Vec<u8>) {
+    let mut digits = [0u8; 20];
+    let mut at = digits.len();
+    let mut rest = value;
+    loop {
+        at -= 1;
+        digits[at] = b'0' + (rest % 10) as u8;
+        rest /= 10;
+        if rest == 0 {
+            break;
+        }
+    }
+    out.extend_from_slice(&digits[at..]);
+}
+
+/// A field herdsman writes beside the rules, whose name it owns: a request's id.
+#[derive(Clone, Copy)]
+pub struct OwnField<'a> {
+    pub name: &'a str,
+    pub value: &'a [u8],
+}
+
+/// Edits the head written at `out[start..]` (all of `out` from there, its blank line last):
+/// drops the fields `rules` drop and any named as `own`, then writes `rules`' fields, rendered
+/// with `values`, and `own`. `TooLarge` when the head as edited has more than [`MAX_HEADERS`]
+/// fields or more than `max_head` bytes: the next hop, with the same limits, would refuse it.
+#[cold]
+#[inline(never)]
+pub fn edit_head(
+    out: &mut Vec<u8>,
+    start: usize,
+    rules: Option<&FieldRules>,
+    own: Option<OwnField<'_>>,
+    values: &Values<'_>,
+    max_head: usize,
+) -> Result<(), HeadError> {
+    // The start line stays; the blank line is written again at the end.
+    let Some(start_line) = memchr::memchr(b'\n', &out[start..]) else {
+        return Ok(());
+    };
+    let fields_end = out.len() - 2;
+    let mut read = start + start_line + 1;
+    let mut kept_to = read;
+    let mut fields = 0;
+    while read < fields_end {
+        let line_end =
+            memchr::memchr(b'\n', &out[read..fields_end]).map_or(fields_end, |at| read + at + 1);
+        let line = &out[read..line_end];
+        let name = &line[..memchr::memchr(b':', line).unwrap_or(line.len())];
+        let dropped = rules.is_some_and(|rules| rules.drops(name))
+            || own.is_some_and(|own| own.name.as_bytes().eq_ignore_ascii_case(name));
+        if !dropped {
+            out.copy_within(read..line_end, kept_to);
+            kept_to += line_end - read;
+            fields += 1;
+        }
+        read = line_end;
+    }
+    out.truncate(kept_to);
+    for line in rules.map_or(&[][..], |rules| &rules.written) {
+        out.extend_from_slice(line.name.as_bytes());
+        out.extend_from_slice(b": ");
+        for part in line.value.parts.iter() {
+            match part {
+                Part::Literal(text) => out.extend_from_slice(text.as_bytes()),
+                Part::Variable(variable) => values.write(*variable, out),
+            }
+        }
+        out.extend_from_slice(b"\r\n");
+        fields += 1;
+    }
+    if let Some(own) = own {
+        out.extend_from_slice(own.name.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(own.value);
+        out.extend_from_slice(b"\r\n");
+        fields += 1;
+    }
+    out.extend_from_slice(b"\r\n");
+    match fields <= MAX_HEADERS && out.len() - start <= max_head {
+        true => Ok(()),
+        false => Err(HeadError::TooLarge),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::headers::{FieldLine, Template};
+
+    fn rules(dropped: &[&str], written: &[(&str, &str)]) -> FieldRules {
+        FieldRules {
+            dropped: dropped.iter().map(|name| Box::from(*name)).collect(),
+            written: written
+                .iter()
+                .map(|(name, value)| FieldLine {
+                    name: Box::from(*name),
+                    value: Template::parse(value).unwrap(),
+                })
+                .collect(),
+            reads_request_head: false,
+        }
+    }
+
+    fn values() -> Values<'static> {
+        Values {
+            client: b"192.0.2.7",
+            client_port: 40312,
+            request_id: b"",
+            host: b"shop.example",
+            path: b"/cart?x=1",
+            method: b"GET",
+            secure: false,
+            route: Some(3),
+            server: b"",
+            tls: None,
+        }
+    }
+
+    fn edited(head: &str, rules: &FieldRules, own: Option<OwnField<'_>>) -> String {
+        let mut out = b"leading bytes".to_vec();
+        out.extend_from_slice(head.as_bytes());
+        edit_head(&mut out, 13, Some(rules), own, &values(), 8192).unwrap();
+        String::from_utf8(out[13..].to_vec()).unwrap()
+    }
+
+    #[test]
+    fn dropped_fields_go_and_written_ones_come_last_with_their_variables() {
+        let rules = rules(
+            &["server", "x-powered-by", "x-client"],
+            &[
+                ("X-Client", "{client}:{client_port}"),
+                (
+                    "X-Seen",
+                    "{method} {scheme}://{host}{path} {route} [{server}] {{}}",
+                ),
+            ],
+        );
+        let head = "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 2\r\nx-powered-by: php\r\nX-Client: forged\r\n\r\n";
+        assert_eq!(
+            edited(head, &rules, None),
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Client: 192.0.2.7:40312\r\n\
+             X-Seen: GET http://shop.example/cart?x=1 route[3] [] {}\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn the_own_field_replaces_any_of_its_name() {
+        let own = OwnField {
+            name: "X-Request-Id",
+            value: b"0123",
+        };
+        let head = "GET / HTTP/1.1\r\nHost: a\r\nx-request-id: forged\r\nAccept: */*\r\n\r\n";
+        assert_eq!(
+            edited(head, &rules(&[], &[]), Some(own)),
+            "GET / HTTP/1.1\r\nHost: a\r\nAccept: */*\r\nX-Request-Id: 0123\r\n\r\n"
+        );
+    }
+
+    #[test]
+    fn a_head_edited_past_the_limits_is_too_large() {
+        let lines: String = (0..MAX_HEADERS).map(|n| format!("X-{n}: v\r\n")).collect();
+        let head = format!("HTTP/1.1 200 OK\r\n{lines}\r\n");
+        let mut out = head.clone().into_bytes();
+        let one_more = rules(&[], &[("X-More", "1")]);
+        let edit = edit_head(&mut out, 0, Some(&one_more), None, &values(), 65536);
+        assert_eq!(edit, Err(HeadError::TooLarge));
+        let mut out = head.into_bytes();
+        let swapped = rules(&["x-0"], &[("X-More", "1")]);
+        assert_eq!(
+            edit_head(&mut out, 0, Some(&swapped), None, &values(), 65536),
+            Ok(())
+        );
+    }
+}

@@ -1,18 +1,23 @@
 //! Header rules and request ids over real sockets: fields set, added and removed towards a
-//! server (with variables: the client's address as `[real_ip]` makes it, the route, host,
-//! scheme), and towards the client (a server's Server and X-Powered-By gone, security fields
+//! server of either protocol (with variables: the client's address as `[real_ip]` makes it, the
+//! route, host, scheme), and towards the client (a server's Server and X-Powered-By gone, security fields
 //! set, a route's HSTS over its listener's), for HTTP/1.1 and HTTP/2 clients and for answers
 //! from the cache; request ids made, unique, kept from a trusted peer and replaced from anyone
 //! else, returned when asked and in the access log; a rule that cannot compile refused on
 //! reload while the old rules keep running.
 
 mod common;
+// Shared with tests/http2_servers.rs, which uses all of it.
+#[allow(dead_code)]
+#[path = "common/h2_server.rs"]
+mod h2_server;
 
 use std::collections::HashSet;
 use std::path::Path;
 use std::time::Duration;
 
 use common::*;
+use h2_server::{H2Options, H2Server};
 
 /// A server that says too much of itself, and echoes nothing but its answer.
 fn chatty_server() -> Mock {
@@ -144,7 +149,8 @@ fn a_route_s_hsts_replaces_its_tls_listener_s() {
 #[test]
 fn an_http2_client_gets_the_answer_s_rules_too() {
     let server = chatty_server();
-    let proxy = behind(&server, RULES, "h2c = true");
+    let rules = format!("{RULES}\n[request_id]\nrespond = true\n");
+    let proxy = behind(&server, &rules, "h2c = true");
     let (status, out) = curl(
         &["--http2-prior-knowledge", "--dump-header", "-"],
         &format!("http://{}/secure/h2", proxy.addr),
@@ -162,6 +168,35 @@ fn an_http2_client_gets_the_answer_s_rules_too() {
     let heads = server.heads();
     assert_eq!(heads[0].header("x-route"), Some("route[0]"));
     assert_eq!(heads[0].header_all("x-via"), ["herdsman"]);
+    // Its id, made, passed on and returned.
+    let id = heads[0].header("x-request-id").expect("an id");
+    assert!(is_made_id(id), "{id}");
+    assert!(text.contains(&format!("x-request-id: {id}\r\n")), "{text}");
+}
+
+#[test]
+fn an_http2_server_gets_the_request_s_rules_too() {
+    let server = H2Server::start(H2Options::default());
+    let text = format!(
+        "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
+         {RULES}\n[request_id]\n\n[[pool]]\nname = \"app\"\nprotocol = \"h2c\"\n\
+         servers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        server.addr
+    );
+    let proxy = Proxy::start_from_file(&text);
+    let mut conn = proxy.connect();
+    let request = b"GET /secure/h2 HTTP/1.1\r\nHost: app.test\r\nX-Debug: 1\r\n\r\n";
+    let response = conn.roundtrip(request);
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.header("x-frame-options"), Some("DENY"));
+    let seen = server.seen.lock().unwrap()[0].clone();
+    assert_eq!(seen.field("x-route"), Some("route[0]"));
+    assert_eq!(seen.field("x-via"), Some("herdsman"));
+    assert_eq!(seen.field("x-debug"), None);
+    assert!(
+        seen.field("x-request-id").is_some_and(is_made_id),
+        "{seen:?}"
+    );
 }
 
 #[test]

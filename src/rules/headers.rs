@@ -70,7 +70,8 @@ impl Values<'_> {
 
 /// A request's host, target and method, copied while its head is at hand for the rules that
 /// render them once it is gone (its answer's, and its own, written after the head is consumed).
-/// The vector keeps its room from one request to the next: a connection allocates it once.
+/// The vector keeps its room from one request to the next: an HTTP/1.1 connection allocates it
+/// once, an HTTP/2 stream (a client of its own) once; only where a config's rules use them.
 #[derive(Debug, Default)]
 pub struct RequestText {
     bytes: Vec<u8>,

@@ -279,6 +279,29 @@ fn request_ids_are_made_unique_passed_on_returned_and_logged() {
 }
 
 #[test]
+fn herdsman_s_own_answers_return_the_id_but_take_no_rules() {
+    let text = format!(
+        "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
+         {RULES}\n[request_id]\nrespond = true\n\n[[route]]\npath_prefix = \"/denied/\"\n\
+         pool = \"app\"\n[route.access]\ndeny = [\"127.0.0.0/8\"]\n\n\
+         [[pool]]\nname = \"app\"\nretries = 0\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
+        refusing_addr()
+    );
+    let proxy = Proxy::start_from_file(&text);
+    for (path, status) in [("/down", 502), ("/denied/x", 403)] {
+        let response = proxy.get(path);
+        assert_eq!(response.status(), status, "{path}");
+        let id = response.header("x-request-id").expect("an id");
+        assert!(is_made_id(id), "{id}");
+        assert!(!response.head.has("x-frame-options"), "{path}");
+        assert!(
+            !response.body_text().is_empty(),
+            "{path}: its body still follows"
+        );
+    }
+}
+
+#[test]
 fn a_trusted_peer_s_request_id_is_kept() {
     let server = Mock::named("a");
     let log = fresh_temp_dir("header-rules-trusted").join("access.log");

@@ -150,6 +150,9 @@ async fn exchange<D: Downstream>(
         // in `out`.
         outcome.ending = Ending::Status(status);
         outcome.rule = facts.rule;
+        if snapshot.edits_heads {
+            header_rules::id_on_own_answer(client, snapshot);
+        }
         let deadline = Moment::now() + snapshot.timeouts.client_idle;
         let sent = client.downstream.send(&client.out, deadline).await;
         let body_unread = facts.body != Body::None;
@@ -963,6 +966,9 @@ pub(super) async fn answer_error<D: Downstream>(
             let head_only = facts.is_some_and(|facts| facts.method == Method::Head);
             write_error_response(status, failure.detail(), head_only, out);
         }
+    }
+    if snapshot.edits_heads {
+        header_rules::id_on_own_answer(client, snapshot);
     }
     let deadline = Moment::now() + snapshot.timeouts.client_idle;
     let _ = client.downstream.send(&client.out, deadline).await;

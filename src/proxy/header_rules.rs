@@ -97,6 +97,37 @@ pub(super) fn edit_answer<D: Downstream>(
     edited.map_err(|_| Failure::BadResponse("response head too large once header rules applied"))
 }
 
+/// herdsman's own answer in `client.out` (an error, a redirect, a 429; its body may follow its
+/// head): the request's id added to its head where `[request_id] respond` asks, so that a client
+/// can name the request that failed. Header rules are not applied to herdsman's own answers.
+#[cold]
+#[inline(never)]
+pub(super) fn id_on_own_answer<D: Downstream>(client: &mut Client<D>, snapshot: &Snapshot) {
+    let asked = snapshot
+        .request_id
+        .as_ref()
+        .filter(|settings| settings.respond);
+    let (Some(settings), false) = (asked, client.request_id.is_empty()) else {
+        return;
+    };
+    let out = &mut client.out;
+    let Some(blank) = out.windows(4).position(|four| four == b"\r\n\r\n") else {
+        return;
+    };
+    // Written in place before the blank line: no line built apart.
+    let (name, id) = (settings.header.as_bytes(), client.request_id.as_bytes());
+    let at = blank + 2;
+    let length = name.len() + 2 + id.len() + 2;
+    let end = out.len();
+    out.resize(end + length, 0);
+    out.copy_within(at..end, at + length);
+    let line = &mut out[at..at + length];
+    line[..name.len()].copy_from_slice(name);
+    line[name.len()..name.len() + 2].copy_from_slice(b": ");
+    line[name.len() + 2..length - 2].copy_from_slice(id);
+    line[length - 2..].copy_from_slice(b"\r\n");
+}
+
 /// What the rules' variables stand for on `client`'s current request.
 fn values<'c, D: Downstream>(
     client: &'c Client<D>,

@@ -6,16 +6,19 @@
 //! are refused with key and line, and a refused reload leaves the limits counting. With a real
 //! `redis-server` (Debian's, started by the test): two herdsman processes sharing a limit let
 //! through its burst over both, and Redis stopped fails open, counted (or, with
-//! `on_redis_error = "deny"`, refuses).
+//! `on_redis_error = "deny"`, refuses); a worker's concurrent requests are checked in Redis
+//! together (pipelined on its one connection), each counted once.
 //!
 //! The rates are one an hour, so nothing refills while a test runs: what is let through is the
 //! burst, whatever the machine's speed.
 
 mod common;
 
-use std::net::SocketAddr;
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
 
 use common::*;
 
@@ -280,10 +283,22 @@ fn start_sharing(
     server: SocketAddr,
     dir: &Path,
     limit: &str,
+    redis: (SocketAddr, &str),
+) -> (ChildGuard, SocketAddr, SocketAddr) {
+    start_sharing_on(2, server, dir, limit, redis)
+}
+
+/// As [`start_sharing`], with `workers` workers.
+fn start_sharing_on(
+    workers: usize,
+    server: SocketAddr,
+    dir: &Path,
+    limit: &str,
     (redis, settings): (SocketAddr, &str),
 ) -> (ChildGuard, SocketAddr, SocketAddr) {
     let (web, admin) = (free_port(), free_port());
     let text = config(server, &dir.join(format!("{web}.log")), "", limit)
+        .replace("workers = 2\n", &format!("workers = {workers}\n"))
         .replace(
             "bind = \"127.0.0.1:0\"\npool",
             &format!("bind = \"127.0.0.1:{web}\"\npool"),
@@ -352,5 +367,85 @@ fn two_processes_share_a_limit_through_redis_and_fail_open_without_it() {
     let deny = (redis_addr, "on_redis_error = \"deny\"\n");
     let (_three, three, _) = start_sharing(server.addr, &dir, limit, deny);
     assert_eq!(status_of(three, "other"), 429);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A relay to `redis` that holds each piece herdsman sends for `delay` before passing it on
+/// (Redis's replies come back at once): a Redis far away. Serves every connection made to it
+/// until the test ends; its address.
+fn slow_relay(redis: SocketAddr, delay: Duration) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = listener.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(redis) else {
+                continue;
+            };
+            let (mut from_client, mut to_server) =
+                (client.try_clone().unwrap(), server.try_clone().unwrap());
+            std::thread::spawn(move || {
+                let mut piece = [0u8; 65536];
+                while let Ok(n @ 1..) = from_client.read(&mut piece) {
+                    std::thread::sleep(delay);
+                    if to_server.write_all(&piece[..n]).is_err() {
+                        break;
+                    }
+                }
+                let _ = to_server.shutdown(std::net::Shutdown::Write);
+            });
+            let (mut from_server, mut to_client) = (server, client);
+            std::thread::spawn(move || std::io::copy(&mut from_server, &mut to_client));
+        }
+    });
+    addr
+}
+
+#[test]
+fn one_workers_concurrent_checks_share_its_redis_connection_and_each_counts_once() {
+    let server = Mock::named("a");
+    let dir = fresh_temp_dir("rate-limit-redis-pipelined");
+    let (_redis, redis_addr) = start_redis();
+    let limit = "rate = \"1/h\"\nburst = 50\nkey = \"header:X-Key\"";
+    // One process near Redis takes 30 of the key's burst of 50.
+    let (_near, near, _) = start_sharing(server.addr, &dir, limit, (redis_addr, ""));
+    for _ in 0..30 {
+        assert_eq!(status_of(near, "shared"), 200);
+    }
+    // Another, one worker, reaches Redis 200 ms away (each way it writes): 80 requests of the
+    // key at once. Its own count lets 50 go to Redis, which lets through the 20 left.
+    let delay = Duration::from_millis(200);
+    let far_redis = (slow_relay(redis_addr, delay), "");
+    let (_far, far, far_admin) = start_sharing_on(1, server.addr, &dir, limit, far_redis);
+    let start = Arc::new(Barrier::new(80));
+    let clients: Vec<_> = (0..80)
+        .map(|_| {
+            let start = Arc::clone(&start);
+            std::thread::spawn(move || {
+                start.wait();
+                status_of(far, "shared")
+            })
+        })
+        .collect();
+    let began = Instant::now();
+    let statuses: Vec<u16> = clients.into_iter().map(|c| c.join().unwrap()).collect();
+    let took = began.elapsed();
+    let passed = statuses.iter().filter(|&&status| status == 200).count();
+    assert_eq!(passed, 20, "the burst's rest, and no more: {statuses:?}");
+    assert!(statuses
+        .iter()
+        .all(|&status| status == 200 || status == 429));
+    // Checks in turn would take 50 delays (10 s); together, the connection's SCRIPT LOAD then
+    // one or two batches of checks: a few delays.
+    assert!(
+        took < Duration::from_secs(4),
+        "80 requests took {took:?}: the checks waited for each other"
+    );
+    let metrics = Conn::connect(far_admin)
+        .roundtrip(&admin_get_request("/metrics"))
+        .body_text();
+    assert!(
+        metrics.contains("herdsman_rate_limit_redis_errors_total{limit=\"route[0]\"} 0"),
+        "{metrics}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

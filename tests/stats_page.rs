@@ -2,7 +2,8 @@
 //! the DevTools protocol (`headless_chrome`), against the herdsman binary with three in-process
 //! mock servers and traffic flowing. The page's own script must fill its tables from the API, show
 //! what `/api/pools` says, draw its chart, show each worker's HTTP/2 connections and streams in
-//! flight, and change a server's state with a button; with a token
+//! flight, list the rate limits with the keys they refused most, and change a server's state with
+//! a button; with a token
 //! configured it must ask for the token in a form and then work the same. A screenshot of each
 //! case is left in `target/` for a person to look at.
 //!
@@ -747,4 +748,62 @@ fn a_caching_pool_s_row_shows_its_hit_ratio() {
     );
     assert_eq!(title, "0 objects, 0 bytes held; 0 evicted");
     assert_no_page_errors(&tab);
+}
+
+#[test]
+fn the_page_lists_the_rate_limits_and_the_keys_they_refused() {
+    let limit = "\n[[route]]\npath_prefix = \"/limited\"\npool = \"app\"\n\
+                 [route.rate_limit]\nrate = \"1/h\"\nburst = 2\nkey = \"header:X-Key\"\n";
+    let herdsman = Herdsman::start_with(None, None, limit);
+    let browser = Chromium::launch();
+    let tab = browser.open(&herdsman.page_url());
+    wait_for(
+        &tab,
+        "document.body.dataset.loaded === '1'",
+        "the page filling its tables",
+    );
+    assert_eq!(
+        eval(&tab, "document.getElementById('limits').hidden"),
+        false
+    );
+    // alice's burst of 2 passes, her next 3 are refused; bob's one passes.
+    let mut conn = Conn::connect(herdsman.web);
+    for (key, status) in [
+        ("alice", 200),
+        ("alice", 200),
+        ("alice", 429),
+        ("alice", 429),
+    ]
+    .into_iter()
+    .chain([("alice", 429), ("bob", 200)])
+    {
+        let response = conn.roundtrip(&get_request("/limited", &format!("X-Key: {key}\r\n")));
+        assert_eq!(response.status(), status, "{key}");
+    }
+    let row = "tr[data-limit=\"route[0]\"]";
+    wait_for(
+        &tab,
+        &format!("document.querySelector('{row} td.top-keys').textContent === 'alice×3'"),
+        "the limit's top key",
+    );
+    let cells = eval(
+        &tab,
+        &format!("[...document.querySelectorAll('{row} td')].map((cell) => cell.textContent)"),
+    );
+    assert_eq!(
+        cells,
+        json!([
+            "route[0]",
+            "1/h",
+            "2",
+            "header:x-key",
+            "3",
+            "3",
+            cells[6],
+            "0",
+            "alice×3"
+        ]),
+    );
+    assert_no_page_errors(&tab);
+    screenshot(&tab, "stats-page-rate-limits.png");
 }

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what `herdsman-bench compare` measures herdsman against and with, from Debian's
 # packages: haproxy, nginx-light and wrk, and fonts-dejavu-core for its plots; varnish for
-# `herdsman-bench cache`; and what the tests check herdsman with: promtool (Debian's prometheus)
-# for the /metrics output, chromium (run headless) for the stats page, strace for the churn
+# `herdsman-bench cache`; caddy and redis-server for `herdsman-bench rules`; and what the tests
+# check herdsman with: promtool (Debian's prometheus) for the /metrics output, chromium (run headless) for the stats page, strace for the churn
 # benchmark's system calls, valgrind for the instruction budget's counts, curl and openssl as TLS
 # clients, h2load (Debian's nghttp2-client) for the tls benchmark's handshakes, and pebble (Let's
 # Encrypt's test CA, with pebble-challtestsrv's DNS) for tests/acme.rs; and Python's grpcio (from
@@ -45,6 +45,9 @@ have pebble && have pebble-challtestsrv || missing+=(pebble)
 # redis-server for tests/rate_limit.rs (two herdsman processes sharing a limit through it, and
 # failing open when it stops).
 have redis-server || missing+=(redis-server)
+# Caddy (Debian's 2.6), the third peer of the rules benchmark's header rules and compression
+# (bench/tests/rules_short.rs).
+have caddy || missing+=(caddy)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
 # (tests/tls_servers.rs checks that they do not trust the test CA).
@@ -59,7 +62,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, varnish, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, redis-server, grpcio, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, varnish, caddy, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, redis-server, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

@@ -55,6 +55,10 @@
 //!   empty-DATA, WINDOW_UPDATE and PRIORITY floods, HPACK abuse, streams never or slowly read):
 //!   the legitimate clients' requests/s and p99 beside each, how herdsman ended it, what reached
 //!   a server
+//! - `rules`       — header rules and a rate limit through herdsman, HAProxy, nginx and Caddy (CPU
+//!   per request, user and kernel apart, requests/s, p50/p99); compression's CPU per MiB and bytes
+//!   out against nginx's gzip and Caddy's encode; a limit counted in Redis, on loopback and 1 ms
+//!   away (issue 42)
 //! - `kit`         — what several experiments share: the backend, the proxies and their stacks,
 //!   processes, /proc, wrk, statistics, paired rounds, Markdown, results files and plots
 
@@ -72,6 +76,7 @@ mod herd;
 mod instructions;
 mod kit;
 mod observability;
+mod rules;
 mod scale;
 mod slow_clients;
 mod slowloris;
@@ -204,6 +209,12 @@ enum Command {
     /// 200 keep-alive connections to one nginx server, 1 and 2 workers: CPU per upload, uploads/s,
     /// p50/p99 and errors, judged against issue 51's targets; writes bench/results/uploads.md.
     Uploads(uploads::UploadsArgs),
+    /// Ten header rules and a rate limit through herdsman, HAProxy, nginx and Caddy, and herdsman
+    /// without them (CPU per request, user and kernel, requests/s, p50/p99); a 592 KiB JSON
+    /// compressed by herdsman's zstd, brotli and gzip, nginx's gzip 1 and 5 and Caddy's encode
+    /// (CPU per MiB, bytes out); a limit counted in Redis on loopback and 1 ms away; judged
+    /// against issue 42's targets; writes bench/results/rules.md.
+    Rules(rules::RulesArgs),
     /// One process of silent TLS connections for `tls-load` (started by it).
     #[command(hide = true)]
     TlsLoadHolder(tls_load::holder::TlsLoadHolderArgs),
@@ -248,6 +259,7 @@ fn main() -> anyhow::Result<()> {
         Command::TlsLoad(args) => tls_load::run(args),
         Command::TlsLoadHolder(args) => tls_load::holder::run(args),
         Command::Uploads(args) => uploads::run(args),
+        Command::Rules(args) => rules::run(args),
         Command::SilentHolder(args) => kit::silent::run(args),
         Command::GuardGroup { group } => kit::process::guard_group(group),
     }

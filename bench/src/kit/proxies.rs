@@ -639,6 +639,16 @@ pub fn haproxy_config(plan: Plan) -> String {
     haproxy_bind_config(plan, "", &one.haproxy_lines(""))
 }
 
+/// `haproxy_config` with `frontend_lines` (each ending in a newline) added to its frontend, after
+/// its own rules: for a benchmark that adds a feature (`rules`' header rules and stick table).
+pub fn haproxy_config_adding(plan: Plan, frontend_lines: &str) -> String {
+    haproxy_config(plan).replacen(
+        "    default_backend backend\n",
+        &format!("{frontend_lines}    default_backend backend\n"),
+        1,
+    )
+}
+
 /// HAProxy's configuration with `bind_options` on its bind line (each option after a blank) and
 /// `backend_lines` in its backend (each ending in a newline; its servers among them).
 fn haproxy_bind_config(plan: Plan, bind_options: &str, backend_lines: &str) -> String {

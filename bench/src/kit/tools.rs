@@ -1,7 +1,7 @@
-//! The outside programs a comparison needs: finding haproxy, nginx, varnishd, wrk, h2load and openssl
-//! (installing the Debian packages when one is missing), building herdsman in this workspace (into
-//! its target/ or the one CARGO_TARGET_DIR names), the herdsman builds asked for as rows
-//! (`--herdsman-bin [LABEL=]PATH`), and asking each its version.
+//! The outside programs a comparison needs: finding haproxy, nginx, varnishd, caddy, redis-server,
+//! wrk, h2load and openssl (installing the Debian packages when one is missing), building herdsman
+//! in this workspace (into its target/ or the one CARGO_TARGET_DIR names), the herdsman builds
+//! asked for as rows (`--herdsman-bin [LABEL=]PATH`), and asking each its version.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -39,6 +39,16 @@ pub const H2LOAD: Tool = Tool {
 pub const VARNISH: Tool = Tool {
     name: "varnishd",
     package: "varnish",
+};
+/// Caddy (Debian's 2.6), a peer for header rules and compression (`rules`).
+pub const CADDY: Tool = Tool {
+    name: "caddy",
+    package: "caddy",
+};
+/// Redis, where `rules` shares a rate limit.
+pub const REDIS: Tool = Tool {
+    name: "redis-server",
+    package: "redis-server",
 };
 /// The command line of OpenSSL: certificates, and `s_time` for handshakes.
 pub const OPENSSL: Tool = Tool {

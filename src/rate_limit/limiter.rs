@@ -30,6 +30,9 @@ pub struct Limiter {
     seed: foldhash::fast::RandomState,
     /// One per worker, indexed by the worker's index.
     workers: Box<[WorkerShare]>,
+    /// With `[rate_limit] redis`: the start of its keys in Redis, written once here rather than
+    /// formatted (two allocations) per check.
+    redis_key_prefix: Box<str>,
 }
 
 /// What one worker counted of a limit: its own cache line, written by that worker alone.
@@ -135,8 +138,23 @@ impl Limiter {
             workers: (0..workers.max(1))
                 .map(|_| WorkerShare::default())
                 .collect(),
+            // The limit's name and rule in the key: instances share a limit only when they
+            // agree on it, and a changed rule starts afresh.
+            redis_key_prefix: format!(
+                "herdsman:rate_limit:{}:{}:{}:{}:",
+                rule.name,
+                rule.rate_text(),
+                rule.burst,
+                rule.key.text()
+            )
+            .into(),
             rule,
         }
+    }
+
+    /// The start of this limit's keys in Redis: `herdsman:rate_limit:NAME:RATE:BURST:KEY:`.
+    pub fn redis_key_prefix(&self) -> &str {
+        &self.redis_key_prefix
     }
 
     /// The time one request costs, in microseconds (GCRA's emission interval).

@@ -231,16 +231,7 @@ impl RedisLink {
 fn write_check(out: &mut Vec<u8>, key_room: &mut Vec<u8>, limiter: &Limiter, key: RequestKey<'_>) {
     let rule = &limiter.rule;
     key_room.clear();
-    // The limit's name and rule in the key: instances share a limit only when they agree on it,
-    // and a changed rule starts afresh.
-    let _ = write!(
-        key_room,
-        "herdsman:rate_limit:{}:{}:{}:{}:",
-        rule.name,
-        rule.rate_text(),
-        rule.burst,
-        rule.key.text()
-    );
+    key_room.extend_from_slice(limiter.redis_key_prefix().as_bytes());
     key.write_full(key_room);
     let (mut interval, mut burst) = ([0u8; 20], [0u8; 10]);
     let interval = decimal(limiter.interval_micros(), &mut interval);

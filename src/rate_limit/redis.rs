@@ -113,6 +113,9 @@ struct Shared {
 struct Queue {
     /// The Redis the connection's task is for, while it runs (connecting or connected).
     task: Option<SocketAddr>,
+    /// Which connection the task is on: one more for each task started, so that a check that
+    /// timed out on an earlier one does not drop a newer one.
+    connection: u64,
     /// The task is to drop its connection: a check timed out on it, or Redis moved.
     drop_connection: bool,
     /// Commands written by checks and not yet sent.
@@ -171,9 +174,10 @@ impl RedisLink {
         key: RequestKey<'_>,
     ) -> Result<Option<u64>, RedisFailure> {
         let deadline = Moment::now() + settings.timeout;
+        let (slot, connection) = self.queue_check(settings, limiter, key)?;
         let mut ticket = Ticket {
             shared: &self.shared,
-            slot: self.queue_check(settings, limiter, key)?,
+            slot,
             settled: false,
         };
         let answer = std::future::poll_fn(|cx| ticket.poll_answer(cx.waker()));
@@ -181,21 +185,24 @@ impl RedisLink {
             Ok(answer) => answer,
             Err(_) => {
                 // What comes on this connection may never come: the next check makes another.
-                self.shared.queue.borrow_mut().drop_connection = true;
-                self.shared.wake.notify_one();
+                let mut queue = self.shared.queue.borrow_mut();
+                if queue.task.is_some() && queue.connection == connection {
+                    queue.drop_connection = true;
+                    self.shared.wake.notify_one();
+                }
                 Err(RedisFailure::Timeout)
             }
         }
     }
 
     /// Writes the check's EVALSHA into the queue, starting the connection's task if none runs:
-    /// the check's slot.
+    /// the check's slot, and the connection it goes on.
     fn queue_check(
         &self,
         settings: &RedisSettings,
         limiter: &Limiter,
         key: RequestKey<'_>,
-    ) -> Result<usize, RedisFailure> {
+    ) -> Result<(usize, u64), RedisFailure> {
         let mut queue = self.shared.queue.borrow_mut();
         if queue.task.is_some_and(|addr| addr != settings.addr) {
             // A reload moved Redis: the old connection goes, and its checks with it.
@@ -218,11 +225,12 @@ impl RedisLink {
         queue.order.push_back(slot);
         if queue.task.is_none() {
             queue.task = Some(settings.addr);
+            queue.connection += 1;
             queue.drop_connection = false;
             tokio::task::spawn_local(run_connection(Rc::clone(&self.shared), *settings));
         }
         self.shared.wake.notify_one();
-        Ok(slot)
+        Ok((slot, queue.connection))
     }
 }
 

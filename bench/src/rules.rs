@@ -223,7 +223,9 @@ impl Bench<'_> {
                     .with_context(|| format!("warming {} up", row.name))?;
             }
         }
-        session.rows.push((part, rows.clone()));
+        if !session.rows.iter().any(|(known, _)| *known == part) {
+            session.rows.push((part, rows.clone()));
+        }
         for round in 1..=self.settings.rounds {
             for index in turn_order(rows.len(), round) {
                 let row = &rows[index];

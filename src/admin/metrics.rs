@@ -24,6 +24,7 @@ use crate::upstream::health::HealthView;
 use crate::upstream::registry::{PoolsView, Registry, ServerView};
 
 use super::exposition::{Buckets, Exposition};
+use super::rule_metrics::RuleAnswers;
 
 /// The content type of the text format.
 pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
@@ -60,6 +61,7 @@ pub fn render(
         failed_reloads,
         descriptors: Descriptors::now(stats),
         rate_limits: rate_limits.views(),
+        rule_answers: RuleAnswers::of(&registry.snapshot_handle().load().rule_counts),
     };
     figures.write()
 }
@@ -117,6 +119,8 @@ struct Figures {
     descriptors: Descriptors,
     /// The rate limits in force.
     rate_limits: Vec<LimitView>,
+    /// The answers of the rules in force.
+    rule_answers: RuleAnswers,
 }
 
 /// The process's descriptors against its budget (`config::descriptors`): in `/metrics` and in
@@ -165,6 +169,7 @@ impl Figures {
         self.write_cache(&mut out);
         self.write_servers(&mut out);
         self.write_rate_limits(&mut out);
+        self.rule_answers.write(&mut out);
         self.write_process(&mut out);
         out.text
     }

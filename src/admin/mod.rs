@@ -47,6 +47,7 @@ mod guard;
 mod metrics;
 mod pools;
 mod routes;
+mod rule_metrics;
 mod socket;
 
 use std::io;

@@ -5,6 +5,7 @@
 //! reload applies and which wait for a restart is decided in `reload_scope.rs`.
 
 pub mod acme;
+pub mod answers;
 mod buffering;
 pub use buffering::{Buffering, RouteBuffering};
 mod cache;
@@ -29,6 +30,7 @@ mod reload_scope;
 pub mod route_index;
 pub mod server_tls;
 mod summary;
+pub mod template;
 pub mod ticket_keys;
 pub mod tls;
 pub mod token;
@@ -437,8 +439,14 @@ pub struct RouteConfig {
     pub host: Option<HostPattern>,
     /// Starts with '/'; matched byte for byte against the start of the request target.
     pub path_prefix: Option<String>,
-    /// Index into `Config::pools`.
-    pub pool: usize,
+    /// Index into `Config::pools`; `None` exactly when the route answers itself (`answer`).
+    pub pool: Option<usize>,
+    /// `[route.redirect]` or `[route.respond]`: the route answers every request it takes, no
+    /// pool involved. Boxed: most routes have none.
+    pub answer: Option<Box<answers::RouteAnswer>>,
+    /// `[route.rewrite]`: the target its server gets instead of the client's (routing, the
+    /// access log and the rules saw the client's). Boxed: most routes have none.
+    pub rewrite: Option<Box<answers::Rewrite>>,
     /// `[route.timeouts]` over `[timeouts]`: a streaming or long-poll endpoint can wait longer
     /// than the rest.
     pub timeouts: ExchangeTimeouts,
@@ -468,7 +476,9 @@ impl RouteConfig {
         RouteConfig {
             host,
             path_prefix: path_prefix.map(str::to_string),
-            pool: 0,
+            pool: Some(0),
+            answer: None,
+            rewrite: None,
             timeouts: Timeouts::default().exchange(),
             buffering: RouteBuffering::default(),
             cache: RouteCache::Pool,

@@ -231,6 +231,39 @@ pub struct RawRoute {
     pub access: Option<Box<Spanned<RawAccess>>>,
     pub compression: Option<Box<Spanned<RawCompression>>>,
     pub headers: Option<Box<Spanned<RawHeaders>>>,
+    pub redirect: Option<Box<Spanned<RawRedirect>>>,
+    pub respond: Option<Box<Spanned<RawRespond>>>,
+    pub rewrite: Option<Box<Spanned<RawRewrite>>>,
+}
+
+/// `[route.redirect]`: the route answers with a redirect built from the request.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRedirect {
+    pub status: Option<Spanned<i64>>,
+    pub to: Option<Spanned<String>>,
+    pub query: Option<Spanned<String>>,
+}
+
+/// `[route.respond]`: the route answers with a fixed response.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRespond {
+    pub status: Option<Spanned<i64>>,
+    pub content_type: Option<Spanned<String>>,
+    pub body: Option<Spanned<String>>,
+    pub body_file: Option<Spanned<String>>,
+    /// Field names and values; written in the order of their names.
+    pub headers: Option<Spanned<std::collections::BTreeMap<String, Spanned<String>>>>,
+}
+
+/// `[route.rewrite]`: the target the route's server is sent.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawRewrite {
+    pub path_prefix: Option<Spanned<String>>,
+    pub path_regex: Option<Spanned<String>>,
+    pub path: Option<Spanned<String>>,
 }
 
 /// `[route.rate_limit]` or `[listener.rate_limit]`: a limit on requests per key.
@@ -638,11 +671,12 @@ mod tests {
     use super::*;
 
     /// 100,000 routes are parsed at once: each field costs 100,000 of it. `cache`,
-    /// `rate_limit`, `when`, `access` and `compression` are boxes (8 bytes each), like
-    /// `timeouts` and `buffering`, as most routes have none; `headers` too.
+    /// `rate_limit`, `when`, `access`, `compression`, `headers`, `redirect`, `respond` and
+    /// `rewrite` are boxes (8 bytes each), like `timeouts` and `buffering`, as most routes have
+    /// none.
     #[test]
     fn a_route_stays_small() {
-        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 200);
+        assert_eq!(std::mem::size_of::<Spanned<RawRoute>>(), 224);
     }
 
     /// The path at the first occurrence of `needle` in `text`.

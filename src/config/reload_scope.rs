@@ -7,7 +7,10 @@
 //! - `[timeouts]`, `[limits]`, `[buffering]`, `[headers]`, `[request_id]`, `[[route]]` and
 //!   `[[pool]]` with everything in them: the workers
 //!   read them from the snapshot, which every reload builds anew from the file
-//!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`.
+//!   (`upstream::snapshot`), and the health checker follows the snapshot's `[pool.health]`. A
+//!   route's `[route.redirect]`, `[route.respond]` (its `body_file` read again by the check) and
+//!   `[route.rewrite]` are in the route; their answer counts are kept while a rule stays at its
+//!   place (`stats::rules`).
 //! - `[[listener]]`s added and removed, and a listener's `bind` (closed and opened anew), `pool`,
 //!   `access_log`, `access_log_format` and `upgrade` (the snapshot's, per listener) and
 //!   `max_connections` (its shared load's limit): see `upstream::registry`.

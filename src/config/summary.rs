@@ -1,7 +1,9 @@
 //! The summary `herdsman check` prints for a valid config.
 
+use super::answers::RouteAnswer;
 use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
 use super::duration::format_duration;
+use super::template::Part;
 use super::{Config, HashKey, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
@@ -45,16 +47,26 @@ pub(super) fn summary(config: &Config) -> String {
     for route in config.routes.iter() {
         let host = route.host_words();
         let path = route.path_prefix.as_deref().unwrap_or("/");
-        let pool = config
-            .pools
-            .get(route.pool)
-            .map_or("?", |pool| pool.name.as_str());
+        let target = match (&route.answer, route.pool) {
+            (Some(answer), _) => answer_words(answer),
+            (None, pool) => {
+                let pool = pool.and_then(|index| config.pools.get(index));
+                format!("pool {}", pool.map_or("?", |pool| pool.name.as_str()))
+            }
+        };
         let when = if route.when.is_some() {
             "  when …"
         } else {
             ""
         };
-        lines.push(format!("route {host}  path {path}*{when}  → pool {pool}"));
+        let rewrite = if route.rewrite.is_some() {
+            "  (target rewritten)"
+        } else {
+            ""
+        };
+        lines.push(format!(
+            "route {host}  path {path}*{when}  → {target}{rewrite}"
+        ));
     }
     for pool in &config.pools {
         let mut balance = BALANCES.word_for(pool.balance).to_string();
@@ -144,6 +156,28 @@ pub(super) fn summary(config: &Config) -> String {
         lines.push(format!("admin {}  {token}", places.join(" and ")));
     }
     lines.join("\n")
+}
+
+/// What a route that answers itself answers, as the summary says it: `redirect 301 to
+/// https://{host}/new/{path_rest}`, `respond 503 (18 bytes)`.
+fn answer_words(answer: &RouteAnswer) -> String {
+    match answer {
+        RouteAnswer::Redirect(redirect) => {
+            let to: String = redirect
+                .to
+                .parts
+                .iter()
+                .map(|part| match part {
+                    Part::Text(text) => text.replace('{', "{{"),
+                    Part::Variable(variable) => format!("{{{}}}", variable.name()),
+                })
+                .collect();
+            format!("redirect {} to {to}", redirect.status)
+        }
+        RouteAnswer::Respond(fixed) => {
+            format!("respond {} ({} bytes)", fixed.status, fixed.body.len())
+        }
+    }
 }
 
 #[cfg(test)]

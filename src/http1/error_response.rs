@@ -127,7 +127,7 @@ pub fn write_acme_http01_answer(
 
 /// Ends an answer's head with its `Content-Length` (and `Connection: close` when `close`), then
 /// appends `body` unless the request was a HEAD.
-fn end_with_body(body: &[u8], head_only: bool, close: bool, out: &mut Vec<u8>) {
+pub fn end_with_body(body: &[u8], head_only: bool, close: bool, out: &mut Vec<u8>) {
     let _ = write!(out, "Content-Length: {}\r\n", body.len());
     if close {
         out.extend_from_slice(b"Connection: close\r\n");

@@ -1,12 +1,15 @@
 //! Answers herdsman writes itself, no pool or server involved: the redirect to HTTPS, an ACME
-//! HTTP-01 token's key authorization, a rate limit's 429, and what the exchange keeps of such a
-//! request.
+//! HTTP-01 token's key authorization, a rate limit's 429, a route's own redirect or fixed
+//! response, and what the exchange keeps of such a request.
 
+use crate::config::answers::RouteAnswer;
 use crate::config::rate_limit::RedisSettings;
 use crate::http1::error_response::{write_acme_http01_answer, write_https_redirect};
 use crate::http1::{Body, Method, Request};
 use crate::rate_limit::answer::write_too_many_requests;
 use crate::rate_limit::{Asked, Refusal};
+use crate::rules::route_answer::{write_fixed_response, write_redirect, AnswerFacts};
+use crate::stats::rules::{Answered, Site};
 use crate::upstream::choice::Choice;
 use crate::upstream::Snapshot;
 
@@ -54,6 +57,41 @@ pub(super) fn answer_acme_http01(
     let (close, head_only) = answer_shape(request);
     write_acme_http01_answer(key_authorization, head_only, close, scratch(out));
     answered_here(snapshot, listener, request, close, 200)
+}
+
+/// A request the route `facts.route` answers itself (`[route.redirect]`, `[route.respond]`):
+/// the answer, written into `out`, counted, and what is kept of the request. The connection
+/// stays as after a redirect.
+pub(super) fn answer_by_route(
+    (context, out): (&ProxyContext, &mut Vec<u8>),
+    snapshot: &Snapshot,
+    listener: usize,
+    request: &Request<'_, '_>,
+    (answer, facts): (&RouteAnswer, &AnswerFacts<'_>),
+) -> RequestFacts {
+    let (close, head_only) = answer_shape(request);
+    let out = scratch(out);
+    let (rule, answered) = match answer {
+        RouteAnswer::Redirect(redirect) => {
+            write_redirect(redirect, request, facts, (head_only, close), out);
+            (Rule::Redirect, Answered::Redirect)
+        }
+        RouteAnswer::Respond(fixed) => {
+            write_fixed_response(fixed, (head_only, close), out);
+            (Rule::Respond, Answered::Respond)
+        }
+    };
+    let site = Site::Route(facts.route);
+    snapshot.rule_counts.count(site, answered, context.index);
+    let kept = answered_here(snapshot, listener, request, close, answer.status());
+    RequestFacts {
+        rule: Some(rule),
+        choice: Choice {
+            route: Some(facts.route),
+            ..kept.choice
+        },
+        ..kept
+    }
 }
 
 /// What is kept of a request herdsman answered itself with `status` (the answer is in `out`).

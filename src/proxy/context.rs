@@ -42,7 +42,7 @@ fn cache_config(snapshot: &Snapshot) -> CacheConfig {
                     .iter()
                     .filter_map(|route| match &route.cache {
                         RouteCache::On(rules) => {
-                            let pool = &snapshot.pools.get(route.pool)?.name;
+                            let pool = &snapshot.pools.get(route.pool?)?.name;
                             Some((format!("{pool} (a route's)"), (**rules).clone()))
                         }
                         _ => None,

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use crate::transport::Moment;
 
 use super::answered_here::{
-    answer_acme_http01, over_rate_limit, over_shared_limit, redirect_to_https,
+    answer_acme_http01, answer_by_route, over_rate_limit, over_shared_limit, redirect_to_https,
 };
 use super::attempt::{send_streaming, send_whole, Sending};
 use super::background;
@@ -37,8 +37,11 @@ use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request
 use crate::rate_limit::Asked;
 use crate::rules;
 use crate::rules::request_id::request_id_of;
+use crate::rules::rewrite::rewritten_target;
+use crate::rules::route_answer::AnswerFacts;
 use crate::stats::cache::CacheOutcome;
 use crate::stats::compression::Skipped;
+use crate::stats::rules::{Answered, Site};
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, Stream};
@@ -348,7 +351,9 @@ async fn read_request<D: Downstream>(
     let timeouts = snapshot.timeouts;
     let logged = snapshot.access_log(listener).is_some();
     let peer = client.peer();
-    let secure = client.downstream.tls().is_some();
+    // Its TLS version and cipher, for a redirect's template (two words: no copy of the rest).
+    let tls = client.downstream.tls().map(|tls| (tls.version, tls.cipher));
+    let secure = tls.is_some();
     let stream = client.downstream.stream_id();
     client.request_log.forget();
     client.request_id.forget();
@@ -405,6 +410,10 @@ async fn read_request<D: Downstream>(
                 }
                 if let Some(access) = snapshot.listener_access(listener) {
                     if !access.admits(address) {
+                        let site = Site::Listener(listener);
+                        snapshot
+                            .rule_counts
+                            .count(site, Answered::Deny, context.index);
                         return Err(Failure::denied(access.refuse));
                     }
                 }
@@ -446,6 +455,11 @@ async fn read_request<D: Downstream>(
                     .and_then(|route| snapshot.routes[route].access.as_deref());
                 if let Some(access) = route_access {
                     if !access.admits(address) {
+                        // `route_access` is only `Some` for a route.
+                        let site = Site::Route(choice.route.unwrap_or_default());
+                        snapshot
+                            .rule_counts
+                            .count(site, Answered::Deny, context.index);
                         return Err(Failure::denied(access.refuse));
                     }
                 }
@@ -476,6 +490,36 @@ async fn read_request<D: Downstream>(
                         client.downstream.received().consume(head_len);
                         return Ok(Some(facts));
                     }
+                }
+                let route = choice.route.map(|index| (index, &snapshot.routes[index]));
+                if let Some((index, answer)) =
+                    route.and_then(|(index, route)| Some((index, route.answer.as_deref()?)))
+                {
+                    let facts = AnswerFacts {
+                        tls,
+                        client: client.address_text.as_bytes(),
+                        client_port: peer.port(),
+                        route: index,
+                        route_prefix: snapshot.routes[index].path_prefix.as_deref(),
+                    };
+                    let out = (context, &mut client.out);
+                    let facts =
+                        answer_by_route(out, snapshot, listener, &request, (answer, &facts));
+                    let head_len = request.head_len;
+                    client.downstream.received().consume(head_len);
+                    return Ok(Some(facts));
+                }
+                // One allocation of the target's size per request a rewrite applies to, only
+                // on routes with `[route.rewrite]`: the server gets it, the access log (captured
+                // above) keeps the client's.
+                let rewritten = route.and_then(|(_, route)| {
+                    let rewrite = route.rewrite.as_deref()?;
+                    let prefix = route.path_prefix.as_deref();
+                    Some(rewritten_target(rewrite, request.forwarded_target, prefix))
+                });
+                let mut request = request;
+                if let Some(target) = &rewritten {
+                    request.forwarded_target = target.as_str();
                 }
                 let upgrades = snapshot.upgrade_protocols(listener);
                 let grpc = request.grpc();

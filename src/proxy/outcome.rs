@@ -49,12 +49,21 @@ pub struct Outcome {
 pub enum Rule {
     /// A rate limit's 429.
     RateLimit,
+    /// A route's `[route.redirect]`.
+    Redirect,
+    /// A route's `[route.respond]`.
+    Respond,
+    /// A listener's or route's `access` refused the client (403, or closed).
+    Deny,
 }
 
 impl Rule {
     pub fn as_str(self) -> &'static str {
         match self {
             Rule::RateLimit => "rate_limit",
+            Rule::Redirect => "redirect",
+            Rule::Respond => "respond",
+            Rule::Deny => "deny",
         }
     }
 }
@@ -79,9 +88,13 @@ impl Outcome {
         }
     }
 
-    /// It failed with `failure`; `mid_body`: while the request body was still coming.
+    /// It failed with `failure`; `mid_body`: while the request body was still coming. An
+    /// access rule's refusal is the rule's answer (`rule=deny`).
     pub(super) fn failed(&mut self, failure: Failure, mid_body: bool) {
         self.ended = failure.ended(mid_body, self.response_started);
+        if matches!(failure, Failure::Forbidden | Failure::Refused) {
+            self.rule = Some(Rule::Deny);
+        }
     }
 
     /// The pool and the server it names, in `snapshot` (the one the exchange ran on).

@@ -13,6 +13,7 @@ pub mod http2;
 pub mod log_every;
 pub mod per_client;
 pub mod procfs;
+pub mod rules;
 pub mod tls;
 pub mod traffic;
 

@@ -44,6 +44,17 @@ pub fn choose(
     meets: impl Fn(&Condition) -> bool,
 ) -> Choice {
     let (pool_index, route) = route(snapshot, listener, request, meets);
+    let Some(pool_index) = pool_index else {
+        // A route that answers itself (`[route.redirect]`, `[route.respond]`): no pool, no
+        // server; the exchange writes its answer.
+        return Choice {
+            pool: snapshot.listener_pools[listener],
+            route,
+            server: None,
+            assign_cookie: false,
+            pinned: false,
+        };
+    };
     let pool = &snapshot.pools[pool_index];
     let chosen = |server, assign_cookie, pinned| Choice {
         pool: pool_index,
@@ -73,7 +84,8 @@ pub fn choose(
 }
 
 /// The pool of the first route whose host and path prefix match and whose condition, if it has
-/// one, the request meets, with that route's index; or else the listener's pool. A route whose
+/// one, the request meets (`None` when that route answers itself), with that route's index; or
+/// else the listener's pool. A route whose
 /// condition fails passes the request to the next route its host and path match (the index
 /// finds it directly: no scan of the routes between).
 fn route(
@@ -81,8 +93,8 @@ fn route(
     listener: usize,
     request: &Request<'_, '_>,
     meets: impl Fn(&Condition) -> bool,
-) -> (usize, Option<usize>) {
-    let by_listener = (snapshot.listener_pools[listener], None);
+) -> (Option<usize>, Option<usize>) {
+    let by_listener = (Some(snapshot.listener_pools[listener]), None);
     if snapshot.routes.is_empty() {
         return by_listener;
     }

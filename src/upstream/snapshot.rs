@@ -23,6 +23,7 @@ use super::load_tree::LoadTree;
 use super::retry_budget::RetryBudget;
 use super::sticky::{write_set_cookie, StickyKey};
 use crate::config::access::{Access, RealIp};
+use crate::config::answers::RouteAnswer;
 use crate::config::server_tls::{PoolTls, ServerTls};
 use crate::config::tls::ListenerTls;
 use crate::config::{
@@ -31,6 +32,7 @@ use crate::config::{
     RouteCache, RouteConfig, RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
 };
 use crate::stats::cache::CacheCounts;
+use crate::stats::rules::{Answered, KeptCounts, RuleCounts, Site};
 use crate::stats::traffic::Traffic;
 
 /// Everything the request path needs to know, as of one generation.
@@ -76,6 +78,9 @@ pub struct Snapshot {
     /// Some header rule or `[request_id]` changes heads: without, a request pays one test for
     /// them on each side.
     pub edits_heads: bool,
+    /// The answers of each route's redirect or fixed response and each access rule's refusals,
+    /// counted; kept across snapshots while the rule is.
+    pub rule_counts: RuleCounts,
     /// Every server id in `pools`: a pooled connection whose server is not here is closed.
     server_ids: HashSet<u64>,
 }
@@ -84,6 +89,8 @@ pub struct Snapshot {
 /// the listener closes, so that the connections it accepted go on as before.
 #[derive(Debug, Clone, Default)]
 pub struct ListenerRules {
+    /// The listener's name (what its rules' counters are labelled with).
+    pub name: String,
     /// Its access log, if it has one.
     pub access_log: Option<AccessLogConfig>,
     /// The protocols its requests may upgrade to.
@@ -103,6 +110,7 @@ pub struct ListenerRules {
 impl ListenerRules {
     pub fn of(listener: &ListenerConfig) -> ListenerRules {
         ListenerRules {
+            name: listener.name.clone(),
             access_log: listener.access_log.clone(),
             upgrade: listener.upgrade.clone(),
             tls: listener.tls.clone(),
@@ -517,6 +525,35 @@ pub struct Lineage {
     pools: HashMap<String, PoolRecord>,
     /// The last snapshot's routes and their index, for the next one if the routes are the same.
     routes: Option<(Arc<Vec<RouteConfig>>, Arc<RouteIndex>)>,
+    /// The rules' answer counts, by site, label and answer.
+    rule_counts: KeptCounts,
+}
+
+/// The rules whose answers are counted: each route's redirect or fixed response, each route's
+/// and listener's access rule. One pass over the routes per snapshot (a reload, an admin
+/// change), none per request.
+fn counted_rules(
+    routes: &[RouteConfig],
+    listeners: &[ListenerRules],
+) -> Vec<(Site, Answered, String)> {
+    let mut rules = Vec::new();
+    for (index, route) in routes.iter().enumerate() {
+        let answered = match route.answer.as_deref() {
+            Some(RouteAnswer::Redirect(_)) => Some(Answered::Redirect),
+            Some(RouteAnswer::Respond(_)) => Some(Answered::Respond),
+            None => None,
+        };
+        let denies = route.access.is_some().then_some(Answered::Deny);
+        for answered in [answered, denies].into_iter().flatten() {
+            rules.push((Site::Route(index), answered, format!("route[{index}]")));
+        }
+    }
+    for (slot, listener) in listeners.iter().enumerate() {
+        if listener.access.is_some() {
+            rules.push((Site::Listener(slot), Answered::Deny, listener.name.clone()));
+        }
+    }
+    rules
 }
 
 /// What is kept of one server from snapshot to snapshot.
@@ -713,7 +750,7 @@ impl Lineage {
                 cache: pool.cache.clone(),
                 caches: pool.cache.is_some()
                     || config.routes.iter().any(|route| {
-                        route.pool == index && matches!(route.cache, RouteCache::On(_))
+                        route.pool == Some(index) && matches!(route.cache, RouteCache::On(_))
                     }),
                 servers,
             });
@@ -724,6 +761,11 @@ impl Lineage {
             .retain(|name, _| config.pools.iter().any(|pool| &pool.name == name));
         let server_ids = self.servers.values().map(|record| record.id).collect();
         let (routes, route_index) = self.routes_for(&config.routes);
+        let rule_counts = RuleCounts::new(
+            counted_rules(&routes, &listener_rules),
+            &mut self.rule_counts,
+            config.workers,
+        );
         Ok(Snapshot {
             generation: self.generation,
             timeouts: config.timeouts,
@@ -754,6 +796,7 @@ impl Lineage {
             edits_heads: config.headers.is_some()
                 || config.request_id.is_some()
                 || config.routes.iter().any(|route| route.headers.is_some()),
+            rule_counts,
             server_ids,
         })
     }

@@ -15,7 +15,7 @@ const KINDS: &str = "method, header, query, cookie, client, all, any, not";
 const TESTS: &str = "present, equals, prefix, matches";
 /// A regex's compiled size at most (the `regex` crate's default is 10 MiB per regex): a condition
 /// is a small pattern, and thousands of routes may carry one.
-const REGEX_SIZE_LIMIT: usize = 1 << 20;
+pub(super) const REGEX_SIZE_LIMIT: usize = 1 << 20;
 
 impl Checker {
     /// `when` at `key` (`route[3].when`); `None` after recording a problem.

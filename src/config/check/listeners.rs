@@ -53,7 +53,12 @@ impl Checker {
                 DEFAULT_BACKLOG,
             ),
             defer_accept: self.defer_accept(table, &listener.defer_accept),
-            pool: self.pool_index(table, &listener.pool, pools),
+            pool: self.pool_index(
+                table,
+                &listener.pool,
+                pools,
+                r#"write the name of a [[pool]], e.g. pool = "app""#,
+            ),
             max_connections: self.integer(
                 &table.key("max_connections"),
                 &listener.max_connections,

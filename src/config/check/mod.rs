@@ -10,6 +10,7 @@
 mod access;
 mod acme;
 mod admin;
+mod answers;
 mod compression;
 mod conditions;
 mod globals;
@@ -405,7 +406,9 @@ mod tests {
                 RouteConfig {
                     host: Some(HostPattern::Subdomains(".example.com".into())),
                     path_prefix: Some("/api/".into()),
-                    pool: 1,
+                    pool: Some(1),
+                    answer: None,
+                    rewrite: None,
                     timeouts: ExchangeTimeouts {
                         backend_response: Duration::from_secs(45),
                         backend_read: Duration::from_secs(60),
@@ -422,7 +425,9 @@ mod tests {
                 RouteConfig {
                     host: Some(HostPattern::Exact("shop.example.com".into())),
                     path_prefix: None,
-                    pool: 2,
+                    pool: Some(2),
+                    answer: None,
+                    rewrite: None,
                     timeouts: ExchangeTimeouts {
                         backend_response: Duration::from_secs(120),
                         backend_read: Duration::from_secs(600),

@@ -1,5 +1,6 @@
 //! `[[route]]`s — the host and path prefix a request must match and the exchange timeouts it may
-//! set apart from `[timeouts]`, the buffering it turns off — and the pool a listener or a route names.
+//! set apart from `[timeouts]`, the buffering it turns off — and the pool a listener or a route
+//! names (what else a route may do with its requests is in `answers.rs`).
 
 use std::sync::Arc;
 
@@ -127,10 +128,17 @@ impl Checker {
                 self.header_rules(&path, raw.get_ref(), top, request_id)
             }
         };
+        let (pool, answer) = self.route_target(table, route, pools);
+        let rewrite = match (&route.rewrite, &answer) {
+            (Some(raw), None) => self.rewrite(table, raw, path_prefix.as_deref()),
+            _ => None,
+        };
         RouteConfig {
             host,
             path_prefix,
-            pool: self.pool_index(table, &route.pool, pools),
+            pool,
+            answer,
+            rewrite,
             timeouts,
             buffering,
             cache,
@@ -145,15 +153,15 @@ impl Checker {
         }
     }
 
-    /// A listener's `pool`: the index in `pools` of the first pool of that name (0, a stand-in,
-    /// when missing or unknown).
+    /// A listener's or route's `pool`: the index in `pools` of the first pool of that name (0,
+    /// a stand-in, when missing or unknown); `how` says how to write one that is missing.
     pub(super) fn pool_index(
         &mut self,
         table: &Table,
         raw: &Option<Spanned<String>>,
         pools: &[Spanned<RawPool>],
+        how: &str,
     ) -> usize {
-        let how = r#"write the name of a [[pool]], e.g. pool = "app""#;
         let Some(reference) = self.required(table, "pool", raw, how) else {
             return 0;
         };

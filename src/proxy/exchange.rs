@@ -372,7 +372,7 @@ async fn read_request<D: Downstream>(
                 }
                 parsed => parsed.map_err(Failure::from_request_head)?,
             };
-            if let Some(request) = parsed {
+            if let Some(mut request) = parsed {
                 #[cfg(feature = "fault-injection")]
                 match request.target {
                     "/__herdsman/panic" => {
@@ -517,7 +517,6 @@ async fn read_request<D: Downstream>(
                     let prefix = route.path_prefix.as_deref();
                     Some(rewritten_target(rewrite, request.forwarded_target, prefix))
                 });
-                let mut request = request;
                 if let Some(target) = &rewritten {
                     request.forwarded_target = target.as_str();
                 }

@@ -52,7 +52,19 @@ pub fn write_redirect(
         "HTTP/1.1 {status} {}\r\nLocation: ",
         reason_phrase(status)
     );
+    let location = out.len();
     write_template(&redirect.to, request, facts, out);
+    // A path made from the request (`/{path_rest}` for `/old//evil.example/`) must not become a
+    // scheme-relative URL (`//evil.example/`, or `/\evil.example/` as browsers read it), which
+    // sends the client to another host: its slashes after the first are dropped.
+    let written_by_config =
+        matches!(redirect.to.parts.first(), Some(Part::Text(text)) if text.starts_with("//"));
+    while !written_by_config
+        && out[location..].starts_with(b"/")
+        && matches!(out.get(location + 1), Some(b'/' | b'\\'))
+    {
+        out.remove(location + 1);
+    }
     let (_, query) = path_and_query(request);
     if redirect.keep_query && !query.is_empty() {
         out.push(if redirect.to_has_query { b'&' } else { b'?' });
@@ -182,6 +194,21 @@ mod tests {
         );
         let bare = "GET /old/ HTTP/1.1\r\nHost: example.com";
         assert_eq!(redirect_of("/new/{path_rest}", true, bare), "/new/");
+        // Never to another host by a doubled slash.
+        let doubled = "GET /old//evil.example/x HTTP/1.1\r\nHost: example.com";
+        assert_eq!(
+            redirect_of("/{path_rest}", true, doubled),
+            "/evil.example/x"
+        );
+        let tripled = "GET /old///evil.example/x HTTP/1.1\r\nHost: example.com";
+        assert_eq!(
+            redirect_of("/{path_rest}", true, tripled),
+            "/evil.example/x"
+        );
+        assert_eq!(
+            redirect_of("{path}", true, "GET //evil.example/ HTTP/1.1\r\nHost: h"),
+            "/evil.example/"
+        );
     }
 
     #[test]

@@ -16,6 +16,7 @@ use crate::config::answers::{
 use crate::config::raw::{RawPool, RawRedirect, RawRespond, RawRewrite, RawRoute};
 use crate::config::template::{Part, Template, Variable};
 use crate::config::token::is_token;
+use crate::config::ConfigProblem;
 
 /// The default `[route.respond] content_type`.
 const DEFAULT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
@@ -79,6 +80,7 @@ impl Checker {
                 ),
             );
         }
+        self.warn_of_tables_without_effect(table, route);
         if let Some(rewrite) = &route.rewrite {
             let key = table.key("rewrite");
             let line = self.lines.line_of(rewrite.span().start);
@@ -89,6 +91,39 @@ impl Checker {
             self.report(&key, Some(line), &message);
         }
         (None, Some(Box::new(answer)))
+    }
+
+    /// A warning for each table of a route that answers itself which only a route with a pool
+    /// uses (its server's timeouts, the buffering and cache of its answers, their compression):
+    /// valid, but it changes nothing.
+    fn warn_of_tables_without_effect(&mut self, table: &Table, route: &RawRoute) {
+        let starts = [
+            (
+                "timeouts",
+                route.timeouts.as_ref().map(|raw| raw.span().start),
+            ),
+            (
+                "buffering",
+                route.buffering.as_ref().map(|raw| raw.span().start),
+            ),
+            ("cache", route.cache.as_ref().map(|raw| raw.span().start)),
+            (
+                "compression",
+                route.compression.as_ref().map(|raw| raw.span().start),
+            ),
+        ];
+        for (field, start) in starts {
+            let Some(start) = start else { continue };
+            let key = table.key(field);
+            self.warnings.push(ConfigProblem {
+                message: format!(
+                    "{key}: {} answers itself, so no server's answer is timed, buffered, cached                      or compressed: [{key}] changes nothing",
+                    table.path
+                ),
+                line: Some(self.lines.line_of(start)),
+                key,
+            });
+        }
     }
 
     /// The table `field` of `table`, which starts at byte `start`: `route[2].redirect`.
@@ -455,6 +490,23 @@ mod tests {
             refusal("[route.respond]\nheaders = { \"Content-Length\" = \"3\" }");
         assert_eq!(key, "route[0].respond.headers.Content-Length");
         assert!(message.contains("framing or hop-by-hop"), "{message}");
+    }
+
+    #[test]
+    fn a_table_only_a_pool_uses_on_a_route_that_answers_itself_is_a_warning() {
+        let text = with_route("[route.respond]\nbody = \"x\"\n[route.cache]\nenabled = false");
+        let config = from_toml(&text, "t").unwrap();
+        assert_eq!(config.warnings.len(), 1, "{:#?}", config.warnings);
+        let warning = &config.warnings[0];
+        assert_eq!(
+            (warning.key.as_str(), warning.line),
+            ("route[0].cache", Some(15))
+        );
+        assert!(
+            warning.message.contains("changes nothing"),
+            "{}",
+            warning.message
+        );
     }
 
     #[test]

@@ -19,10 +19,12 @@
 //! `ended`, `cache`, `rule`, `stream`, `tls`, `cipher`, `sni`, `client_cert`; a missing value is
 //! `null` (`stream` for HTTP/1, the last four on a cleartext connection). An HTTP/2 request's
 //! version is `HTTP/2.0`, and its combined line says `stream=N` after `ended`. A request a rule
-//! answered instead of a server (a rate limit's 429) says which after `ended` and `cache`:
-//! `rule=rate_limit` (combined lines of other requests end as before). Where `[request_id]`
-//! gives requests ids, every line says its own next: `request_id=…` (`-` for a request that
-//! failed before it had one), a `request_id` key in JSON; lines of other configs are unchanged. A combined line of a TLS
+//! answered instead of a server (a rate limit's 429, a route's redirect or fixed response, an
+//! access rule's refusal) says which after `ended` and `cache`: `rule=rate_limit`,
+//! `rule=redirect`, `rule=respond`, `rule=deny` (combined lines of other requests end as
+//! before). Where `[request_id]` gives requests ids, every line says its own next:
+//! `request_id=…` (`-` for a request that failed before it had one), a `request_id` key in JSON;
+//! lines of other configs are unchanged. A combined line of a TLS
 //! connection ends with `tls=TLSv1.3
 //! cipher=TLS13_AES_128_GCM_SHA256 sni=app.example client_cert="CN=alice"` (`-` for no SNI or no
 //! client certificate); a cleartext one ends as before.
@@ -72,7 +74,8 @@ pub struct Entry<'a> {
     /// What the cache did, for a pool that caches (`hit`, `miss`, `uncacheable`); `None`
     /// otherwise.
     pub cache: Option<&'a str>,
-    /// The rule that answered the request instead of a server (`rate_limit`); `None` otherwise.
+    /// The rule that answered the request instead of a server (`rate_limit`, `redirect`,
+    /// `respond`, `deny`); `None` otherwise.
     pub rule: Option<&'a str>,
     /// The request's id, where `[request_id]` gives requests one (empty for a request that
     /// failed before it had one); `None` otherwise.

@@ -3,7 +3,8 @@
 //! route, host, scheme), and towards the client (a server's Server and X-Powered-By gone, security fields
 //! set, a route's HSTS over its listener's), for HTTP/1.1 and HTTP/2 clients and for answers
 //! from the cache; request ids made, unique, kept from a trusted peer and replaced from anyone
-//! else, returned when asked and in the access log; a rule that cannot compile refused on
+//! else, returned when asked (in herdsman's own answers too: errors, a route's redirect, which
+//! may name it, and fixed response) and in the access log; a rule that cannot compile refused on
 //! reload while the old rules keep running.
 
 mod common;
@@ -284,6 +285,10 @@ fn herdsman_s_own_answers_return_the_id_but_take_no_rules() {
         "workers = 1\n\n[[listener]]\nname = \"web\"\nbind = \"127.0.0.1:0\"\npool = \"app\"\n\n\
          {RULES}\n[request_id]\nrespond = true\n\n[[route]]\npath_prefix = \"/denied/\"\n\
          pool = \"app\"\n[route.access]\ndeny = [\"127.0.0.0/8\"]\n\n\
+         [[route]]\npath_prefix = \"/moved/\"\n[route.redirect]\n\
+         to = \"/new/{{path_rest}}?id={{request_id}}\"\n\n\
+         [[route]]\npath_prefix = \"/maintenance\"\n[route.respond]\nstatus = 503\n\
+         body = \"soon\"\n\n\
          [[pool]]\nname = \"app\"\nretries = 0\nservers = [{{ name = \"a\", addr = \"{}\" }}]\n",
         refusing_addr()
     );
@@ -299,6 +304,19 @@ fn herdsman_s_own_answers_return_the_id_but_take_no_rules() {
             "{path}: its body still follows"
         );
     }
+    // A route's own answers too; a redirect may name the id in its Location.
+    let fixed = proxy.get("/maintenance");
+    assert_eq!(fixed.status(), 503);
+    assert!(is_made_id(fixed.header("x-request-id").expect("an id")));
+    assert!(!fixed.head.has("x-frame-options"));
+    assert_eq!(fixed.body_text(), "soon");
+    let moved = proxy.get("/moved/a");
+    assert_eq!(moved.status(), 302);
+    let id = moved.header("x-request-id").expect("an id");
+    assert!(is_made_id(id), "{id}");
+    let location = format!("/new/a?id={id}");
+    assert_eq!(moved.header("location"), Some(location.as_str()));
+    assert!(!moved.head.has("x-frame-options"));
 }
 
 #[test]

@@ -362,7 +362,7 @@ fn herdsman_check_refuses_a_bad_status_regex_or_body_file_with_key_and_line() {
     assert!(output.contains("cannot read it"), "{output}");
     let (_, output) = refused_by_check("to = \"/t{path}\"", "to = \"/t{paht}\"");
     assert!(
-        output.contains("route[3].redirect.to = \"/t{paht}\": no variable {paht}"),
+        output.contains("route[3].redirect.to = \"/t{paht}\": unknown variable {paht}"),
         "{output}"
     );
 }

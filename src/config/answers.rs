@@ -4,7 +4,15 @@
 
 use std::fmt;
 
-use super::template::Template;
+use super::template::{Template, Variable};
+
+/// Whether a redirect's `to` may name `variable`: all the request is known by (`{path}` without
+/// its query), the path after the route's prefix and the query; not `{server}`, as none
+/// answers, nor `{sni}` (the connection's, not at hand while the request's head is read: the
+/// exchange copies only the TLS version and cipher, two static words).
+pub fn redirect_may_name(variable: Variable) -> bool {
+    !matches!(variable, Variable::Server | Variable::Sni)
+}
 
 /// A route's own answer: no pool, no server.
 #[derive(Debug, Clone, PartialEq)]

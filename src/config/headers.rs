@@ -4,123 +4,16 @@
 //! `rules::request_id`.
 
 use super::cidr::AddressSet;
+use super::template::{Template, Variable};
 
-/// A value `{name}` stands for, rendered per request (`rules::headers::Values`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Variable {
-    /// The client's address as herdsman serves it (`[real_ip]` applied).
-    Client,
-    /// The TCP peer's port.
-    ClientPort,
-    /// The request's id (`[request_id]`); empty without one.
-    RequestId,
-    /// The request's Host (an absolute-form target's host).
-    Host,
-    /// The target as received: path and query.
-    Path,
-    Method,
-    /// `http` or `https`.
-    Scheme,
-    /// `route[N]`, the route that took the request; empty when none did.
-    Route,
-    /// The name of the server that answered; response side only (empty on a cached answer).
-    Server,
-    /// The client's TLS version, cipher suite and the name it asked for; empty in cleartext.
-    TlsVersion,
-    TlsCipher,
-    Sni,
-}
-
-impl Variable {
-    /// Every variable, under the name a template writes.
-    pub const NAMES: [(&'static str, Variable); 12] = [
-        ("client", Variable::Client),
-        ("client_port", Variable::ClientPort),
-        ("request_id", Variable::RequestId),
-        ("host", Variable::Host),
-        ("path", Variable::Path),
-        ("method", Variable::Method),
-        ("scheme", Variable::Scheme),
-        ("route", Variable::Route),
-        ("server", Variable::Server),
-        ("tls_version", Variable::TlsVersion),
-        ("tls_cipher", Variable::TlsCipher),
-        ("sni", Variable::Sni),
-    ];
-
-    /// Whether its value comes from the request's head, which is gone by the time the response
-    /// comes (the exchange keeps a copy for the response's rules: `proxy::Client`).
-    pub fn reads_request_head(self) -> bool {
-        matches!(self, Variable::Host | Variable::Path | Variable::Method)
-    }
-}
-
-/// One piece of a field value as written in the config.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    Literal(Box<str>),
-    Variable(Variable),
-}
-
-/// A field value: literal text and variables, in order. Rendering writes each part straight
-/// into the head being written (no allocation).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
-    pub parts: Box<[Part]>,
-}
-
-impl Template {
-    /// Reads `text`: `{name}` is a variable, `{{` a literal `{` (and `}}` a literal `}`).
-    /// The error says what is wrong, for the check to name with the key.
-    pub fn parse(text: &str) -> Result<Template, String> {
-        let mut parts = Vec::new();
-        let mut literal = String::new();
-        let mut rest = text;
-        while let Some(at) = rest.find(['{', '}']) {
-            literal.push_str(&rest[..at]);
-            let brace = rest.as_bytes()[at];
-            let after = &rest[at + 1..];
-            if after.as_bytes().first() == Some(&brace) {
-                literal.push(char::from(brace));
-                rest = &after[1..];
-                continue;
-            }
-            if brace == b'}' {
-                return Err("a '}' that closes nothing; write '}}' for a literal one".into());
-            }
-            let Some(end) = after.find('}') else {
-                return Err("a '{' without its '}'; write '{{' for a literal one".into());
-            };
-            let name = &after[..end];
-            let Some((_, variable)) = Variable::NAMES.iter().find(|(known, _)| *known == name)
-            else {
-                let known: Vec<&str> = Variable::NAMES.iter().map(|(name, _)| *name).collect();
-                return Err(format!(
-                    "unknown variable {{{name}}}; known: {}",
-                    known.join(", ")
-                ));
-            };
-            if !literal.is_empty() {
-                parts.push(Part::Literal(std::mem::take(&mut literal).into_boxed_str()));
-            }
-            parts.push(Part::Variable(*variable));
-            rest = &after[end + 1..];
-        }
-        literal.push_str(rest);
-        if !literal.is_empty() {
-            parts.push(Part::Literal(literal.into_boxed_str()));
-        }
-        Ok(Template {
-            parts: parts.into_boxed_slice(),
-        })
-    }
-
-    /// The variables it uses.
-    pub fn variables(&self) -> impl Iterator<Item = Variable> + '_ {
-        self.parts.iter().filter_map(|part| match part {
-            Part::Variable(variable) => Some(*variable),
-            Part::Literal(_) => None,
-        })
+/// Whether a field value may name `variable`, towards servers or (`towards_clients`) towards
+/// clients: `{server}` only towards clients, once a server answered; not `{path_rest}` or
+/// `{query}`, a redirect's.
+pub fn field_may_name(variable: Variable, towards_clients: bool) -> bool {
+    match variable {
+        Variable::Server => towards_clients,
+        Variable::PathRest | Variable::Query => false,
+        _ => true,
     }
 }
 
@@ -215,37 +108,11 @@ pub struct RequestIdSettings {
 mod tests {
     use super::*;
 
-    fn literal(text: &str) -> Part {
-        Part::Literal(text.into())
-    }
-
-    #[test]
-    fn a_template_is_literals_and_variables() {
-        let template = Template::parse("for={client}:{client_port}; {{x}} {route}").unwrap();
-        assert_eq!(
-            &*template.parts,
-            &[
-                literal("for="),
-                Part::Variable(Variable::Client),
-                literal(":"),
-                Part::Variable(Variable::ClientPort),
-                literal("; {x} "),
-                Part::Variable(Variable::Route),
-            ]
-        );
-        assert!(Template::parse("").unwrap().parts.is_empty());
-        assert!(Template::parse("{nope}")
-            .unwrap_err()
-            .starts_with("unknown variable {nope}"));
-        assert!(Template::parse("{client").is_err());
-        assert!(Template::parse("a}b").is_err());
-    }
-
     #[test]
     fn a_route_s_rules_go_over_the_top_level_s() {
         let line = |name: &str, value: &str| FieldLine {
             name: name.into(),
-            value: Template::parse(value).unwrap(),
+            value: Template::parse(value, |variable| field_may_name(variable, true)).unwrap(),
         };
         let top = FieldRules {
             dropped: vec!["x-frame-options".into(), "server".into()].into(),

@@ -3,7 +3,6 @@
 use super::answers::RouteAnswer;
 use super::check::{ACCESS_LOG_FORMATS, BALANCES, INTAKE_MODES, LOG_LEVELS};
 use super::duration::format_duration;
-use super::template::Part;
 use super::{Config, HashKey, ServerState};
 
 /// What `herdsman check` prints for a valid config: workers and the log level, then each
@@ -163,16 +162,7 @@ pub(super) fn summary(config: &Config) -> String {
 fn answer_words(answer: &RouteAnswer) -> String {
     match answer {
         RouteAnswer::Redirect(redirect) => {
-            let to: String = redirect
-                .to
-                .parts
-                .iter()
-                .map(|part| match part {
-                    Part::Text(text) => text.replace('{', "{{"),
-                    Part::Variable(variable) => format!("{{{}}}", variable.name()),
-                })
-                .collect();
-            format!("redirect {} to {to}", redirect.status)
+            format!("redirect {} to {}", redirect.status, redirect.to)
         }
         RouteAnswer::Respond(fixed) => {
             format!("respond {} ({} bytes)", fixed.status, fixed.body.len())

@@ -1,165 +1,254 @@
-//! Templates in values built from the request (`{host}`, `{path_rest}`, …): compiled at load into
-//! literal text and variables, so that a request writes one without parsing or allocating.
+//! Templates in values built from the request — a header rule's value (`{client}`), a redirect's
+//! `to` (`https://{host}/new/{path_rest}`): one parser of `{name}` and `{{`, one set of
+//! variables, compiled at load into literal text and variables so that a request writes one
+//! without parsing or allocating (`rules::template` renders them). Each use says which variables
+//! it allows (`config::headers`, `config::answers`); a template naming another is refused.
 
 use std::fmt;
 
-/// A value with `{name}` variables, compiled: `https://{host}/new/{path_rest}` is the text
-/// `https://`, the variable `host`, the text `/new/`, the variable `path_rest`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Template {
-    pub parts: Box<[Part]>,
-}
-
-/// One piece of a [`Template`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Part {
-    /// Written as it is (`{{` in the config is one `{` here).
-    Text(Box<str>),
-    Variable(Variable),
-}
-
-/// What a template may name, written `{name}`.
+/// A value `{name}` stands for, rendered per request (`rules::template::Values`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Variable {
+    /// The client's address as herdsman serves it (`[real_ip]` applied).
+    Client,
+    /// The TCP peer's port.
+    ClientPort,
+    /// The request's id (`[request_id]`); empty without one.
+    RequestId,
+    /// The request's host as the client named it (an absolute-form target's, else Host's), port
+    /// included if it gave one.
+    Host,
+    /// The request's path: in a header value the target as received (its query included); in a
+    /// redirect without its query, which the redirect places itself (`{query}`, `query`).
+    Path,
+    /// The path after the route's `path_prefix` (after its first `/` when the route has none);
+    /// redirects only.
+    PathRest,
+    /// The request's query, without its `?`; empty when it has none. Redirects only.
+    Query,
+    Method,
     /// `http` or `https`: how the client reached herdsman.
     Scheme,
-    /// The request's host as the client named it (an absolute-form target's, else Host's),
-    /// port included if it gave one.
-    Host,
-    /// The request's path, without its query.
-    Path,
-    /// The path after the route's `path_prefix` (after its `/` when the route has none).
-    PathRest,
-    /// The request's query, without its `?`; empty when it has none.
-    Query,
-    /// The request's method.
-    Method,
-    /// The client's address as herdsman sees it (`[real_ip]` applied).
-    Client,
-    /// The port the client's connection comes from.
-    ClientPort,
-    /// The route that took the request: `route[N]`, N its index in the file.
+    /// `route[N]`, the route that took the request (N its index in the file); empty when none
+    /// did.
     Route,
-    /// The TLS version (`TLSv1.3`); empty when not TLS.
+    /// The name of the server that answered; answers from servers only (empty on a cached one).
+    Server,
+    /// The client's TLS version (`TLSv1.3`), cipher suite and the name it asked for; empty in
+    /// cleartext.
     TlsVersion,
-    /// The TLS cipher suite; empty when not TLS.
     TlsCipher,
+    Sni,
 }
 
 impl Variable {
-    const ALL: [(&'static str, Variable); 11] = [
-        ("scheme", Variable::Scheme),
+    /// Every variable, under the name a template writes.
+    pub const NAMES: [(&'static str, Variable); 14] = [
+        ("client", Variable::Client),
+        ("client_port", Variable::ClientPort),
+        ("request_id", Variable::RequestId),
         ("host", Variable::Host),
         ("path", Variable::Path),
         ("path_rest", Variable::PathRest),
         ("query", Variable::Query),
         ("method", Variable::Method),
-        ("client", Variable::Client),
-        ("client_port", Variable::ClientPort),
+        ("scheme", Variable::Scheme),
         ("route", Variable::Route),
+        ("server", Variable::Server),
         ("tls_version", Variable::TlsVersion),
         ("tls_cipher", Variable::TlsCipher),
+        ("sni", Variable::Sni),
     ];
-
-    fn named(name: &str) -> Option<Variable> {
-        Variable::ALL
-            .iter()
-            .find(|(word, _)| *word == name)
-            .map(|&(_, variable)| variable)
-    }
 
     /// The name a template writes it by.
     pub fn name(self) -> &'static str {
-        Variable::ALL
+        Variable::NAMES
             .iter()
             .find(|(_, variable)| *variable == self)
-            .map_or("?", |(word, _)| word)
+            .map_or("?", |(name, _)| name)
+    }
+
+    /// Whether its value comes from the request's head, which is gone by the time the response
+    /// comes (the exchange keeps a copy for the response's rules: `proxy::Client`).
+    pub fn reads_request_head(self) -> bool {
+        matches!(
+            self,
+            Variable::Host
+                | Variable::Path
+                | Variable::PathRest
+                | Variable::Query
+                | Variable::Method
+        )
     }
 }
 
-/// Why a template was refused.
+/// One piece of a [`Template`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Part {
+    /// Written as it is (`{{` in the config is one `{` here, `}}` one `}`).
+    Literal(Box<str>),
+    Variable(Variable),
+}
+
+/// A value with `{name}` variables, compiled: `https://{host}/new/{path_rest}` is the text
+/// `https://`, the variable `host`, the text `/new/`, the variable `path_rest`. Rendering writes
+/// each part straight into the head being written (no allocation).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Template {
+    pub parts: Box<[Part]>,
+}
+
+/// Why a template was refused; the check names the key with it. `known`: the variables its use
+/// allows, for the message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TemplateError {
+    /// A byte no field value may hold: CR, LF, NUL or another control character but tab.
+    ControlCharacter,
     /// A `{` without its `}`.
     Unclosed,
+    /// A `}` that closes no `{`.
+    StrayClose,
     /// `{}` or a name that is not lowercase letters, digits and `_`.
-    Malformed(String),
+    Malformed { name: String, known: String },
     /// A well-formed name no variable has.
-    Unknown(String),
-    /// A byte no header value may hold (CR, LF, NUL).
-    ControlCharacter,
+    Unknown { name: String, known: String },
+    /// A variable its use does not allow.
+    NotHere { variable: Variable, known: String },
 }
 
 impl fmt::Display for TemplateError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let known = Variable::ALL
-            .iter()
-            .map(|(word, _)| *word)
-            .collect::<Vec<_>>()
-            .join(", ");
         match self {
-            TemplateError::Unclosed => {
-                f.write_str("a '{' without its '}' (write {{ for a '{' of its own)")
+            TemplateError::ControlCharacter => {
+                f.write_str("a field value cannot hold CR, LF, NUL or another control character")
             }
-            TemplateError::Malformed(name) => write!(
+            TemplateError::Unclosed => {
+                f.write_str("a '{' without its '}'; write '{{' for a literal one")
+            }
+            TemplateError::StrayClose => {
+                f.write_str("a '}' that closes nothing; write '}}' for a literal one")
+            }
+            TemplateError::Malformed { name, known } => write!(
                 f,
-                "{{{name}}} is no variable name (lowercase letters, digits and _): variables are \
+                "{{{name}}} is no variable name (lowercase letters, digits and _); known here: \
                  {known}"
             ),
-            TemplateError::Unknown(name) => {
-                write!(f, "no variable {{{name}}}: variables are {known}")
+            TemplateError::Unknown { name, known } => {
+                write!(f, "unknown variable {{{name}}}; known here: {known}")
             }
-            TemplateError::ControlCharacter => f.write_str("holds a CR, LF or NUL"),
+            TemplateError::NotHere { variable, known } => write!(
+                f,
+                "{{{}}} is not known here; known here: {known}",
+                variable.name()
+            ),
         }
     }
 }
 
 impl Template {
-    /// Compiles `text`: `{name}` is a variable, `{{` a `{`.
-    pub fn compile(text: &str) -> Result<Template, TemplateError> {
-        if text.bytes().any(|b| matches!(b, b'\r' | b'\n' | 0)) {
+    /// Reads `text`: `{name}` is a variable, which its use must allow (`allows`); `{{` is a
+    /// literal `{` and `}}` a literal `}`.
+    pub fn parse(text: &str, allows: impl Fn(Variable) -> bool) -> Result<Template, TemplateError> {
+        // Only for a refusal's message.
+        let known = || {
+            let names = Variable::NAMES
+                .iter()
+                .filter(|(_, variable)| allows(*variable));
+            names.map(|(name, _)| *name).collect::<Vec<_>>().join(", ")
+        };
+        if text.chars().any(|c| c.is_control() && c != '\t') {
             return Err(TemplateError::ControlCharacter);
         }
         let mut parts = Vec::new();
         let mut literal = String::new();
         let mut rest = text;
-        while let Some(open) = rest.find('{') {
-            literal.push_str(&rest[..open]);
-            let after = &rest[open + 1..];
-            if let Some(escaped) = after.strip_prefix('{') {
-                literal.push('{');
-                rest = escaped;
+        while let Some(at) = rest.find(['{', '}']) {
+            literal.push_str(&rest[..at]);
+            let brace = rest.as_bytes()[at];
+            let after = &rest[at + 1..];
+            if after.as_bytes().first() == Some(&brace) {
+                literal.push(char::from(brace));
+                rest = &after[1..];
                 continue;
             }
-            let close = after.find('}').ok_or(TemplateError::Unclosed)?;
-            let name = &after[..close];
+            if brace == b'}' {
+                return Err(TemplateError::StrayClose);
+            }
+            let end = after.find('}').ok_or(TemplateError::Unclosed)?;
+            let name = &after[..end];
             let well_formed = !name.is_empty()
                 && name
                     .bytes()
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_');
-            if !well_formed {
-                return Err(TemplateError::Malformed(name.to_string()));
-            }
-            let variable =
-                Variable::named(name).ok_or_else(|| TemplateError::Unknown(name.to_string()))?;
+            let found = Variable::NAMES.iter().find(|(known, _)| *known == name);
+            let name = name.to_string();
+            let variable = match (well_formed, found) {
+                (false, _) => {
+                    return Err(TemplateError::Malformed {
+                        name,
+                        known: known(),
+                    })
+                }
+                (true, None) => {
+                    return Err(TemplateError::Unknown {
+                        name,
+                        known: known(),
+                    })
+                }
+                (true, Some(&(_, variable))) if !allows(variable) => {
+                    return Err(TemplateError::NotHere {
+                        variable,
+                        known: known(),
+                    });
+                }
+                (true, Some(&(_, variable))) => variable,
+            };
             if !literal.is_empty() {
-                parts.push(Part::Text(std::mem::take(&mut literal).into()));
+                parts.push(Part::Literal(std::mem::take(&mut literal).into_boxed_str()));
             }
             parts.push(Part::Variable(variable));
-            rest = &after[close + 1..];
+            rest = &after[end + 1..];
         }
         literal.push_str(rest);
         if !literal.is_empty() {
-            parts.push(Part::Text(literal.into()));
+            parts.push(Part::Literal(literal.into_boxed_str()));
         }
         Ok(Template {
-            parts: parts.into(),
+            parts: parts.into_boxed_slice(),
+        })
+    }
+
+    /// An empty template: a stand-in for one refused.
+    pub fn empty() -> Template {
+        Template {
+            parts: Box::default(),
+        }
+    }
+
+    /// The variables it uses.
+    pub fn variables(&self) -> impl Iterator<Item = Variable> + '_ {
+        self.parts.iter().filter_map(|part| match part {
+            Part::Variable(variable) => Some(*variable),
+            Part::Literal(_) => None,
         })
     }
 
     /// Whether it names `variable`.
     pub fn names(&self, variable: Variable) -> bool {
-        self.parts.contains(&Part::Variable(variable))
+        self.variables().any(|each| each == variable)
+    }
+}
+
+/// Written as the config would write it (braces doubled), for `herdsman check`'s summary.
+impl fmt::Display for Template {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for part in self.parts.iter() {
+            match part {
+                Part::Literal(text) => f.write_str(&text.replace('{', "{{").replace('}', "}}"))?,
+                Part::Variable(variable) => write!(f, "{{{}}}", variable.name())?,
+            }
+        }
+        Ok(())
     }
 }
 
@@ -167,43 +256,79 @@ impl Template {
 mod tests {
     use super::*;
 
-    #[test]
-    fn text_and_variables_alternate_and_braces_escape() {
-        let template = Template::compile("https://{host}/new/{path_rest}?a={{b}").unwrap();
-        assert_eq!(
-            &*template.parts,
-            [
-                Part::Text("https://".into()),
-                Part::Variable(Variable::Host),
-                Part::Text("/new/".into()),
-                Part::Variable(Variable::PathRest),
-                Part::Text("?a={b}".into()),
-            ]
-        );
-        assert!(template.names(Variable::Host));
-        assert!(!template.names(Variable::Query));
+    /// A use that allows these.
+    fn some(variable: Variable) -> bool {
+        matches!(
+            variable,
+            Variable::Client
+                | Variable::ClientPort
+                | Variable::Host
+                | Variable::PathRest
+                | Variable::Route
+        )
+    }
+
+    fn literal(text: &str) -> Part {
+        Part::Literal(text.into())
     }
 
     #[test]
-    fn unknown_malformed_and_unclosed_names_are_refused() {
+    fn literals_and_variables_alternate_and_braces_escape() {
+        let template = Template::parse("for={client}:{client_port}; {{x}} {route}", some).unwrap();
         assert_eq!(
-            Template::compile("/{hots}"),
-            Err(TemplateError::Unknown("hots".into()))
+            &*template.parts,
+            &[
+                literal("for="),
+                Part::Variable(Variable::Client),
+                literal(":"),
+                Part::Variable(Variable::ClientPort),
+                literal("; {x} "),
+                Part::Variable(Variable::Route),
+            ]
         );
+        assert!(template.names(Variable::Route));
+        assert!(!template.names(Variable::Host));
         assert_eq!(
-            Template::compile("/{Host}"),
-            Err(TemplateError::Malformed("Host".into()))
+            template.to_string(),
+            "for={client}:{client_port}; {{x}} {route}"
         );
+        assert!(Template::parse("", some).unwrap().parts.is_empty());
+    }
+
+    #[test]
+    fn unknown_malformed_unclosed_and_unallowed_names_are_refused() {
+        let unknown = Template::parse("/{hots}", some).unwrap_err();
         assert_eq!(
-            Template::compile("/{}"),
-            Err(TemplateError::Malformed(String::new()))
+            unknown.to_string(),
+            "unknown variable {hots}; known here: client, client_port, host, path_rest, route"
         );
-        assert_eq!(Template::compile("/{host"), Err(TemplateError::Unclosed));
+        assert!(matches!(
+            Template::parse("/{Host}", some),
+            Err(TemplateError::Malformed { .. })
+        ));
+        assert!(matches!(
+            Template::parse("/{}", some),
+            Err(TemplateError::Malformed { .. })
+        ));
         assert_eq!(
-            Template::compile("/a\r\nSet-Cookie: x"),
+            Template::parse("/{host", some),
+            Err(TemplateError::Unclosed)
+        );
+        assert_eq!(Template::parse("a}b", some), Err(TemplateError::StrayClose));
+        assert_eq!(
+            Template::parse("/a\r\nSet-Cookie: x", some),
             Err(TemplateError::ControlCharacter)
         );
-        let message = TemplateError::Unknown("hots".into()).to_string();
-        assert!(message.starts_with("no variable {hots}: variables are scheme, host"));
+        let not_here = Template::parse("{server}", some).unwrap_err();
+        assert!(matches!(
+            not_here,
+            TemplateError::NotHere {
+                variable: Variable::Server,
+                ..
+            }
+        ));
+        assert!(not_here
+            .to_string()
+            .starts_with("{server} is not known here"));
     }
 }

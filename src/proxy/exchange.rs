@@ -499,6 +499,7 @@ async fn read_request<D: Downstream>(
                         tls,
                         client: client.address_text.as_bytes(),
                         client_port: peer.port(),
+                        request_id: client.request_id.as_bytes(),
                         route: index,
                         route_prefix: snapshot.routes[index].path_prefix.as_deref(),
                     };

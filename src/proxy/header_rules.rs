@@ -9,7 +9,8 @@ use super::failure::Failure;
 use super::Client;
 use crate::config::headers::HeaderRules;
 use crate::http1::Request;
-use crate::rules::headers::{edit_head, OwnField, RequestText, Values};
+use crate::rules::headers::{edit_head, OwnField, RequestText};
+use crate::rules::template::Values;
 use crate::upstream::Snapshot;
 
 /// Largest answer head the rules may make (a server's is held to the same, `respond.rs`).
@@ -141,10 +142,16 @@ fn values<'c, D: Downstream>(
         request_id: client.request_id.as_bytes(),
         host: client.request_text.host(),
         path: client.request_text.path(),
+        path_rest: b"",
+        query: b"",
         method: client.request_text.method(),
         secure: tls.is_some(),
         route,
         server,
-        tls,
+        tls_version: tls.map_or("", |tls| tls.version),
+        tls_cipher: tls.map_or("", |tls| tls.cipher),
+        sni: tls
+            .and_then(|tls| tls.server_name.as_deref())
+            .unwrap_or_default(),
     }
 }

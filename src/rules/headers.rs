@@ -6,67 +6,9 @@
 //! client of either (both are HTTP/1.1 bytes at this point: `http2::` maps them), proxied or
 //! from the cache.
 
-use crate::config::headers::{FieldRules, Part, Variable};
+use super::template::Values;
+use crate::config::headers::FieldRules;
 use crate::http1::{HeadError, MAX_HEADERS};
-use crate::transport::TlsFacts;
-
-/// What a template's variables stand for, for one request.
-#[derive(Clone, Copy)]
-pub struct Values<'a> {
-    /// The client's address as herdsman serves it (`[real_ip]` applied), as text.
-    pub client: &'a [u8],
-    /// The TCP peer's port.
-    pub client_port: u16,
-    /// The request's id; empty without one.
-    pub request_id: &'a [u8],
-    pub host: &'a [u8],
-    /// The target as received.
-    pub path: &'a [u8],
-    pub method: &'a [u8],
-    /// It came over TLS.
-    pub secure: bool,
-    /// The route that took it.
-    pub route: Option<usize>,
-    /// The server that answered; empty on the request side and for a cached answer.
-    pub server: &'a [u8],
-    pub tls: Option<&'a TlsFacts>,
-}
-
-impl Values<'_> {
-    /// Appends `variable`'s value.
-    fn write(&self, variable: Variable, out: &mut Vec<u8>) {
-        match variable {
-            Variable::Client => out.extend_from_slice(self.client),
-            Variable::ClientPort => write_decimal(u64::from(self.client_port), out),
-            Variable::RequestId => out.extend_from_slice(self.request_id),
-            Variable::Host => out.extend_from_slice(self.host),
-            Variable::Path => out.extend_from_slice(self.path),
-            Variable::Method => out.extend_from_slice(self.method),
-            Variable::Scheme => out.extend_from_slice(match self.secure {
-                true => b"https",
-                false => b"http",
-            }),
-            Variable::Route => {
-                if let Some(route) = self.route {
-                    out.extend_from_slice(b"route[");
-                    write_decimal(route as u64, out);
-                    out.push(b']');
-                }
-            }
-            Variable::Server => out.extend_from_slice(self.server),
-            Variable::TlsVersion => {
-                out.extend_from_slice(self.tls.map_or("", |tls| tls.version).as_bytes())
-            }
-            Variable::TlsCipher => {
-                out.extend_from_slice(self.tls.map_or("", |tls| tls.cipher).as_bytes())
-            }
-            Variable::Sni => {
-                let name = self.tls.and_then(|tls| tls.server_name.as_deref());
-                out.extend_from_slice(name.unwrap_or_default().as_bytes());
-            }
-        }
-    }
-}
 
 /// A request's host, target and method, copied while its head is at hand for the rules that
 /// render them once it is gone (its answer's, and its own, written after the head is consumed).
@@ -107,22 +49,6 @@ impl RequestText {
     pub fn method(&self) -> &[u8] {
         &self.bytes[self.path_end..]
     }
-}
-
-/// `value` in decimal, appended.
-fn write_decimal(value: u64, out: &mut Vec<u8>) {
-    let mut digits = [0u8; 20];
-    let mut at = digits.len();
-    let mut rest = value;
-    loop {
-        at -= 1;
-        digits[at] = b'0' + (rest % 10) as u8;
-        rest /= 10;
-        if rest == 0 {
-            break;
-        }
-    }
-    out.extend_from_slice(&digits[at..]);
 }
 
 /// A field herdsman writes beside the rules, whose name it owns: a request's id.
@@ -172,12 +98,7 @@ pub fn edit_head(
     for line in rules.map_or(&[][..], |rules| &rules.written) {
         out.extend_from_slice(line.name.as_bytes());
         out.extend_from_slice(b": ");
-        for part in line.value.parts.iter() {
-            match part {
-                Part::Literal(text) => out.extend_from_slice(text.as_bytes()),
-                Part::Variable(variable) => values.write(*variable, out),
-            }
-        }
+        values.render(&line.value, out);
         out.extend_from_slice(b"\r\n");
         fields += 1;
     }
@@ -198,7 +119,8 @@ pub fn edit_head(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::config::headers::{FieldLine, Template};
+    use crate::config::headers::{field_may_name, FieldLine};
+    use crate::config::template::Template;
 
     fn rules(dropped: &[&str], written: &[(&str, &str)]) -> FieldRules {
         FieldRules {
@@ -207,7 +129,8 @@ mod tests {
                 .iter()
                 .map(|(name, value)| FieldLine {
                     name: Box::from(*name),
-                    value: Template::parse(value).unwrap(),
+                    value: Template::parse(value, |variable| field_may_name(variable, true))
+                        .unwrap(),
                 })
                 .collect(),
             reads_request_head: false,
@@ -221,11 +144,15 @@ mod tests {
             request_id: b"",
             host: b"shop.example",
             path: b"/cart?x=1",
+            path_rest: b"",
+            query: b"",
             method: b"GET",
             secure: false,
             route: Some(3),
             server: b"",
-            tls: None,
+            tls_version: "",
+            tls_cipher: "",
+            sni: "",
         }
     }
 

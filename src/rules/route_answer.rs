@@ -5,12 +5,14 @@
 
 use std::io::Write;
 
+use super::template::Values;
 use crate::config::answers::{reason_phrase, FixedResponse, Redirect};
-use crate::config::template::{Part, Template, Variable};
+use crate::config::template::Part;
 use crate::http1::error_response::end_with_body;
 use crate::http1::Request;
 
-/// What a template may name beyond the request's head: the connection and the route.
+/// What a template may name beyond the request's head: the connection, the request's id and the
+/// route.
 pub struct AnswerFacts<'a> {
     /// The client's TLS version and cipher suite, when it came over TLS.
     pub tls: Option<(&'static str, &'static str)>,
@@ -18,6 +20,8 @@ pub struct AnswerFacts<'a> {
     pub client: &'a [u8],
     /// The port of the client's connection.
     pub client_port: u16,
+    /// The request's id (`[request_id]`); empty without one.
+    pub request_id: &'a [u8],
     /// The route's index in the config, and its `path_prefix`.
     pub route: usize,
     pub route_prefix: Option<&'a str>,
@@ -53,19 +57,35 @@ pub fn write_redirect(
         reason_phrase(status)
     );
     let location = out.len();
-    write_template(&redirect.to, request, facts, out);
+    let (path, query) = path_and_query(request);
+    let values = Values {
+        client: facts.client,
+        client_port: facts.client_port,
+        request_id: facts.request_id,
+        host: request.host.unwrap_or_default(),
+        path,
+        path_rest: path_rest(path, facts.route_prefix),
+        query,
+        method: request.method_text.as_bytes(),
+        secure: facts.tls.is_some(),
+        route: Some(facts.route),
+        server: b"",
+        tls_version: facts.tls.map_or("", |(version, _)| version),
+        tls_cipher: facts.tls.map_or("", |(_, cipher)| cipher),
+        sni: "",
+    };
+    values.render(&redirect.to, out);
     // A path made from the request (`/{path_rest}` for `/old//evil.example/`) must not become a
     // scheme-relative URL (`//evil.example/`, or `/\evil.example/` as browsers read it), which
     // sends the client to another host: its slashes after the first are dropped.
     let written_by_config =
-        matches!(redirect.to.parts.first(), Some(Part::Text(text)) if text.starts_with("//"));
+        matches!(redirect.to.parts.first(), Some(Part::Literal(text)) if text.starts_with("//"));
     while !written_by_config
         && out[location..].starts_with(b"/")
         && matches!(out.get(location + 1), Some(b'/' | b'\\'))
     {
         out.remove(location + 1);
     }
-    let (_, query) = path_and_query(request);
     if redirect.keep_query && !query.is_empty() {
         out.push(if redirect.to_has_query { b'&' } else { b'?' });
         out.extend_from_slice(query);
@@ -92,57 +112,15 @@ pub fn write_fixed_response(
     end_with_body(&fixed.body, head_only, close, out);
 }
 
-/// Appends `template` with each variable's value for `request`. Every value comes from a head
-/// the parse checked (no byte that could end a field) or from herdsman itself.
-fn write_template(
-    template: &Template,
-    request: &Request<'_, '_>,
-    facts: &AnswerFacts<'_>,
-    out: &mut Vec<u8>,
-) {
-    for part in template.parts.iter() {
-        let variable = match part {
-            Part::Text(text) => {
-                out.extend_from_slice(text.as_bytes());
-                continue;
-            }
-            Part::Variable(variable) => *variable,
-        };
-        let tls = facts.tls;
-        let (path, query) = path_and_query(request);
-        let value: &[u8] = match variable {
-            Variable::Scheme => match tls {
-                Some(_) => &b"https"[..],
-                None => &b"http"[..],
-            },
-            Variable::Host => request.host.unwrap_or_default(),
-            Variable::Path => path,
-            Variable::PathRest => path_rest(path, facts.route_prefix),
-            Variable::Query => query,
-            Variable::Method => request.method_text.as_bytes(),
-            Variable::Client => facts.client,
-            Variable::ClientPort => {
-                let _ = write!(out, "{}", facts.client_port);
-                continue;
-            }
-            Variable::Route => {
-                let _ = write!(out, "route[{}]", facts.route);
-                continue;
-            }
-            Variable::TlsVersion => tls.map_or("", |(version, _)| version).as_bytes(),
-            Variable::TlsCipher => tls.map_or("", |(_, cipher)| cipher).as_bytes(),
-        };
-        out.extend_from_slice(value);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::answers::redirect_may_name;
+    use crate::config::template::{Template, Variable};
     use crate::http1::{header_slots, parse_request};
 
     fn redirect_of(to: &str, keep_query: bool, head: &str) -> String {
-        let template = Template::compile(to).unwrap();
+        let template = Template::parse(to, redirect_may_name).unwrap();
         let redirect = Redirect {
             status: 301,
             to_has_query: to.contains('?'),
@@ -158,6 +136,7 @@ mod tests {
             tls: None,
             client: b"192.0.2.7",
             client_port: 50123,
+            request_id: b"4f2a",
             route: 2,
             route_prefix: Some("/old/"),
         };
@@ -191,6 +170,10 @@ mod tests {
         assert_eq!(
             redirect_of("/q/{query}/{client}:{client_port}", true, get),
             "/q/x=1&y=2/192.0.2.7:50123"
+        );
+        assert_eq!(
+            redirect_of("/{method}?id={request_id}", false, get),
+            "/GET?id=4f2a"
         );
         let bare = "GET /old/ HTTP/1.1\r\nHost: example.com";
         assert_eq!(redirect_of("/new/{path_rest}", true, bare), "/new/");

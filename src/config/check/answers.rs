@@ -10,8 +10,8 @@ use toml::Spanned;
 use super::primitives::quoted;
 use super::{Checker, Table};
 use crate::config::answers::{
-    missing_captures, reason_phrase, FixedResponse, PathPattern, Redirect, Rewrite, RouteAnswer,
-    MAX_BODY,
+    missing_captures, reason_phrase, redirect_may_name, FixedResponse, PathPattern, Redirect,
+    Rewrite, RouteAnswer, MAX_BODY,
 };
 use crate::config::raw::{RawPool, RawRedirect, RawRespond, RawRewrite, RawRoute};
 use crate::config::template::{Part, Template, Variable};
@@ -152,9 +152,7 @@ impl Checker {
         let how = r#"write where to, e.g. to = "https://{host}/new/{path_rest}" or "/new/""#;
         let to = match self.required(&table, "to", &raw.to, how) {
             Some(to) => self.location(&table.key("to"), to),
-            None => Template {
-                parts: Box::default(),
-            },
+            None => Template::empty(),
         };
         let keep_query = match &raw.query {
             None => true,
@@ -170,7 +168,7 @@ impl Checker {
             },
         };
         let to_has_query = to.parts.iter().any(|part| match part {
-            Part::Text(text) => text.contains('?'),
+            Part::Literal(text) => text.contains('?'),
             Part::Variable(_) => false,
         });
         Redirect {
@@ -186,17 +184,15 @@ impl Checker {
     /// Location may not hold.
     fn location(&mut self, key: &str, raw: &Spanned<String>) -> Template {
         let text = raw.get_ref();
-        let template = match Template::compile(text) {
+        let template = match Template::parse(text, redirect_may_name) {
             Ok(template) => template,
             Err(error) => {
                 self.reject(key, raw.span(), &quoted(text), error);
-                return Template {
-                    parts: Box::default(),
-                };
+                return Template::empty();
             }
         };
         let starts_well = match template.parts.first() {
-            Some(Part::Text(first)) => {
+            Some(Part::Literal(first)) => {
                 let lower = first.to_ascii_lowercase();
                 first.starts_with('/')
                     || lower.starts_with("http://")
@@ -204,12 +200,12 @@ impl Checker {
             }
             Some(Part::Variable(Variable::Path)) => true,
             Some(Part::Variable(Variable::Scheme)) => {
-                matches!(template.parts.get(1), Some(Part::Text(next)) if next.starts_with("://"))
+                matches!(template.parts.get(1), Some(Part::Literal(next)) if next.starts_with("://"))
             }
             _ => false,
         };
         let bad_byte = template.parts.iter().any(|part| match part {
-            Part::Text(text) => text.bytes().any(|b| b <= b' ' || b == 0x7f),
+            Part::Literal(text) => text.bytes().any(|b| b <= b' ' || b == 0x7f),
             Part::Variable(_) => false,
         });
         if !starts_well {
@@ -475,7 +471,7 @@ mod tests {
         );
         let (key, _, message) = refusal("[route.redirect]\nto = \"https://{hots}/\"");
         assert_eq!(key, "route[0].redirect.to");
-        assert!(message.contains("no variable {hots}"), "{message}");
+        assert!(message.contains("unknown variable {hots}"), "{message}");
         let (key, _, _) = refusal("[route.redirect]\nto = \"new\"");
         assert_eq!(key, "route[0].redirect.to");
         let (key, _, message) = refusal("pool = \"app\"\n[route.redirect]\nto = \"/new/\"");

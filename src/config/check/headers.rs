@@ -11,9 +11,10 @@ use super::{Checker, Table};
 use crate::config::access::RealIp;
 use crate::config::cidr::AddressSet;
 use crate::config::headers::{
-    FieldLine, FieldRules, HeaderRules, RequestIdSettings, Template, Variable,
+    field_may_name, FieldLine, FieldRules, HeaderRules, RequestIdSettings,
 };
 use crate::config::raw::{RawFieldRules, RawFields, RawHeaders, RawRequestId};
+use crate::config::template::{Template, TemplateError, Variable};
 use crate::config::token::is_token;
 
 /// Which way a side's fields go.
@@ -217,20 +218,16 @@ impl Checker {
     /// A field's value at `key`, compiled; `None` after refusing it.
     fn field_value(&mut self, key: &str, raw: &Spanned<String>, side: Side) -> Option<Template> {
         let text = raw.get_ref();
-        let why = if text.chars().any(|c| c.is_control() && c != '\t') {
-            "a field value cannot hold CR, LF, NUL or another control character".to_string()
-        } else {
-            match Template::parse(text) {
-                Ok(template)
-                    if side == Side::Request
-                        && template.variables().any(|v| v == Variable::Server) =>
-                {
-                    "{server} is known only once a server answers: use it in [headers.response]"
-                        .to_string()
-                }
-                Ok(template) => return Some(template),
-                Err(why) => why,
-            }
+        let towards_clients = side == Side::Response;
+        let allows = |variable| field_may_name(variable, towards_clients);
+        let why = match Template::parse(text, allows) {
+            Ok(template) => return Some(template),
+            Err(TemplateError::NotHere {
+                variable: Variable::Server,
+                ..
+            }) => "{server} is known only once a server answers: use it in [headers.response]"
+                .to_string(),
+            Err(error) => error.to_string(),
         };
         self.reject(key, raw.span(), &quoted(text), why);
         None

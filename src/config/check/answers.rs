@@ -94,33 +94,29 @@ impl Checker {
     }
 
     /// A warning for each table of a route that answers itself which only a route with a pool
-    /// uses (its server's timeouts, the buffering and cache of its answers, their compression):
-    /// valid, but it changes nothing.
+    /// uses (its server's timeouts, the buffering and cache of its answers, their compression,
+    /// header rules, which herdsman's own answers do not take): valid, but it changes nothing.
     fn warn_of_tables_without_effect(&mut self, table: &Table, route: &RawRoute) {
         let starts = [
-            (
-                "timeouts",
-                route.timeouts.as_ref().map(|raw| raw.span().start),
-            ),
-            (
-                "buffering",
-                route.buffering.as_ref().map(|raw| raw.span().start),
-            ),
-            ("cache", route.cache.as_ref().map(|raw| raw.span().start)),
+            ("timeouts", route.timeouts.as_ref().map(|raw| raw.span())),
+            ("buffering", route.buffering.as_ref().map(|raw| raw.span())),
+            ("cache", route.cache.as_ref().map(|raw| raw.span())),
             (
                 "compression",
-                route.compression.as_ref().map(|raw| raw.span().start),
+                route.compression.as_ref().map(|raw| raw.span()),
             ),
+            ("headers", route.headers.as_ref().map(|raw| raw.span())),
         ];
-        for (field, start) in starts {
-            let Some(start) = start else { continue };
+        for (field, span) in starts {
+            let Some(span) = span else { continue };
             let key = table.key(field);
             self.warnings.push(ConfigProblem {
                 message: format!(
-                    "{key}: {} answers itself, so no server's answer is timed, buffered, cached                      or compressed: [{key}] changes nothing",
+                    "{key}: {} answers itself, so no server's request or answer is timed, \
+                     buffered, cached, compressed or given header rules: [{key}] changes nothing",
                     table.path
                 ),
-                line: Some(self.lines.line_of(start)),
+                line: Some(self.lines.line_of(span.start)),
                 key,
             });
         }
@@ -503,6 +499,13 @@ mod tests {
             "{}",
             warning.message
         );
+        // Header rules too: herdsman's own answers take none.
+        let text = with_route(
+            "[route.redirect]\nto = \"/new/\"\n[route.headers.response]\nremove = [\"Server\"]",
+        );
+        let config = from_toml(&text, "t").unwrap();
+        let keys: Vec<&str> = config.warnings.iter().map(|w| w.key.as_str()).collect();
+        assert_eq!(keys, ["route[0].headers"]);
     }
 
     #[test]

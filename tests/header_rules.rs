@@ -40,7 +40,7 @@ const RULES: &str = r#"
 trusted = ["127.0.0.0/8"]
 
 [headers.request]
-set = { "X-Client-Ip" = "{client}", "X-Route" = "{route}", "X-Seen" = "{method} {scheme}://{host}{path}" }
+set = { "X-Client-Ip" = "{client}", "X-Route" = "{route}", "X-Seen" = "{method} {scheme}://{host}{target} {path} [{query}]" }
 add = { "X-Via" = "herdsman" }
 remove = ["X-Debug"]
 
@@ -83,7 +83,7 @@ fn request_fields_are_set_added_and_removed_with_their_variables() {
     assert_eq!(head.header("x-route"), Some("route[0]"));
     assert_eq!(
         head.header("x-seen"),
-        Some("GET http://app.test/secure/x?y=1")
+        Some("GET http://app.test/secure/x?y=1 /secure/x [y=1]")
     );
     // Added beside the client's own; removed; herdsman's own fields as ever.
     assert_eq!(head.header_all("x-via"), ["client", "herdsman"]);
@@ -143,7 +143,7 @@ fn a_route_s_hsts_replaces_its_tls_listener_s() {
     let heads = server.heads();
     assert_eq!(
         heads[0].header("x-seen"),
-        Some("GET https://app.test/secure/")
+        Some("GET https://app.test/secure/ /secure/ []")
     );
 }
 

@@ -7,12 +7,12 @@ use super::cidr::AddressSet;
 use super::template::{Template, Variable};
 
 /// Whether a field value may name `variable`, towards servers or (`towards_clients`) towards
-/// clients: `{server}` only towards clients, once a server answered; not `{path_rest}` or
-/// `{query}`, a redirect's.
+/// clients: `{server}` only towards clients, once a server answered; not `{path_rest}`, a
+/// redirect's.
 pub fn field_may_name(variable: Variable, towards_clients: bool) -> bool {
     match variable {
         Variable::Server => towards_clients,
-        Variable::PathRest | Variable::Query => false,
+        Variable::PathRest => false,
         _ => true,
     }
 }

@@ -18,13 +18,14 @@ pub enum Variable {
     /// The request's host as the client named it (an absolute-form target's, else Host's), port
     /// included if it gave one.
     Host,
-    /// The request's path: in a header value the target as received (its query included); in a
-    /// redirect without its query, which the redirect places itself (`{query}`, `query`).
+    /// The request's target as received: its path and query (`/a/b?x=1`).
+    Target,
+    /// The target's path, without its query (`/a/b`).
     Path,
     /// The path after the route's `path_prefix` (after its first `/` when the route has none);
     /// redirects only.
     PathRest,
-    /// The request's query, without its `?`; empty when it has none. Redirects only.
+    /// The request's query, without its `?` (`x=1`); empty when it has none.
     Query,
     Method,
     /// `http` or `https`: how the client reached herdsman.
@@ -43,11 +44,12 @@ pub enum Variable {
 
 impl Variable {
     /// Every variable, under the name a template writes.
-    pub const NAMES: [(&'static str, Variable); 14] = [
+    pub const NAMES: [(&'static str, Variable); 15] = [
         ("client", Variable::Client),
         ("client_port", Variable::ClientPort),
         ("request_id", Variable::RequestId),
         ("host", Variable::Host),
+        ("target", Variable::Target),
         ("path", Variable::Path),
         ("path_rest", Variable::PathRest),
         ("query", Variable::Query),
@@ -74,6 +76,7 @@ impl Variable {
         matches!(
             self,
             Variable::Host
+                | Variable::Target
                 | Variable::Path
                 | Variable::PathRest
                 | Variable::Query

@@ -10,6 +10,7 @@ use super::Client;
 use crate::config::headers::HeaderRules;
 use crate::http1::Request;
 use crate::rules::headers::{edit_head, OwnField, RequestText};
+use crate::rules::route_answer::path_and_query;
 use crate::rules::template::Values;
 use crate::upstream::Snapshot;
 
@@ -136,14 +137,17 @@ fn values<'c, D: Downstream>(
     server: &'c [u8],
 ) -> Values<'c> {
     let tls = client.downstream.tls();
+    let target = client.request_text.target();
+    let (path, query) = path_and_query(target);
     Values {
         client: client.address_text.as_bytes(),
         client_port: client.peer().port(),
         request_id: client.request_id.as_bytes(),
         host: client.request_text.host(),
-        path: client.request_text.path(),
+        target,
+        path,
+        query,
         path_rest: b"",
-        query: b"",
         method: client.request_text.method(),
         secure: tls.is_some(),
         route,

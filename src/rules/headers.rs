@@ -18,36 +18,37 @@ use crate::http1::{HeadError, MAX_HEADERS};
 pub struct RequestText {
     bytes: Vec<u8>,
     host_end: usize,
-    path_end: usize,
+    target_end: usize,
 }
 
 impl RequestText {
-    /// Keeps `host`, `path` and `method` in place of what was kept.
-    pub fn keep(&mut self, host: &[u8], path: &[u8], method: &[u8]) {
+    /// Keeps `host`, `target` and `method` in place of what was kept.
+    pub fn keep(&mut self, host: &[u8], target: &[u8], method: &[u8]) {
         self.bytes.clear();
         self.bytes.extend_from_slice(host);
         self.host_end = self.bytes.len();
-        self.bytes.extend_from_slice(path);
-        self.path_end = self.bytes.len();
+        self.bytes.extend_from_slice(target);
+        self.target_end = self.bytes.len();
         self.bytes.extend_from_slice(method);
     }
 
     /// Forgets what was kept (a request whose rules use none of it).
     pub fn forget(&mut self) {
         self.bytes.clear();
-        (self.host_end, self.path_end) = (0, 0);
+        (self.host_end, self.target_end) = (0, 0);
     }
 
     pub fn host(&self) -> &[u8] {
         &self.bytes[..self.host_end]
     }
 
-    pub fn path(&self) -> &[u8] {
-        &self.bytes[self.host_end..self.path_end]
+    /// The target as received: its path and query.
+    pub fn target(&self) -> &[u8] {
+        &self.bytes[self.host_end..self.target_end]
     }
 
     pub fn method(&self) -> &[u8] {
-        &self.bytes[self.path_end..]
+        &self.bytes[self.target_end..]
     }
 }
 
@@ -143,9 +144,10 @@ mod tests {
             client_port: 40312,
             request_id: b"",
             host: b"shop.example",
-            path: b"/cart?x=1",
+            target: b"/cart?x=1",
+            path: b"/cart",
+            query: b"x=1",
             path_rest: b"",
-            query: b"",
             method: b"GET",
             secure: false,
             route: Some(3),
@@ -171,7 +173,7 @@ mod tests {
                 ("X-Client", "{client}:{client_port}"),
                 (
                     "X-Seen",
-                    "{method} {scheme}://{host}{path} {route} [{server}] {{}}",
+                    "{method} {scheme}://{host}{target} {route} [{server}] {{}}",
                 ),
             ],
         );

@@ -27,9 +27,8 @@ pub struct AnswerFacts<'a> {
     pub route_prefix: Option<&'a str>,
 }
 
-/// The path and query of `request`'s target: `/a/b?x=1` is `/a/b` and `x=1`.
-pub fn path_and_query<'r>(request: &'r Request<'_, '_>) -> (&'r [u8], &'r [u8]) {
-    let target = request.path();
+/// The path and query of a request's target: `/a/b?x=1` is `/a/b` and `x=1`.
+pub fn path_and_query(target: &[u8]) -> (&[u8], &[u8]) {
     match target.iter().position(|&b| b == b'?') {
         Some(mark) => (&target[..mark], &target[mark + 1..]),
         None => (target, &[]),
@@ -57,15 +56,17 @@ pub fn write_redirect(
         reason_phrase(status)
     );
     let location = out.len();
-    let (path, query) = path_and_query(request);
+    let target = request.path();
+    let (path, query) = path_and_query(target);
     let values = Values {
         client: facts.client,
         client_port: facts.client_port,
         request_id: facts.request_id,
         host: request.host.unwrap_or_default(),
+        target,
         path,
-        path_rest: path_rest(path, facts.route_prefix),
         query,
+        path_rest: path_rest(path, facts.route_prefix),
         method: request.method_text.as_bytes(),
         secure: facts.tls.is_some(),
         route: Some(facts.route),
@@ -124,7 +125,9 @@ mod tests {
         let redirect = Redirect {
             status: 301,
             to_has_query: to.contains('?'),
-            keep_query: keep_query && !template.names(Variable::Query),
+            keep_query: keep_query
+                && !template.names(Variable::Query)
+                && !template.names(Variable::Target),
             to: template,
         };
         let mut headers = header_slots();

@@ -15,11 +15,12 @@ pub struct Values<'a> {
     /// The request's id; empty without one.
     pub request_id: &'a [u8],
     pub host: &'a [u8],
-    /// The target as received for a header value; the path without its query for a redirect.
+    /// The target as received, its path (without the query) and its query (without the `?`).
+    pub target: &'a [u8],
     pub path: &'a [u8],
-    /// A redirect's: the path after the route's `path_prefix`, and the query without its `?`.
-    pub path_rest: &'a [u8],
     pub query: &'a [u8],
+    /// A redirect's: the path after the route's `path_prefix`.
+    pub path_rest: &'a [u8],
     pub method: &'a [u8],
     /// It came over TLS.
     pub secure: bool,
@@ -53,6 +54,7 @@ impl Values<'_> {
             Variable::ClientPort => write_decimal(u64::from(self.client_port), out),
             Variable::RequestId => out.extend_from_slice(self.request_id),
             Variable::Host => out.extend_from_slice(self.host),
+            Variable::Target => out.extend_from_slice(self.target),
             Variable::Path => out.extend_from_slice(self.path),
             Variable::PathRest => out.extend_from_slice(self.path_rest),
             Variable::Query => out.extend_from_slice(self.query),
@@ -103,6 +105,7 @@ mod tests {
             client_port: 40312,
             request_id: b"00ff",
             host: b"shop.example:8443",
+            target: b"/old/a?x=1",
             path: b"/old/a",
             path_rest: b"a",
             query: b"x=1",
@@ -114,14 +117,14 @@ mod tests {
             tls_cipher: "TLS13_AES_128_GCM_SHA256",
             sni: "shop.example",
         };
-        let text = "{client}:{client_port} {request_id} {host}{path} {path_rest}?{query} {method} \
+        let text = "{client}:{client_port} {request_id} {host}{path} {path_rest}?{query} {target} {method} \
                     {scheme} {route} {server} {tls_version} {tls_cipher} {sni} {{}}";
         let template = Template::parse(text, |_| true).unwrap();
         let mut out = Vec::new();
         values.render(&template, &mut out);
         assert_eq!(
             String::from_utf8(out).unwrap(),
-            "192.0.2.7:40312 00ff shop.example:8443/old/a a?x=1 GET https route[3] app-1 TLSv1.3 \
+            "192.0.2.7:40312 00ff shop.example:8443/old/a a?x=1 /old/a?x=1 GET https route[3] app-1 TLSv1.3 \
              TLS13_AES_128_GCM_SHA256 shop.example {}"
         );
         let cleartext = Values {

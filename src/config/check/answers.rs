@@ -7,6 +7,7 @@ use std::io::Read;
 
 use toml::Spanned;
 
+use super::headers::is_framing_or_hop_by_hop;
 use super::primitives::quoted;
 use super::{Checker, Table};
 use crate::config::answers::{
@@ -20,20 +21,6 @@ use crate::config::ConfigProblem;
 
 /// The default `[route.respond] content_type`.
 const DEFAULT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
-
-/// The fields a fixed response may not set: its framing is herdsman's to write, and hop-by-hop
-/// fields are the connection's, not the answer's.
-const FRAMING_AND_HOP_BY_HOP: [&str; 9] = [
-    "content-length",
-    "transfer-encoding",
-    "connection",
-    "keep-alive",
-    "upgrade",
-    "te",
-    "trailer",
-    "proxy-connection",
-    "proxy-authenticate",
-];
 
 impl Checker {
     /// The route's pool, or its own answer: it has exactly one of `pool`, `[route.redirect]`
@@ -169,8 +156,8 @@ impl Checker {
         });
         Redirect {
             status,
-            // `{query}` in `to` places the query itself.
-            keep_query: keep_query && !to.names(Variable::Query),
+            // `{query}` or `{target}` in `to` places the query itself.
+            keep_query: keep_query && !to.names(Variable::Query) && !to.names(Variable::Target),
             to_has_query,
             to,
         }
@@ -285,9 +272,7 @@ impl Checker {
             let lower = name.to_ascii_lowercase();
             let why = if !is_token(name) {
                 Some("not a field name (letters, digits and !#$%&'*+-.^_`|~)".to_string())
-            } else if FRAMING_AND_HOP_BY_HOP.contains(&lower.as_str())
-                || lower.starts_with("proxy-")
-            {
+            } else if is_framing_or_hop_by_hop(&lower) {
                 Some(format!(
                     "{name} is the connection's framing or hop-by-hop, herdsman's to write"
                 ))

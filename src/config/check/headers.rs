@@ -234,9 +234,15 @@ impl Checker {
     }
 }
 
+/// Whether the field `lower` (lower case) is one herdsman writes for each hop itself — framing,
+/// hop-by-hop, `Proxy-*` — which no header rule or fixed response may set.
+pub(super) fn is_framing_or_hop_by_hop(lower: &str) -> bool {
+    NEVER.contains(&lower) || lower.starts_with("proxy-")
+}
+
 /// Why a rule on `side` may not name the field `lower` (lower case), if it may not.
 fn refused_name(lower: &str, side: Side) -> Option<&'static str> {
-    if NEVER.contains(&lower) || lower.starts_with("proxy-") {
+    if is_framing_or_hop_by_hop(lower) {
         return Some("a framing or hop-by-hop field, which herdsman writes for each hop itself");
     }
     if side == Side::Request && FORWARDED.contains(&lower) {
@@ -279,6 +285,11 @@ mod tests {
                 "[headers.request]\nset = { \"X-A\" = \"{server}\" }",
                 "headers.request.set.X-A",
                 "{server} is known only",
+            ),
+            (
+                "[headers.request]\nset = { \"X-A\" = \"{path_rest}\" }",
+                "headers.request.set.X-A",
+                "path_rest",
             ),
             (
                 "[headers.response]\nadd = { \"X-A\" = \"{nope}\" }",

@@ -1,23 +1,32 @@
 //! Answers herdsman writes itself, no pool or server involved: the redirect to HTTPS, an ACME
 //! HTTP-01 token's key authorization, a rate limit's 429, a route's own redirect or fixed
-//! response, and what the exchange keeps of such a request.
+//! response, and what the exchange keeps of such a request; and the error answer of a failed
+//! exchange (its status page, or a gRPC status).
 
 use crate::config::answers::RouteAnswer;
 use crate::config::rate_limit::RedisSettings;
-use crate::http1::error_response::{write_acme_http01_answer, write_https_redirect};
+use crate::http1::error_response::{
+    write_acme_http01_answer, write_error_response, write_grpc_error, write_https_redirect,
+};
 use crate::http1::{Body, Method, Request};
 use crate::rate_limit::answer::write_too_many_requests;
 use crate::rate_limit::{Asked, Refusal};
 use crate::rules::route_answer::{write_fixed_response, write_redirect, AnswerFacts};
 use crate::stats::rules::{Answered, Site};
+use crate::stats::traffic::Ending;
+use crate::transport::Moment;
 use crate::upstream::choice::Choice;
 use crate::upstream::Snapshot;
 
 use super::client::scratch;
 use super::context::ProxyContext;
+use super::downstream::Downstream;
 use super::facts::RequestFacts;
 use super::failure::Failure;
+use super::header_rules;
+use super::outcome::Outcome;
 use super::outcome::Rule;
+use super::Client;
 
 /// Whether the connection closes after an answer herdsman writes itself (the client asked to,
 /// or a body it sent is left unread), and whether the answer is a head alone (HEAD).
@@ -174,4 +183,34 @@ fn too_many_requests(
         rule: Some(Rule::RateLimit),
         ..answered_here(snapshot, listener, request, close, 429)
     }
+}
+
+/// Answers the client with the failure's status, if it has one. `method` is the request's, when
+/// its head was understood.
+pub(super) async fn answer_error<D: Downstream>(
+    client: &mut Client<D>,
+    failure: Failure,
+    facts: Option<&RequestFacts>,
+    snapshot: &Snapshot,
+    outcome: &mut Outcome,
+) {
+    let Some(status) = failure.status() else {
+        outcome.ending = Ending::Unanswered;
+        return;
+    };
+    outcome.ending = Ending::Status(status);
+    let out = scratch(&mut client.out);
+    match facts {
+        // A gRPC client reads a status, not a page.
+        Some(facts) if facts.grpc => write_grpc_error(status, failure.detail(), out),
+        _ => {
+            let head_only = facts.is_some_and(|facts| facts.method == Method::Head);
+            write_error_response(status, failure.detail(), head_only, out);
+        }
+    }
+    if snapshot.edits_heads {
+        header_rules::id_on_own_answer(client, snapshot);
+    }
+    let deadline = Moment::now() + snapshot.timeouts.client_idle;
+    let _ = client.downstream.send(&client.out, deadline).await;
 }

@@ -1,4 +1,5 @@
-//! The response half of an exchange whose answer herdsman compresses (`compress::`): its head,
+//! Whether an answer is compressed (`compression`, decided with the request), and the response
+//! half of an exchange whose answer herdsman compresses (`compress::`): its head,
 //! already rewritten, goes alone; the body is read from the server with its framing taken off,
 //! each piece compressed, flushed and written to the client as a chunk before the next read (an
 //! event stream's events leave as they come); then the compressed stream's end. Streamed, never
@@ -14,10 +15,14 @@ use super::failure::Failure;
 use super::outcome::Outcome;
 use super::respond::{download_failure, head_sent, let_go_after_head, Answer, Keep};
 use super::Exchanged;
-use crate::compress::{Compressing, CompressingSink, Encoder};
+use crate::compress::{self, Compressing, CompressingSink, Encoder};
+use crate::config::{Algorithm, CompressionRules};
 use crate::http1::relay::BodyRelay;
+use crate::http1::Request;
+use crate::stats::compression::Skipped;
 use crate::transport::deadline::timeout;
 use crate::transport::Moment;
+use crate::upstream::choice::Choice;
 use crate::upstream::Snapshot;
 
 /// Writes the head in `client.out` and the body compressed as `compressing` says.
@@ -93,5 +98,31 @@ where
         Err(_) => Err(Failure::ClientStalled),
         Ok(Err(_)) => Err(Failure::ClientGone),
         Ok(Ok(())) => Ok(()),
+    }
+}
+
+/// The algorithm the answer to `request` may be compressed with on a route of `rules`, or
+/// `None`, counted by reason. `(grpc, upgrade)`: what else the exchange found of it. A route
+/// that caches is left alone: its answers are stored and served as the server sent them.
+#[cold]
+#[inline(never)]
+pub(super) fn compression(
+    context: &ProxyContext,
+    snapshot: &Snapshot,
+    rules: &CompressionRules,
+    request: &Request<'_, '_>,
+    choice: &Choice,
+    (grpc, upgrade): (bool, bool),
+) -> Option<Algorithm> {
+    let negotiated = match snapshot.cache_for(choice.route, choice.pool) {
+        Some(_) => Err(Skipped::Cached),
+        None => compress::negotiate(rules, request, grpc, upgrade),
+    };
+    match negotiated {
+        Ok(algorithm) => Some(algorithm),
+        Err(why) => {
+            context.counters().compression.skipped(why);
+            None
+        }
     }
 }

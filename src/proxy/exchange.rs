@@ -6,13 +6,15 @@ use std::sync::Arc;
 use crate::transport::Moment;
 
 use super::answered_here::{
-    answer_acme_http01, answer_by_route, over_rate_limit, over_shared_limit, redirect_to_https,
+    answer_acme_http01, answer_by_route, answer_error, over_rate_limit, over_shared_limit,
+    redirect_to_https,
 };
 use super::attempt::{send_streaming, send_whole, Sending};
 use super::background;
 use super::cached::HitWriting;
 use super::cached::{self, CacheStep, Lookup};
 use super::client::scratch;
+use super::compressed::compression;
 use super::context::ProxyContext;
 use super::downstream::Downstream;
 use super::facts::RequestFacts;
@@ -24,28 +26,25 @@ use super::replay::{self, Attempt, Failover, KeptRequest, Replay, Retry};
 use super::request_body::{body_at_hand, finish_kept_body, read_rest_of_body, BufferedBody};
 use super::respond::{self, Answer, ResponseStart};
 use super::{tunnel, Client, Exchanged, Next};
-use crate::compress;
 use crate::config::acme::AcmeBoard;
-use crate::config::{Algorithm, CompressionRules, ExchangeTimeouts, RouteBuffering};
-use crate::http1::error_response::{write_error_response, write_grpc_error};
+use crate::config::{ExchangeTimeouts, RouteBuffering};
 use crate::http1::forward::write_request_head;
 use crate::http1::forward::{client_ip, AddressText, Forwarded};
 use crate::http1::head::read_as_http11;
 use crate::http1::relay::BodyRelay;
 use crate::http1::upgrade;
-use crate::http1::{header_slots, parse_request, Body, HeadError, Method, Request};
+use crate::http1::{header_slots, parse_request, Body, HeadError, Method};
 use crate::rate_limit::Asked;
 use crate::rules;
 use crate::rules::request_id::request_id_of;
 use crate::rules::rewrite::rewritten_target;
 use crate::rules::route_answer::AnswerFacts;
 use crate::stats::cache::CacheOutcome;
-use crate::stats::compression::Skipped;
 use crate::stats::rules::{Answered, Site};
 use crate::stats::traffic::Ending;
 use crate::transport::deadline::timeout_at;
 use crate::transport::{recycle, Stream};
-use crate::upstream::choice::{choose, Choice};
+use crate::upstream::choice::choose;
 use crate::upstream::latency::{LatencyRules, Sample};
 use crate::upstream::retry_budget::second_of;
 use crate::upstream::snapshot::ActiveGuard;
@@ -944,32 +943,6 @@ fn grpc_bounds(
     )
 }
 
-/// The algorithm the answer to `request` may be compressed with on a route of `rules`, or
-/// `None`, counted by reason. `(grpc, upgrade)`: what else the exchange found of it. A route
-/// that caches is left alone: its answers are stored and served as the server sent them.
-#[cold]
-#[inline(never)]
-fn compression(
-    context: &ProxyContext,
-    snapshot: &Snapshot,
-    rules: &CompressionRules,
-    request: &Request<'_, '_>,
-    choice: &Choice,
-    (grpc, upgrade): (bool, bool),
-) -> Option<Algorithm> {
-    let negotiated = match snapshot.cache_for(choice.route, choice.pool) {
-        Some(_) => Err(Skipped::Cached),
-        None => compress::negotiate(rules, request, grpc, upgrade),
-    };
-    match negotiated {
-        Ok(algorithm) => Some(algorithm),
-        Err(why) => {
-            context.counters().compression.skipped(why);
-            None
-        }
-    }
-}
-
 /// Logs a failure once, with its cause: server-side ones as warnings (the operator's concern),
 /// client-side ones at info, vanished clients at debug.
 fn report<D: Downstream>(client: &Client<D>, failure: Failure, server: Option<&Server>) {
@@ -986,34 +959,4 @@ fn report<D: Downstream>(client: &Client<D>, failure: Failure, server: Option<&S
             tracing::warn!(client = %client.peer(), server, status, cause = ?failure, "{}", failure.detail())
         }
     }
-}
-
-/// Answers the client with the failure's status, if it has one. `method` is the request's, when
-/// its head was understood.
-pub(super) async fn answer_error<D: Downstream>(
-    client: &mut Client<D>,
-    failure: Failure,
-    facts: Option<&RequestFacts>,
-    snapshot: &Snapshot,
-    outcome: &mut Outcome,
-) {
-    let Some(status) = failure.status() else {
-        outcome.ending = Ending::Unanswered;
-        return;
-    };
-    outcome.ending = Ending::Status(status);
-    let out = scratch(&mut client.out);
-    match facts {
-        // A gRPC client reads a status, not a page.
-        Some(facts) if facts.grpc => write_grpc_error(status, failure.detail(), out),
-        _ => {
-            let head_only = facts.is_some_and(|facts| facts.method == Method::Head);
-            write_error_response(status, failure.detail(), head_only, out);
-        }
-    }
-    if snapshot.edits_heads {
-        header_rules::id_on_own_answer(client, snapshot);
-    }
-    let deadline = Moment::now() + snapshot.timeouts.client_idle;
-    let _ = client.downstream.send(&client.out, deadline).await;
 }

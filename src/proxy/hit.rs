@@ -3,10 +3,10 @@
 
 use crate::transport::Moment;
 
+use super::answered_here::answer_error;
 use super::cached::{self, Hit, HitWriting};
 use super::context::ProxyContext;
 use super::downstream::Downstream;
-use super::exchange::answer_error;
 use super::facts::RequestFacts;
 use super::failure::Failure;
 use super::header_rules;

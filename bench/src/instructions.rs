@@ -1,6 +1,7 @@
 //! `herdsman-bench instructions` (issue 45): herdsman's instructions per request, counted by
 //! callgrind, for keep-alive requests, keep-alive requests over TLS, a new connection per request
-//! and keep-alive with the access log on, each against herdsman's release build with its defaults
+//! keep-alive with the access log on and keep-alive with issue 42's header rules and a rate limit,
+//! each against herdsman's release build with its defaults
 //! but one worker and the access log off; printed as a Markdown table beside the budgets of
 //! bench/budget.toml, and with `--check`, failing when a budgeted case counts more than 2% over
 //! its budget (bench/tests/budget.rs runs it so in the test suite). Counting is repeatable to a
@@ -9,7 +10,7 @@
 //!
 //! Layout:
 //! - `settings` — the options, the full and the short defaults, the builds to count
-//! - `cases`    — the four cases and herdsman's configuration for each
+//! - `cases`    — the five cases and herdsman's configuration for each
 //! - `measure`  — one case counted, and the checks that its count is what it claims
 //! - `budget`   — bench/budget.toml read, and the 2% rule
 //! - `report`   — the tables printed

@@ -30,7 +30,7 @@
 mod origin;
 mod redis;
 mod report;
-mod rows;
+pub mod rows;
 mod settings;
 
 pub use settings::RulesArgs;

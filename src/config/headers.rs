@@ -22,6 +22,36 @@ pub fn field_may_name(variable: Variable, towards_clients: bool) -> bool {
 pub struct FieldLine {
     pub name: Box<str>,
     pub value: Template,
+    /// What is written before the value's variables, made once: `Name: `, or for a value
+    /// without variables the whole line, `Name: value\r\n` (one copy a request rather than four:
+    /// about 60 instructions a field, callgrind).
+    start: Box<[u8]>,
+    /// `start` is the whole line.
+    whole: bool,
+}
+
+impl FieldLine {
+    pub fn new(name: &str, value: Template) -> FieldLine {
+        let mut start = Vec::with_capacity(name.len() + 2);
+        start.extend_from_slice(name.as_bytes());
+        start.extend_from_slice(b": ");
+        let literal = value.literal();
+        if let Some(literal) = literal {
+            start.extend_from_slice(literal.as_bytes());
+            start.extend_from_slice(b"\r\n");
+        }
+        FieldLine {
+            name: name.into(),
+            whole: literal.is_some(),
+            value,
+            start: start.into(),
+        }
+    }
+
+    /// `Name: ` or the whole line, and whether it is the whole line.
+    pub fn start(&self) -> (&[u8], bool) {
+        (&self.start, self.whole)
+    }
 }
 
 /// One side's rules (towards servers, or towards clients) as they apply to a request: the
@@ -110,9 +140,9 @@ mod tests {
 
     #[test]
     fn a_route_s_rules_go_over_the_top_level_s() {
-        let line = |name: &str, value: &str| FieldLine {
-            name: name.into(),
-            value: Template::parse(value, |variable| field_may_name(variable, true)).unwrap(),
+        let line = |name: &str, value: &str| {
+            let value = Template::parse(value, |variable| field_may_name(variable, true));
+            FieldLine::new(name, value.unwrap())
         };
         let top = FieldRules {
             dropped: vec!["x-frame-options".into(), "server".into()].into(),

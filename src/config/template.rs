@@ -221,6 +221,16 @@ impl Template {
         })
     }
 
+    /// The whole text of a template without variables (empty for an empty one); `None` when
+    /// it has a variable.
+    pub fn literal(&self) -> Option<&str> {
+        match &self.parts[..] {
+            [] => Some(""),
+            [Part::Literal(text)] => Some(text),
+            _ => None,
+        }
+    }
+
     /// An empty template: a stand-in for one refused.
     pub fn empty() -> Template {
         Template {

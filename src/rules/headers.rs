@@ -6,6 +6,8 @@
 //! client of either (both are HTTP/1.1 bytes at this point: `http2::` maps them), proxied or
 //! from the cache.
 
+use std::mem::MaybeUninit;
+
 use super::template::Values;
 use crate::config::headers::FieldRules;
 use crate::http1::{HeadError, MAX_HEADERS};
@@ -63,6 +65,11 @@ pub struct OwnField<'a> {
 /// drops the fields `rules` drop and any named as `own`, then writes `rules`' fields, rendered
 /// with `values`, and `own`. `TooLarge` when the head as edited has more than [`MAX_HEADERS`]
 /// fields or more than `max_head` bytes: the next hop, with the same limits, would refuse it.
+///
+/// One scan for the line ends, a name compared only against a dropped one of its length, a kept
+/// line moved only once one before it was dropped, and each written line's start made at load:
+/// with issue 42's ten rules, 12,949 -> 12,020 instructions a request in all (callgrind,
+/// `herdsman-bench instructions`' keep-alive-rules).
 #[cold]
 #[inline(never)]
 pub fn edit_head(
@@ -77,19 +84,39 @@ pub fn edit_head(
     let Some(start_line) = memchr::memchr(b'\n', &out[start..]) else {
         return Ok(());
     };
+    let dropped = rules.map_or(&[][..], |rules| &rules.dropped[..]);
+    let own_name = own.map_or(&b""[..], |own| own.name.as_bytes());
     let fields_end = out.len() - 2;
-    let mut read = start + start_line + 1;
-    let mut kept_to = read;
+    let first = start + start_line + 1;
+    // Each field line's end (after its LF), found in one pass; a head has at most MAX_HEADERS
+    // field lines (the parse and the writers hold it to that), and one past them is refused.
+    // Not zeroed first (100 instructions a head): only those written are read.
+    let mut ends = [const { MaybeUninit::<u32>::uninit() }; MAX_HEADERS + 1];
+    let mut lines = 0;
+    for at in memchr::memchr_iter(b'\n', &out[first..fields_end]) {
+        if lines == ends.len() {
+            return Err(HeadError::TooLarge);
+        }
+        ends[lines].write((first + at + 1) as u32);
+        lines += 1;
+    }
+    let mut read = first;
+    let mut kept_to = first;
     let mut fields = 0;
-    while read < fields_end {
-        let line_end =
-            memchr::memchr(b'\n', &out[read..fields_end]).map_or(fields_end, |at| read + at + 1);
+    for line_end in &ends[..lines] {
+        // SAFETY: the loop above wrote each of the first `lines`.
+        let line_end = unsafe { line_end.assume_init() } as usize;
         let line = &out[read..line_end];
-        let name = &line[..memchr::memchr(b':', line).unwrap_or(line.len())];
-        let dropped = rules.is_some_and(|rules| rules.drops(name))
-            || own.is_some_and(|own| own.name.as_bytes().eq_ignore_ascii_case(name));
-        if !dropped {
-            out.copy_within(read..line_end, kept_to);
+        let names = |name: &[u8]| {
+            !name.is_empty()
+                && line.get(name.len()) == Some(&b':')
+                && line[..name.len()].eq_ignore_ascii_case(name)
+        };
+        let drop = dropped.iter().any(|name| names(name.as_bytes())) || names(own_name);
+        if !drop {
+            if kept_to != read {
+                out.copy_within(read..line_end, kept_to);
+            }
             kept_to += line_end - read;
             fields += 1;
         }
@@ -97,10 +124,12 @@ pub fn edit_head(
     }
     out.truncate(kept_to);
     for line in rules.map_or(&[][..], |rules| &rules.written) {
-        out.extend_from_slice(line.name.as_bytes());
-        out.extend_from_slice(b": ");
-        values.render(&line.value, out);
-        out.extend_from_slice(b"\r\n");
+        let (line_start, whole) = line.start();
+        out.extend_from_slice(line_start);
+        if !whole {
+            values.render(&line.value, out);
+            out.extend_from_slice(b"\r\n");
+        }
         fields += 1;
     }
     if let Some(own) = own {
@@ -128,10 +157,9 @@ mod tests {
             dropped: dropped.iter().map(|name| Box::from(*name)).collect(),
             written: written
                 .iter()
-                .map(|(name, value)| FieldLine {
-                    name: Box::from(*name),
-                    value: Template::parse(value, |variable| field_may_name(variable, true))
-                        .unwrap(),
+                .map(|(name, value)| {
+                    let value = Template::parse(value, |variable| field_may_name(variable, true));
+                    FieldLine::new(name, value.unwrap())
                 })
                 .collect(),
             reads_request_head: false,
@@ -177,10 +205,11 @@ mod tests {
                 ),
             ],
         );
-        let head = "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 2\r\nx-powered-by: php\r\nX-Client: forged\r\n\r\n";
+        // Server-Timing starts with a dropped name but is another field.
+        let head = "HTTP/1.1 200 OK\r\nServer: nginx\r\nContent-Length: 2\r\nx-powered-by: php\r\nServer-Timing: db;dur=5\r\nX-Client: forged\r\n\r\n";
         assert_eq!(
             edited(head, &rules, None),
-            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nX-Client: 192.0.2.7:40312\r\n\
+            "HTTP/1.1 200 OK\r\nContent-Length: 2\r\nServer-Timing: db;dur=5\r\nX-Client: 192.0.2.7:40312\r\n\
              X-Seen: GET http://shop.example/cart?x=1 route[3] [] {}\r\n\r\n"
         );
     }

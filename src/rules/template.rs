@@ -38,6 +38,7 @@ pub struct Values<'a> {
 impl Values<'_> {
     /// Appends `template` with each variable's value. Every value comes from a head the parse
     /// checked (no byte that could end a field) or from herdsman itself.
+    #[inline]
     pub fn render(&self, template: &Template, out: &mut Vec<u8>) {
         for part in template.parts.iter() {
             match part {

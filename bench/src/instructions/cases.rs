@@ -1,13 +1,14 @@
-//! The four cases `instructions` counts, named as bench/budget.toml names them, and herdsman's
+//! The five cases `instructions` counts, named as bench/budget.toml names them, and herdsman's
 //! configuration for each: one worker, one listener in front of the backend, the access log off,
 //! herdsman's defaults for everything else (as bench/scripts/instructions-per-request.sh writes
-//! it), plus TLS or the access log where the case has them, and the admin API, which is only
+//! it), plus TLS, the access log or issue 42's rules where the case has them, and the admin API, which is only
 //! asked between counts (to check them) and so adds nothing to what is counted.
 
 use std::fmt;
 use std::path::Path;
 
 use crate::kit::proxies::TlsCertificate;
+use crate::rules::rows::{herdsman_limit, HERDSMAN_HEADER_RULES};
 
 /// What wrk's connections do while herdsman's instructions are counted.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, clap::ValueEnum)]
@@ -24,14 +25,19 @@ pub enum Case {
     /// Keep-alive with the listener's access log on, written to a file (the combined format):
     /// reported, not budgeted.
     KeepAliveAccessLog,
+    /// Keep-alive with `herdsman-bench rules`' configuration of issue 42: ten header rules (three
+    /// request fields set from variables, one added, one removed; three answer fields set, two
+    /// removed) and a route whose per-client rate limit is never reached.
+    KeepAliveRules,
 }
 
 impl Case {
-    pub const ALL: [Case; 4] = [
+    pub const ALL: [Case; 5] = [
         Case::KeepAlive,
         Case::TlsKeepAlive,
         Case::NewConnection,
         Case::KeepAliveAccessLog,
+        Case::KeepAliveRules,
     ];
 
     /// Its name in the tables, on the command line and in the budget file.
@@ -41,6 +47,7 @@ impl Case {
             Case::TlsKeepAlive => "tls-keep-alive",
             Case::NewConnection => "new-connection",
             Case::KeepAliveAccessLog => "keep-alive-access-log",
+            Case::KeepAliveRules => "keep-alive-rules",
         }
     }
 
@@ -131,6 +138,11 @@ pub fn herdsman_config(
     } else {
         String::new()
     };
+    let rules = if case == Case::KeepAliveRules {
+        format!("{HERDSMAN_HEADER_RULES}{}", herdsman_limit(""))
+    } else {
+        String::new()
+    };
     let tls = if case.tls() {
         format!(
             "[listener.tls]\ncertificates = [{{ chain = \"{}\", key = \"{}\" }}]\n",
@@ -154,7 +166,7 @@ bind = "127.0.0.1:{admin}"
 [[pool]]
 name = "backend"
 servers = [{{ name = "b1", addr = "127.0.0.1:{backend}" }}]
-"#
+{rules}"#
     )
 }
 
@@ -191,6 +203,11 @@ mod tests {
                 case == Case::KeepAliveAccessLog,
                 "{text}"
             );
+            assert_eq!(
+                text.contains("[headers.request]") && text.contains("[route.rate_limit]"),
+                case == Case::KeepAliveRules,
+                "{text}"
+            );
         }
     }
 
@@ -199,7 +216,7 @@ mod tests {
         for case in Case::ALL {
             assert_eq!(Case::named(case.name()), Some(case));
         }
-        assert_eq!(Case::budgeted_cases().count(), 3);
+        assert_eq!(Case::budgeted_cases().count(), 4);
         assert!(!Case::KeepAliveAccessLog.budgeted());
         assert_eq!(Case::NewConnection.headers(), ["Connection: close"]);
         assert_eq!(Case::NewConnection.think_time(), None);

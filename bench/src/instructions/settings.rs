@@ -21,7 +21,7 @@ pub struct InstructionsArgs {
     /// built first (`cargo build --release -p herdsman`).
     #[arg(long, value_name = "[LABEL=]PATH")]
     pub herdsman: Vec<String>,
-    /// The cases, comma-separated. Default: all four.
+    /// The cases, comma-separated. Default: all five.
     #[arg(long, value_delimiter = ',', value_name = "CASE[,CASE…]")]
     pub cases: Vec<Case>,
     /// Fail when a budgeted case of any build counts more than 2% above its budget in PATH.

@@ -188,7 +188,7 @@ pub fn config(setup: Setup, plan: Plan, dir: &Path) -> (&'static str, String) {
 /// The ten header rules in issue 42's syntax (`[headers.request]`, `[headers.response]`): three
 /// request fields set from variables, one added, one removed; three security fields set on
 /// answers, and the server's `Server` and `X-Powered-By` removed.
-const HERDSMAN_HEADER_RULES: &str = r#"
+pub const HERDSMAN_HEADER_RULES: &str = r#"
 [headers.request]
 set = { "X-Client-Ip" = "{client}", "X-Original-Host" = "{host}", "X-Original-Method" = "{method}" }
 add = { "X-Via" = "bench" }
@@ -201,7 +201,7 @@ remove = ["Server", "X-Powered-By"]
 
 /// herdsman's route for every path with a limit per client address that is never reached,
 /// `after` it (a `[rate_limit]` table).
-fn herdsman_limit(after: &str) -> String {
+pub fn herdsman_limit(after: &str) -> String {
     format!(
         "\n[[route]]\npath_prefix = \"/\"\npool = \"backend\"\n[route.rate_limit]\n\
          rate = \"{RATE}\"\nburst = 1000000\nkey = \"client\"\n{after}"

@@ -178,10 +178,7 @@ impl Checker {
             let known_name = self.rule_name(key, name, side, request_id).is_some();
             let template = self.field_value(&field_key, value, side);
             if let (true, Some(value)) = (known_name, template) {
-                lines.push(FieldLine {
-                    name: name.get_ref().as_str().into(),
-                    value,
-                });
+                lines.push(FieldLine::new(name.get_ref(), value));
             }
         }
         lines

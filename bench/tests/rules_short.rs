@@ -63,6 +63,8 @@ fn the_short_compression_and_redis_parts_measure_every_row() {
         ("herdsman zstd", "zstd"),
         ("herdsman br", "br"),
         ("herdsman gzip", "gzip"),
+        ("herdsman gzip 2", "gzip"),
+        ("herdsman gzip 4", "gzip"),
         ("nginx gzip 1", "gzip"),
         ("nginx gzip 5", "gzip"),
         ("Caddy gzip", "gzip"),
@@ -82,7 +84,8 @@ fn the_short_compression_and_redis_parts_measure_every_row() {
         (identity[1].as_str(), identity[3].as_str()),
         ("identity", "1.00")
     );
-    assert_eq!(judged(md, "compression, 1 worker:"), 4);
+    // gzip and zstd against the peers at the defaults, and gzip 2 and 4 against theirs.
+    assert_eq!(judged(md, "compression, 1 worker:"), 6);
 
     let redis = table_after(md, "### A rate limit shared through Redis, 1 worker");
     for name in [

@@ -245,6 +245,8 @@ impl Session {
                 ("herdsman gzip", "nginx gzip 5"),
                 ("herdsman gzip", "Caddy gzip"),
                 ("herdsman zstd", "Caddy zstd"),
+                ("herdsman gzip 2", "nginx gzip 1"),
+                ("herdsman gzip 4", "Caddy gzip"),
             ] {
                 let (Some(o), Some(t)) = (self.row_named(part, ours), self.row_named(part, theirs))
                 else {

@@ -223,7 +223,7 @@ fn main() {
     println!();
     // The API JSON is what `herdsman-bench rules` compresses through each proxy: its own CPU
     // column sets a level's cost there beside the corpus's.
-    let json = &corpus[corpus.len() - 1].1;
+    let (_, json) = corpus.last().expect("the corpus ends with the API JSON");
     print!("| algorithm | level | CPU ms/MiB (all) | ratio (all) | CPU ms/MiB: API JSON |");
     for (name, _) in &corpus {
         print!(" ratio: {name} |");

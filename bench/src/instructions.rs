@@ -1,8 +1,8 @@
 //! `herdsman-bench instructions` (issue 45): herdsman's instructions per request, counted by
 //! callgrind, for keep-alive requests, keep-alive requests over TLS, a new connection per request
 //! keep-alive with the access log on and keep-alive with issue 42's header rules and a rate limit,
-//! each against herdsman's release build with its defaults
-//! but one worker and the access log off; printed as a Markdown table beside the budgets of
+//! each against herdsman's release build with its defaults but one worker and the access log
+//! off; printed as a Markdown table beside the budgets of
 //! bench/budget.toml, and with `--check`, failing when a budgeted case counts more than 2% over
 //! its budget (bench/tests/budget.rs runs it so in the test suite). Counting is repeatable to a
 //! fraction of a percent whatever else the machine does, so this is a budget, not a timing.

@@ -1,8 +1,8 @@
 //! The five cases `instructions` counts, named as bench/budget.toml names them, and herdsman's
 //! configuration for each: one worker, one listener in front of the backend, the access log off,
 //! herdsman's defaults for everything else (as bench/scripts/instructions-per-request.sh writes
-//! it), plus TLS, the access log or issue 42's rules where the case has them, and the admin API, which is only
-//! asked between counts (to check them) and so adds nothing to what is counted.
+//! it), plus TLS, the access log or issue 42's rules where the case has them, and the admin API,
+//! which is only asked between counts (to check them) and so adds nothing to what is counted.
 
 use std::fmt;
 use std::path::Path;

@@ -41,9 +41,9 @@ pub fn markdown(method: &Method, builds: &[BuildRuns], budget: Option<&Budget>) 
          after each answer before the next request, so herdsman's read after answering always \
          finds nothing yet; new-connection sends `Connection: close`, and each request as soon \
          as its connection is made. wrk and the backend ran {}. One worker, the access log off \
-         (but in keep-alive-access-log), no rules (but in keep-alive-rules: ten header rules and a \
-         per-client rate limit never reached), herdsman's defaults otherwise. The kernel's work is not \
-         counted.",
+         (but in keep-alive-access-log), no rules (but in keep-alive-rules: ten header rules and \
+         a per-client rate limit never reached), herdsman's defaults otherwise. The kernel's work \
+         is not counted.",
         method.valgrind,
         method.wrk,
         method.seconds,

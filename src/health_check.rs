@@ -15,19 +15,17 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio::task::AbortHandle;
 
 use crate::config::server_tls::ServerTls;
-use crate::config::{HealthCheck, HealthKind};
+use crate::config::{HealthCheck, HealthKind, ServerAddr};
 use crate::stats::{procfs, Stats};
 use crate::transport::Stream;
 use crate::upstream::health::{HealthView, ServerReport, REFUSED};
@@ -162,7 +160,7 @@ struct Checks {
 
 /// One server's checks as they run.
 struct Running {
-    addr: SocketAddr,
+    addr: ServerAddr,
     /// Its pool's `[pool.health]`, shared by the pool's servers.
     check: Arc<HealthCheck>,
     /// Out of rotation in the last snapshot (down, refused or ejected): only then has a check
@@ -198,13 +196,13 @@ impl Checks {
                 let held_out = Arc::new(AtomicBool::new(!server.available));
                 let task = tokio::task::spawn_local(check_server(
                     Reporter::new(registry, &self.found, server.id),
-                    server.addr,
+                    server.addr.clone(),
                     server.tls.clone(),
                     Arc::clone(check),
                     Arc::clone(&held_out),
                 ));
                 let running = Running {
-                    addr: server.addr,
+                    addr: server.addr.clone(),
                     check: Arc::clone(check),
                     held_out,
                     task: task.abort_handle(),
@@ -237,7 +235,7 @@ impl Checks {
     }
 
     /// Probes the server with this id, which a refusal took out, until it listens.
-    fn probe_refused(&mut self, registry: &Arc<Registry>, id: u64, addr: SocketAddr) {
+    fn probe_refused(&mut self, registry: &Arc<Registry>, id: u64, addr: ServerAddr) {
         let still_refused = Arc::new(AtomicBool::new(true));
         self.refusals.insert(id, Arc::clone(&still_refused));
         let reporter = Reporter::new(registry, &self.found, id);
@@ -293,7 +291,7 @@ impl Reporter {
 /// `rise` of them an ejection, when the last snapshot had the server out (`held_out`).
 async fn check_server(
     reporter: Reporter,
-    addr: SocketAddr,
+    addr: ServerAddr,
     tls: Option<ServerTls>,
     check: Arc<HealthCheck>,
     held_out: Arc<AtomicBool>,
@@ -301,11 +299,11 @@ async fn check_server(
     let mut rng = fastrand::Rng::new();
     let (mut successes, mut failures, mut down) = (0u32, 0u32, false);
     // Made once: the same bytes go to the server every time.
-    let request = http_request(&check.kind, addr);
+    let request = http_request(&check.kind, &addr);
     tokio::time::sleep(check.interval.mul_f64(rng.f64())).await;
     loop {
         let started = tokio::time::Instant::now();
-        let probe = probe(addr, tls.as_ref(), &check.kind, request.as_deref());
+        let probe = probe(&addr, tls.as_ref(), &check.kind, request.as_deref());
         let outcome = match tokio::time::timeout(check.timeout, probe).await {
             Ok(outcome) => outcome,
             Err(_) => Err(format!("no answer within {:?}", check.timeout)),
@@ -350,7 +348,7 @@ async fn check_server(
 /// asks the registry nothing.
 async fn probe_until_listening(
     reporter: Reporter,
-    addr: SocketAddr,
+    addr: ServerAddr,
     still_refused: Arc<AtomicBool>,
 ) {
     const FIRST: std::time::Duration = std::time::Duration::from_millis(20);
@@ -362,9 +360,9 @@ async fn probe_until_listening(
         if !still_refused.load(Ordering::Relaxed) {
             return;
         }
-        let connect = tokio::time::timeout(CONNECT, TcpStream::connect(addr)).await;
+        let connect = tokio::time::timeout(CONNECT, Stream::connect(&addr)).await;
         if let Ok(Ok(stream)) = connect {
-            let _ = stream.set_zero_linger();
+            stream.reset_on_close();
             reporter.report(|registry, id| registry.listening(id));
             return;
         }
@@ -372,15 +370,19 @@ async fn probe_until_listening(
     }
 }
 
-/// The request an HTTP check sends to `addr` (`None` for a TCP check).
-fn http_request(kind: &HealthKind, addr: SocketAddr) -> Option<Box<[u8]>> {
+/// The request an HTTP check sends to `addr` (`None` for a TCP check): for `Host`, the check's
+/// `host`, else the address (`localhost` for a UNIX socket).
+fn http_request(kind: &HealthKind, addr: &ServerAddr) -> Option<Box<[u8]>> {
     let HealthKind::Http {
         method, path, host, ..
     } = kind
     else {
         return None;
     };
-    let host = host.clone().unwrap_or_else(|| addr.to_string());
+    let host = host.clone().unwrap_or_else(|| match addr {
+        ServerAddr::Tcp(addr) => addr.to_string(),
+        ServerAddr::Unix(_) => "localhost".to_string(),
+    });
     let request = format!(
         "{method} {path} HTTP/1.1\r\nHost: {host}\r\nUser-Agent: herdsman-health\r\n\
          Connection: close\r\n\r\n"
@@ -395,16 +397,15 @@ fn http_request(kind: &HealthKind, addr: SocketAddr) -> Option<Box<[u8]>> {
 /// On a server of a pool with `[pool.tls]` (`tls`), the check is made over TLS, with the pool's
 /// settings: a server whose handshake fails (its certificate does not verify, say) fails it.
 async fn probe(
-    addr: SocketAddr,
+    addr: &ServerAddr,
     tls: Option<&ServerTls>,
     kind: &HealthKind,
     request: Option<&[u8]>,
 ) -> Result<(), String> {
-    let socket = TcpStream::connect(addr)
+    let mut stream = Stream::connect(addr)
         .await
         .map_err(|error| format!("connect: {error}"))?;
-    let _ = socket.set_zero_linger();
-    let mut stream = Stream::Tcp(socket);
+    stream.reset_on_close();
     if let Some(tls) = tls {
         stream = stream
             .start_tls(tls)
@@ -599,7 +600,7 @@ async fn read_status(stream: &mut Stream) -> Result<u16, String> {
 mod tests {
     use super::*;
 
-    async fn answer_once(response: &'static [u8]) -> SocketAddr {
+    async fn answer_once(response: &'static [u8]) -> ServerAddr {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = listener.local_addr().unwrap();
         tokio::spawn(async move {
@@ -608,11 +609,11 @@ mod tests {
             let _ = stream.read(&mut request).await;
             let _ = stream.write_all(response).await;
         });
-        addr
+        addr.into()
     }
 
     /// One check of `addr`, as a check task makes it.
-    async fn check(addr: SocketAddr, kind: &HealthKind) -> Result<(), String> {
+    async fn check(addr: &ServerAddr, kind: &HealthKind) -> Result<(), String> {
         probe(addr, None, kind, http_request(kind, addr).as_deref()).await
     }
 
@@ -628,14 +629,14 @@ mod tests {
     #[tokio::test]
     async fn an_http_check_needs_a_status_in_range() {
         let ok = answer_once(b"HTTP/1.1 204 No Content\r\n\r\n").await;
-        assert_eq!(check(ok, &http((200, 399))).await, Ok(()));
+        assert_eq!(check(&ok, &http((200, 399))).await, Ok(()));
         let failing = answer_once(b"HTTP/1.1 503 Unavailable\r\n\r\n").await;
         assert_eq!(
-            check(failing, &http((200, 399))).await,
+            check(&failing, &http((200, 399))).await,
             Err("GET /healthz answered 503, expected 200-399".to_string())
         );
         let garbage = answer_once(b"hello\r\n").await;
-        assert!(check(garbage, &http((200, 399)))
+        assert!(check(&garbage, &http((200, 399)))
             .await
             .unwrap_err()
             .contains("not an HTTP"));
@@ -644,12 +645,37 @@ mod tests {
     #[tokio::test]
     async fn a_refused_connection_fails_both_kinds() {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
+        let addr = listener.local_addr().unwrap().into();
         drop(listener);
-        assert!(check(addr, &HealthKind::Tcp)
+        assert!(check(&addr, &HealthKind::Tcp)
             .await
             .unwrap_err()
             .starts_with("connect:"));
-        assert!(check(addr, &http((200, 399))).await.is_err());
+        assert!(check(&addr, &http((200, 399))).await.is_err());
+    }
+
+    #[tokio::test]
+    async fn a_server_on_a_unix_socket_is_checked_there_as_localhost() {
+        let path = std::env::temp_dir().join(format!("herdsman-check-{}.sock", std::process::id()));
+        let _ = std::fs::remove_file(&path);
+        let addr = ServerAddr::Unix(path.as_path().into());
+        let missing = check(&addr, &HealthKind::Tcp).await.unwrap_err();
+        assert!(missing.contains("no socket at"), "{missing}");
+        let listener = tokio::net::UnixListener::bind(&path).unwrap();
+        let answered = tokio::spawn(async move {
+            let (mut stream, _) = listener.accept().await.unwrap();
+            let mut request = vec![0u8; 512];
+            let n = stream.read(&mut request).await.unwrap();
+            let _ = stream.write_all(b"HTTP/1.1 204 No Content\r\n\r\n").await;
+            request.truncate(n);
+            String::from_utf8(request).unwrap()
+        });
+        assert_eq!(check(&addr, &http((200, 399))).await, Ok(()));
+        let request = answered.await.unwrap();
+        assert!(
+            request.starts_with("GET /healthz HTTP/1.1\r\nHost: localhost\r\n"),
+            "{request}"
+        );
+        let _ = std::fs::remove_file(&path);
     }
 }

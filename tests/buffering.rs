@@ -421,13 +421,6 @@ fn a_request_sent_right_behind_a_buffered_body_is_not_taken_for_part_of_it() {
     assert_eq!(second.header("X-Target"), Some("/second"));
 }
 
-/// FNV-1a of `bytes`: what the server tells of the body it got.
-fn fnv(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
-        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
-    })
-}
-
 /// A server that answers each request with the FNV-1a of the body it got, calling `heard` as
 /// soon as it has the head.
 fn hashing_server(heard: impl Fn() + Send + Sync + 'static) -> Mock {
@@ -457,14 +450,8 @@ fn a_large_fast_body_goes_socket_to_socket_by_splice_byte_for_byte() {
     let herdsman = Proxy::start(&config(server.addr, &buffering));
     const SIZE: usize = 16 << 20;
     let body = numbered_body(SIZE);
-    let mut client = Conn::connect(herdsman.addr);
-    client.set_read_timeout(Duration::from_secs(20));
-    // Twice on one connection: after a spliced body, both connections carry the next request.
-    for _ in 0..2 {
-        let head = format!("POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {SIZE}\r\n\r\n");
-        client.send(head.as_bytes());
-        client.send(&body);
-        assert_arrived_as_sent(&client.response(), &body, "POST /up");
+    for response in post_twice(herdsman.addr, &body) {
+        assert_arrived_as_sent(&response, &body, "POST /up");
     }
     let report = herdsman.server().stats().report().remove(0);
     assert_eq!(

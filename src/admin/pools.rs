@@ -5,13 +5,11 @@
 //! The shapes of the bodies are checked here even though the registry checks names and weights
 //! again: the registry does not know which JSON field a value came from.
 
-use std::net::SocketAddr;
-
 use serde::Serialize;
 use serde_json::{Map, Value};
 
 use super::answer::Answer;
-use crate::config::{is_valid_name, ServerState};
+use crate::config::{is_valid_name, ServerAddr, ServerState};
 use crate::process::notify;
 use crate::upstream::registry::{ChangeError, NewServer, Registry, MAX_WEIGHT};
 
@@ -274,15 +272,17 @@ fn name_field(field: Field) -> Result<String, ApiError> {
     Ok(name.to_string())
 }
 
-/// An IP address and port. Host names are not looked up, as in the config file: the address
-/// must not change under a running proxy.
-fn addr_field(field: Field) -> Result<SocketAddr, ApiError> {
-    let text = field.string("an IP address and port, e.g. \"127.0.0.1:9003\"")?;
-    match text.parse::<SocketAddr>() {
-        Ok(addr) if addr.port() == 0 => Err(field.refuse("has port 0, which cannot be connected to")),
-        Ok(addr) => Ok(addr),
-        Err(_) => Err(field.refuse(
-            "is not an IP address and port; host names are not looked up, write e.g. \"127.0.0.1:9003\" or \"[::1]:9003\"",
+/// An IP address and port, or `unix:` and a socket's path. Host names are not looked up, as in
+/// the config file: the address must not change under a running proxy.
+fn addr_field(field: Field) -> Result<ServerAddr, ApiError> {
+    let text = field.string(
+        "an IP address and port, e.g. \"127.0.0.1:9003\", or a UNIX socket, e.g. \"unix:/run/app.sock\"",
+    )?;
+    match ServerAddr::parse(text) {
+        Some(Ok(addr)) => Ok(addr),
+        Some(Err(why)) => Err(field.refuse(&format!("is refused: {why}"))),
+        None => Err(field.refuse(
+            "is not an IP address and port; host names are not looked up, write e.g. \"127.0.0.1:9003\", \"[::1]:9003\" or \"unix:/run/app.sock\"",
         )),
     }
 }
@@ -387,6 +387,10 @@ mod tests {
                 r#""addr": "localhost:80" is not an IP address and port"#,
             ),
             (r#"{"name":"c","addr":"127.0.0.1:0"}"#, "port 0"),
+            (
+                r#"{"name":"c","addr":"unix:app.sock"}"#,
+                r#""addr": "unix:app.sock" is refused: a UNIX socket's path must be absolute"#,
+            ),
             (
                 r#"{"name":"c","addr":"127.0.0.1:1","weight":300}"#,
                 r#""weight": 300 is out of range; accepted: a whole number from 0 to 256"#,

@@ -223,7 +223,7 @@ mod tests {
             error.to_string(),
             "/etc/herdsman.toml: 2 problems\n  \
              line 2: workers = 0: out of range; accepted: \"auto\" or a number from 1 to 1024\n  \
-             line 34: pool[0].servers[1].addr = \"127.0.0.1\": not a socket address; write host:port, e.g. \"127.0.0.1:9001\""
+             line 34: pool[0].servers[1].addr = \"127.0.0.1\": not a socket address; write host:port, e.g. \"127.0.0.1:9001\" (or \"unix:/run/app.sock\" for a UNIX socket)"
         );
         let one = from_toml("", "<demo>").unwrap_err();
         assert!(one

@@ -28,7 +28,9 @@ pub mod rate_limit;
 mod raw;
 mod reload_scope;
 pub mod route_index;
+mod server_addr;
 pub mod server_tls;
+pub use server_addr::ServerAddr;
 mod summary;
 pub mod template;
 pub mod ticket_keys;
@@ -806,7 +808,7 @@ pub enum Balance {
 pub struct ServerConfig {
     /// Stable identity of the server; unique within its pool.
     pub name: String,
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     /// 0–256, default 1. Weight 0 takes no new requests.
     pub weight: u32,
     /// The state it starts in. Default `ready`.

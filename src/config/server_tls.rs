@@ -5,7 +5,6 @@
 //! config and shared by every worker.
 
 use std::hash::{Hash, Hasher};
-use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -18,6 +17,7 @@ use rustls::{ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme
 
 use super::certificates::Certificate;
 use super::tls::{provider, ALPN_H2, ALPN_HTTP1};
+use super::ServerAddr;
 
 /// Where the servers' certificates must chain to.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -118,12 +118,18 @@ impl PoolTls {
         }
     }
 
-    /// How the server at `addr`, whose own `sni` is `server_sni`, is connected to.
-    pub fn for_server(&self, server_sni: Option<&str>, addr: SocketAddr) -> ServerTls {
+    /// How the server at `addr`, whose own `sni` is `server_sni`, is connected to. A server on
+    /// a UNIX socket is never in a pool with TLS (the check refuses it): it would be asked for
+    /// `localhost`.
+    pub fn for_server(&self, server_sni: Option<&str>, addr: &ServerAddr) -> ServerTls {
+        let by_address = || match addr {
+            ServerAddr::Tcp(addr) => ServerName::IpAddress(addr.ip().into()),
+            ServerAddr::Unix(_) => ServerName::try_from("localhost").expect("a DNS name"),
+        };
         let name = server_sni
             .or(self.sni.as_deref())
             .and_then(|name| ServerName::try_from(name.to_string()).ok())
-            .unwrap_or_else(|| ServerName::IpAddress(addr.ip().into()));
+            .unwrap_or_else(by_address);
         ServerTls {
             client_config: Arc::clone(&self.client_config),
             name,

@@ -65,7 +65,7 @@ pub(super) async fn server_connection(
     // The deadline covers a TLS handshake too.
     let connect = async {
         let stream = loop {
-            match Stream::connect(server.addr).await {
+            match Stream::connect(&server.addr).await {
                 Err(error) if is_out_of_descriptors(&error) => {
                     // Given up a retry early, so that the connect deadline does not fire first.
                     if Moment::now() + DESCRIPTOR_RETRY >= wait_for_descriptor {

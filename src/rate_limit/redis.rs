@@ -417,7 +417,7 @@ fn answer_replies(shared: &Shared, reply: &mut Vec<u8>) -> Result<(), RedisFailu
 
 /// A connection to Redis at `addr` with the script loaded on it (`reply` is its buffer).
 async fn open(addr: SocketAddr, reply: &mut Vec<u8>) -> Result<Stream, RedisFailure> {
-    let mut stream = Stream::connect(addr).await?;
+    let mut stream = Stream::connect(&addr.into()).await?;
     let mut load = Vec::with_capacity(GCRA_SCRIPT.len() + 64);
     write_command(&mut load, &[b"SCRIPT", b"LOAD", GCRA_SCRIPT.as_bytes()]);
     stream.write_all(&load).await?;

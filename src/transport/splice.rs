@@ -1,6 +1,6 @@
-//! A body moved from one plain TCP socket to another through a pipe with splice(2), so that its
-//! bytes never come up to user space: the kernel moves the socket's pages into the pipe and on
-//! to the other socket by reference. Measured with 64 MiB uploads through one worker to nginx
+//! A body moved from one plain socket (TCP, or a server's UNIX socket) to another through a pipe
+//! with splice(2), so that its bytes never come up to user space: the kernel moves the socket's
+//! pages into the pipe and on to the other socket by reference. Measured with 64 MiB uploads through one worker to nginx
 //! (bench/results/uploads.md), it halves herdsman's CPU per upload against reading into and
 //! writing from a buffer.
 
@@ -8,9 +8,9 @@ use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 
 use tokio::io::Interest;
-use tokio::net::TcpStream;
+use tokio::net::{TcpStream, UnixStream};
 
-use super::stream::{ReadHalf, WriteHalf};
+use super::stream::{ReadHalf, Registered, WriteHalf};
 
 /// The pipe's size asked for (Linux's `pipe-max-size` default): fewer splices a body.
 const PIPE_SIZE: usize = 1 << 20;
@@ -74,14 +74,14 @@ impl Pipe {
     /// some if none are there. 0: `from` ended.
     pub async fn fill_from(&mut self, from: &ReadHalf<'_>, most: u64) -> io::Result<usize> {
         debug_assert_eq!(self.held, 0, "a pipe is filled once it is empty");
-        let socket = from.plain_tcp().ok_or_else(not_plain)??;
         let most = most.min(self.size as u64) as usize;
         let into = self.write.as_raw_fd();
         // The pipe is empty and the splice asks no more than it holds: EAGAIN is the socket's.
-        let n = when_ready(socket, Interest::READABLE, || {
-            splice(socket.as_raw_fd(), into, most, false)
-        })
-        .await?;
+        let splice_in = |socket: RawFd| splice(socket, into, most, false);
+        let n = match from.plain().ok_or_else(not_plain)?? {
+            Plain::Tcp(socket) => when_ready(socket, Interest::READABLE, splice_in).await?,
+            Plain::Unix(socket) => when_ready(socket, Interest::READABLE, splice_in).await?,
+        };
         self.held = n;
         Ok(n)
     }
@@ -89,13 +89,13 @@ impl Pipe {
     /// Gives `to` what it takes of the pipe's bytes, waiting for room if it takes none now;
     /// `more`: the body goes on after them (the kernel may hold a partial segment back).
     pub async fn drain_to(&mut self, to: &WriteHalf<'_>, more: bool) -> io::Result<usize> {
-        let socket = to.plain_tcp().ok_or_else(not_plain)??;
         let (out, held) = (self.read.as_raw_fd(), self.held);
         // The pipe holds bytes: EAGAIN is the socket's.
-        let n = when_ready(socket, Interest::WRITABLE, || {
-            splice(out, socket.as_raw_fd(), held, more)
-        })
-        .await?;
+        let splice_out = |socket: RawFd| splice(out, socket, held, more);
+        let n = match to.plain().ok_or_else(not_plain)?? {
+            Plain::Tcp(socket) => when_ready(socket, Interest::WRITABLE, splice_out).await?,
+            Plain::Unix(socket) => when_ready(socket, Interest::WRITABLE, splice_out).await?,
+        };
         if n == 0 {
             return Err(io::ErrorKind::WriteZero.into());
         }
@@ -108,13 +108,14 @@ impl Pipe {
 /// there before its readiness is known), then after each readiness it brings; one unit of the
 /// task's cooperative budget, as a buffered relay's write costs.
 async fn when_ready(
-    socket: &TcpStream,
+    socket: &impl Registered,
     interest: Interest,
-    splice: impl Fn() -> io::Result<usize>,
+    splice: impl Fn(RawFd) -> io::Result<usize>,
 ) -> io::Result<usize> {
     tokio::task::coop::consume_budget().await;
+    let fd = socket.as_fd().as_raw_fd();
     loop {
-        match socket.try_io(interest, &splice) {
+        match socket.try_io(interest, || splice(fd)) {
             Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
                 socket.ready(interest).await?;
             }
@@ -123,12 +124,24 @@ async fn when_ready(
     }
 }
 
-/// Whether a body can go from `from` to `to` through a [`Pipe`]: both plain TCP (not TLS, not
-/// multiplexed), on Linux.
+/// The registered socket under a half that can be spliced: TCP, or a server's UNIX socket.
+enum Plain<'a> {
+    Tcp(&'a TcpStream),
+    Unix(&'a UnixStream),
+}
+
+/// Whether a body can go from `from` to `to` through a [`Pipe`]: both plain sockets, TCP or
+/// UNIX (not TLS, not multiplexed), on Linux.
 pub fn can_splice(from: &ReadHalf<'_>, to: &WriteHalf<'_>) -> bool {
     cfg!(target_os = "linux")
-        && matches!(from, ReadHalf::Tcp(_) | ReadHalf::Client(_))
-        && matches!(to, WriteHalf::Tcp(_) | WriteHalf::Client(_))
+        && matches!(
+            from,
+            ReadHalf::Tcp(_) | ReadHalf::Client(_) | ReadHalf::Unix(_)
+        )
+        && matches!(
+            to,
+            WriteHalf::Tcp(_) | WriteHalf::Client(_) | WriteHalf::Unix(_)
+        )
 }
 
 #[cfg(target_os = "linux")]
@@ -159,22 +172,24 @@ fn splice(_from: RawFd, _to: RawFd, _most: usize, _more: bool) -> io::Result<usi
 }
 
 impl ReadHalf<'_> {
-    /// The registered TCP socket under this half, if it is a plain one.
-    fn plain_tcp(&self) -> Option<io::Result<&TcpStream>> {
+    /// The registered socket under this half, if it is a plain one.
+    fn plain(&self) -> Option<io::Result<Plain<'_>>> {
         match self {
-            ReadHalf::Tcp(read) => Some(Ok(read.as_ref())),
-            ReadHalf::Client(client) => Some(client.registration()),
+            ReadHalf::Tcp(read) => Some(Ok(Plain::Tcp(read.as_ref()))),
+            ReadHalf::Client(client) => Some(client.registration().map(Plain::Tcp)),
+            ReadHalf::Unix(read) => Some(Ok(Plain::Unix(read.as_ref()))),
             _ => None,
         }
     }
 }
 
 impl WriteHalf<'_> {
-    /// As [`ReadHalf::plain_tcp`].
-    fn plain_tcp(&self) -> Option<io::Result<&TcpStream>> {
+    /// As [`ReadHalf::plain`].
+    fn plain(&self) -> Option<io::Result<Plain<'_>>> {
         match self {
-            WriteHalf::Tcp(write) => Some(Ok(write.as_ref())),
-            WriteHalf::Client(client) => Some(client.registration()),
+            WriteHalf::Tcp(write) => Some(Ok(Plain::Tcp(write.as_ref()))),
+            WriteHalf::Client(client) => Some(client.registration().map(Plain::Tcp)),
+            WriteHalf::Unix(write) => Some(Ok(Plain::Unix(write.as_ref()))),
             _ => None,
         }
     }
@@ -183,6 +198,6 @@ impl WriteHalf<'_> {
 fn not_plain() -> io::Error {
     io::Error::new(
         io::ErrorKind::Unsupported,
-        "a splice needs plain TCP on both sides, on Linux",
+        "a splice needs plain sockets on both sides, on Linux",
     )
 }

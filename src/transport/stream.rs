@@ -1,5 +1,6 @@
 //! The byte stream a connection runs on, to a client or to a server: an enum of the transports
-//! herdsman speaks (plain TCP, and TLS over it: `tls.rs`). An enum rather than a boxed
+//! herdsman speaks (plain TCP, TLS over it: `tls.rs`, and a UNIX socket to a server on the same
+//! machine). An enum rather than a boxed
 //! trait object, so that the fast paths the request path relies on (`poll_read_ready` before a
 //! buffer is taken, `try_write` before a timer is armed) stay direct calls that the compiler sees
 //! through: a registered connection's code is what it was with a bare `TcpStream`.
@@ -14,16 +15,15 @@
 //! another, so a connection that writes once and never waits costs no `setsockopt` either.
 
 use std::cell::{Cell, OnceCell};
-use std::future::poll_fn;
+use std::future::{poll_fn, Future};
 use std::io;
-use std::net::SocketAddr;
 use std::os::fd::{AsFd, AsRawFd, BorrowedFd, FromRawFd, RawFd};
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
-use tokio::net::{tcp, TcpStream};
+use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf, Ready};
+use tokio::net::{tcp, unix, TcpStream, UnixStream};
 
 use super::buffer::{Buffer, BUFFER_INITIAL};
 use super::client_tcp::{ClientTcp, Nagle};
@@ -31,6 +31,7 @@ use super::multiplexed::Multiplexed;
 use super::sys;
 use super::tls::{self, HandshakeFailure, TlsFacts, TlsStream};
 use crate::config::server_tls::ServerTls;
+use crate::config::ServerAddr;
 
 /// A connection: to a server, registered with the worker's runtime from its connect; or from a
 /// client, registered when it first has to wait.
@@ -38,6 +39,9 @@ use crate::config::server_tls::ServerTls;
 pub enum Stream {
     Tcp(TcpStream),
     Client(ClientTcp),
+    /// To a server on a UNIX socket; boxed, so that the enum stays the size of a `TcpStream`
+    /// (a second variant of its 40 bytes takes a tag: 48), the box made once a connection.
+    Unix(Box<UnixStream>),
     /// TLS, on a registered socket; boxed, as its state is large and a handshake's cost dwarfs
     /// the allocation.
     Tls(Box<TlsStream>),
@@ -61,6 +65,7 @@ pub struct Detached {
 /// The reading half of a [`Stream`] split for a relay both ways.
 pub enum ReadHalf<'a> {
     Tcp(tcp::ReadHalf<'a>),
+    Unix(unix::ReadHalf<'a>),
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
     Tls(&'a TlsStream),
@@ -70,6 +75,7 @@ pub enum ReadHalf<'a> {
 /// The writing half of a [`Stream`] split for a relay both ways.
 pub enum WriteHalf<'a> {
     Tcp(tcp::WriteHalf<'a>),
+    Unix(unix::WriteHalf<'a>),
     /// Of a client connection that was not yet registered when it was split.
     Client(&'a ClientTcp),
     Tls(&'a TlsStream),
@@ -163,6 +169,48 @@ impl AsRawFd for Detached {
     }
 }
 
+/// A socket registered with the worker's runtime, TCP or UNIX: both are read and written by the
+/// same calls below, monomorphised (a TCP stream's code is what it was before UNIX ones came).
+pub(super) trait Registered: AsFd {
+    fn try_io<R>(&self, interest: Interest, io: impl FnOnce() -> io::Result<R>) -> io::Result<R>;
+    fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+    fn ready(&self, interest: Interest) -> impl Future<Output = io::Result<Ready>>;
+}
+
+macro_rules! registered {
+    ($socket:ty) => {
+        impl Registered for $socket {
+            #[inline]
+            fn try_io<R>(
+                &self,
+                interest: Interest,
+                io: impl FnOnce() -> io::Result<R>,
+            ) -> io::Result<R> {
+                <$socket>::try_io(self, interest, io)
+            }
+
+            #[inline]
+            fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                <$socket>::poll_read_ready(self, cx)
+            }
+
+            #[inline]
+            fn poll_write_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+                <$socket>::poll_write_ready(self, cx)
+            }
+
+            #[inline]
+            fn ready(&self, interest: Interest) -> impl Future<Output = io::Result<Ready>> {
+                <$socket>::ready(self, interest)
+            }
+        }
+    };
+}
+
+registered!(TcpStream);
+registered!(UnixStream);
+
 /// Reads into `buf`'s unfilled part with one `recv`, without initialising it first.
 #[inline]
 pub(super) fn recv_into(socket: BorrowedFd<'_>, buf: &mut ReadBuf<'_>) -> io::Result<usize> {
@@ -184,7 +232,7 @@ pub(super) fn recv_into(socket: BorrowedFd<'_>, buf: &mut ReadBuf<'_>) -> io::Re
 /// per-task budget.
 #[inline]
 pub(super) fn poll_recv(
-    stream: &TcpStream,
+    stream: &impl Registered,
     cx: &mut Context<'_>,
     buf: &mut ReadBuf<'_>,
 ) -> Poll<io::Result<()>> {
@@ -212,14 +260,14 @@ pub(super) fn poll_recv(
 
 /// A registered socket's write that does not wait (as tokio's `try_write`, with `sys::send`).
 #[inline]
-pub(super) fn try_send(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+pub(super) fn try_send(stream: &impl Registered, bytes: &[u8]) -> io::Result<usize> {
     stream.try_io(Interest::WRITABLE, || sys::send(stream.as_fd(), bytes))
 }
 
 /// A registered socket's write of `first` and then `second` in one system call, that does not
 /// wait.
 #[inline]
-fn try_send_two(stream: &TcpStream, first: &[u8], second: &[u8]) -> io::Result<usize> {
+fn try_send_two(stream: &impl Registered, first: &[u8], second: &[u8]) -> io::Result<usize> {
     stream.try_io(Interest::WRITABLE, || {
         sys::send_two(stream.as_fd(), first, second)
     })
@@ -228,7 +276,7 @@ fn try_send_two(stream: &TcpStream, first: &[u8], second: &[u8]) -> io::Result<u
 /// A registered socket's write, as tokio's own `poll_write` (with `sys::send`).
 #[inline]
 pub(super) fn poll_send(
-    stream: &TcpStream,
+    stream: &impl Registered,
     cx: &mut Context<'_>,
     bytes: &[u8],
 ) -> Poll<io::Result<usize>> {
@@ -248,17 +296,43 @@ fn tcp_halves(stream: &mut TcpStream) -> (ReadHalf<'_>, WriteHalf<'_>) {
     (ReadHalf::Tcp(read), WriteHalf::Tcp(write))
 }
 
+/// Completes when the peer of a registered socket closed or reset it. Bytes it sends meanwhile
+/// are left for later, and then it is not watched any longer (the future never completes).
+async fn peer_closed(socket: &impl Registered) {
+    let peek = poll_fn(|cx| loop {
+        std::task::ready!(socket.poll_read_ready(cx))?;
+        let mut probe = [std::mem::MaybeUninit::new(0u8); 1];
+        let peeked = socket.try_io(Interest::READABLE, || {
+            socket2::SockRef::from(&socket.as_fd()).peek(&mut probe)
+        });
+        match peeked {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {}
+            peeked => return Poll::Ready(peeked),
+        }
+    });
+    match peek.await {
+        Ok(0) | Err(_) => {}
+        Ok(_) => std::future::pending().await,
+    }
+}
+
 /// Sends FIN after what was written (`shutdown(SHUT_WR)`).
 pub(super) fn shutdown_write(socket: BorrowedFd<'_>) -> io::Result<()> {
     socket2::SockRef::from(&socket).shutdown(std::net::Shutdown::Write)
 }
 
 impl Stream {
-    /// Connects to a server, Nagle off (requests are written whole).
-    pub async fn connect(addr: SocketAddr) -> io::Result<Stream> {
-        let stream = TcpStream::connect(addr).await?;
-        let _ = stream.set_nodelay(true);
-        Ok(Stream::Tcp(stream))
+    /// Connects to a server: over TCP with Nagle off (requests are written whole), or to its
+    /// UNIX socket. The caller bounds the time it takes.
+    pub async fn connect(addr: &ServerAddr) -> io::Result<Stream> {
+        match addr {
+            ServerAddr::Tcp(addr) => {
+                let stream = TcpStream::connect(*addr).await?;
+                let _ = stream.set_nodelay(true);
+                Ok(Stream::Tcp(stream))
+            }
+            ServerAddr::Unix(path) => Ok(Stream::Unix(Box::new(connect_unix(path).await?))),
+        }
     }
 
     /// A server connection just made (`connect`), over TLS from here: the handshake with the
@@ -288,6 +362,10 @@ impl Stream {
                 (socket, true, Some(tls))
             }
             Stream::Multiplexed(_) => return Err(no_socket()),
+            Stream::Unix(_) => {
+                let error = "a connection to a server's UNIX socket is never parked";
+                return Err(io::Error::new(io::ErrorKind::Unsupported, error));
+            }
         };
         Ok(Detached {
             socket,
@@ -399,6 +477,7 @@ impl Stream {
     pub fn poll_read_ready(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(cx),
+            Stream::Unix(stream) => stream.poll_read_ready(cx),
             Stream::Client(_) => self.registered()?.poll_read_ready(cx),
             Stream::Tls(stream) => stream.poll_read_ready(cx),
             Stream::Multiplexed(stream) => stream.poll_read_ready(cx),
@@ -414,6 +493,7 @@ impl Stream {
         let mut cx = Context::from_waker(std::task::Waker::noop());
         match self {
             Stream::Tcp(stream) => stream.poll_read_ready(&mut cx).is_ready(),
+            Stream::Unix(stream) => stream.poll_read_ready(&mut cx).is_ready(),
             Stream::Client(client) => match client.registered.get() {
                 Some(stream) => stream.poll_read_ready(&mut cx).is_ready(),
                 None => false,
@@ -428,6 +508,7 @@ impl Stream {
     pub fn try_write(&self, bytes: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(stream) => try_send(stream, bytes),
+            Stream::Unix(stream) => try_send(&**stream, bytes),
             Stream::Client(client) => client.try_write(bytes),
             Stream::Tls(stream) => stream.try_write(bytes),
             Stream::Multiplexed(stream) => {
@@ -447,6 +528,7 @@ impl Stream {
     pub fn try_write_two(&self, first: &[u8], second: &[u8]) -> io::Result<usize> {
         match self {
             Stream::Tcp(stream) => try_send_two(stream, first, second),
+            Stream::Unix(stream) => try_send_two(&**stream, first, second),
             Stream::Client(client) => client.try_write_two(first, second),
             _ if first.is_empty() => self.try_write(second),
             _ => self.try_write(first),
@@ -458,6 +540,10 @@ impl Stream {
     pub fn split(&mut self) -> (ReadHalf<'_>, WriteHalf<'_>) {
         match self {
             Stream::Tcp(stream) => tcp_halves(stream),
+            Stream::Unix(stream) => {
+                let (read, write) = stream.split();
+                (ReadHalf::Unix(read), WriteHalf::Unix(write))
+            }
             Stream::Client(_) => self.split_client(),
             Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
             Stream::Multiplexed(stream) => (
@@ -485,7 +571,9 @@ impl Stream {
                 (ReadHalf::Client(client), WriteHalf::Client(client))
             }
             Stream::Tls(stream) => (ReadHalf::Tls(stream), WriteHalf::Tls(stream)),
-            Stream::Multiplexed(_) => unreachable!("the match above splits a multiplexed stream"),
+            Stream::Multiplexed(_) | Stream::Unix(_) => {
+                unreachable!("the match above splits a server's stream")
+            }
         }
     }
 
@@ -508,6 +596,11 @@ impl Stream {
                 would_block(stream.try_read(&mut probe))
             }
             Stream::Tcp(stream) => would_block(peek(stream.as_fd())),
+            Stream::Unix(stream) if !ask_kernel => {
+                let mut probe = [0u8; 1];
+                would_block(stream.try_read(&mut probe))
+            }
+            Stream::Unix(stream) => would_block(peek(stream.as_fd())),
             Stream::Client(client) => would_block(client.with_socket(peek)),
             Stream::Tls(stream) => stream.still_open(),
             // Never kept idle: its connection is, by the room that made it.
@@ -539,6 +632,7 @@ impl Stream {
     fn with_socket<R>(&self, f: impl FnOnce(BorrowedFd<'_>) -> io::Result<R>) -> io::Result<R> {
         match self {
             Stream::Tcp(stream) => f(stream.as_fd()),
+            Stream::Unix(stream) => f(stream.as_fd()),
             Stream::Client(client) => client.with_socket(f),
             Stream::Tls(stream) => f(stream.socket()),
             Stream::Multiplexed(_) => Err(no_socket()),
@@ -554,6 +648,30 @@ fn no_socket() -> io::Error {
     )
 }
 
+/// Connects to the UNIX socket at `path`. A listener whose queue is full refuses at once
+/// (`EAGAIN`), where a TCP one lets the connect wait: the connect is tried again, a little later
+/// each time, until the caller's deadline, as a TCP connect would have waited (nginx fails the
+/// request: "Resource temporarily unavailable" in front of a busy PHP-FPM). No socket at the
+/// path is a refusal: nothing listens there (a server that restarts removes and remakes it).
+async fn connect_unix(path: &std::path::Path) -> io::Result<UnixStream> {
+    const FIRST_PAUSE: Duration = Duration::from_millis(1);
+    const LONGEST_PAUSE: Duration = Duration::from_millis(32);
+    let mut pause = FIRST_PAUSE;
+    loop {
+        match UnixStream::connect(path).await {
+            Err(error) if error.kind() == io::ErrorKind::WouldBlock => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(LONGEST_PAUSE);
+            }
+            Err(error) if error.kind() == io::ErrorKind::NotFound => {
+                let why = format!("no socket at {}: nothing listens there", path.display());
+                return Err(io::Error::new(io::ErrorKind::ConnectionRefused, why));
+            }
+            connected => return connected,
+        }
+    }
+}
+
 impl AsyncRead for Stream {
     #[inline]
     fn poll_read(
@@ -564,6 +682,7 @@ impl AsyncRead for Stream {
         let this = self.get_mut();
         match this {
             Stream::Tcp(inner) => poll_recv(inner, cx, buf),
+            Stream::Unix(inner) => poll_recv(&**inner, cx, buf),
             Stream::Client(_) => this.poll_read_client(cx, buf),
             Stream::Tls(stream) => stream.poll_read(cx, buf),
             Stream::Multiplexed(stream) => stream.poll_read(cx, buf),
@@ -581,6 +700,7 @@ impl AsyncWrite for Stream {
         let this = self.get_mut();
         match this {
             Stream::Tcp(inner) => poll_send(inner, cx, bytes),
+            Stream::Unix(inner) => poll_send(&**inner, cx, bytes),
             Stream::Client(_) => this.poll_write_client(cx, bytes),
             Stream::Tls(stream) => stream.poll_write(cx, bytes),
             Stream::Multiplexed(stream) => stream.poll_write(cx, bytes),
@@ -612,6 +732,7 @@ impl ReadHalf<'_> {
     pub fn poll_read_ready(&self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self {
             ReadHalf::Tcp(read) => read.as_ref().poll_read_ready(cx),
+            ReadHalf::Unix(read) => read.as_ref().poll_read_ready(cx),
             ReadHalf::Client(client) => client.poll_read_ready(cx),
             ReadHalf::Tls(stream) => stream.poll_read_ready(cx),
             ReadHalf::Multiplexed(stream) => stream.poll_read_ready(cx),
@@ -623,13 +744,8 @@ impl ReadHalf<'_> {
     #[inline]
     pub async fn closed(&mut self) {
         match self {
-            ReadHalf::Tcp(read) => {
-                let mut probe = [0u8; 1];
-                match read.peek(&mut probe).await {
-                    Ok(0) | Err(_) => {}
-                    Ok(_) => std::future::pending().await,
-                }
-            }
+            ReadHalf::Tcp(read) => peer_closed(read.as_ref()).await,
+            ReadHalf::Unix(read) => peer_closed(read.as_ref()).await,
             ReadHalf::Client(client) => {
                 let mut data_came = false;
                 poll_fn(|cx| client.poll_closed(cx, &mut data_came)).await;
@@ -653,6 +769,7 @@ impl AsyncRead for ReadHalf<'_> {
     ) -> Poll<io::Result<()>> {
         match self.get_mut() {
             ReadHalf::Tcp(inner) => poll_recv(inner.as_ref(), cx, buf),
+            ReadHalf::Unix(inner) => poll_recv(inner.as_ref(), cx, buf),
             ReadHalf::Client(client) => client.poll_read(cx, buf),
             ReadHalf::Tls(stream) => stream.poll_read(cx, buf),
             ReadHalf::Multiplexed(stream) => stream.poll_read(cx, buf),
@@ -669,6 +786,7 @@ impl AsyncWrite for WriteHalf<'_> {
     ) -> Poll<io::Result<usize>> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => poll_send(inner.as_ref(), cx, bytes),
+            WriteHalf::Unix(inner) => poll_send(inner.as_ref(), cx, bytes),
             WriteHalf::Client(client) => client.poll_write(cx, bytes),
             WriteHalf::Tls(stream) => stream.poll_write(cx, bytes),
             WriteHalf::Multiplexed(stream) => stream.poll_write(cx, bytes),
@@ -680,9 +798,10 @@ impl AsyncWrite for WriteHalf<'_> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_flush(cx),
             // Writes are write-through (see `tls.rs`); a multiplexed stream's too.
-            WriteHalf::Client(_) | WriteHalf::Tls(_) | WriteHalf::Multiplexed(_) => {
-                Poll::Ready(Ok(()))
-            }
+            WriteHalf::Unix(_)
+            | WriteHalf::Client(_)
+            | WriteHalf::Tls(_)
+            | WriteHalf::Multiplexed(_) => Poll::Ready(Ok(())),
         }
     }
 
@@ -690,6 +809,7 @@ impl AsyncWrite for WriteHalf<'_> {
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         match self.get_mut() {
             WriteHalf::Tcp(inner) => Pin::new(inner).poll_shutdown(cx),
+            WriteHalf::Unix(inner) => Pin::new(inner).poll_shutdown(cx),
             WriteHalf::Client(client) => Poll::Ready(client.shutdown_write()),
             WriteHalf::Tls(stream) => stream.poll_shutdown(cx),
             WriteHalf::Multiplexed(_) => Poll::Ready(Ok(())),
@@ -707,7 +827,7 @@ mod tests {
     impl Stream {
         fn is_registered(&self) -> bool {
             match self {
-                Stream::Tcp(_) | Stream::Tls(_) | Stream::Multiplexed(_) => true,
+                Stream::Tcp(_) | Stream::Unix(_) | Stream::Tls(_) | Stream::Multiplexed(_) => true,
                 Stream::Client(client) => client.registered_by_a_half(),
             }
         }

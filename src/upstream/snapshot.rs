@@ -9,7 +9,6 @@
 
 use std::collections::{HashMap, HashSet};
 use std::io;
-use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -29,7 +28,8 @@ use crate::config::tls::ListenerTls;
 use crate::config::{
     release_freed_memory, AccessLogConfig, Balance, Buffering, Config, ExchangeTimeouts, HashKey,
     HealthCheck, Limits, ListenerConfig, Passive, PoolCache, PoolConfig, RetryOn, RouteBuffering,
-    RouteCache, RouteConfig, RouteIndex, ServerProtocol, ServerState, Timeouts, UpgradeProtocols,
+    RouteCache, RouteConfig, RouteIndex, ServerAddr, ServerProtocol, ServerState, Timeouts,
+    UpgradeProtocols,
 };
 use crate::stats::cache::CacheCounts;
 use crate::stats::rules::{Answered, KeptCounts, RuleCounts, Site};
@@ -223,7 +223,7 @@ pub struct Server {
     /// pool, name and address: a pooled connection belongs to exactly one server.
     pub id: u64,
     pub name: String,
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     pub weight: u32,
     pub state: ServerState,
     /// Neither down by active checks nor ejected by passive ones, as of this snapshot.
@@ -510,7 +510,7 @@ pub type SnapshotHandle = Arc<ArcSwap<Snapshot>>;
 type ServerIdentity = (
     String,
     String,
-    SocketAddr,
+    ServerAddr,
     Option<(u64, Option<String>)>,
     ServerProtocol,
 );
@@ -627,13 +627,13 @@ impl Lineage {
                     let tls = pool
                         .tls
                         .as_ref()
-                        .map(|tls| tls.for_server(server.sni.as_deref(), server.addr));
+                        .map(|tls| tls.for_server(server.sni.as_deref(), &server.addr));
                     // Likewise one whose protocol changed: HTTP/1.1 idle connections are no
                     // HTTP/2 ones.
                     let identity = (
                         pool.name.clone(),
                         server.name.clone(),
-                        server.addr,
+                        server.addr.clone(),
                         pool.tls
                             .as_ref()
                             .map(|tls| (tls.fingerprint, server.sni.clone())),
@@ -676,7 +676,7 @@ impl Lineage {
                     Server {
                         id,
                         name: server.name.clone(),
-                        addr: server.addr,
+                        addr: server.addr.clone(),
                         weight: server.weight,
                         state: server.state,
                         available,

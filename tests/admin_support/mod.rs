@@ -45,6 +45,11 @@ impl Running {
         Running::start_text(setup.toml("127.0.0.1:0"), Some(token))
     }
 
+    /// Starts herdsman with the config `text` as it is (which must have an `[admin]` section).
+    pub fn start_toml(text: String) -> Running {
+        Running::start_text(text, None)
+    }
+
     fn start_text(mut text: String, token: Option<&str>) -> Running {
         assert!(text.contains("[admin]\n"), "the setup needs .admin()");
         if let Some(token) = token {

@@ -1,5 +1,5 @@
-//! Deterministic body content: an endless xorshift byte stream, so large bodies are generated
-//! and checked on the fly rather than held in memory.
+//! Deterministic body content (an endless xorshift byte stream, so large bodies are generated
+//! and checked on the fly rather than held in memory), its FNV-1a, and a large upload sent twice.
 
 use std::io;
 
@@ -111,4 +111,31 @@ impl PatternCheck {
     pub fn report(&self) -> String {
         format!("{} {:?}", self.received, self.mismatch)
     }
+}
+
+/// FNV-1a of `bytes`: what a server tells of a body it got, so that a test sees it arrived as
+/// sent without the server sending it back.
+pub fn fnv(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |hash, byte| {
+        (hash ^ u64::from(*byte)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+/// POSTs `body` to `/up` at `addr` twice on one connection (after a body that went by splice or
+/// streamed, both connections must carry the next request); the two answers, each read within
+/// 20 s.
+pub fn post_twice(addr: std::net::SocketAddr, body: &[u8]) -> Vec<super::heads::Response> {
+    let mut client = super::raw::Conn::connect(addr);
+    client.set_read_timeout(std::time::Duration::from_secs(20));
+    let head = format!(
+        "POST /up HTTP/1.1\r\nHost: test\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    (0..2)
+        .map(|_| {
+            client.send(head.as_bytes());
+            client.send(body);
+            client.response()
+        })
+        .collect()
 }

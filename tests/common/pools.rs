@@ -69,7 +69,7 @@ pub fn app_pool_of<const N: usize>(
 pub fn ready_server(name: &str, addr: SocketAddr) -> NewServer {
     NewServer {
         name: name.into(),
-        addr,
+        addr: addr.into(),
         weight: 1,
         state: ServerState::Ready,
         max_connections: 0,

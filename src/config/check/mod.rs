@@ -299,7 +299,7 @@ mod tests {
     fn server(name: &str, address: &str, weight: u32, state: ServerState) -> ServerConfig {
         ServerConfig {
             name: name.into(),
-            addr: addr(address),
+            addr: addr(address).into(),
             weight,
             state,
             max_connections: 0,
@@ -507,7 +507,7 @@ servers = []
                 problem(
                     "pool[0].servers[1].addr",
                     7,
-                    r#"pool[0].servers[1].addr: missing; write e.g. addr = "127.0.0.1:9001""#
+                    r#"pool[0].servers[1].addr: missing; write e.g. addr = "127.0.0.1:9001" or addr = "unix:/run/app.sock""#
                 ),
                 problem(
                     "pool[1].name",

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::primitives::{is_token, quoted, PortZero, Zero};
+use super::primitives::{is_token, quoted, Zero};
 use super::words::{BALANCES, RETRY_CONDITIONS, SERVER_PROTOCOLS, SERVER_STATES};
 use super::{Checker, Table};
 use crate::config::problem::ConfigProblem;
@@ -479,13 +479,7 @@ impl Checker {
     fn server(&mut self, table: &Table, server: &RawServer) -> ServerConfig {
         ServerConfig {
             name: self.name(table, &server.name, "a"),
-            addr: self.socket_addr(
-                table,
-                "addr",
-                &server.addr,
-                "127.0.0.1:9001",
-                PortZero::Refused,
-            ),
+            addr: self.server_addr(table, &server.addr),
             weight: self.integer(
                 &table.key("weight"),
                 &server.weight,

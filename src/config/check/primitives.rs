@@ -11,6 +11,7 @@ use toml::Spanned;
 use super::{Checker, Table};
 use crate::config::duration::{format_duration, parse_duration};
 use crate::config::raw::Named;
+use crate::config::ServerAddr;
 
 /// Whether `name` may name a listener, pool or server: not empty, at most 255 bytes, made of
 /// `[A-Za-z0-9_.-]` (so it can stand in a URL path of the admin API and a metric label as it is).
@@ -143,6 +144,31 @@ impl Checker {
         };
         self.reject(&table.key(field), raw.span(), &quoted(text), why);
         STAND_IN_ADDR
+    }
+
+    /// A server's required address (`addr`): an IP address and port, or `unix:` and a socket's
+    /// path. [`STAND_IN_ADDR`] when missing or refused.
+    pub(super) fn server_addr(
+        &mut self,
+        table: &Table,
+        raw: &Option<Spanned<String>>,
+    ) -> ServerAddr {
+        const EXAMPLE: &str = "127.0.0.1:9001";
+        let how = format!(r#"write e.g. addr = "{EXAMPLE}" or addr = "unix:/run/app.sock""#);
+        let Some(raw) = self.required(table, "addr", raw, &how) else {
+            return STAND_IN_ADDR.into();
+        };
+        let text = raw.get_ref();
+        let why = match ServerAddr::parse(text) {
+            Some(Ok(addr)) => return addr,
+            Some(Err(why)) => why,
+            None => format!(
+                r#"{} (or "unix:/run/app.sock" for a UNIX socket)"#,
+                not_a_socket_address(text, EXAMPLE)
+            ),
+        };
+        self.reject(&table.key("addr"), raw.span(), &quoted(text), why);
+        STAND_IN_ADDR.into()
     }
 
     /// An optional integer within `range`; `default` when absent or refused.
@@ -359,12 +385,12 @@ mod tests {
             problem(
                 "pool[0].servers[1].addr",
                 34,
-                r#"pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001""#
+                r#"pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001" (or "unix:/run/app.sock" for a UNIX socket)"#
             )
         );
         assert_eq!(
             found.to_string(),
-            r#"line 34: pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001""#
+            r#"line 34: pool[0].servers[1].addr = "127.0.0.1": not a socket address; write host:port, e.g. "127.0.0.1:9001" (or "unix:/run/app.sock" for a UNIX socket)"#
         );
     }
 

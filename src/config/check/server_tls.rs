@@ -100,7 +100,15 @@ impl Checker {
         let Some(servers) = &raw.servers else {
             return;
         };
+        let tls = raw.tls.is_some() || pool.tls.is_some();
         for (index, server) in servers.get_ref().iter().enumerate() {
+            let on_unix_socket = pool.servers.get(index).is_some_and(|s| s.addr.is_unix());
+            if let (true, true, Some(addr)) = (tls, on_unix_socket, &server.get_ref().addr) {
+                let key = format!("{}[{index}].addr", table.key("servers"));
+                let why = "a server on a UNIX socket is spoken to in cleartext (the socket never \
+                           leaves the machine); put it in a pool without [pool.tls]";
+                self.reject(&key, addr.span(), &quoted(addr.get_ref()), why);
+            }
             let Some(sni) = &server.get_ref().sni else {
                 continue;
             };
@@ -128,7 +136,7 @@ impl Checker {
 
 #[cfg(test)]
 mod tests {
-    use crate::config::fixtures::{certificate_files, problems, MINIMAL};
+    use crate::config::fixtures::{certificate_files, only_problem, problems, MINIMAL};
     use crate::config::load::from_toml;
     use crate::config::server_tls::Roots;
 
@@ -252,5 +260,20 @@ mod tests {
         ));
         assert_eq!(stray[0].key, "pool[0].servers[0].sni");
         assert!(stray[0].message.contains("[pool.tls]"), "{stray:?}");
+    }
+
+    #[test]
+    fn a_server_on_a_unix_socket_in_a_pool_with_tls_is_refused_by_key_and_line() {
+        let text = with_pool_tls("", "").replace("127.0.0.1:9001", "unix:/run/app.sock");
+        let found = only_problem(&text);
+        assert_eq!(found.key, "pool[0].servers[0].addr");
+        assert!(found.line.is_some());
+        assert!(found.message.contains("cleartext"), "{}", found.message);
+        let cleartext = MINIMAL.replace("127.0.0.1:9001", "unix:/run/app.sock");
+        let config = from_toml(&cleartext, "test.toml").unwrap();
+        assert_eq!(
+            config.pools[0].servers[0].addr.to_string(),
+            "unix:/run/app.sock"
+        );
     }
 }

@@ -15,14 +15,21 @@ impl Registry {
             )));
         }
         check_weight(server.weight)?;
-        if server.addr.port() == 0 {
+        if server.addr.tcp().is_some_and(|addr| addr.port() == 0) {
             return Err(ChangeError::Invalid(format!(
                 "address {} has port 0, which cannot be connected to",
                 server.addr
             )));
         }
         let mut state = self.lock();
-        let servers = &mut pool_mut(&mut state.config, pool)?.servers;
+        let pool_config = pool_mut(&mut state.config, pool)?;
+        if server.addr.is_unix() && pool_config.tls.is_some() {
+            return Err(ChangeError::Invalid(format!(
+                "pool {pool:?} speaks TLS to its servers ([pool.tls]); a server on a UNIX socket is \
+                 spoken to in cleartext"
+            )));
+        }
+        let servers = &mut pool_config.servers;
         if servers.iter().any(|s| s.name == server.name) {
             return Err(ChangeError::Exists {
                 pool: pool.to_string(),
@@ -31,7 +38,7 @@ impl Registry {
         }
         let added = ServerConfig {
             name: server.name.clone(),
-            addr: server.addr,
+            addr: server.addr.clone(),
             weight: server.weight,
             state: server.state,
             max_connections: server.max_connections,

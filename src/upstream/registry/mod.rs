@@ -28,7 +28,7 @@ use tokio::sync::{mpsc, watch};
 
 use crate::config::certificates::CertificateStore;
 use crate::config::server_tls::{PoolTls, Roots};
-use crate::config::{Config, ConfigError, IntakeMode, ServerConfig, ServerState};
+use crate::config::{Config, ConfigError, IntakeMode, ServerAddr, ServerConfig, ServerState};
 use crate::intake::{ListenerChange, ListenerLoad};
 use crate::stats::cache::{CacheHeld, PoolCacheView};
 use crate::stats::traffic::{TrafficTotals, BUCKET_BOUNDS_US};
@@ -44,7 +44,7 @@ pub const MAX_WEIGHT: u32 = 256;
 #[derive(Debug, Clone)]
 pub struct NewServer {
     pub name: String,
-    pub addr: SocketAddr,
+    pub addr: ServerAddr,
     pub weight: u32,
     pub state: ServerState,
     /// 0: no limit.

@@ -12,6 +12,7 @@
 use std::collections::{HashMap, HashSet};
 
 use super::Registry;
+use crate::config::ServerAddr;
 use crate::upstream::health::Health;
 
 impl Registry {
@@ -48,7 +49,7 @@ impl Registry {
     /// to it opens again ([`Registry::listening`]). No cap applies (unlike ejection): a refusal
     /// is certain, and a pool whose every server refuses has nothing to offer anyway. Returns
     /// the server's address when this took it out of rotation, for the caller to probe.
-    pub fn refused(&self, id: u64) -> Option<std::net::SocketAddr> {
+    pub fn refused(&self, id: u64) -> Option<ServerAddr> {
         let addr = self.addr_of(id)?;
         let mut state = self.lock();
         let health = state.lineage.health_mut(id)?;
@@ -220,14 +221,14 @@ impl Registry {
     }
 
     /// The address of the server with this id.
-    fn addr_of(&self, id: u64) -> Option<std::net::SocketAddr> {
+    fn addr_of(&self, id: u64) -> Option<ServerAddr> {
         let snapshot = self.snapshot.load();
         snapshot
             .pools
             .iter()
             .flat_map(|pool| &pool.servers)
             .find(|server| server.id == id)
-            .map(|server| server.addr)
+            .map(|server| server.addr.clone())
     }
 
     /// "pool/server" for the server with this id, for logs.

@@ -15,6 +15,8 @@
 //!   losses.
 //! - [`acme`]: certificates herdsman obtains and renews itself (RFC 8555), a thread of its own
 //!   beside the workers that orders, stores and installs them.
+//! - [`discovery`]: pools that follow the fleet (DNS, Consul): what a source's answers add up
+//!   to, beside the health checks.
 //! - [`health_check`]: the active health checks, a thread beside the workers that probes servers
 //!   and reports to the registry.
 //! - [`worker`]: one OS thread with a current-thread tokio runtime; owns its connections from
@@ -57,6 +59,7 @@ pub mod cache;
 pub mod compress;
 pub mod config;
 pub mod demo;
+pub mod discovery;
 pub mod health_check;
 pub mod http1;
 pub mod http2;

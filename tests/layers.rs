@@ -11,6 +11,9 @@ const MAY_IMPORT: &[(&str, &str)] = &[
     // The ACME thread: control plane, it follows the registry's config and writes what the
     // handshakes read into `config::acme`.
     ("acme", "upstream config stats"),
+    // Discovery (DNS, Consul): control plane too, it publishes the servers it finds through the
+    // registry.
+    ("discovery", "upstream config stats"),
     (
         "worker",
         "session intake proxy cache compress upstream http1 http2 transport access_log config stats",

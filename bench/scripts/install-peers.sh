@@ -48,6 +48,9 @@ have redis-server || missing+=(redis-server)
 # Caddy (Debian's 2.6), the third peer of the rules benchmark's header rules and compression
 # (bench/tests/rules_short.rs).
 have caddy || missing+=(caddy)
+# Knot DNS, the real DNS server tests/discovery_dns.rs starts and changes records on (knotd,
+# knotc).
+have knotd && have knotc || missing+=(knot)
 [ -f /usr/share/fonts/truetype/dejavu/DejaVuSans.ttf ] || missing+=(fonts-dejavu-core)
 # The system's trusted CAs, which a [pool.tls] without `ca` verifies servers against
 # (tests/tls_servers.rs checks that they do not trust the test CA).
@@ -62,7 +65,7 @@ if ! python3 -c 'import grpc' 2>/dev/null; then
 fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "haproxy, nginx, varnish, caddy, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, redis-server, grpcio, the system CAs and the plot font are installed"
+  echo "haproxy, nginx, varnish, caddy, wrk, promtool, chromium, strace, valgrind, curl, openssl, h2load, pebble, redis-server, knot, grpcio, the system CAs and the plot font are installed"
   exit 0
 fi
 

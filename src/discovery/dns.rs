@@ -18,9 +18,7 @@ use hickory_resolver::proto::rr::{RData, RecordType};
 use hickory_resolver::TokioResolver;
 
 use super::membership::{Answer, Found};
-
-/// The most a server may weigh in a pool.
-const MOST_WEIGHT: u32 = 256;
+use crate::upstream::registry::MAX_WEIGHT;
 
 /// Asks DNS for a pool's servers.
 pub struct Dns {
@@ -237,10 +235,10 @@ impl Parts {
 /// proportion to the heaviest record's, none below 1 (RFC 2782's weight 0, "a very small
 /// chance", is the smallest weight a pool has).
 fn srv_weight(weight: u16, heaviest: u32) -> u32 {
-    if heaviest <= MOST_WEIGHT {
+    if heaviest <= MAX_WEIGHT {
         return u32::from(weight).max(1);
     }
-    (u32::from(weight) * MOST_WEIGHT / heaviest).max(1)
+    (u32::from(weight) * MAX_WEIGHT / heaviest).max(1)
 }
 
 /// `name` as an absolute name (a final dot): no search domain is tried.

@@ -1,9 +1,9 @@
 //! The byte stream a connection runs on, to a client or to a server: an enum of the transports
 //! herdsman speaks (plain TCP, TLS over it: `tls.rs`, and a UNIX socket to a server on the same
-//! machine). An enum rather than a boxed
-//! trait object, so that the fast paths the request path relies on (`poll_read_ready` before a
-//! buffer is taken, `try_write` before a timer is armed) stay direct calls that the compiler sees
-//! through: a registered connection's code is what it was with a bare `TcpStream`.
+//! machine). An enum rather than a boxed trait object, so that the fast paths the request path
+//! relies on (`poll_read_ready` before a buffer is taken, `try_write` before a timer is armed)
+//! stay direct calls that the compiler sees through: a registered connection's code is what it
+//! was with a bare `TcpStream`.
 //!
 //! A client connection is registered with the runtime (epoll) only when it first has to wait:
 //! until a read or a write would block it is read and written directly (`ClientTcp`), and once

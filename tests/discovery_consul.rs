@@ -146,7 +146,7 @@ async fn a_change_arrives_while_the_question_is_held_and_none_costs_one_question
     let (wait, timeout) = (Duration::from_secs(5), Duration::from_secs(2));
     // The first question is answered at once, with where the catalogue stands.
     let first = consul.ask(wait, timeout).await;
-    assert_eq!(identities(&first), ["n1/web-1 127.0.0.2:8080"]);
+    assert_eq!(identities(&first), ["web-1@n1 127.0.0.2:8080"]);
     assert_eq!(consul.index(), 10);
     // The next is held until the service changes, 300 ms later.
     let changer = {
@@ -172,7 +172,7 @@ async fn a_change_arrives_while_the_question_is_held_and_none_costs_one_question
     );
     assert_eq!(
         identities(&second),
-        ["n1/web-1 127.0.0.2:8080", "n2/web-2 127.0.0.3:8081"]
+        ["web-1@n1 127.0.0.2:8080", "web-2@n2 127.0.0.3:8081"]
     );
     // Nothing changes: the question comes back after the wait, the same set.
     let asked = Instant::now();

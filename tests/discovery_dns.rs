@@ -178,8 +178,8 @@ async fn srv_records_give_each_target_its_port_weight_and_priority() {
         [
             row("a.app.internal:8080", 20, false),
             row("b.app.internal:8081", 60, false),
-            row("c.app.internal:8082/127.0.0.4", 10, true),
-            row("c.app.internal:8082/127.0.0.5", 10, true),
+            row("c.app.internal:8082@127.0.0.4", 10, true),
+            row("c.app.internal:8082@127.0.0.5", 10, true),
         ]
     );
     assert_eq!(ttl, 10);

@@ -86,8 +86,9 @@ impl Consul {
 
     /// One blocking query: the service's passing instances once they differ from the last
     /// answer's index, or after `wait` (the agent adds up to a sixteenth); given up `timeout`
-    /// after the wait. An instance's identity is its node and service ID; its address the
-    /// service's, else its node's (names are not looked up: such an instance is left out).
+    /// after the wait. An instance's identity is its service ID at its node (`web-1@node1`: no
+    /// `/`, so that it can name a server in the admin API's paths); its address the service's,
+    /// else its node's (names are not looked up: such an instance is left out).
     pub async fn ask(&mut self, wait: Duration, timeout: Duration) -> Answer {
         let request = self.request(wait);
         let limit = wait + wait / 16 + timeout;
@@ -191,7 +192,7 @@ impl Consul {
                 let ip: IpAddr = address.parse().ok()?;
                 let weight = entry.service.weights.map_or(1, |w| w.passing);
                 Some(Found {
-                    identity: format!("{}/{}", entry.node.node, entry.service.id),
+                    identity: format!("{}@{}", entry.service.id, entry.node.node),
                     addr: SocketAddr::new(ip, entry.service.port),
                     weight: weight.clamp(1, MAX_WEIGHT),
                     backup: false,
@@ -277,8 +278,8 @@ mod tests {
         assert_eq!(
             listed,
             [
-                ("n1/web-1".to_string(), "10.0.0.1:8080".to_string(), 3),
-                ("n2/web-2".to_string(), "10.0.1.2:8081".to_string(), 1),
+                ("web-1@n1".to_string(), "10.0.0.1:8080".to_string(), 3),
+                ("web-2@n2".to_string(), "10.0.1.2:8081".to_string(), 1),
             ]
         );
         assert_eq!(consul.index(), 7);

@@ -85,7 +85,7 @@ impl Dns {
 
     /// The SRV records of `name`: each target's addresses, on the record's port, weighted by
     /// the record's weight within its priority; the targets of priorities below the best as
-    /// backups. A target's identity is its name and port (with the address after a `/` when the
+    /// backups. A target's identity is its name and port (with the address after an `@` when the
     /// target has more than one).
     pub async fn services(&self, name: &str) -> Answer {
         let services = match self.records(&absolute(name), RecordType::SRV).await {
@@ -133,7 +133,7 @@ impl Dns {
             let several = servers.len() > 1;
             for server in servers {
                 let identity = match several {
-                    true => format!("{target}:{}/{}", srv.port, server.addr.ip()),
+                    true => format!("{target}:{}@{}", srv.port, server.addr.ip()),
                     false => format!("{target}:{}", srv.port),
                 };
                 parts.servers.push(Found {

@@ -31,7 +31,10 @@ impl ServerAddr {
             return Some(unix_path(path).map(|path| ServerAddr::Unix(Arc::from(Path::new(path)))));
         }
         match text.parse::<SocketAddr>() {
-            Ok(addr) if addr.port() == 0 => Some(Err("port 0 cannot be connected to".into())),
+            Ok(addr) if addr.port() == 0 => Some(Err(
+                r#"port 0 cannot be connected to; write the server's port, e.g. "127.0.0.1:9001""#
+                    .into(),
+            )),
             Ok(addr) => Some(Ok(ServerAddr::Tcp(addr))),
             Err(_) => None,
         }

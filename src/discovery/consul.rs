@@ -142,7 +142,7 @@ impl Consul {
         )
     }
 
-    /// A failure: the next question starts from the index again only if the agent went back.
+    /// A failure, named by its service; the index stays where the last answer left it.
     fn failed(&self, reason: String) -> Answer {
         Answer::Failed {
             reason: format!("consul {}: {reason}", self.service.name),

@@ -65,19 +65,19 @@ impl Dns {
         );
         let mut parts = Parts::default();
         for records in [v4, v6] {
-            parts.take(records, |data, _| {
+            parts.take(records, |data| {
                 let ip = match data {
                     RData::A(a) => IpAddr::V4(a.0),
                     RData::AAAA(aaaa) => IpAddr::V6(aaaa.0),
                     _ => return None,
                 };
                 let addr = SocketAddr::new(ip, port);
-                Some(vec![Found {
+                Some(Found {
                     identity: addr.to_string(),
                     addr,
                     weight: 1,
                     backup: false,
-                }])
+                })
             });
         }
         parts.answer()
@@ -193,13 +193,13 @@ struct Parts {
 }
 
 impl Parts {
-    /// Takes one lookup, each record made into servers by `servers`.
-    fn take(&mut self, lookup: Lookup, servers: impl Fn(&RData, Duration) -> Option<Vec<Found>>) {
+    /// Takes one lookup, each record made into a server by `server`.
+    fn take(&mut self, lookup: Lookup, server: impl Fn(&RData) -> Option<Found>) {
         match lookup {
             Lookup::Records(records) => {
                 for (data, ttl) in &records {
-                    if let Some(found) = servers(data, *ttl) {
-                        self.servers.extend(found);
+                    if let Some(found) = server(data) {
+                        self.servers.push(found);
                         self.ttl = Some(self.ttl.map_or(*ttl, |least| least.min(*ttl)));
                     }
                 }

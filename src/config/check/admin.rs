@@ -3,7 +3,7 @@
 
 use toml::Spanned;
 
-use super::primitives::{quoted, PortZero};
+use super::primitives::quoted;
 use super::{Checker, Table};
 use crate::config::raw::RawAdmin;
 use crate::config::{AdminSettings, AdminSocket};
@@ -16,15 +16,8 @@ impl Checker {
         };
         let admin = raw.get_ref();
         // `bind` is required unless the API is on a socket only.
-        let bind = (admin.bind.is_some() || admin.socket.is_none()).then(|| {
-            self.socket_addr(
-                &table,
-                "bind",
-                &admin.bind,
-                "127.0.0.1:9900",
-                PortZero::Allowed,
-            )
-        });
+        let bind = (admin.bind.is_some() || admin.socket.is_none())
+            .then(|| self.socket_addr(&table, "bind", &admin.bind, "127.0.0.1:9900"));
         let socket = admin.socket.as_ref().map(|path| AdminSocket {
             path: self.socket_path(&table.key("socket"), path),
             mode: self.file_mode(&table.key("socket_mode"), &admin.socket_mode),

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use toml::Spanned;
 
-use super::primitives::{quoted, PortZero, Zero};
+use super::primitives::{quoted, Zero};
 use super::words::ACCESS_LOG_FORMATS;
 use super::{Checker, Table};
 use crate::config::raw::{RawListener, RawPool};
@@ -38,13 +38,7 @@ impl Checker {
     ) -> ListenerConfig {
         ListenerConfig {
             name: self.name(table, &listener.name, "web"),
-            bind: self.socket_addr(
-                table,
-                "bind",
-                &listener.bind,
-                "127.0.0.1:8080",
-                PortZero::Allowed,
-            ),
+            bind: self.socket_addr(table, "bind", &listener.bind, "127.0.0.1:8080"),
             backlog: self.integer(
                 &table.key("backlog"),
                 &listener.backlog,

@@ -33,14 +33,6 @@ pub(super) enum Zero {
     Refused,
 }
 
-/// Whether a socket address may have port 0: a listener may (the kernel picks one; tests rely on
-/// it), a server may not (nothing can be connected to there).
-#[derive(Clone, Copy, PartialEq)]
-pub(super) enum PortZero {
-    Allowed,
-    Refused,
-}
-
 impl Checker {
     /// Checks each table of the array at `key` — `listener`, `pool`, a pool's `servers` — with
     /// `check`, then that no two of them share a name (`rule` says so in the message).
@@ -118,15 +110,15 @@ impl Checker {
         text.clone()
     }
 
-    /// A required socket address (`bind`, `addr`), with port 0 only where `port_zero` allows it.
-    /// Messages suggest `"example"`; [`STAND_IN_ADDR`] when missing or refused.
+    /// A required address to bind (`bind`): port 0 is taken (the kernel picks one; tests rely on
+    /// it); a server's address is [`Checker::server_addr`]'s. Messages suggest `"example"`;
+    /// [`STAND_IN_ADDR`] when missing or refused.
     pub(super) fn socket_addr(
         &mut self,
         table: &Table,
         field: &str,
         raw: &Option<Spanned<String>>,
         example: &str,
-        port_zero: PortZero,
     ) -> SocketAddr {
         let how = format!(r#"write e.g. {field} = "{example}""#);
         let Some(raw) = self.required(table, field, raw, &how) else {
@@ -134,11 +126,6 @@ impl Checker {
         };
         let text = raw.get_ref();
         let why = match text.parse::<SocketAddr>() {
-            Ok(addr) if addr.port() == 0 && port_zero == PortZero::Refused => {
-                format!(
-                    r#"port 0 cannot be connected to; write the server's port, e.g. "{example}""#
-                )
-            }
             Ok(addr) => return addr,
             Err(_) => not_a_socket_address(text, example),
         };
